@@ -1,0 +1,350 @@
+package consumer
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/rmq-go/rmq/luascripts"
+	"github.com/rmq-go/rmq/producer"
+	"github.com/rmq-go/rmq/slots"
+	"github.com/rmq-go/rmq/topic"
+)
+
+// Consumer consumes one topic with one listener.
+type Consumer struct {
+	rdb         redis.UniversalClient
+	topic       topic.Topic
+	listener    MessageListener
+	cfg         config
+	log         *slog.Logger
+	keys        []slots.Keys
+	wakeCmd     string
+	backoffArgs []any
+
+	// lifecycle
+	startOnce sync.Once
+	closeOnce sync.Once
+	started   bool
+	runCtx    context.Context // fetcher, waker, sweeper: cancelled first by Close
+	stopRun   context.CancelFunc
+	handleCtx context.Context // handlers and leases: cancelled when Close gives up
+	stopAll   context.CancelFunc
+	loops     sync.WaitGroup // fetcher, waker, sweeper
+	handlers  sync.WaitGroup // one per delivery in flight
+	leaseDone chan struct{}
+
+	mu       sync.Mutex
+	inflight map[*delivery]struct{}
+	perSlot  map[int]int
+	released chan struct{} // a handler finished: capacity is free
+
+	waker *waker
+	clock clock
+}
+
+// delivery is one message being handled here.
+type delivery struct {
+	msg       *Message
+	cancel    context.CancelCauseFunc
+	timedOut  bool // guarded by Consumer.mu: no more lease extension
+	abandoned bool // guarded by Consumer.mu: Close rolled it back
+}
+
+// New returns a consumer of t. It starts nothing until Start.
+func New(rdb redis.UniversalClient, t topic.Topic, l MessageListener, opts ...Option) (*Consumer, error) {
+	if t.IsZero() {
+		return nil, fmt.Errorf("%w: zero Topic", topic.ErrInvalidName)
+	}
+	if l == nil {
+		return nil, fmt.Errorf("%w: nil listener", ErrInvalidOption)
+	}
+	cfg := defaultConfig()
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	c := &Consumer{
+		rdb:       rdb,
+		topic:     t,
+		listener:  l,
+		cfg:       cfg,
+		log:       cfg.logger.With("topic", t.Name()),
+		wakeCmd:   producer.WakeCommand(rdb),
+		inflight:  map[*delivery]struct{}{},
+		perSlot:   map[int]int{},
+		released:  make(chan struct{}, 1),
+		leaseDone: make(chan struct{}),
+	}
+	c.keys = keysOf(cfg.prefix, c)
+	// The backoff of attempt a is entry a; attempts past the table use its last.
+	n := cfg.maxRetries + 1
+	c.backoffArgs = append(c.backoffArgs, n)
+	for a := 1; a <= n; a++ {
+		c.backoffArgs = append(c.backoffArgs, max(cfg.backoff(a), 0).Milliseconds())
+	}
+	return c, nil
+}
+
+// Topic returns the consumed topic.
+func (c *Consumer) Topic() topic.Topic { return c.topic }
+
+// Start checks the topic definition, subscribes to wake-ups and starts
+// fetching. ctx bounds only the start-up calls; Close stops the consumer.
+func (c *Consumer) Start(ctx context.Context) error {
+	err := ErrStarted
+	c.startOnce.Do(func() { err = c.start(ctx) })
+	return err
+}
+
+func (c *Consumer) start(ctx context.Context) error {
+	c.mu.Lock()
+	closed := c.runCtx != nil
+	c.mu.Unlock()
+	if closed {
+		return ErrClosed
+	}
+	if err := topic.Define(ctx, c.rdb, slots.TopicsKey(c.cfg.prefix), c.topic); err != nil {
+		return err
+	}
+	if err := luascripts.Load(ctx, c.rdb); err != nil {
+		return err
+	}
+	base := context.WithoutCancel(ctx)
+	c.mu.Lock()
+	c.runCtx, c.stopRun = context.WithCancel(base)
+	c.handleCtx, c.stopAll = context.WithCancel(base)
+	c.started = true
+	c.mu.Unlock()
+
+	c.waker = newWaker(c)
+	if err := c.waker.subscribe(ctx); err != nil {
+		c.stopRun()
+		c.stopAll()
+		return err
+	}
+	f := newFetcher(c)
+	c.loops.Add(3)
+	go c.waker.run(&c.loops)
+	go f.run(&c.loops)
+	go newSweeper(c).run(&c.loops)
+	go newLeaseKeeper(c).run(c.leaseDone)
+	c.log.DebugContext(ctx, "rmq: consumer started", "slots", c.topic.SlotAmount(), "concurrency", c.cfg.concurrency)
+	return nil
+}
+
+// Close stops fetching, waits for the handlers in flight until ctx is done,
+// then cancels the rest and rolls them back so nothing stays in prepare. It
+// returns when every goroutine the consumer started has ended: handlers
+// must return once their context is cancelled. The error is ctx's when the
+// deadline cut handlers short.
+func (c *Consumer) Close(ctx context.Context) error {
+	var err error
+	c.closeOnce.Do(func() { err = c.close(ctx) })
+	return err
+}
+
+func (c *Consumer) close(ctx context.Context) error {
+	c.mu.Lock()
+	started := c.started
+	if !started {
+		// Mark closed so a later Start refuses.
+		c.runCtx, c.stopRun = context.WithCancel(context.Background())
+	}
+	c.mu.Unlock()
+	if !started {
+		return nil
+	}
+	// Senders before receivers: stop fetching first so no new delivery
+	// starts, then drain the handlers that run.
+	c.stopRun()
+	c.loops.Wait()
+
+	drained := make(chan struct{})
+	go func() { c.handlers.Wait(); close(drained) }()
+	var err error
+	select {
+	case <-drained:
+	case <-ctx.Done():
+		err = ctx.Err()
+		c.abandonInflight()
+		<-drained
+	}
+	// Leases are kept until the last handler is done.
+	c.stopAll()
+	<-c.leaseDone
+	return err
+}
+
+// abandonInflight rolls back every delivery still in flight and cancels its
+// handler; their later acks would be refused anyway (their token is gone).
+func (c *Consumer) abandonInflight() {
+	c.mu.Lock()
+	bySlot := map[int][]rollbackItem{}
+	for d := range c.inflight {
+		if d.abandoned {
+			continue
+		}
+		d.abandoned = true
+		bySlot[d.msg.Slot] = append(bySlot[d.msg.Slot], rollbackItem{id: d.msg.ID, token: d.msg.Token, err: ErrShutdown.Error()})
+		d.cancel(ErrShutdown)
+	}
+	c.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for slot, items := range bySlot {
+		if _, err := c.rollback(ctx, slot, items); err != nil {
+			c.log.ErrorContext(ctx, "rmq: roll back on shutdown", "slot", slot, "err", err)
+		}
+	}
+}
+
+// freeCapacity reports how many more deliveries may start, overall and for
+// one slot.
+func (c *Consumer) freeCapacity() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cfg.concurrency - len(c.inflight)
+}
+
+func (c *Consumer) slotFree(slot int) int {
+	if c.cfg.slotLimit == 0 {
+		return c.cfg.concurrency
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cfg.slotLimit - c.perSlot[slot]
+}
+
+// dispatch starts a handler goroutine for each fetched message.
+func (c *Consumer) dispatch(msgs []*Message) {
+	for _, m := range msgs {
+		ctx, cancel := context.WithCancelCause(c.handleCtx)
+		d := &delivery{msg: m, cancel: cancel}
+		c.mu.Lock()
+		c.inflight[d] = struct{}{}
+		c.perSlot[m.Slot]++
+		c.mu.Unlock()
+		c.handlers.Add(1)
+		go c.handle(ctx, d)
+	}
+}
+
+func (c *Consumer) handle(ctx context.Context, d *delivery) {
+	defer c.handlers.Done()
+	defer d.cancel(nil)
+	hctx := ctx
+	if c.cfg.handlerTimeout > 0 {
+		var cancel context.CancelFunc
+		hctx, cancel = context.WithTimeoutCause(ctx, c.cfg.handlerTimeout, ErrHandlerTimeout)
+		defer cancel()
+		stop := context.AfterFunc(hctx, func() {
+			if context.Cause(hctx) == ErrHandlerTimeout {
+				c.mu.Lock()
+				d.timedOut = true
+				c.mu.Unlock()
+			}
+		})
+		defer stop()
+	}
+	err := c.call(hctx, d.msg)
+
+	c.mu.Lock()
+	abandoned, timedOut := d.abandoned, d.timedOut
+	c.mu.Unlock()
+	if timedOut {
+		err = fmt.Errorf("%w after %v: %v", ErrHandlerTimeout, c.cfg.handlerTimeout, err)
+	}
+	switch {
+	case abandoned:
+	case context.Cause(ctx) == ErrLeaseLost:
+		c.log.WarnContext(ctx, "rmq: lease lost while handling; the message is redelivered", "id", d.msg.ID, "slot", d.msg.Slot)
+	case err == nil:
+		c.finish(d, func(ctx context.Context) error {
+			refused, err := c.ack(ctx, d.msg.Slot, []*delivery{d})
+			if err == nil && refused > 0 {
+				c.log.WarnContext(ctx, "rmq: ack refused: the delivery was no longer current", "id", d.msg.ID, "slot", d.msg.Slot)
+			}
+			return err
+		})
+	default:
+		c.finish(d, func(ctx context.Context) error {
+			_, rerr := c.rollback(ctx, d.msg.Slot, []rollbackItem{{id: d.msg.ID, token: d.msg.Token, err: err.Error()}})
+			return rerr
+		})
+	}
+	c.mu.Lock()
+	delete(c.inflight, d)
+	if c.perSlot[d.msg.Slot]--; c.perSlot[d.msg.Slot] <= 0 {
+		delete(c.perSlot, d.msg.Slot)
+	}
+	c.mu.Unlock()
+	select {
+	case c.released <- struct{}{}:
+	default:
+	}
+}
+
+// finish runs an ack or rollback. It outlives a cancelled handler context
+// (the outcome must still reach Redis) but not a Redis that stays away: the
+// lease then runs out and the sweeper rolls the message back.
+func (c *Consumer) finish(d *delivery, op func(ctx context.Context) error) {
+	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.prepareTimeout)
+	defer cancel()
+	if err := op(ctx); err != nil {
+		c.log.ErrorContext(ctx, "rmq: could not end delivery; its lease will expire", "id", d.msg.ID, "slot", d.msg.Slot, "err", err)
+	}
+}
+
+// call runs the listener and turns a panic into a *PanicError.
+func (c *Consumer) call(ctx context.Context, m *Message) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = &PanicError{Value: r, Stack: debug.Stack()}
+			c.log.ErrorContext(ctx, "rmq: handler panic", "id", m.ID, "panic", fmt.Sprint(r))
+		}
+	}()
+	return c.listener.OnMessage(ctx, m)
+}
+
+// snapshotInflight groups the deliveries whose leases should be extended.
+func (c *Consumer) snapshotInflight() map[int][]*delivery {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[int][]*delivery{}
+	for d := range c.inflight {
+		if !d.timedOut && !d.abandoned {
+			out[d.msg.Slot] = append(out[d.msg.Slot], d)
+		}
+	}
+	return out
+}
+
+// leaseLost cancels handlers whose delivery is no longer current.
+func (c *Consumer) leaseLost(ds []*delivery) {
+	for _, d := range ds {
+		c.log.Warn("rmq: lease lost", "id", d.msg.ID, "slot", d.msg.Slot, "attempt", d.msg.Attempt)
+		d.cancel(ErrLeaseLost)
+	}
+}
+
+
+func slotList(n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = i
+	}
+	return out
+}
+
+
+// ownedSlots lists the slots this consumer fetches and sweeps: all of them
+// without a coordinator.
+func (c *Consumer) ownedSlots() []int { return slotList(c.topic.SlotAmount()) }

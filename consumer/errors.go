@@ -1,0 +1,40 @@
+package consumer
+
+import (
+	"errors"
+	"fmt"
+)
+
+var (
+	// ErrInvalidOption is returned by New for an option out of range.
+	ErrInvalidOption = errors.New("rmq: invalid consumer option")
+	// ErrLeaseLost is the cause of a handler context cancelled because its
+	// delivery is no longer the current one (the lease ran out and the
+	// message was rolled back, possibly redelivered elsewhere).
+	ErrLeaseLost = errors.New("rmq: lease lost")
+	// ErrHandlerTimeout is recorded as the last error of a delivery whose
+	// handler ran past WithHandlerTimeout.
+	ErrHandlerTimeout = errors.New("rmq: handler timeout")
+	// ErrShutdown is recorded as the last error of a delivery rolled back
+	// because Close's deadline passed before its handler returned.
+	ErrShutdown = errors.New("rmq: consumer shut down before the handler finished")
+	// ErrClosed is returned by Start after Close.
+	ErrClosed = errors.New("rmq: consumer closed")
+	// ErrStarted is returned by a second Start.
+	ErrStarted = errors.New("rmq: consumer already started")
+)
+
+// PanicError is the error a delivery is rolled back with when its handler
+// panics. The panic does not reach the caller's goroutine.
+type PanicError struct {
+	Value any
+	Stack []byte
+}
+
+func (e *PanicError) Error() string { return fmt.Sprintf("rmq: handler panic: %v", e.Value) }
+
+// Unwrap returns the panic value when it is an error.
+func (e *PanicError) Unwrap() error {
+	err, _ := e.Value.(error)
+	return err
+}

@@ -1,0 +1,243 @@
+package consumer
+
+import (
+	"context"
+	"math"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+)
+
+const never = math.MaxInt64
+
+// maxIdle bounds a fetcher's sleep. Wake-ups come by notification and a
+// resubscription marks every slot unknown, so this is a safety net, not a poll.
+const maxIdle = time.Minute
+
+// blockedRecheck is how soon a slot whose waiting messages are all blocked
+// (their id is being handled) is looked at again if the wake-up that the
+// end of that delivery publishes is missed.
+const blockedRecheck = 5 * time.Second
+
+// slotHead is what the fetcher knows of a slot's store.
+type slotHead struct {
+	known   bool    // false: look at once
+	empty   bool    // nothing fetchable (empty, or all blocked)
+	score   float64 // head score: due ms (time-based) or priority
+	recheck int64   // Redis ms before which an all-blocked slot is not looked at
+}
+
+// fetcher is the one goroutine that moves messages from store to prepare for
+// a consumer. It keeps every slot's head score and takes messages in order
+// across slots: from the best head, up to the next-best head, as many as
+// there are free handlers. It sleeps until the earliest head comes due, a
+// wake-up changes a head, or a handler finishes.
+type fetcher struct {
+	c       *Consumer
+	heads   []slotHead
+	errWait time.Duration
+}
+
+func newFetcher(c *Consumer) *fetcher {
+	return &fetcher{c: c, heads: make([]slotHead, c.topic.SlotAmount())}
+}
+
+func (f *fetcher) timeBased() bool { return f.c.topic.Type().TimeBased() }
+
+func (f *fetcher) run(wg *sync.WaitGroup) {
+	defer wg.Done()
+	c := f.c
+	ctx := c.runCtx
+	timer := time.NewTimer(maxIdle)
+	defer timer.Stop()
+	for ctx.Err() == nil {
+		f.applyWakes()
+		wait := maxIdle
+		if free := c.freeCapacity(); free > 0 {
+			nowMs := c.clock.now().UnixMilli()
+			if unknown := f.unknownSlots(); len(unknown) > 0 {
+				f.fetch(ctx, unknownReqs(unknown))
+				continue
+			}
+			if req, ok := f.plan(nowMs, free); ok {
+				f.fetch(ctx, []fetchReq{req})
+				continue
+			}
+			if at := f.earliest(); at != never {
+				wait = min(wait, max(c.clock.untilMs(at), 0))
+			}
+		}
+		timer.Reset(wait)
+		select {
+		case <-ctx.Done():
+		case <-c.waker.signal:
+		case <-c.released:
+		case <-timer.C:
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+	}
+}
+
+func (f *fetcher) applyWakes() {
+	all, pending := f.c.waker.take()
+	if all {
+		for i := range f.heads {
+			f.heads[i] = slotHead{}
+		}
+		return
+	}
+	for slot, score := range pending {
+		if slot < 0 || slot >= len(f.heads) {
+			continue
+		}
+		h := &f.heads[slot]
+		switch {
+		case score < 0 || !h.known:
+			*h = slotHead{}
+		case h.empty:
+			*h = slotHead{known: true, score: score}
+		case f.timeBased():
+			h.score = min(h.score, score)
+		default:
+			h.score = max(h.score, score)
+		}
+		h.recheck = 0
+	}
+}
+
+func (f *fetcher) unknownSlots() []int {
+	var out []int
+	for i, h := range f.heads {
+		if !h.known && f.c.slotFree(i) > 0 {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+func unknownReqs(slots []int) []fetchReq {
+	reqs := make([]fetchReq, len(slots))
+	for i, s := range slots {
+		reqs[i] = fetchReq{slot: s}
+	}
+	return reqs
+}
+
+// readyAt returns the Redis ms from which slot i can be fetched.
+func (f *fetcher) readyAt(i int) int64 {
+	h := f.heads[i]
+	switch {
+	case !h.known:
+		return 0
+	case h.empty:
+		if h.recheck > 0 {
+			return h.recheck
+		}
+		return never
+	case f.timeBased():
+		return max(int64(math.Ceil(h.score)), h.recheck)
+	default:
+		return h.recheck
+	}
+}
+
+// plan picks the slot with the best due head and bounds the fetch by the
+// next-best head, so messages leave the topic in order across slots.
+func (f *fetcher) plan(nowMs int64, free int) (fetchReq, bool) {
+	var due []int
+	for i := range f.heads {
+		if f.readyAt(i) <= nowMs && f.c.slotFree(i) > 0 {
+			due = append(due, i)
+		}
+	}
+	if len(due) == 0 {
+		return fetchReq{}, false
+	}
+	better := func(a, b int) bool {
+		ha, hb := f.heads[a], f.heads[b]
+		if ha.empty != hb.empty {
+			return hb.empty
+		}
+		if ha.score != hb.score {
+			if f.timeBased() {
+				return ha.score < hb.score
+			}
+			return ha.score > hb.score
+		}
+		return a < b
+	}
+	sort.Slice(due, func(i, j int) bool { return better(due[i], due[j]) })
+	best := due[0]
+	req := fetchReq{slot: best, n: min(free, f.c.slotFree(best))}
+	for _, s := range due[1:] {
+		if !f.heads[s].empty {
+			req.bound = strconv.FormatFloat(f.heads[s].score, 'f', -1, 64)
+			break
+		}
+	}
+	return req, true
+}
+
+func (f *fetcher) earliest() int64 {
+	e := int64(never)
+	for i := range f.heads {
+		if f.c.slotFree(i) > 0 {
+			e = min(e, f.readyAt(i))
+		}
+	}
+	return e
+}
+
+func (f *fetcher) fetch(ctx context.Context, reqs []fetchReq) {
+	c := f.c
+	results := c.fetch(ctx, reqs)
+	failed := false
+	for _, r := range results {
+		if r.nowUs > 0 {
+			c.clock.observe(r.nowUs, time.Now())
+		}
+		if r.err != nil && len(r.msgs) == 0 {
+			failed = true
+			continue
+		}
+		c.dispatch(r.msgs)
+		f.heads[r.slot] = f.headOf(r)
+	}
+	if !failed {
+		f.errWait = 0
+		return
+	}
+	if ctx.Err() != nil {
+		return
+	}
+	// Redis is unreachable or failing: back off; the slots stay as they were.
+	f.errWait = min(max(f.errWait*2, 50*time.Millisecond), 5*time.Second)
+	for _, r := range results {
+		if r.err != nil {
+			c.log.WarnContext(ctx, "rmq: fetch failed", "slot", r.slot, "err", r.err, "retry_in", f.errWait)
+			break
+		}
+	}
+	t := time.NewTimer(f.errWait)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+func (f *fetcher) headOf(r fetchResult) slotHead {
+	switch {
+	case r.head == -1:
+		return slotHead{known: true, empty: true}
+	case r.head == -2:
+		return slotHead{known: true, empty: true, recheck: r.nowUs/1000 + blockedRecheck.Milliseconds()}
+	}
+	return slotHead{known: true, score: r.head}
+}

@@ -1,0 +1,47 @@
+package consumer
+
+import (
+	"context"
+	"time"
+
+	"github.com/rmq-go/rmq/topic"
+)
+
+// Message is one delivery of a message to a listener.
+type Message struct {
+	ID    string // the key given to WithKey, else derived from the body
+	Topic string
+	Slot  int
+	Type  topic.Type
+	Body  []byte
+	// Attempt is 1 on the first delivery and grows with every failed one.
+	Attempt int
+	// DueAt is when a time-based message came due (the score it was fetched
+	// at); zero for priority messages.
+	DueAt time.Time
+	// Priority is the priority a priority message was sent with.
+	Priority int64
+	// FirstSentAt is the Redis time of the first send of this message.
+	FirstSentAt time.Time
+	// FetchedAt is when this consumer received it.
+	FetchedAt time.Time
+	// LastError is the error the previous attempt failed with, if any.
+	LastError string
+	// Token identifies this delivery. Ack and rollback are accepted only
+	// while the slot's prepare entry carries it.
+	Token int64
+}
+
+// MessageListener handles messages. Returning nil acks the delivery;
+// returning an error or panicking rolls it back for a retry. The context is
+// cancelled when the handler timeout passes, when the delivery's lease is
+// lost (cause ErrLeaseLost) and when Close gives up waiting.
+type MessageListener interface {
+	OnMessage(ctx context.Context, m *Message) error
+}
+
+// ListenerFunc adapts a function to MessageListener.
+type ListenerFunc func(ctx context.Context, m *Message) error
+
+// OnMessage calls f(ctx, m).
+func (f ListenerFunc) OnMessage(ctx context.Context, m *Message) error { return f(ctx, m) }

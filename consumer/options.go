@@ -1,0 +1,139 @@
+package consumer
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/rmq-go/rmq/slots"
+)
+
+// Defaults.
+const (
+	DefaultMaxRetries     = 16
+	DefaultPrepareTimeout = 30 * time.Second
+	DefaultConcurrency    = 32
+	DefaultDeadMaxLen     = 100_000
+	DefaultDeadMaxAge     = 30 * 24 * time.Hour
+	// MaxMaxRetries is the largest WithMaxRetries: the attempt number lives
+	// in three decimal digits of the prepare score.
+	MaxMaxRetries = 998
+)
+
+type config struct {
+	prefix         string
+	maxRetries     int
+	prepareTimeout time.Duration
+	concurrency    int
+	backoff        func(attempt int) time.Duration
+	handlerTimeout time.Duration
+	sweepInterval  time.Duration
+	deadMaxLen     int
+	deadMaxAge     time.Duration
+	logger         *slog.Logger
+	slotLimit      int // most deliveries in flight per slot; 0 = no limit
+}
+
+func defaultConfig() config {
+	return config{
+		prefix:         slots.DefaultPrefix,
+		maxRetries:     DefaultMaxRetries,
+		prepareTimeout: DefaultPrepareTimeout,
+		concurrency:    DefaultConcurrency,
+		backoff:        DefaultBackoff,
+		deadMaxLen:     DefaultDeadMaxLen,
+		deadMaxAge:     DefaultDeadMaxAge,
+		logger:         slog.New(slog.NewTextHandler(io.Discard, nil)),
+	}
+}
+
+// DefaultBackoff waits 1s before the first retry and doubles up to 10 minutes.
+func DefaultBackoff(attempt int) time.Duration {
+	if attempt < 1 {
+		attempt = 1
+	}
+	if attempt > 10 {
+		return 10 * time.Minute
+	}
+	return min(time.Second<<(attempt-1), 10*time.Minute)
+}
+
+func (c *config) validate() error {
+	switch {
+	case c.maxRetries < 0 || c.maxRetries > MaxMaxRetries:
+		return fmt.Errorf("%w: max retries %d (want 0..%d)", ErrInvalidOption, c.maxRetries, MaxMaxRetries)
+	case c.prepareTimeout < time.Second:
+		return fmt.Errorf("%w: prepare timeout %v (want at least 1s)", ErrInvalidOption, c.prepareTimeout)
+	case c.concurrency < 1:
+		return fmt.Errorf("%w: concurrency %d (want at least 1)", ErrInvalidOption, c.concurrency)
+	case c.handlerTimeout < 0:
+		return fmt.Errorf("%w: handler timeout %v", ErrInvalidOption, c.handlerTimeout)
+	case c.backoff == nil:
+		return fmt.Errorf("%w: nil retry backoff", ErrInvalidOption)
+	case c.deadMaxLen < 0 || c.deadMaxAge < 0:
+		return fmt.Errorf("%w: negative dead-queue retention", ErrInvalidOption)
+	case c.logger == nil:
+		return fmt.Errorf("%w: nil logger", ErrInvalidOption)
+	}
+	if c.sweepInterval <= 0 {
+		c.sweepInterval = min(max(c.prepareTimeout/2, 500*time.Millisecond), 10*time.Second)
+	}
+	return slots.ValidatePrefix(c.prefix)
+}
+
+// leaseSeconds is the lease in whole seconds, rounded up: prepare scores
+// keep deadlines in seconds.
+func (c *config) leaseSeconds() int64 {
+	return int64((c.prepareTimeout + time.Second - 1) / time.Second)
+}
+
+// Option configures a Consumer.
+type Option func(*config)
+
+// WithPrefix sets the Redis key prefix (default "rmq").
+func WithPrefix(prefix string) Option { return func(c *config) { c.prefix = prefix } }
+
+// WithMaxRetries sets how many retries follow the first attempt before a
+// message moves to the dead queue (default 16, at most 998): n+1 attempts.
+func WithMaxRetries(n int) Option { return func(c *config) { c.maxRetries = n } }
+
+// WithPrepareTimeout sets the lease of a delivery (default 30s, whole
+// seconds, at least 1s). The lease is extended while the handler runs; a
+// delivery whose consumer died is rolled back once it runs out.
+func WithPrepareTimeout(d time.Duration) Option { return func(c *config) { c.prepareTimeout = d } }
+
+// WithConcurrency sets how many handlers run at once (default 32). Fetches
+// never take more messages than there are free handlers.
+func WithConcurrency(n int) Option { return func(c *config) { c.concurrency = n } }
+
+// WithRetryBackoff sets how long a failed time-based message waits before
+// its next attempt (attempt is the attempt that failed, from 1). A zero
+// backoff retries at once. Priority messages ignore it: a retry ranks below
+// every fresh message instead.
+func WithRetryBackoff(f func(attempt int) time.Duration) Option {
+	return func(c *config) { c.backoff = f }
+}
+
+// WithHandlerTimeout bounds one handler call (default: none). Past it the
+// handler's context is cancelled, its lease is no longer extended, and the
+// delivery is rolled back with ErrHandlerTimeout.
+func WithHandlerTimeout(d time.Duration) Option { return func(c *config) { c.handlerTimeout = d } }
+
+// WithSweepInterval sets how often expired leases are looked for (default
+// half the prepare timeout, between 0.5s and 10s).
+func WithSweepInterval(d time.Duration) Option { return func(c *config) { c.sweepInterval = d } }
+
+// WithDeadRetention bounds each slot's dead queue by count and age; the
+// oldest go first, bodies with them. Zero means unbounded. Defaults: 100,000
+// messages per topic (divided evenly among its slots) and 30 days.
+func WithDeadRetention(maxLen int, maxAge time.Duration) Option {
+	return func(c *config) { c.deadMaxLen, c.deadMaxAge = maxLen, maxAge }
+}
+
+// WithLogger sets the logger (default: discard).
+func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
+
+// WithSerialSlots limits each slot to one delivery in flight at a time, so a
+// slot's messages are handled one after another in score order.
+func WithSerialSlots() Option { return func(c *config) { c.slotLimit = 1 } }

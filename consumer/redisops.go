@@ -1,0 +1,302 @@
+package consumer
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/rmq-go/rmq/luascripts"
+	"github.com/rmq-go/rmq/slots"
+)
+
+// This file is the consumer's only door to Redis: every call is one script
+// run per slot, pipelined across slots where a loop would otherwise pay one
+// round trip each.
+
+type fetchReq struct {
+	slot  int
+	n     int    // 0 only reads the slot's head
+	bound string // "" or the next-best slot's head score
+}
+
+type fetchResult struct {
+	slot    int
+	nowUs   int64   // Redis clock when the script ran
+	head    float64 // first unblocked score in consume order; -1 empty, -2 all blocked
+	blocked int
+	msgs    []*Message
+	err     error
+}
+
+// runPipelined runs one script call per element through a pipeline. A
+// pipelined EVALSHA does not fall back to EVAL, so on NOSCRIPT (a restarted
+// or failed-over Redis) the scripts are loaded and the failed calls retried.
+func (c *Consumer) runPipelined(ctx context.Context, n int, add func(pipe redis.Pipeliner, i int, sha bool) *redis.Cmd) []*redis.Cmd {
+	if n == 1 {
+		return []*redis.Cmd{add(nil, 0, false)}
+	}
+	cmds := make([]*redis.Cmd, n)
+	pipe := c.rdb.Pipeline()
+	for i := range cmds {
+		cmds[i] = add(pipe, i, true)
+	}
+	_, _ = pipe.Exec(ctx)
+	var retry []int
+	for i, cmd := range cmds {
+		if luascripts.IsNoScript(cmd.Err()) {
+			retry = append(retry, i)
+		}
+	}
+	if len(retry) > 0 {
+		if err := luascripts.Load(ctx, c.rdb); err == nil {
+			pipe := c.rdb.Pipeline()
+			for _, i := range retry {
+				cmds[i] = add(pipe, i, true)
+			}
+			_, _ = pipe.Exec(ctx)
+		}
+	}
+	return cmds
+}
+
+func runScript(ctx context.Context, rdb redis.UniversalClient, pipe redis.Pipeliner, s *redis.Script, keys []string, args []any) *redis.Cmd {
+	if pipe == nil {
+		return s.Run(ctx, rdb, keys, args...)
+	}
+	return s.EvalSha(ctx, pipe, keys, args...)
+}
+
+func (c *Consumer) fetch(ctx context.Context, reqs []fetchReq) []fetchResult {
+	timeBased := "0"
+	if c.topic.Type().TimeBased() {
+		timeBased = "1"
+	}
+	lease := c.cfg.leaseSeconds()
+	cmds := c.runPipelined(ctx, len(reqs), func(pipe redis.Pipeliner, i int, _ bool) *redis.Cmd {
+		k := c.keys[reqs[i].slot]
+		return runScript(ctx, c.rdb, pipe, luascripts.Fetch, []string{k.Store, k.Prepare, k.Msg},
+			[]any{timeBased, reqs[i].n, lease, reqs[i].n + 64, reqs[i].bound})
+	})
+	received := time.Now()
+	out := make([]fetchResult, len(reqs))
+	for i, cmd := range cmds {
+		out[i] = c.decodeFetch(reqs[i].slot, cmd, received)
+	}
+	return out
+}
+
+func (c *Consumer) decodeFetch(slot int, cmd *redis.Cmd, received time.Time) fetchResult {
+	r := fetchResult{slot: slot, head: -1}
+	vals, err := cmd.Slice()
+	if err != nil {
+		r.err = err
+		return r
+	}
+	if len(vals) < 4 || (len(vals)-4)%4 != 0 {
+		r.err = fmt.Errorf("rmq: fetch: unexpected reply of %d values", len(vals))
+		return r
+	}
+	r.nowUs = toInt(vals[0])
+	r.head = toFloat(vals[1])
+	r.blocked = int(toInt(vals[2]))
+	for j := 4; j < len(vals); j += 4 {
+		id, _ := vals[j].(string)
+		raw, _ := vals[j+1].(string)
+		env, err := luascripts.DecodeEnvelope([]byte(raw))
+		if err != nil {
+			r.err = fmt.Errorf("rmq: fetch %s: %w", id, err)
+			continue
+		}
+		token := toInt(vals[j+2])
+		m := &Message{
+			ID:          id,
+			Topic:       c.topic.Name(),
+			Slot:        slot,
+			Type:        c.topic.Type(),
+			Body:        env.Body,
+			Attempt:     int(token % 1000),
+			FirstSentAt: time.UnixMilli(int64(env.FirstSentMs)),
+			FetchedAt:   received,
+			LastError:   env.LastError,
+			Token:       token,
+		}
+		score := toFloat(vals[j+3])
+		if c.topic.Type().TimeBased() {
+			m.DueAt = time.UnixMilli(int64(score))
+		} else {
+			m.Priority = int64(env.OrigScore)
+		}
+		r.msgs = append(r.msgs, m)
+	}
+	return r
+}
+
+// ack ends deliveries of one slot as done; it returns how many were refused.
+func (c *Consumer) ack(ctx context.Context, slot int, ds []*delivery) (refused int, err error) {
+	k := c.keys[slot]
+	args := make([]any, 0, 1+2*len(ds))
+	args = append(args, c.wakeCmd)
+	for _, d := range ds {
+		args = append(args, d.msg.ID, d.msg.Token)
+	}
+	res, err := luascripts.Ack.Run(ctx, c.rdb, []string{k.Store, k.Prepare, k.Msg, k.Wake}, args...).Int64Slice()
+	if err != nil {
+		return 0, fmt.Errorf("rmq: ack on %s slot %d: %w", c.topic.Name(), slot, err)
+	}
+	for _, v := range res {
+		if v != 1 {
+			refused++
+		}
+	}
+	return refused, nil
+}
+
+// Rollback outcomes, as rollback.lua returns them.
+const (
+	rollbackStale      = 0
+	rollbackSuperseded = 2
+	rollbackDead       = 3
+	rollbackRetried    = 4
+)
+
+type rollbackItem struct {
+	id    string
+	token int64
+	err   string
+}
+
+func (c *Consumer) rollback(ctx context.Context, slot int, items []rollbackItem) ([]int64, error) {
+	k := c.keys[slot]
+	args := c.retryArgs()
+	for _, it := range items {
+		args = append(args, it.id, it.token, it.err)
+	}
+	res, err := luascripts.Rollback.Run(ctx, c.rdb, []string{k.Store, k.Prepare, k.Msg, k.Dead, k.DeadMsg, k.Wake}, args...).Int64Slice()
+	if err != nil {
+		return nil, fmt.Errorf("rmq: rollback on %s slot %d: %w", c.topic.Name(), slot, err)
+	}
+	return res, nil
+}
+
+// retryArgs are the ARGV shared by rollback.lua and sweep.lua up to the
+// backoff table (sweep adds its limit before the table).
+func (c *Consumer) retryArgs() []any {
+	args := []any{c.wakeCmd, c.cfg.maxRetries, c.deadMaxLenPerSlot(), c.cfg.deadMaxAge.Milliseconds()}
+	return append(args, c.backoffArgs...)
+}
+
+func (c *Consumer) deadMaxLenPerSlot() int {
+	if c.cfg.deadMaxLen == 0 {
+		return 0
+	}
+	n := c.topic.SlotAmount()
+	return (c.cfg.deadMaxLen + n - 1) / n
+}
+
+// extend renews the leases of deliveries grouped by slot and returns the
+// deliveries whose lease was lost.
+func (c *Consumer) extend(ctx context.Context, bySlot map[int][]*delivery) (lost []*delivery, err error) {
+	order := make([]int, 0, len(bySlot))
+	for s := range bySlot {
+		order = append(order, s)
+	}
+	lease := c.cfg.leaseSeconds()
+	cmds := c.runPipelined(ctx, len(order), func(pipe redis.Pipeliner, i int, _ bool) *redis.Cmd {
+		ds := bySlot[order[i]]
+		args := make([]any, 0, 1+2*len(ds))
+		args = append(args, lease)
+		for _, d := range ds {
+			args = append(args, d.msg.ID, d.msg.Token)
+		}
+		return runScript(ctx, c.rdb, pipe, luascripts.Extend, []string{c.keys[order[i]].Prepare}, args)
+	})
+	for i, cmd := range cmds {
+		res, e := cmd.Int64Slice()
+		if e != nil {
+			err = e
+			continue
+		}
+		for j, v := range res {
+			if v == 0 {
+				lost = append(lost, bySlot[order[i]][j])
+			}
+		}
+	}
+	return lost, err
+}
+
+// sweep rolls back expired leases on the given slots; it returns how many
+// were rolled back and how many of them died.
+func (c *Consumer) sweep(ctx context.Context, slotList []int) (rolled, died int, err error) {
+	base := []any{c.wakeCmd, c.cfg.maxRetries, c.deadMaxLenPerSlot(), c.cfg.deadMaxAge.Milliseconds(), 1000}
+	args := append(base, c.backoffArgs...)
+	cmds := c.runPipelined(ctx, len(slotList), func(pipe redis.Pipeliner, i int, _ bool) *redis.Cmd {
+		k := c.keys[slotList[i]]
+		return runScript(ctx, c.rdb, pipe, luascripts.Sweep, []string{k.Store, k.Prepare, k.Msg, k.Dead, k.DeadMsg, k.Wake}, args)
+	})
+	for _, cmd := range cmds {
+		vals, e := cmd.Slice()
+		if e != nil {
+			err = e
+			continue
+		}
+		rolled += int(toInt(vals[0]))
+		died += int(toInt(vals[1]))
+	}
+	return rolled, died, err
+}
+
+// expiredCandidates reads (no script) which slots hold a lease that looks
+// expired by the local estimate of Redis's clock, so sweep scripts run only
+// where there is work. The script re-checks with Redis's own clock.
+func (c *Consumer) expiredCandidates(ctx context.Context, slotList []int, redisNow time.Time) ([]int, error) {
+	limit := "(" + strconv.FormatInt(redisNow.Unix()*luascripts.TokenMod, 10)
+	pipe := c.rdb.Pipeline()
+	cmds := make([]*redis.StringSliceCmd, len(slotList))
+	for i, s := range slotList {
+		cmds[i] = pipe.ZRangeArgs(ctx, redis.ZRangeArgs{Key: c.keys[s].Prepare, Start: "-inf", Stop: limit, ByScore: true, Count: 1})
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, err
+	}
+	var out []int
+	for i, cmd := range cmds {
+		if len(cmd.Val()) > 0 {
+			out = append(out, slotList[i])
+		}
+	}
+	return out, nil
+}
+
+func toInt(v any) int64 {
+	switch x := v.(type) {
+	case int64:
+		return x
+	case string:
+		n, _ := strconv.ParseFloat(x, 64)
+		return int64(n)
+	}
+	return 0
+}
+
+func toFloat(v any) float64 {
+	switch x := v.(type) {
+	case int64:
+		return float64(x)
+	case string:
+		f, _ := strconv.ParseFloat(x, 64)
+		return f
+	}
+	return 0
+}
+
+func keysOf(prefix string, c *Consumer) []slots.Keys {
+	ks := make([]slots.Keys, c.topic.SlotAmount())
+	for i := range ks {
+		ks[i] = slots.KeysFor(prefix, c.topic, i)
+	}
+	return ks
+}

@@ -1,0 +1,51 @@
+package consumer
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// sweeper rolls back deliveries whose lease ran out: their consumer died or
+// lost Redis. Every consumer of a topic sweeps; the scripts make concurrent
+// sweeps harmless.
+type sweeper struct {
+	c *Consumer
+}
+
+func newSweeper(c *Consumer) *sweeper { return &sweeper{c: c} }
+
+func (s *sweeper) run(wg *sync.WaitGroup) {
+	defer wg.Done()
+	ctx := s.c.runCtx
+	t := time.NewTicker(s.c.cfg.sweepInterval)
+	defer t.Stop()
+	for {
+		s.once(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (s *sweeper) once(ctx context.Context) {
+	c := s.c
+	ctx, cancel := context.WithTimeout(ctx, max(c.cfg.sweepInterval, time.Second))
+	defer cancel()
+	cands, err := c.expiredCandidates(ctx, c.ownedSlots(), c.clock.now())
+	if err != nil || len(cands) == 0 {
+		if err != nil && ctx.Err() == nil {
+			c.log.WarnContext(ctx, "rmq: sweep failed", "err", err)
+		}
+		return
+	}
+	rolled, died, err := c.sweep(ctx, cands)
+	if err != nil && ctx.Err() == nil {
+		c.log.WarnContext(ctx, "rmq: sweep failed", "err", err)
+	}
+	if rolled > 0 {
+		c.log.InfoContext(ctx, "rmq: rolled back expired leases", "count", rolled, "dead", died)
+	}
+}

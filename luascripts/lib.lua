@@ -1,0 +1,132 @@
+-- lib.lua: helpers prepended to every script (scripts cannot call each other).
+--
+-- Envelope (value of the msg / deadmsg hashes), big-endian:
+--   u8 version(1) | u8 type | u16 failures | f64 firstSentMs | f64 score |
+--   f64 origScore | f64 sendNonce | u16 errLen | err bytes | body bytes
+-- score is the message's current store score, origScore the score it was
+-- sent with (a priority survives retries there), sendNonce the id of the
+-- producer call that wrote it last (a resent script recognises itself).
+--
+-- Prepare score: deadlineSeconds * 1e6 + token, token = salt * 1000 + attempt.
+-- The token fences a delivery: ack, rollback and extend must name it.
+
+local HDR = '>BBHddddH'
+local TOKEN_MOD = 1000000
+
+-- now_ms returns Redis's clock in ms, and in µs as a second value.
+local function now_ms()
+  local t = redis.call('TIME')
+  local s, us = tonumber(t[1]), tonumber(t[2])
+  return s * 1000 + math.floor(us / 1000), s * 1000000 + us
+end
+
+-- fmt_score prints a score exactly (tostring keeps only 14 digits).
+local function fmt_score(x)
+  return string.format('%.17g', x)
+end
+
+local function env_decode(env)
+  local _, typ, fails, first, score, orig, nonce, elen, pos = struct.unpack(HDR, env)
+  return {
+    typ = typ, fails = fails, first = first, score = score, orig = orig, nonce = nonce,
+    err = string.sub(env, pos, pos + elen - 1), body_at = pos + elen, raw = env,
+  }
+end
+
+local function env_encode(e, body)
+  local err = e.err or ''
+  if #err > 4096 then err = string.sub(err, 1, 4096) end
+  return struct.pack(HDR, 1, e.typ, math.min(e.fails, 65535), e.first, e.score, e.orig, e.nonce, #err) .. err .. body
+end
+
+-- env_rewrite replaces the header of a stored envelope and keeps its body.
+local function env_rewrite(e)
+  return env_encode(e, string.sub(e.raw, e.body_at))
+end
+
+local function token_of(score)
+  return math.fmod(tonumber(score), TOKEN_MOD)
+end
+
+-- wake_if_head publishes on the slot channel when id is now the first
+-- message a fetcher would take, so sleeping fetchers re-plan.
+local function wake_if_head(cmd, channel, store, time_based, id, score)
+  if cmd == '' then return end
+  local head
+  if time_based then
+    head = redis.call('ZRANGE', store, 0, 0)
+  else
+    head = redis.call('ZRANGE', store, -1, -1)
+  end
+  if head[1] == id then
+    redis.call(cmd, channel, fmt_score(score))
+  end
+end
+
+-- rollback_one ends delivery `token` of `id` as failed. It changes nothing
+-- unless the prepare entry still carries that token (a stale or repeated
+-- call is inert). Returns 0 stale, 2 superseded by a re-send that waits in
+-- store, 3 dead, 4 back in store.
+local function rollback_one(k, id, token, err, now, max_retries, backoff, dead_max, dead_age, cmd)
+  local s = redis.call('ZSCORE', k.prepare, id)
+  if not s or token_of(s) ~= token then return 0 end
+  redis.call('ZREM', k.prepare, id)
+  local env = redis.call('HGET', k.msg, id)
+  if not env then return 0 end
+  local e = env_decode(env)
+  local attempt = token % 1000
+  e.err = err
+  if redis.call('ZSCORE', k.store, id) then
+    -- A send arrived while this delivery ran; that send is delivered next
+    -- and keeps its own (fresh) attempt count.
+    redis.call('HSET', k.msg, id, env_rewrite(e))
+    return 2
+  end
+  e.fails = attempt
+  local time_based = e.typ ~= 2
+  if attempt > max_retries then
+    redis.call('ZADD', k.dead, now, id)
+    redis.call('HSET', k.deadmsg, id, env_rewrite(e))
+    redis.call('HDEL', k.msg, id)
+    -- Retention: oldest first, body with it.
+    if dead_age > 0 then
+      local old = redis.call('ZRANGE', k.dead, '-inf', '(' .. (now - dead_age), 'BYSCORE')
+      for _, d in ipairs(old) do
+        redis.call('ZREM', k.dead, d)
+        redis.call('HDEL', k.deadmsg, d)
+      end
+    end
+    if dead_max > 0 then
+      local n = redis.call('ZCARD', k.dead)
+      if n > dead_max then
+        local old = redis.call('ZRANGE', k.dead, 0, n - dead_max - 1)
+        for _, d in ipairs(old) do
+          redis.call('ZREM', k.dead, d)
+          redis.call('HDEL', k.deadmsg, d)
+        end
+      end
+    end
+    return 3
+  end
+  local score
+  if time_based then
+    score = now + backoff[math.min(attempt, #backoff)]
+  else
+    -- RMQ: a retried priority message scores its remaining retries (0..16),
+    -- below every fresh priority (> 16).
+    score = math.min(max_retries - attempt, 16)
+  end
+  e.score = score
+  redis.call('ZADD', k.store, score, id)
+  redis.call('HSET', k.msg, id, env_rewrite(e))
+  wake_if_head(cmd, k.wake, k.store, time_based, id, score)
+  return 4
+end
+
+local function parse_backoff(argv, at)
+  local n = tonumber(argv[at])
+  local b = {}
+  for i = 1, n do b[i] = tonumber(argv[at + i]) end
+  if n == 0 then b[1] = 0 end
+  return b, at + n + 1
+end

@@ -1,0 +1,35 @@
+-- sweep.lua: roll back deliveries whose lease has run out (a failed attempt).
+--
+-- KEYS[1] -> store ZSET
+-- KEYS[2] -> prepare ZSET
+-- KEYS[3] -> msg HASH
+-- KEYS[4] -> dead ZSET
+-- KEYS[5] -> deadmsg HASH
+-- KEYS[6] -> wake channel
+-- ARGV[1] -> wake command: PUBLISH, SPUBLISH or ''
+-- ARGV[2] -> max retries
+-- ARGV[3] -> dead retention count per slot (0 = unbounded)
+-- ARGV[4] -> dead retention age in ms (0 = unbounded)
+-- ARGV[5] -> most leases to roll back in this call
+-- ARGV[6] -> B, then ARGV[7..6+B] -> backoff ms for attempt 1..B
+-- Returns: { rolled back, of them moved to dead, ids rolled back ... }
+-- A lease is expired when its deadline second is before Redis's clock, so a
+-- consumer with a fast clock cannot take a live lease.
+local k = { store = KEYS[1], prepare = KEYS[2], msg = KEYS[3], dead = KEYS[4], deadmsg = KEYS[5], wake = KEYS[6] }
+local max_retries = tonumber(ARGV[2])
+local dead_max, dead_age = tonumber(ARGV[3]), tonumber(ARGV[4])
+local backoff = parse_backoff(ARGV, 6)
+local now = now_ms()
+local limit = math.floor(now / 1000) * TOKEN_MOD
+local expired = redis.call('ZRANGE', k.prepare, '-inf', '(' .. limit, 'BYSCORE', 'LIMIT', 0, tonumber(ARGV[5]), 'WITHSCORES')
+local out = { 0, 0 }
+for i = 1, #expired, 2 do
+  local id = expired[i]
+  local r = rollback_one(k, id, token_of(expired[i + 1]), 'rmq: lease expired', now, max_retries, backoff, dead_max, dead_age, ARGV[1])
+  if r ~= 0 then
+    out[1] = out[1] + 1
+    if r == 3 then out[2] = out[2] + 1 end
+    out[#out + 1] = id
+  end
+end
+return out

@@ -1,0 +1,30 @@
+package producer
+
+import (
+	"errors"
+
+	"github.com/rmq-go/rmq/topic"
+)
+
+var (
+	// ErrEmptyBody is returned for a nil or empty body.
+	ErrEmptyBody = errors.New("rmq: empty message body")
+	// ErrBodyTooLarge is returned for a body over the producer's limit.
+	ErrBodyTooLarge = errors.New("rmq: message body too large")
+	// ErrInvalidPriority is returned for priorities <= 16 or above 2^53.
+	ErrInvalidPriority = errors.New("rmq: invalid priority")
+	// ErrInvalidTime is returned for a zero or out-of-range fixed time.
+	ErrInvalidTime = errors.New("rmq: invalid time")
+	// ErrInvalidRange is returned for a negative or huge time range.
+	ErrInvalidRange = errors.New("rmq: invalid time range")
+	// ErrTypeMismatch is returned when the send method does not match the
+	// topic's type (SendPriority on a fixed-time topic, say).
+	ErrTypeMismatch = errors.New("rmq: send method does not match the topic type")
+	// ErrInvalidKey is returned for an empty key or one over 1024 bytes.
+	ErrInvalidKey = errors.New("rmq: invalid message key")
+	// ErrInvalidSlotBasis is returned for an empty slot basis.
+	ErrInvalidSlotBasis = errors.New("rmq: invalid slot basis")
+	// ErrTopicConflict is topic.ErrConflict, repeated here for callers that
+	// only import producer.
+	ErrTopicConflict = topic.ErrConflict
+)

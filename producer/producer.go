@@ -1,0 +1,246 @@
+package producer
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/rmq-go/rmq/luascripts"
+	"github.com/rmq-go/rmq/slots"
+	"github.com/rmq-go/rmq/topic"
+)
+
+// maxScore bounds priorities and due times: Redis scores are doubles, exact
+// for integers up to 2^53.
+const maxScore = 1 << 53
+
+// maxRange bounds a range-merge window (about 100 years).
+const maxRange = 100 * 365 * 24 * time.Hour
+
+// Producer sends messages. It is safe for concurrent use.
+type Producer struct {
+	rdb     redis.UniversalClient
+	cfg     config
+	err     error // a configuration error, returned by every call
+	wakeCmd string
+	defined sync.Map // topic name -> definition already checked against Redis
+}
+
+// New returns a producer on rdb, a single node or a cluster client. A bad
+// option is reported by every later call.
+func New(rdb redis.UniversalClient, opts ...Option) *Producer {
+	cfg := defaultConfig()
+	for _, o := range opts {
+		o(&cfg)
+	}
+	p := &Producer{rdb: rdb, cfg: cfg, wakeCmd: WakeCommand(rdb)}
+	p.err = slots.ValidatePrefix(cfg.prefix)
+	return p
+}
+
+// WakeCommand returns the publish command that wakes fetchers: sharded
+// pub/sub on a cluster (the channel lives on the slot's own node), plain
+// pub/sub on a single node.
+func WakeCommand(rdb redis.UniversalClient) string {
+	if _, ok := rdb.(*redis.ClusterClient); ok {
+		return "SPUBLISH"
+	}
+	return "PUBLISH"
+}
+
+// Prefix returns the key prefix.
+func (p *Producer) Prefix() string { return p.cfg.prefix }
+
+// SendRangeMerge sends a message due timeRange after its first send. A
+// message with the same id sent while this one waits merges into it: one
+// delivery, at the first send's due time, with the latest body.
+func (p *Producer) SendRangeMerge(ctx context.Context, t topic.Topic, body []byte, timeRange time.Duration, opts ...SendOption) (string, error) {
+	if timeRange < 0 || timeRange > maxRange {
+		return "", fmt.Errorf("%w: %v", ErrInvalidRange, timeRange)
+	}
+	return p.send(ctx, t, topic.RangeMerge, body, float64(timeRange.Milliseconds()), opts)
+}
+
+// SendPriority sends a message delivered before every waiting message of
+// lower priority. priority must be above 16 (topic.MinPriority). A message
+// with the same id that is still waiting takes the new priority and body.
+func (p *Producer) SendPriority(ctx context.Context, t topic.Topic, body []byte, priority int64, opts ...SendOption) (string, error) {
+	if priority <= topic.MinPriority || priority > maxScore {
+		return "", fmt.Errorf("%w: %d (want %d < priority <= 2^53)", ErrInvalidPriority, priority, topic.MinPriority)
+	}
+	return p.send(ctx, t, topic.Priority, body, float64(priority), opts)
+}
+
+// SendFixedTime sends a message due at at (millisecond precision); a time
+// in the past is due at once. A message with the same id that is still
+// waiting takes the new time and body: last write wins.
+func (p *Producer) SendFixedTime(ctx context.Context, t topic.Topic, body []byte, at time.Time, opts ...SendOption) (string, error) {
+	if at.IsZero() {
+		return "", fmt.Errorf("%w: zero time", ErrInvalidTime)
+	}
+	ms := at.UnixMilli()
+	if ms < 0 || ms > maxScore {
+		return "", fmt.Errorf("%w: %v out of range", ErrInvalidTime, at)
+	}
+	return p.send(ctx, t, topic.FixedTime, body, float64(ms), opts)
+}
+
+func (p *Producer) send(ctx context.Context, t topic.Topic, typ topic.Type, body []byte, score float64, opts []SendOption) (string, error) {
+	if err := p.check(ctx, t, typ); err != nil {
+		return "", err
+	}
+	if len(body) == 0 {
+		return "", ErrEmptyBody
+	}
+	if len(body) > p.cfg.maxBodySize {
+		return "", fmt.Errorf("%w: %d bytes (limit %d)", ErrBodyTooLarge, len(body), p.cfg.maxBodySize)
+	}
+	if math.IsNaN(score) || math.IsInf(score, 0) {
+		return "", fmt.Errorf("%w: score %v", ErrInvalidTime, score)
+	}
+	sc, err := sendOptions(opts)
+	if err != nil {
+		return "", err
+	}
+	id := sc.key
+	if !sc.hasKey {
+		id = BodyID(body)
+	}
+	basis := sc.basis
+	if !sc.hasBasis {
+		if sc.hasKey {
+			basis = []byte(sc.key)
+		} else {
+			basis = body
+		}
+	}
+	k := slots.KeysFor(p.cfg.prefix, t, slots.Index(basis, t.SlotAmount()))
+	err = luascripts.Send.Run(ctx, p.rdb,
+		[]string{k.Store, k.Prepare, k.Msg, k.Wake},
+		int(typ), id, strconv.FormatFloat(score, 'f', -1, 64), nonce(), body, p.wakeCmd,
+	).Err()
+	if err != nil {
+		return "", fmt.Errorf("rmq: send to %s: %w", t.Name(), err)
+	}
+	return id, nil
+}
+
+// check validates the producer, the topic and the send method, and makes
+// sure the topic's stored definition agrees (once per topic).
+func (p *Producer) check(ctx context.Context, t topic.Topic, typ topic.Type) error {
+	if p.err != nil {
+		return p.err
+	}
+	if t.IsZero() {
+		return fmt.Errorf("%w: zero Topic (use topic.New)", topic.ErrInvalidName)
+	}
+	if t.Type() != typ {
+		return fmt.Errorf("%w: topic %s is %s, not %s", ErrTypeMismatch, t.Name(), t.Type(), typ)
+	}
+	return p.define(ctx, t)
+}
+
+func (p *Producer) define(ctx context.Context, t topic.Topic) error {
+	if def, ok := p.defined.Load(t.Name()); ok {
+		if def == t.Definition() {
+			return nil
+		}
+		return fmt.Errorf("%w: %s is %s, given as %s", ErrTopicConflict, t.Name(), def, t.Definition())
+	}
+	if err := topic.Define(ctx, p.rdb, slots.TopicsKey(p.cfg.prefix), t); err != nil {
+		return err
+	}
+	p.defined.Store(t.Name(), t.Definition())
+	return nil
+}
+
+func sendOptions(opts []SendOption) (sendConfig, error) {
+	var sc sendConfig
+	for _, o := range opts {
+		o(&sc)
+	}
+	if sc.hasKey && (sc.key == "" || len(sc.key) > MaxKeyLength) {
+		return sc, fmt.Errorf("%w: length %d (want 1..%d)", ErrInvalidKey, len(sc.key), MaxKeyLength)
+	}
+	if sc.hasBasis && len(sc.basis) == 0 {
+		return sc, ErrInvalidSlotBasis
+	}
+	return sc, nil
+}
+
+// BodyID is the id of a message sent without WithKey: 96 bits of the body's
+// SHA-256, 16 URL-safe characters. Short ids keep Redis memory down.
+func BodyID(body []byte) string {
+	sum := sha256.Sum256(body)
+	return base64.RawURLEncoding.EncodeToString(sum[:12])
+}
+
+// nonce names one producer call, so a script that go-redis runs twice for
+// that call (after a lost reply) knows the second run for what it is.
+func nonce() string {
+	return strconv.FormatUint(rand.Uint64()>>11, 10)
+}
+
+// Remove deletes a waiting message and its body. It returns false when no
+// message with that id is waiting (unknown, already delivered or dead, or
+// only being handled right now). Pass WithSlotBasis when the message was
+// sent with one; without it the id's own slot is tried first, then every
+// slot of the topic.
+func (p *Producer) Remove(ctx context.Context, t topic.Topic, id string, opts ...SendOption) (bool, error) {
+	if p.err != nil {
+		return false, p.err
+	}
+	if t.IsZero() {
+		return false, fmt.Errorf("%w: zero Topic", topic.ErrInvalidName)
+	}
+	if id == "" || len(id) > MaxKeyLength {
+		return false, fmt.Errorf("%w: length %d", ErrInvalidKey, len(id))
+	}
+	sc, err := sendOptions(opts)
+	if err != nil {
+		return false, err
+	}
+	basis := []byte(id)
+	if sc.hasBasis {
+		basis = sc.basis
+	}
+	first := slots.Index(basis, t.SlotAmount())
+	if ok, err := p.removeAt(ctx, t, first, id); ok || err != nil || sc.hasBasis {
+		return ok, err
+	}
+	// A body-derived id lives in the slot of its body, which only the
+	// producer that sent it knew: look for it in every slot at once.
+	cmds := make([]*redis.FloatCmd, t.SlotAmount())
+	pipe := p.rdb.Pipeline()
+	for i := range cmds {
+		if i != first {
+			cmds[i] = pipe.ZScore(ctx, slots.KeysFor(p.cfg.prefix, t, i).Store, id)
+		}
+	}
+	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
+		return false, fmt.Errorf("rmq: remove from %s: %w", t.Name(), err)
+	}
+	for i, c := range cmds {
+		if c != nil && c.Err() == nil {
+			return p.removeAt(ctx, t, i, id)
+		}
+	}
+	return false, nil
+}
+
+func (p *Producer) removeAt(ctx context.Context, t topic.Topic, slot int, id string) (bool, error) {
+	k := slots.KeysFor(p.cfg.prefix, t, slot)
+	n, err := luascripts.Remove.Run(ctx, p.rdb, []string{k.Store, k.Prepare, k.Msg}, id).Int()
+	if err != nil {
+		return false, fmt.Errorf("rmq: remove from %s: %w", t.Name(), err)
+	}
+	return n == 1, nil
+}

@@ -1,0 +1,178 @@
+package rmq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/rmq-go/rmq/consumer"
+	"github.com/rmq-go/rmq/producer"
+	"github.com/rmq-go/rmq/slots"
+	"github.com/rmq-go/rmq/topic"
+)
+
+var (
+	// ErrStarted is returned by Register after Start, and by a second Start.
+	ErrStarted = errors.New("rmq: client already started")
+	// ErrClosed is returned by calls on a closed client.
+	ErrClosed = errors.New("rmq: client closed")
+	// ErrDuplicateTopic is returned when a topic is registered twice.
+	ErrDuplicateTopic = errors.New("rmq: topic already registered")
+	// ErrInvalidOption is returned by New for a bad option.
+	ErrInvalidOption = errors.New("rmq: invalid client option")
+)
+
+// Client owns a producer and the consumers of the registered topics.
+type Client struct {
+	rdb      redis.UniversalClient
+	cfg      config
+	log      *slog.Logger
+	producer *producer.Producer
+
+	mu        sync.Mutex
+	state     int // 0 new, 1 started, 2 closed
+	consumers []*consumer.Consumer
+	topics    map[string]topic.Topic
+}
+
+// New returns a client on rdb, a *redis.Client or *redis.ClusterClient.
+func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
+	if rdb == nil {
+		return nil, fmt.Errorf("%w: nil Redis client", ErrInvalidOption)
+	}
+	cfg := defaultConfig()
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if err := slots.ValidatePrefix(cfg.prefix); err != nil {
+		return nil, err
+	}
+	if cfg.logger == nil {
+		return nil, fmt.Errorf("%w: nil logger", ErrInvalidOption)
+	}
+	return &Client{
+		rdb:      rdb,
+		cfg:      cfg,
+		log:      cfg.logger,
+		producer: producer.New(rdb, producer.WithPrefix(cfg.prefix), producer.WithMaxBodySize(cfg.maxBodySize)),
+		topics:   map[string]topic.Topic{},
+	}, nil
+}
+
+// Producer returns the client's producer; it works before Start and after
+// Close (it holds no goroutines).
+func (c *Client) Producer() *producer.Producer { return c.producer }
+
+// Register adds a listener for t. It must be called before Start; consumer
+// options (retries, lease, concurrency ...) apply to this topic only.
+func (c *Client) Register(t topic.Topic, l consumer.MessageListener, opts ...consumer.Option) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch c.state {
+	case 1:
+		return ErrStarted
+	case 2:
+		return ErrClosed
+	}
+	if _, dup := c.topics[t.Name()]; dup {
+		return fmt.Errorf("%w: %s", ErrDuplicateTopic, t.Name())
+	}
+	base := []consumer.Option{consumer.WithPrefix(c.cfg.prefix), consumer.WithLogger(c.log)}
+	cons, err := consumer.New(c.rdb, t, l, append(base, opts...)...)
+	if err != nil {
+		return err
+	}
+	c.topics[t.Name()] = t
+	c.consumers = append(c.consumers, cons)
+	return nil
+}
+
+// Start checks Redis, stores the topic definitions (refusing conflicting
+// ones) and starts every consumer. ctx bounds the start-up only; Close
+// stops the client. If a consumer fails to start, those already started are
+// closed again.
+func (c *Client) Start(ctx context.Context) error {
+	c.mu.Lock()
+	if c.state != 0 {
+		c.mu.Unlock()
+		if c.state == 1 {
+			return ErrStarted
+		}
+		return ErrClosed
+	}
+	c.state = 1
+	consumers := append([]*consumer.Consumer(nil), c.consumers...)
+	c.mu.Unlock()
+
+	if err := c.rdb.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("rmq: ping Redis: %w", err)
+	}
+	c.checkEviction(ctx)
+	for i, cons := range consumers {
+		if err := cons.Start(ctx); err != nil {
+			for _, started := range consumers[:i] {
+				_ = started.Close(ctx)
+			}
+			return fmt.Errorf("rmq: start %s: %w", cons.Topic().Name(), err)
+		}
+	}
+	c.log.InfoContext(ctx, "rmq: client started", "topics", len(consumers), "prefix", c.cfg.prefix)
+	return nil
+}
+
+// checkEviction warns when Redis may evict keys: an evicted store or msg
+// key silently loses messages.
+func (c *Client) checkEviction(ctx context.Context) {
+	policy, err := maxmemoryPolicy(ctx, c.rdb)
+	if err != nil {
+		c.log.WarnContext(ctx, "rmq: could not read maxmemory-policy", "err", err)
+		return
+	}
+	if policy != "noeviction" {
+		c.log.WarnContext(ctx, "rmq: Redis maxmemory-policy is not noeviction; evicted keys lose messages", "maxmemory-policy", policy)
+	}
+}
+
+func maxmemoryPolicy(ctx context.Context, rdb redis.UniversalClient) (string, error) {
+	vals, err := rdb.ConfigGet(ctx, "maxmemory-policy").Result()
+	if err != nil {
+		return "", err
+	}
+	for k, v := range vals {
+		if strings.EqualFold(k, "maxmemory-policy") {
+			return v, nil
+		}
+	}
+	return "", errors.New("no maxmemory-policy in CONFIG GET reply")
+}
+
+// Close stops every consumer (in parallel): fetching stops, handlers in
+// flight may finish until ctx is done, the rest are rolled back. It returns
+// when every goroutine the client started has ended.
+func (c *Client) Close(ctx context.Context) error {
+	c.mu.Lock()
+	if c.state == 2 {
+		c.mu.Unlock()
+		return nil
+	}
+	c.state = 2
+	consumers := append([]*consumer.Consumer(nil), c.consumers...)
+	c.mu.Unlock()
+
+	errs := make([]error, len(consumers))
+	var wg sync.WaitGroup
+	for i, cons := range consumers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = cons.Close(ctx)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}

@@ -1,0 +1,32 @@
+package rmq
+
+import (
+	"log/slog"
+
+	"github.com/rmq-go/rmq/producer"
+	"github.com/rmq-go/rmq/slots"
+)
+
+type config struct {
+	prefix       string
+	logger       *slog.Logger
+	maxBodySize  int
+}
+
+
+func defaultConfig() config {
+	return config{prefix: slots.DefaultPrefix, logger: slog.Default(), maxBodySize: producer.DefaultMaxBodySize}
+}
+
+// Option configures a Client.
+type Option func(*config)
+
+// WithPrefix sets the Redis key prefix of every topic (default "rmq").
+func WithPrefix(prefix string) Option { return func(c *config) { c.prefix = prefix } }
+
+// WithLogger sets the logger of the client and its consumers (default
+// slog.Default()).
+func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
+
+// WithMaxBodySize sets the producer's body size limit (default 1 MiB).
+func WithMaxBodySize(n int) Option { return func(c *config) { c.maxBodySize = n } }

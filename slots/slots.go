@@ -1,0 +1,86 @@
+// Package slots maps messages to topic slots and names the Redis keys of a
+// slot. Every key of one slot carries the hash tag {<topic>:<index>}, so a
+// script that touches one slot touches one Redis Cluster slot.
+//
+// Two hashes are involved and they are different: CRC32 (IEEE) of the slot
+// basis picks the topic slot; Redis's CRC16 of the "{topic:index}" tag picks
+// the cluster node that holds it.
+package slots
+
+import (
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"strconv"
+
+	"github.com/rmq-go/rmq/topic"
+)
+
+// DefaultPrefix is the key prefix used when none is configured.
+const DefaultPrefix = "rmq"
+
+// ErrInvalidPrefix is returned for key prefixes that are empty, too long or
+// contain characters that would break the hash tag ('{', '}') or the layout.
+var ErrInvalidPrefix = errors.New("rmq: invalid key prefix")
+
+// ValidatePrefix checks a key prefix: 1..64 characters of [A-Za-z0-9._:-].
+func ValidatePrefix(p string) error {
+	if len(p) == 0 || len(p) > 64 {
+		return fmt.Errorf("%w: length %d (want 1..64)", ErrInvalidPrefix, len(p))
+	}
+	for i := 0; i < len(p); i++ {
+		c := p[i]
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-' || c == ':'
+		if !ok {
+			return fmt.Errorf("%w: %q", ErrInvalidPrefix, p)
+		}
+	}
+	return nil
+}
+
+// Index returns the topic slot of a message: CRC32-IEEE(basis) mod slotAmount.
+// slotAmount is a power of two, so the modulo keeps the low bits.
+func Index(basis []byte, slotAmount int) int {
+	return int(crc32.ChecksumIEEE(basis) & uint32(slotAmount-1))
+}
+
+// IndexString is Index for a string basis, without a copy.
+func IndexString(basis string, slotAmount int) int {
+	return int(crc32.ChecksumIEEE([]byte(basis)) & uint32(slotAmount-1))
+}
+
+// Keys are the Redis keys of one topic slot.
+type Keys struct {
+	Store   string // ZSET id -> due time (ms) or priority
+	Prepare string // ZSET id -> lease deadline and delivery token
+	Dead    string // ZSET id -> time of death (ms)
+	Msg     string // HASH id -> envelope of a waiting or in-flight message
+	DeadMsg string // HASH id -> envelope of a dead message
+	Wake    string // pub/sub channel: the slot's head changed
+}
+
+// Tag returns the hash tag of a slot, braces included: "{topic:index}".
+func Tag(topicName string, index int) string {
+	return "{" + topicName + ":" + strconv.Itoa(index) + "}"
+}
+
+// KeysFor returns the keys of slot index of topic t under prefix.
+func KeysFor(prefix string, t topic.Topic, index int) Keys {
+	return KeysForName(prefix, t.Name(), index)
+}
+
+// KeysForName is KeysFor when only the topic name is known.
+func KeysForName(prefix, topicName string, index int) Keys {
+	base := prefix + ":" + Tag(topicName, index) + ":"
+	return Keys{
+		Store:   base + "store",
+		Prepare: base + "prepare",
+		Dead:    base + "dead",
+		Msg:     base + "msg",
+		DeadMsg: base + "deadmsg",
+		Wake:    base + "wake",
+	}
+}
+
+// TopicsKey is the HASH of stored topic definitions: name -> Definition().
+func TopicsKey(prefix string) string { return prefix + ":topics" }
