@@ -232,6 +232,7 @@ func (c *Consumer) dispatch(msgs []*Message) {
 		c.inflight[d] = struct{}{}
 		c.perSlot[m.Slot]++
 		c.mu.Unlock()
+		c.cfg.observer.Delivered(m)
 		c.handlers.Add(1)
 		go c.handle(ctx, d)
 	}
@@ -254,7 +255,9 @@ func (c *Consumer) handle(ctx context.Context, d *delivery) {
 		})
 		defer stop()
 	}
+	began := time.Now()
 	err := c.call(hctx, d.msg)
+	took := time.Since(began)
 
 	c.mu.Lock()
 	abandoned, timedOut := d.abandoned, d.timedOut
@@ -262,24 +265,35 @@ func (c *Consumer) handle(ctx context.Context, d *delivery) {
 	if timedOut {
 		err = fmt.Errorf("%w after %v: %v", ErrHandlerTimeout, c.cfg.handlerTimeout, err)
 	}
+	var outcome Outcome
 	switch {
 	case abandoned:
+		outcome = Abandoned
 	case context.Cause(ctx) == ErrLeaseLost:
+		outcome = LeaseLost
 		c.log.WarnContext(ctx, "rmq: lease lost while handling; the message is redelivered", "id", d.msg.ID, "slot", d.msg.Slot)
 	case err == nil:
-		c.finish(d, func(ctx context.Context) error {
+		outcome = c.finish(d, func(ctx context.Context) (Outcome, error) {
 			refused, err := c.ack(ctx, d.msg.Slot, []*delivery{d})
-			if err == nil && refused > 0 {
-				c.log.WarnContext(ctx, "rmq: ack refused: the delivery was no longer current", "id", d.msg.ID, "slot", d.msg.Slot)
+			if err != nil {
+				return Failed, err
 			}
-			return err
+			if refused > 0 {
+				c.log.WarnContext(ctx, "rmq: ack refused: the delivery was no longer current", "id", d.msg.ID, "slot", d.msg.Slot)
+				return Refused, nil
+			}
+			return Acked, nil
 		})
 	default:
-		c.finish(d, func(ctx context.Context) error {
-			_, rerr := c.rollback(ctx, d.msg.Slot, []rollbackItem{{id: d.msg.ID, token: d.msg.Token, err: err.Error()}})
-			return rerr
+		outcome = c.finish(d, func(ctx context.Context) (Outcome, error) {
+			res, rerr := c.rollback(ctx, d.msg.Slot, []rollbackItem{{id: d.msg.ID, token: d.msg.Token, err: err.Error()}})
+			if rerr != nil {
+				return Failed, rerr
+			}
+			return rollbackOutcome(res[0]), nil
 		})
 	}
+	c.cfg.observer.Finished(d.msg, took, outcome)
 	c.mu.Lock()
 	delete(c.inflight, d)
 	if c.perSlot[d.msg.Slot]--; c.perSlot[d.msg.Slot] <= 0 {
@@ -295,12 +309,26 @@ func (c *Consumer) handle(ctx context.Context, d *delivery) {
 // finish runs an ack or rollback. It outlives a cancelled handler context
 // (the outcome must still reach Redis) but not a Redis that stays away: the
 // lease then runs out and the sweeper rolls the message back.
-func (c *Consumer) finish(d *delivery, op func(ctx context.Context) error) {
+func (c *Consumer) finish(d *delivery, op func(ctx context.Context) (Outcome, error)) Outcome {
 	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.prepareTimeout)
 	defer cancel()
-	if err := op(ctx); err != nil {
+	outcome, err := op(ctx)
+	if err != nil {
 		c.log.ErrorContext(ctx, "rmq: could not end delivery; its lease will expire", "id", d.msg.ID, "slot", d.msg.Slot, "err", err)
 	}
+	return outcome
+}
+
+func rollbackOutcome(code int64) Outcome {
+	switch code {
+	case rollbackRetried:
+		return Retried
+	case rollbackDead:
+		return Dead
+	case rollbackSuperseded:
+		return Superseded
+	}
+	return Refused
 }
 
 // call runs the listener and turns a panic into a *PanicError.

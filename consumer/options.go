@@ -33,6 +33,7 @@ type config struct {
 	deadMaxAge     time.Duration
 	logger         *slog.Logger
 	slotLimit      int // most deliveries in flight per slot; 0 = no limit
+	observer       Observer
 }
 
 func defaultConfig() config {
@@ -45,6 +46,7 @@ func defaultConfig() config {
 		deadMaxLen:     DefaultDeadMaxLen,
 		deadMaxAge:     DefaultDeadMaxAge,
 		logger:         slog.New(slog.NewTextHandler(io.Discard, nil)),
+		observer:       nopObserver{},
 	}
 }
 
@@ -75,6 +77,8 @@ func (c *config) validate() error {
 		return fmt.Errorf("%w: negative dead-queue retention", ErrInvalidOption)
 	case c.logger == nil:
 		return fmt.Errorf("%w: nil logger", ErrInvalidOption)
+	case c.observer == nil:
+		return fmt.Errorf("%w: nil observer", ErrInvalidOption)
 	}
 	if c.sweepInterval <= 0 {
 		c.sweepInterval = min(max(c.prepareTimeout/2, 500*time.Millisecond), 10*time.Second)

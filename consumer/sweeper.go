@@ -46,6 +46,7 @@ func (s *sweeper) once(ctx context.Context) {
 		c.log.WarnContext(ctx, "rmq: sweep failed", "err", err)
 	}
 	if rolled > 0 {
+		c.cfg.observer.LeasesExpired(c.topic.Name(), rolled, died)
 		c.log.InfoContext(ctx, "rmq: rolled back expired leases", "count", rolled, "dead", died)
 	}
 }

@@ -11,6 +11,7 @@ const MaxKeyLength = 1024
 type config struct {
 	prefix      string
 	maxBodySize int
+	observer    Observer
 }
 
 func defaultConfig() config {

@@ -94,7 +94,7 @@ func (p *Producer) SendFixedTime(ctx context.Context, t topic.Topic, body []byte
 }
 
 func (p *Producer) send(ctx context.Context, t topic.Topic, typ topic.Type, body []byte, score float64, opts []SendOption) (string, error) {
-	if err := p.check(ctx, t, typ); err != nil {
+	if err := p.checkTopic(t, typ); err != nil {
 		return "", err
 	}
 	if len(body) == 0 {
@@ -114,6 +114,10 @@ func (p *Producer) send(ctx context.Context, t topic.Topic, typ topic.Type, body
 	if !sc.hasKey {
 		id = BodyID(body)
 	}
+	// Everything is validated; only now may anything be written.
+	if err := p.define(ctx, t); err != nil {
+		return "", err
+	}
 	basis := sc.basis
 	if !sc.hasBasis {
 		if sc.hasKey {
@@ -123,19 +127,21 @@ func (p *Producer) send(ctx context.Context, t topic.Topic, typ topic.Type, body
 		}
 	}
 	k := slots.KeysFor(p.cfg.prefix, t, slots.Index(basis, t.SlotAmount()))
-	err = luascripts.Send.Run(ctx, p.rdb,
+	res, err := luascripts.Send.Run(ctx, p.rdb,
 		[]string{k.Store, k.Prepare, k.Msg, k.Wake},
 		int(typ), id, strconv.FormatFloat(score, 'f', -1, 64), nonce(), body, p.wakeCmd,
-	).Err()
+	).Int()
 	if err != nil {
 		return "", fmt.Errorf("rmq: send to %s: %w", t.Name(), err)
+	}
+	if p.cfg.observer != nil {
+		p.cfg.observer.Sent(t, SendResult(res))
 	}
 	return id, nil
 }
 
-// check validates the producer, the topic and the send method, and makes
-// sure the topic's stored definition agrees (once per topic).
-func (p *Producer) check(ctx context.Context, t topic.Topic, typ topic.Type) error {
+// checkTopic validates the producer, the topic and the send method.
+func (p *Producer) checkTopic(t topic.Topic, typ topic.Type) error {
 	if p.err != nil {
 		return p.err
 	}
@@ -145,9 +151,10 @@ func (p *Producer) check(ctx context.Context, t topic.Topic, typ topic.Type) err
 	if t.Type() != typ {
 		return fmt.Errorf("%w: topic %s is %s, not %s", ErrTypeMismatch, t.Name(), t.Type(), typ)
 	}
-	return p.define(ctx, t)
+	return nil
 }
 
+// define makes sure the topic's stored definition agrees (once per topic).
 func (p *Producer) define(ctx context.Context, t topic.Topic) error {
 	if def, ok := p.defined.Load(t.Name()); ok {
 		if def == t.Definition() {
@@ -195,6 +202,14 @@ func nonce() string {
 // sent with one; without it the id's own slot is tried first, then every
 // slot of the topic.
 func (p *Producer) Remove(ctx context.Context, t topic.Topic, id string, opts ...SendOption) (bool, error) {
+	removed, err := p.remove(ctx, t, id, opts)
+	if err == nil && p.cfg.observer != nil {
+		p.cfg.observer.Removed(t, removed)
+	}
+	return removed, err
+}
+
+func (p *Producer) remove(ctx context.Context, t topic.Topic, id string, opts []SendOption) (bool, error) {
 	if p.err != nil {
 		return false, p.err
 	}
