@@ -121,7 +121,6 @@ func (c *Consumer) start(ctx context.Context) error {
 	c.mu.Lock()
 	c.runCtx, c.stopRun = context.WithCancel(base)
 	c.handleCtx, c.stopAll = context.WithCancel(base)
-	c.started = true
 	c.mu.Unlock()
 
 	c.waker = newWaker(c)
@@ -136,6 +135,9 @@ func (c *Consumer) start(ctx context.Context) error {
 	go f.run(&c.loops)
 	go newSweeper(c).run(&c.loops)
 	go newLeaseKeeper(c).run(c.leaseDone)
+	c.mu.Lock()
+	c.started = true
+	c.mu.Unlock()
 	c.log.DebugContext(ctx, "rmq: consumer started", "slots", c.topic.SlotAmount(), "concurrency", c.cfg.concurrency)
 	return nil
 }

@@ -85,7 +85,7 @@ func (w *waker) run(wg *sync.WaitGroup) {
 					score = -1
 				}
 				w.mu.Lock()
-				if old, seen := w.pending[slot]; !seen || score < old {
+				if old, seen := w.pending[slot]; !seen || w.better(score, old) {
 					w.pending[slot] = score
 				}
 				w.mu.Unlock()
@@ -98,14 +98,28 @@ func (w *waker) run(wg *sync.WaitGroup) {
 	}
 }
 
+// better reports whether a wake-up score beats the one already pending:
+// the earliest due time, or the highest priority. An unparsable score (-1)
+// means "look at the slot" and always wins.
+func (w *waker) better(score, old float64) bool {
+	if score < 0 {
+		return true
+	}
+	if w.c.topic.Type().TimeBased() {
+		return score < old
+	}
+	return score > old && old >= 0
+}
+
 // take returns and clears what arrived since the last call.
 func (w *waker) take() (all bool, pending map[int]float64) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	all, pending = w.all, w.pending
 	w.all = false
-	if len(pending) > 0 {
-		w.pending = map[int]float64{}
+	if len(pending) == 0 {
+		return all, nil
 	}
+	w.pending = map[int]float64{}
 	return all, pending
 }

@@ -1,0 +1,136 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+type report struct {
+	Env     environment `json:"environment"`
+	Config  config      `json:"config"`
+	Results []result    `json:"results"`
+}
+
+type environment struct {
+	Redis        string `json:"redis"`
+	RedisVersion string `json:"redis_version"`
+	Throwaway    bool   `json:"throwaway_server"`
+	Go           string `json:"go"`
+	OS           string `json:"os"`
+	CPUs         int    `json:"cpus"`
+}
+
+type config struct {
+	N           int     `json:"n"`
+	Producers   int     `json:"producers"`
+	Concurrency int     `json:"concurrency"`
+	BodyBytes   int     `json:"body_bytes"`
+	Slots       int     `json:"slots"`
+	DurationS   float64 `json:"lateness_duration_s"`
+	Rate        int     `json:"lateness_rate"`
+	LeadS       float64 `json:"lateness_lead_s"`
+}
+
+func configOf(o options) config {
+	return config{
+		N: o.n, Producers: o.producers, Concurrency: o.concurrency, BodyBytes: o.body, Slots: o.slots,
+		DurationS: o.duration.Seconds(), Rate: o.rate, LeadS: o.lead.Seconds(),
+	}
+}
+
+type result struct {
+	Type     string          `json:"type"`
+	Produce  *throughput     `json:"produce,omitempty"`
+	Consume  *consumeResult  `json:"consume,omitempty"`
+	Lateness *latenessResult `json:"lateness,omitempty"`
+	Problems []string        `json:"problems,omitempty"`
+}
+
+type throughput struct {
+	Messages   int64   `json:"messages"`
+	Seconds    float64 `json:"seconds"`
+	MsgsPerSec float64 `json:"msgs_per_sec"`
+}
+
+func newThroughput(n int64, d time.Duration) throughput {
+	return throughput{Messages: n, Seconds: d.Seconds(), MsgsPerSec: float64(n) / d.Seconds()}
+}
+
+type consumeResult struct {
+	throughput
+	Handled int64 `json:"handled"`
+}
+
+type latenessResult struct {
+	Rate       int     `json:"rate"`
+	DurationS  float64 `json:"duration_s"`
+	LeadS      float64 `json:"lead_s"`
+	Sent       int64   `json:"sent"`
+	Fired      int64   `json:"fired"`
+	P50        float64 `json:"p50_ms"`
+	P99        float64 `json:"p99_ms"`
+	Max        float64 `json:"max_ms"`
+	Early      int64   `json:"early"`
+	MaxSendLag float64 `json:"max_send_lag_ms"`
+}
+
+func printJSON(w io.Writer, r report) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+func printTable(w io.Writer, r report) {
+	server := "external"
+	if r.Env.Throwaway {
+		server = "throwaway"
+	}
+	fmt.Fprintf(w, "redis %s at %s (%s), %s %s, %d CPUs\n", r.Env.RedisVersion, r.Env.Redis, server, r.Env.Go, r.Env.OS, r.Env.CPUs)
+	c := r.Config
+	late := "lateness phase skipped (-duration 0)"
+	if c.DurationS > 0 {
+		late = fmt.Sprintf("lateness: %d msgs/s coming due for %gs, each sent %gs ahead", c.Rate, c.DurationS, c.LeadS)
+	}
+	fmt.Fprintf(w, "n=%d producers=%d concurrency=%d body=%dB slots=%d; %s\n\n",
+		c.N, c.Producers, c.Concurrency, c.BodyBytes, c.Slots, late)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "type\tproduce msg/s\tconsume+ack msg/s\tdue msg/s\tfired\tlate p50\tlate p99\tlate max\tearly\t")
+	for _, res := range r.Results {
+		cols := []string{res.Type, "-", "-", "-", "-", "-", "-", "-", "-"}
+		if res.Produce != nil {
+			cols[1] = thousands(res.Produce.MsgsPerSec)
+		}
+		if res.Consume != nil {
+			cols[2] = thousands(res.Consume.MsgsPerSec)
+		}
+		if l := res.Lateness; l != nil {
+			cols[3] = thousands(float64(l.Rate))
+			cols[4] = fmt.Sprintf("%d/%d", l.Fired, l.Sent)
+			cols[5] = fmt.Sprintf("%.1fms", l.P50)
+			cols[6] = fmt.Sprintf("%.1fms", l.P99)
+			cols[7] = fmt.Sprintf("%.1fms", l.Max)
+			cols[8] = fmt.Sprint(l.Early)
+		}
+		fmt.Fprintln(tw, strings.Join(cols, "\t")+"\t")
+	}
+	tw.Flush()
+	fmt.Fprintln(w, "\nproduce: single Send… calls from the producer goroutines; consume+ack: one Client draining the backlog, no-op handler;")
+	fmt.Fprintln(w, "lateness: handler call time − Message.DueAt (time-based types only); early must be 0.")
+}
+
+// thousands formats a rate as an integer with thousands separators.
+func thousands(f float64) string {
+	s := fmt.Sprintf("%d", int64(f+0.5))
+	var b strings.Builder
+	for i, ch := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(ch)
+	}
+	return b.String()
+}
