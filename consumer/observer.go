@@ -66,6 +66,6 @@ func WithObserver(o Observer) Option { return func(c *config) { c.observer = o }
 
 type nopObserver struct{}
 
-func (nopObserver) Delivered(*Message)                       {}
+func (nopObserver) Delivered(*Message)                        {}
 func (nopObserver) Finished(*Message, time.Duration, Outcome) {}
 func (nopObserver) LeasesExpired(string, int, int)            {}

@@ -14,8 +14,8 @@ type model struct {
 	waiting  bool  // in store
 	token    int64 // current delivery, 0 if none
 	dead     bool
-	fails    int   // failed attempts of the waiting/in-flight message
-	resent   bool  // a send arrived during the current delivery
+	fails    int  // failed attempts of the waiting/in-flight message
+	resent   bool // a send arrived during the current delivery
 	oldToken []int64
 }
 
