@@ -365,7 +365,6 @@ func (c *Consumer) leaseLost(ds []*delivery) {
 	}
 }
 
-
 func slotList(n int) []int {
 	out := make([]int, n)
 	for i := range out {
@@ -373,7 +372,6 @@ func slotList(n int) []int {
 	}
 	return out
 }
-
 
 // ownedSlots lists the slots this consumer fetches and sweeps: all of them
 // without a coordinator.
