@@ -1,0 +1,164 @@
+package redisserver
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+)
+
+// proc is one run of a server binary.
+type proc struct {
+	cmd     *exec.Cmd
+	logPath string
+	logOff  int64         // where this run's output starts in logPath
+	done    chan struct{} // closed once the process has been reaped
+	waitErr error         // valid after done is closed
+}
+
+type spawnReq struct {
+	cmd   *exec.Cmd
+	reply chan error
+}
+
+var (
+	spawnOnce sync.Once
+	spawnCh   chan spawnReq
+)
+
+// spawn starts cmd from one OS thread that never exits: Linux delivers
+// Pdeathsig when the *thread* that forked the child exits, and a Go thread can
+// exit when a goroutine that locked it returns, which would kill a healthy
+// server in the middle of a test.
+func spawn(cmd *exec.Cmd) error {
+	spawnOnce.Do(func() {
+		spawnCh = make(chan spawnReq)
+		go func() {
+			runtime.LockOSThread()
+			for req := range spawnCh {
+				req.reply <- req.cmd.Start()
+			}
+		}()
+	})
+	reply := make(chan error, 1)
+	spawnCh <- spawnReq{cmd: cmd, reply: reply}
+	return <-reply
+}
+
+// startProc runs bin with args in dir, appending stdout and stderr to logPath.
+func startProc(bin string, args []string, dir, logPath string) (*proc, error) {
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	// The child gets its own copy of the descriptor, so ours can be closed
+	// right after the start.
+	defer logFile.Close()
+	off, _ := logFile.Seek(0, io.SeekEnd)
+	fmt.Fprintf(logFile, "=== %s %s %s\n", time.Now().Format(time.RFC3339Nano), bin, strings.Join(args, " "))
+
+	cmd := exec.Command(bin, args...)
+	cmd.Dir = dir
+	cmd.Stdout = logFile
+	cmd.Stderr = logFile
+	setProcAttr(cmd)
+	if err := spawn(cmd); err != nil {
+		return nil, err
+	}
+	p := &proc{cmd: cmd, logPath: logPath, logOff: off, done: make(chan struct{})}
+	go func() {
+		p.waitErr = cmd.Wait()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+func (p *proc) pid() int { return p.cmd.Process.Pid }
+
+func (p *proc) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// terminate asks for a clean shutdown and escalates to SIGKILL after grace.
+func (p *proc) terminate(grace time.Duration) error {
+	if p.exited() {
+		return nil
+	}
+	if err := sigTerm(p.pid()); err != nil {
+		return err
+	}
+	// A SIGSTOPped process keeps SIGTERM pending until it is continued.
+	_ = sigCont(p.pid())
+	select {
+	case <-p.done:
+		return nil
+	case <-time.After(grace):
+	}
+	return p.kill()
+}
+
+func (p *proc) kill() error {
+	if p.exited() {
+		return nil
+	}
+	if err := sigKill(p.pid()); err != nil {
+		return err
+	}
+	select {
+	case <-p.done:
+		return nil
+	case <-time.After(10 * time.Second):
+		return fmt.Errorf("process %d did not exit after SIGKILL", p.pid())
+	}
+}
+
+// tail returns at most the last n lines this run wrote to its log, so that
+// an error from an earlier run in the same directory is not mistaken for ours.
+func (p *proc) tail(n int) string { return logTail(p.logPath, p.logOff, n) }
+
+// logTail returns at most the last n lines of the file at path after from.
+func logTail(path string, from int64, n int) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	const max = 64 << 10
+	if st, err := f.Stat(); err == nil && st.Size()-from > max {
+		from = st.Size() - max
+	}
+	_, _ = f.Seek(from, io.SeekStart)
+	b, _ := io.ReadAll(f)
+	b = bytes.TrimRight(b, "\n")
+	lines := bytes.Split(b, []byte("\n"))
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return string(bytes.Join(lines, []byte("\n")))
+}
+
+// errExited reports a server that died while we waited for it to answer.
+type errExited struct {
+	err  error
+	tail string
+}
+
+func (e *errExited) Error() string {
+	return fmt.Sprintf("exited during startup (%v); log tail:\n%s", e.err, e.tail)
+}
+
+func isAddrInUse(err error) bool {
+	var ex *errExited
+	return errors.As(err, &ex) && strings.Contains(ex.tail, "Address already in use")
+}

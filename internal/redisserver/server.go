@@ -1,0 +1,409 @@
+// Package redisserver runs real redis-server processes (a single node or a
+// six-node cluster) on loopback ports for tests and demo programs.
+//
+// It does not import package testing so that example programs can use it;
+// the test helpers live in internal/redistest.
+package redisserver
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+const (
+	// readyTimeout bounds the wait for PING when the caller's context has no
+	// earlier deadline. A node with a small data set answers within ~50 ms.
+	readyTimeout = 10 * time.Second
+	// stopGrace is how long a SIGTERM may take before SIGKILL. Redis writes
+	// its AOF/RDB on SIGTERM, which is quick for test data.
+	stopGrace = 10 * time.Second
+	// startAttempts covers losing the race for a free port to another process.
+	startAttempts = 5
+)
+
+// Config describes one redis-server.
+type Config struct {
+	// Dir is the working directory (AOF, RDB, nodes.conf, log). If empty a
+	// temporary directory is created and removed by Stop.
+	Dir string
+	// Port to listen on; 0 picks a free one.
+	Port int
+	// AppendOnly turns the AOF on, for durability tests.
+	AppendOnly bool
+	// AppendFsync is "always", "everysec" or "no"; empty keeps Redis's
+	// default (everysec).
+	AppendFsync string
+	// ExtraArgs are appended to the command line, e.g. "--maxmemory", "10mb".
+	ExtraArgs []string
+	// Logf, if set, receives lifecycle messages. It is only called from
+	// within the methods of this package, never from a background goroutine,
+	// so testing.TB.Logf is safe to pass.
+	Logf func(format string, args ...any)
+}
+
+// Server is a running (or stopped) redis-server process.
+type Server struct {
+	bin     string
+	cfg     Config
+	dir     string
+	ownsDir bool
+	port    int
+
+	// cluster mode: set by StartCluster.
+	cluster     bool
+	busPort     int
+	nodeTimeout time.Duration
+
+	mu        sync.Mutex
+	p         *proc
+	stopped   bool
+	suspended bool
+}
+
+// Start launches redis-server and returns once it answers PING.
+func Start(ctx context.Context, cfg Config) (*Server, error) {
+	return start(ctx, cfg, nil)
+}
+
+type clusterOpts struct {
+	nodeTimeout time.Duration
+}
+
+func start(ctx context.Context, cfg Config, co *clusterOpts) (*Server, error) {
+	bin, err := LookPath()
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{bin: bin, cfg: cfg, dir: cfg.Dir}
+	if co != nil {
+		s.cluster = true
+		s.nodeTimeout = co.nodeTimeout
+	}
+	if s.dir == "" {
+		d, err := os.MkdirTemp("", "redisserver-")
+		if err != nil {
+			return nil, fmt.Errorf("redisserver: %w", err)
+		}
+		s.dir, s.ownsDir = d, true
+	} else {
+		if err := os.MkdirAll(s.dir, 0o755); err != nil {
+			return nil, fmt.Errorf("redisserver: %w", err)
+		}
+		abs, err := filepath.Abs(s.dir)
+		if err != nil {
+			return nil, fmt.Errorf("redisserver: %w", err)
+		}
+		s.dir = abs
+	}
+
+	var lastErr error
+	for attempt := range startAttempts {
+		if cfg.Port == 0 {
+			if s.port, err = freePort(); err != nil {
+				break
+			}
+		} else {
+			s.port = cfg.Port
+			if attempt > 0 {
+				time.Sleep(100 * time.Millisecond)
+			}
+		}
+		if s.cluster {
+			if s.busPort, err = freePort(); err != nil {
+				break
+			}
+		}
+		lastErr = s.launch(ctx)
+		if lastErr == nil {
+			s.logf("redisserver: started %s (pid %d, dir %s)", s.Addr(), s.Pid(), s.dir)
+			return s, nil
+		}
+		if !isAddrInUse(lastErr) || ctx.Err() != nil {
+			break
+		}
+		s.logf("redisserver: port %d or %d taken, retrying", s.port, s.busPort)
+	}
+	if err == nil {
+		err = lastErr
+	}
+	s.stopped = true
+	if s.ownsDir {
+		os.RemoveAll(s.dir)
+	}
+	return nil, fmt.Errorf("redisserver: start on port %d: %w", s.port, err)
+}
+
+func (s *Server) args() []string {
+	appendOnly := "no"
+	if s.cfg.AppendOnly {
+		appendOnly = "yes"
+	}
+	a := []string{
+		"--port", strconv.Itoa(s.port),
+		"--bind", "127.0.0.1",
+		"--save", "",
+		"--appendonly", appendOnly,
+		"--dir", s.dir,
+		"--daemonize", "no",
+		// DEBUG SLEEP and friends are refused without it.
+		"--enable-debug-command", "local",
+		// Replicas (cluster, or REPLICAOF in a test) would otherwise wait 5 s
+		// for more replicas before the first full sync starts.
+		"--repl-diskless-sync-delay", "0",
+	}
+	if s.cluster {
+		// CLUSTER SLOTS hides a replica until its replication offset is
+		// non-zero, and on an idle master the offset only moves with the
+		// master's PING to its replicas, every 10 s by default.
+		a = append(a, "--repl-ping-replica-period", "1")
+	}
+	if s.cfg.AppendFsync != "" {
+		a = append(a, "--appendfsync", s.cfg.AppendFsync)
+	}
+	if s.cluster {
+		a = append(a,
+			"--cluster-enabled", "yes",
+			"--cluster-config-file", filepath.Join(s.dir, fmt.Sprintf("nodes-%d.conf", s.port)),
+			"--cluster-node-timeout", strconv.FormatInt(s.nodeTimeout.Milliseconds(), 10),
+			// An explicit bus port: the default port+10000 can exceed 65535
+			// for ports from the kernel's ephemeral range and may be taken.
+			"--cluster-port", strconv.Itoa(s.busPort),
+		)
+	}
+	return append(a, s.cfg.ExtraArgs...)
+}
+
+// launch starts the process and waits for PING. Callers hold s.mu or own s
+// exclusively.
+func (s *Server) launch(ctx context.Context) error {
+	p, err := startProc(s.bin, s.args(), s.dir, s.LogPath())
+	if err != nil {
+		return err
+	}
+	s.p = p
+	s.suspended = false
+	if err := waitPing(ctx, s.Addr(), p); err != nil {
+		_ = p.kill()
+		return err
+	}
+	return nil
+}
+
+func waitPing(ctx context.Context, addr string, p *proc) error {
+	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
+	defer cancel()
+	// Whoever holds a taken port may accept our connection and never answer;
+	// stop waiting for that answer as soon as our process is known dead.
+	go func() {
+		select {
+		case <-p.done:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	var last error
+	for {
+		if p.exited() {
+			return &errExited{err: p.waitErr, tail: p.tail(30)}
+		}
+		if last = ping(ctx, addr); last == nil {
+			return nil
+		}
+		if p.exited() {
+			return &errExited{err: p.waitErr, tail: p.tail(30)}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("no PONG from %s (%v, last: %v); log tail:\n%s", addr, ctx.Err(), last, p.tail(30))
+		case <-p.done:
+		case <-tick.C:
+		}
+	}
+}
+
+// ping speaks raw RESP instead of using go-redis, whose retries and
+// connection pool would blur what "ready" means. -LOADING while the AOF is
+// replayed does not count as ready.
+func ping(ctx context.Context, addr string) error {
+	d := net.Dialer{Timeout: 500 * time.Millisecond}
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(time.Second))
+	stop := context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Now()) })
+	defer stop()
+	if _, err := c.Write([]byte("PING\r\n")); err != nil {
+		return err
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		return err
+	}
+	if line = strings.TrimSpace(line); line != "+PONG" {
+		return errors.New(line)
+	}
+	return nil
+}
+
+// Addr is "127.0.0.1:port".
+func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)) }
+
+// Port is the client port.
+func (s *Server) Port() int { return s.port }
+
+// Dir is the server's working directory.
+func (s *Server) Dir() string { return s.dir }
+
+// LogPath is the file that receives the server's stdout and stderr, across
+// restarts.
+func (s *Server) LogPath() string { return filepath.Join(s.dir, fmt.Sprintf("redis-%d.log", s.port)) }
+
+// LogTail returns the last n lines of the log, for failure messages.
+func (s *Server) LogTail(n int) string { return logTail(s.LogPath(), 0, n) }
+
+// Pid is the process id of the current run, or 0.
+func (s *Server) Pid() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.p == nil {
+		return 0
+	}
+	return s.p.pid()
+}
+
+// Running reports whether the process is alive (possibly suspended).
+func (s *Server) Running() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.p != nil && !s.p.exited()
+}
+
+// Stop shuts the server down (SIGTERM, SIGKILL after 10 s) and removes the
+// directory if Start created it. It is idempotent; the Server cannot be
+// restarted afterwards. Use Shutdown or Kill to keep it restartable.
+func (s *Server) Stop() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped {
+		return nil
+	}
+	s.stopped = true
+	var err error
+	if s.p != nil {
+		err = s.p.terminate(stopGrace)
+	}
+	if s.ownsDir {
+		if rerr := os.RemoveAll(s.dir); err == nil {
+			err = rerr
+		}
+	}
+	s.logf("redisserver: stopped %s", s.Addr())
+	return err
+}
+
+// Shutdown terminates the process gracefully (SIGTERM) but keeps the
+// directory, so Restart can bring the same data back.
+func (s *Server) Shutdown() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.p == nil {
+		return nil
+	}
+	return s.p.terminate(stopGrace)
+}
+
+// Kill simulates a crash: SIGKILL, no chance to flush anything that was not
+// already written. The directory is kept for Restart.
+func (s *Server) Kill() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.p == nil {
+		return nil
+	}
+	s.logf("redisserver: killing %s", s.Addr())
+	return s.p.kill()
+}
+
+// Restart starts the server again on the same port and directory and waits
+// for PING. A still-running process is shut down gracefully first.
+func (s *Server) Restart(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped {
+		return fmt.Errorf("redisserver: Restart of %s after Stop", s.Addr())
+	}
+	if s.p != nil {
+		if err := s.p.terminate(stopGrace); err != nil {
+			return fmt.Errorf("redisserver: restart %s: %w", s.Addr(), err)
+		}
+	}
+	var err error
+	// The port cannot change (clients and cluster peers know it), so wait
+	// for it instead of picking another one.
+	for range 30 {
+		if err = s.launch(ctx); err == nil || !isAddrInUse(err) || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
+		return fmt.Errorf("redisserver: restart %s: %w", s.Addr(), err)
+	}
+	s.logf("redisserver: restarted %s (pid %d)", s.Addr(), s.p.pid())
+	return nil
+}
+
+// Suspend freezes the process with SIGSTOP: connections stay open but
+// nothing is answered, like a long GC pause or a stalled VM.
+func (s *Server) Suspend() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.p == nil || s.p.exited() {
+		return fmt.Errorf("redisserver: Suspend of %s: not running", s.Addr())
+	}
+	if err := sigStop(s.p.pid()); err != nil {
+		return err
+	}
+	s.suspended = true
+	return nil
+}
+
+// Resume continues a suspended process (SIGCONT).
+func (s *Server) Resume() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.p == nil || s.p.exited() {
+		return fmt.Errorf("redisserver: Resume of %s: not running", s.Addr())
+	}
+	if err := sigCont(s.p.pid()); err != nil {
+		return err
+	}
+	s.suspended = false
+	return nil
+}
+
+// Suspended reports whether the process is stopped by Suspend.
+func (s *Server) Suspended() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.suspended && s.p != nil && !s.p.exited()
+}
+
+func (s *Server) logf(format string, args ...any) {
+	if s.cfg.Logf != nil {
+		s.cfg.Logf(format, args...)
+	}
+}
