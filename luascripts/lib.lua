@@ -130,3 +130,89 @@ local function parse_backoff(argv, at)
   if n == 0 then b[1] = 0 end
   return b, at + n + 1
 end
+
+-- send_one stores one message or merges it into the one with the same id
+-- (send.lua documents the rules and the result codes). now is Redis's ms.
+-- It publishes nothing: callers wake the slot once, after all their sends.
+local function send_one(store, prepare, msg, typ, id, score_arg, nonce, body, now)
+  local env = redis.call('HGET', msg, id)
+  local old
+  if env then
+    old = env_decode(env)
+    if old.nonce == nonce then return 0 end
+  end
+  local waiting = redis.call('ZSCORE', store, id)
+  local e = { typ = typ, fails = 0, first = now, nonce = nonce, err = '' }
+  if typ == 1 then
+    if waiting then
+      e.score = tonumber(waiting)
+    else
+      e.score = now + tonumber(score_arg)
+    end
+  else
+    e.score = tonumber(score_arg)
+  end
+  e.orig = e.score
+  local result
+  if waiting and old then
+    -- Merge into the waiting message: keep its history, take the new body.
+    e.first, e.fails, e.err = old.first, old.fails, old.err
+    if typ == 1 then
+      e.orig = old.orig
+      result = 2
+    else
+      result = 3
+    end
+  elseif old and redis.call('ZSCORE', prepare, id) then
+    result = 4
+  else
+    result = 1
+  end
+  redis.call('HSET', msg, id, env_encode(e, body))
+  if result ~= 2 then
+    redis.call('ZADD', store, e.score, id)
+  end
+  return result
+end
+
+-- head_of returns the store's first id and score in consume order.
+local function head_of(store, time_based)
+  local h
+  if time_based then
+    h = redis.call('ZRANGE', store, 0, 0, 'WITHSCORES')
+  else
+    h = redis.call('ZRANGE', store, -1, -1, 'WITHSCORES')
+  end
+  return h[1], h[2]
+end
+
+-- wake_if_new_head publishes the head's score when the head is not the one
+-- seen before the writes (so sleeping fetchers re-plan).
+local function wake_if_new_head(cmd, channel, store, time_based, before_id, before_score)
+  if cmd == '' then return end
+  local id, score = head_of(store, time_based)
+  if id and (id ~= before_id or score ~= before_score) then
+    redis.call(cmd, channel, score)
+  end
+end
+
+-- fence returns an RMQFENCED error reply when epoch (the caller's owner
+-- epoch, a decimal string) is not the one stored at key, nil when the call
+-- may go on. ZooKeeper mode only: the owner epoch of a slot is the creation
+-- zxid of its owner's ZooKeeper node, raised by takeover.lua.
+local function fence(key, epoch)
+  local cur = redis.call('GET', key)
+  if cur ~= epoch then
+    return redis.error_reply('RMQFENCED owner epoch ' .. tostring(epoch) .. ' is not the current one (' .. tostring(cur) .. ')')
+  end
+end
+
+-- int_cmp compares two non-negative decimal integers given as strings, without
+-- the loss of precision of Lua's doubles: -1, 0 or 1.
+local function int_cmp(a, b)
+  a = string.gsub(a, '^0+(%d)', '%1')
+  b = string.gsub(b, '^0+(%d)', '%1')
+  if #a ~= #b then return #a < #b and -1 or 1 end
+  if a == b then return 0 end
+  return a < b and -1 or 1
+end

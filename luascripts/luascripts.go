@@ -20,7 +20,6 @@ var files embed.FS
 
 // Script names, also the file names without ".lua".
 const (
-	NameSend     = "send"
 	NameFetch    = "fetch"
 	NameAck      = "ack"
 	NameRollback = "rollback"
@@ -30,13 +29,17 @@ const (
 )
 
 var (
-	Send     = load(NameSend)
-	Fetch    = load(NameFetch)
-	Ack      = load(NameAck)
-	Rollback = load(NameRollback)
-	Sweep    = load(NameSweep)
-	Extend   = load(NameExtend)
-	Remove   = load(NameRemove)
+	SendBatch = load("sendbatch")
+	Fetch     = load(NameFetch)
+	Ack       = load(NameAck)
+	Rollback  = load(NameRollback)
+	Sweep     = load(NameSweep)
+	Extend    = load(NameExtend)
+	Remove    = load(NameRemove)
+	// Requeue and DeleteDead serve rmq.Inspector: dead messages back to
+	// store as fresh ones, and dead messages deleted with their bodies.
+	Requeue    = load("requeue")
+	DeleteDead = load("deletedead")
 )
 
 // registry lists every script by name, for Load and for tests that read

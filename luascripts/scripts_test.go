@@ -49,10 +49,11 @@ func newSlot(t *testing.T, typ int) *slot {
 
 func (s *slot) sendNonce(id string, score float64, body, nonce string) int64 {
 	s.t.Helper()
-	n, err := luascripts.Send.Run(s.ctx, s.rdb, []string{s.k.Store, s.k.Prepare, s.k.Msg, s.k.Wake},
-		s.typ, id, strconv.FormatFloat(score, 'f', -1, 64), nonce, body, "PUBLISH").Int64()
+	n, err := luascripts.SendBatch.Run(s.ctx, s.rdb, []string{s.k.Store, s.k.Prepare, s.k.Msg, s.k.Wake},
+		"PUBLISH", s.typ, id, strconv.FormatFloat(score, 'f', -1, 64), nonce, body).Int64Slice()
 	require.NoError(s.t, err)
-	return n
+	require.Len(s.t, n, 1)
+	return n[0]
 }
 
 func (s *slot) send(id string, score float64, body string) int64 {

@@ -32,6 +32,7 @@ type Producer struct {
 	err     error // a configuration error, returned by every call
 	wakeCmd string
 	defined sync.Map // topic name -> definition already checked against Redis
+	gc      groupCommit
 }
 
 // New returns a producer on rdb, a single node or a cluster client. A bad
@@ -97,26 +98,42 @@ func (p *Producer) send(ctx context.Context, t topic.Topic, typ topic.Type, body
 	if err := p.checkTopic(t, typ); err != nil {
 		return "", err
 	}
-	if len(body) == 0 {
-		return "", ErrEmptyBody
-	}
-	if len(body) > p.cfg.maxBodySize {
-		return "", fmt.Errorf("%w: %d bytes (limit %d)", ErrBodyTooLarge, len(body), p.cfg.maxBodySize)
-	}
-	if math.IsNaN(score) || math.IsInf(score, 0) {
-		return "", fmt.Errorf("%w: score %v", ErrInvalidTime, score)
-	}
 	sc, err := sendOptions(opts)
 	if err != nil {
 		return "", err
 	}
-	id := sc.key
-	if !sc.hasKey {
-		id = BodyID(body)
+	it, err := p.item(t, body, score, sc)
+	if err != nil {
+		return "", err
 	}
 	// Everything is validated; only now may anything be written.
 	if err := p.define(ctx, t); err != nil {
 		return "", err
+	}
+	res, err := p.gc.send(ctx, p, it)
+	if err != nil {
+		return "", fmt.Errorf("rmq: send to %s: %w", t.Name(), err)
+	}
+	if p.cfg.observer != nil {
+		p.cfg.observer.Sent(t, res)
+	}
+	return it.id, nil
+}
+
+// item validates one message and works out its id and slot.
+func (p *Producer) item(t topic.Topic, body []byte, score float64, sc sendConfig) (*pending, error) {
+	if len(body) == 0 {
+		return nil, ErrEmptyBody
+	}
+	if len(body) > p.cfg.maxBodySize {
+		return nil, fmt.Errorf("%w: %d bytes (limit %d)", ErrBodyTooLarge, len(body), p.cfg.maxBodySize)
+	}
+	if math.IsNaN(score) || math.IsInf(score, 0) {
+		return nil, fmt.Errorf("%w: score %v", ErrInvalidTime, score)
+	}
+	it := &pending{topic: t, id: sc.key, body: body, score: strconv.FormatFloat(score, 'f', -1, 64), nonce: nonce()}
+	if !sc.hasKey {
+		it.id = BodyID(body)
 	}
 	basis := sc.basis
 	if !sc.hasBasis {
@@ -126,18 +143,8 @@ func (p *Producer) send(ctx context.Context, t topic.Topic, typ topic.Type, body
 			basis = body
 		}
 	}
-	k := slots.KeysFor(p.cfg.prefix, t, slots.Index(basis, t.SlotAmount()))
-	res, err := luascripts.Send.Run(ctx, p.rdb,
-		[]string{k.Store, k.Prepare, k.Msg, k.Wake},
-		int(typ), id, strconv.FormatFloat(score, 'f', -1, 64), nonce(), body, p.wakeCmd,
-	).Int()
-	if err != nil {
-		return "", fmt.Errorf("rmq: send to %s: %w", t.Name(), err)
-	}
-	if p.cfg.observer != nil {
-		p.cfg.observer.Sent(t, SendResult(res))
-	}
-	return id, nil
+	it.slot = slots.Index(basis, t.SlotAmount())
+	return it, nil
 }
 
 // checkTopic validates the producer, the topic and the send method.

@@ -1,0 +1,94 @@
+package producer
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/rmq-go/rmq/topic"
+)
+
+// BatchMessage is one message of SendBatch. Which scheduling field counts
+// depends on the topic's type: TimeRange for range-merge, Priority for
+// priority, At for fixed-time.
+type BatchMessage struct {
+	Body      []byte
+	Key       string // optional merge identity, as WithKey
+	SlotBasis []byte // optional, as WithSlotBasis
+	TimeRange time.Duration
+	Priority  int64
+	At        time.Time
+}
+
+// SendBatch validates every message first (one bad message fails the batch
+// and writes nothing), then stores them with one script call per slot,
+// pipelined across slots. It returns the ids in the order of msgs. A Redis
+// error can leave the batch partly stored; sending it again is safe (each
+// message merges with itself by its type's rule).
+func (p *Producer) SendBatch(ctx context.Context, t topic.Topic, msgs []BatchMessage) ([]string, error) {
+	if err := p.checkTopic(t, t.Type()); err != nil {
+		return nil, err
+	}
+	items := make([]*pending, len(msgs))
+	for i, m := range msgs {
+		it, err := p.batchItem(t, m)
+		if err != nil {
+			return nil, fmt.Errorf("rmq: batch message %d: %w", i, err)
+		}
+		items[i] = it
+	}
+	if len(items) == 0 {
+		return nil, nil
+	}
+	if err := p.define(ctx, t); err != nil {
+		return nil, err
+	}
+	if err := p.runCalls(ctx, p.group(items)); err != nil {
+		return nil, fmt.Errorf("rmq: send batch to %s: %w", t.Name(), err)
+	}
+	ids := make([]string, len(items))
+	for i, it := range items {
+		ids[i] = it.id
+		if p.cfg.observer != nil {
+			p.cfg.observer.Sent(t, it.res)
+		}
+	}
+	return ids, nil
+}
+
+func (p *Producer) batchItem(t topic.Topic, m BatchMessage) (*pending, error) {
+	var score float64
+	switch t.Type() {
+	case topic.RangeMerge:
+		if m.TimeRange < 0 || m.TimeRange > maxRange {
+			return nil, fmt.Errorf("%w: %v", ErrInvalidRange, m.TimeRange)
+		}
+		score = float64(m.TimeRange.Milliseconds())
+	case topic.Priority:
+		if m.Priority <= topic.MinPriority || m.Priority > maxScore {
+			return nil, fmt.Errorf("%w: %d", ErrInvalidPriority, m.Priority)
+		}
+		score = float64(m.Priority)
+	case topic.FixedTime:
+		if m.At.IsZero() {
+			return nil, fmt.Errorf("%w: zero time", ErrInvalidTime)
+		}
+		ms := m.At.UnixMilli()
+		if ms < 0 || ms > maxScore {
+			return nil, fmt.Errorf("%w: %v out of range", ErrInvalidTime, m.At)
+		}
+		score = float64(ms)
+	}
+	var opts []SendOption
+	if m.Key != "" {
+		opts = append(opts, WithKey(m.Key))
+	}
+	if m.SlotBasis != nil {
+		opts = append(opts, WithSlotBasis(m.SlotBasis))
+	}
+	sc, err := sendOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	return p.item(t, m.Body, score, sc)
+}

@@ -1,0 +1,137 @@
+package producer_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rmq-go/rmq/internal/redistest"
+	"github.com/rmq-go/rmq/luascripts"
+	"github.com/rmq-go/rmq/producer"
+	"github.com/rmq-go/rmq/slots"
+	"github.com/rmq-go/rmq/topic"
+)
+
+// scriptCounter counts script calls that reach Redis, pipelined or not.
+type scriptCounter struct{ calls, messages atomic.Int64 }
+
+func (c *scriptCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (c *scriptCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		c.count(cmd)
+		return next(ctx, cmd)
+	}
+}
+func (c *scriptCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, cmd := range cmds {
+			c.count(cmd)
+		}
+		return next(ctx, cmds)
+	}
+}
+func (c *scriptCounter) count(cmd redis.Cmder) {
+	args := cmd.Args()
+	if len(args) > 1 && (cmd.Name() == "evalsha" || cmd.Name() == "eval") && args[1] == luascripts.SendBatch.Hash() {
+		c.calls.Add(1)
+		// evalsha sha numkeys k1..k4 wake type then 4 per message
+		c.messages.Add(int64((len(args) - 3 - 4 - 2) / 4))
+	}
+}
+
+// Concurrent single sends to one slot share script calls, and every sender
+// still gets its own result.
+func TestGroupCommitCoalescesConcurrentSends(t *testing.T) {
+	rdb := redistest.Client(t, redistest.Shared(t))
+	counter := &scriptCounter{}
+	rdb.AddHook(counter)
+	prefix := redistest.Prefix(t)
+	p := producer.New(rdb, producer.WithPrefix(prefix))
+	ctx := context.Background()
+	tp := topic.MustNew("gc", topic.FixedTime, 1)
+	_, err := p.SendFixedTime(ctx, tp, []byte("warm-up"), time.Now().Add(time.Hour))
+	require.NoError(t, err)
+	counter.calls.Store(0)
+
+	const senders, each = 32, 50
+	var wg sync.WaitGroup
+	ids := make([][]string, senders)
+	for g := 0; g < senders; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < each; i++ {
+				id, err := p.SendFixedTime(ctx, tp, []byte(fmt.Sprintf("m-%d-%d", g, i)), time.Now().Add(time.Hour))
+				if !assert.NoError(t, err) {
+					return
+				}
+				ids[g] = append(ids[g], id)
+			}
+		}()
+	}
+	wg.Wait()
+	k := slots.KeysFor(prefix, tp, 0)
+	n, err := rdb.ZCard(ctx, k.Store).Result()
+	require.NoError(t, err)
+	assert.EqualValues(t, senders*each+1, n, "every message stored once")
+	for g := range ids {
+		for i, id := range ids[g] {
+			assert.Equal(t, producer.BodyID([]byte(fmt.Sprintf("m-%d-%d", g, i))), id)
+		}
+	}
+	calls := counter.calls.Load()
+	assert.Less(t, calls, int64(senders*each), "sends shared calls")
+	t.Logf("%d sends in %d script calls", senders*each, calls)
+}
+
+func TestSendBatch(t *testing.T) {
+	rdb := redistest.Client(t, redistest.Shared(t))
+	counter := &scriptCounter{}
+	rdb.AddHook(counter)
+	prefix := redistest.Prefix(t)
+	p := producer.New(rdb, producer.WithPrefix(prefix))
+	ctx := context.Background()
+	tp := topic.MustNew("batch", topic.Priority, 8)
+
+	msgs := make([]producer.BatchMessage, 1000)
+	for i := range msgs {
+		msgs[i] = producer.BatchMessage{Body: []byte(fmt.Sprintf("job-%d", i)), Key: fmt.Sprintf("k%d", i), Priority: int64(17 + i)}
+	}
+	ids, err := p.SendBatch(ctx, tp, msgs)
+	require.NoError(t, err)
+	require.Len(t, ids, 1000)
+	assert.Equal(t, "k999", ids[999])
+	assert.LessOrEqual(t, counter.calls.Load(), int64(8), "one call per slot")
+	total := int64(0)
+	for s := 0; s < 8; s++ {
+		n, err := rdb.ZCard(ctx, slots.KeysFor(prefix, tp, s).Store).Result()
+		require.NoError(t, err)
+		total += n
+	}
+	assert.EqualValues(t, 1000, total)
+
+	// One bad message fails the whole batch before anything is written.
+	bad := []producer.BatchMessage{{Body: []byte("ok"), Key: "fresh-1", Priority: 50}, {Body: []byte("x"), Priority: 16}}
+	_, err = p.SendBatch(ctx, tp, bad)
+	assert.ErrorIs(t, err, producer.ErrInvalidPriority)
+	assert.ErrorContains(t, err, "batch message 1")
+	slot := slots.IndexString("fresh-1", 8)
+	assert.Equal(t, redis.Nil, rdb.ZScore(ctx, slots.KeysFor(prefix, tp, slot).Store, "fresh-1").Err())
+
+	// Re-sending the batch merges: still 1000 messages.
+	_, err = p.SendBatch(ctx, tp, msgs)
+	require.NoError(t, err)
+	total = 0
+	for s := 0; s < 8; s++ {
+		n, _ := rdb.ZCard(ctx, slots.KeysFor(prefix, tp, s).Store).Result()
+		total += n
+	}
+	assert.EqualValues(t, 1000, total)
+}
