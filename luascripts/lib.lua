@@ -76,10 +76,13 @@ local function rollback_one(k, id, token, err, now, max_retries, backoff, dead_m
   local e = env_decode(env)
   local attempt = token % 1000
   e.err = err
-  if redis.call('ZSCORE', k.store, id) then
+  local waiting = redis.call('ZSCORE', k.store, id)
+  if waiting then
     -- A send arrived while this delivery ran; that send is delivered next
-    -- and keeps its own (fresh) attempt count.
+    -- and keeps its own (fresh) attempt count. It was blocked until now:
+    -- wake the slot as ack.lua does.
     redis.call('HSET', k.msg, id, env_rewrite(e))
+    if cmd ~= '' then redis.call(cmd, k.wake, waiting) end
     return 2
   end
   e.fails = attempt

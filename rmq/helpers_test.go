@@ -1,0 +1,389 @@
+package rmq_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha1"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rmq-go/rmq/consumer"
+	"github.com/rmq-go/rmq/internal/redisserver"
+	"github.com/rmq-go/rmq/internal/redistest"
+	"github.com/rmq-go/rmq/luascripts"
+	"github.com/rmq-go/rmq/rmq"
+	"github.com/rmq-go/rmq/slots"
+	"github.com/rmq-go/rmq/topic"
+)
+
+// Generous bounds: test machines are noisy and the race detector is slow.
+const (
+	waitLong  = 15 * time.Second // for something that must happen
+	waitQuiet = 700 * time.Millisecond
+)
+
+// syncBuffer is a bytes.Buffer safe for the library's goroutines to log to.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// env is one test's view of Redis: a client on the shared (or a dedicated)
+// server, a unique key prefix and a log buffer shown when the test fails.
+type env struct {
+	t      *testing.T
+	srv    *redisserver.Server
+	rdb    *redis.Client
+	prefix string
+	log    *syncBuffer
+	logger *slog.Logger
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	return newEnvOn(t, redistest.Shared(t))
+}
+
+func newEnvOn(t *testing.T, srv *redisserver.Server) *env {
+	t.Helper()
+	e := &env{t: t, srv: srv, rdb: redistest.Client(t, srv), prefix: testPrefix(t), log: &syncBuffer{}}
+	e.logger = slog.New(slog.NewTextHandler(e.log, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("library log:\n%s", e.log.String())
+		}
+	})
+	return e
+}
+
+// testPrefix is redistest.Prefix cut to the 64 characters a key prefix may
+// have (the random part at its start keeps it unique).
+func testPrefix(t *testing.T) string {
+	p := redistest.Prefix(t)
+	if len(p) > 64 {
+		p = p[:64]
+	}
+	require.NoError(t, slots.ValidatePrefix(p))
+	return p
+}
+
+// newRedis returns another client on the env's server (e.g. one with hooks).
+func (e *env) newRedis() *redis.Client {
+	return redistest.Client(e.t, e.srv)
+}
+
+// client returns an rmq.Client on the env's prefix, closed at the end of the
+// test (before the Redis client is).
+func (e *env) client(opts ...rmq.Option) *rmq.Client {
+	e.t.Helper()
+	return e.clientOn(e.rdb, opts...)
+}
+
+func (e *env) clientOn(rdb redis.UniversalClient, opts ...rmq.Option) *rmq.Client {
+	e.t.Helper()
+	base := []rmq.Option{rmq.WithPrefix(e.prefix), rmq.WithLogger(e.logger)}
+	c, err := rmq.New(rdb, append(base, opts...)...)
+	require.NoError(e.t, err)
+	e.t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := c.Close(ctx); err != nil {
+			e.t.Errorf("close client: %v", err)
+		}
+	})
+	return c
+}
+
+func (e *env) start(c *rmq.Client) {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(e.t, c.Start(ctx))
+}
+
+func mustTopic(t *testing.T, name string, typ topic.Type, slotAmount int) topic.Topic {
+	t.Helper()
+	tp, err := topic.New(name, typ, slotAmount)
+	require.NoError(t, err)
+	return tp
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// delivery is what a handler saw, copied out of the Message.
+type delivery struct {
+	ID        string
+	Body      string
+	Slot      int
+	Attempt   int
+	DueAt     time.Time
+	Priority  int64
+	LastError string
+	Token     int64
+	At        time.Time // local clock when the handler started
+}
+
+func (d delivery) String() string {
+	return fmt.Sprintf("%s#%d(prio %d, due %s)", d.ID, d.Attempt, d.Priority, d.DueAt.Format("15:04:05.000"))
+}
+
+func snap(m *consumer.Message) delivery {
+	return delivery{
+		ID: m.ID, Body: string(m.Body), Slot: m.Slot, Attempt: m.Attempt, DueAt: m.DueAt,
+		Priority: m.Priority, LastError: m.LastError, Token: m.Token, At: time.Now(),
+	}
+}
+
+// recorder is a listener that reports every delivery on a channel and then
+// runs an optional behaviour (nil: ack).
+type recorder struct {
+	ch      chan delivery
+	running atomic.Int64
+	maxRun  atomic.Int64
+	then    func(ctx context.Context, m *consumer.Message) error
+}
+
+func newRecorder(then func(ctx context.Context, m *consumer.Message) error) *recorder {
+	return &recorder{ch: make(chan delivery, 1024), then: then}
+}
+
+func (r *recorder) OnMessage(ctx context.Context, m *consumer.Message) error {
+	n := r.running.Add(1)
+	defer r.running.Add(-1)
+	for {
+		old := r.maxRun.Load()
+		if n <= old || r.maxRun.CompareAndSwap(old, n) {
+			break
+		}
+	}
+	r.ch <- snap(m)
+	if r.then == nil {
+		return nil
+	}
+	return r.then(ctx, m)
+}
+
+// next waits for the next delivery.
+func (r *recorder) next(t *testing.T, within time.Duration) delivery {
+	t.Helper()
+	select {
+	case d := <-r.ch:
+		return d
+	case <-time.After(within):
+		t.Fatalf("no delivery within %v", within)
+		return delivery{}
+	}
+}
+
+// nextN waits for n deliveries.
+func (r *recorder) nextN(t *testing.T, n int, within time.Duration) []delivery {
+	t.Helper()
+	out := make([]delivery, 0, n)
+	deadline := time.After(within)
+	for len(out) < n {
+		select {
+		case d := <-r.ch:
+			out = append(out, d)
+		case <-deadline:
+			t.Fatalf("got %d of %d deliveries within %v: %v", len(out), n, within, out)
+		}
+	}
+	return out
+}
+
+// none checks that nothing is delivered for d.
+func (r *recorder) none(t *testing.T, d time.Duration) {
+	t.Helper()
+	select {
+	case got := <-r.ch:
+		t.Fatalf("unexpected delivery %v", got)
+	case <-time.After(d):
+	}
+}
+
+func ack(context.Context, *consumer.Message) error { return nil }
+
+func noBackoff(int) time.Duration { return 0 }
+
+// ---- Redis state -------------------------------------------------------
+
+func (e *env) keys(tp topic.Topic, slot int) slots.Keys {
+	return slots.KeysFor(e.prefix, tp, slot)
+}
+
+// slotOfKey is the slot of a message sent WithKey(key) and no slot basis.
+func slotOfKey(tp topic.Topic, key string) int { return slots.IndexString(key, tp.SlotAmount()) }
+
+func (e *env) zscore(key, member string) (float64, bool) {
+	e.t.Helper()
+	s, err := e.rdb.ZScore(context.Background(), key, member).Result()
+	if errors.Is(err, redis.Nil) {
+		return 0, false
+	}
+	require.NoError(e.t, err)
+	return s, true
+}
+
+func (e *env) envelope(hash, id string) (luascripts.Envelope, bool) {
+	e.t.Helper()
+	raw, err := e.rdb.HGet(context.Background(), hash, id).Bytes()
+	if errors.Is(err, redis.Nil) {
+		return luascripts.Envelope{}, false
+	}
+	require.NoError(e.t, err)
+	env, err := luascripts.DecodeEnvelope(raw)
+	require.NoError(e.t, err)
+	return env, true
+}
+
+// counts sums, over every slot of tp, the sizes of store, prepare, msg,
+// dead and deadmsg.
+type counts struct{ Store, Prepare, Msg, Dead, DeadMsg int64 }
+
+func (e *env) counts(tp topic.Topic) counts {
+	e.t.Helper()
+	ctx := context.Background()
+	var c counts
+	for i := 0; i < tp.SlotAmount(); i++ {
+		k := e.keys(tp, i)
+		pipe := e.rdb.Pipeline()
+		s := pipe.ZCard(ctx, k.Store)
+		p := pipe.ZCard(ctx, k.Prepare)
+		m := pipe.HLen(ctx, k.Msg)
+		d := pipe.ZCard(ctx, k.Dead)
+		dm := pipe.HLen(ctx, k.DeadMsg)
+		_, err := pipe.Exec(ctx)
+		require.NoError(e.t, err)
+		c.Store += s.Val()
+		c.Prepare += p.Val()
+		c.Msg += m.Val()
+		c.Dead += d.Val()
+		c.DeadMsg += dm.Val()
+	}
+	return c
+}
+
+// eventuallyCounts waits until the topic's counts are want.
+func (e *env) eventuallyCounts(tp topic.Topic, want counts) {
+	e.t.Helper()
+	deadline := time.Now().Add(waitLong)
+	for {
+		got := e.counts(tp)
+		if got == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("counts of %s: got %+v, want %+v", tp.Name(), got, want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// keysNow lists every key under the env's prefix.
+func (e *env) keysNow() []string {
+	e.t.Helper()
+	return redistest.KeysWithPrefix(e.t, e.rdb, e.prefix)
+}
+
+// dump returns every key under the prefix with a printable form of its value,
+// to show that a call wrote nothing.
+func (e *env) dump() map[string]string {
+	e.t.Helper()
+	ctx := context.Background()
+	out := map[string]string{}
+	for _, k := range e.keysNow() {
+		v, err := e.rdb.Dump(ctx, k).Result()
+		require.NoError(e.t, err)
+		out[k] = hex.EncodeToString([]byte(v))
+	}
+	return out
+}
+
+// prepareToken splits a prepare score into its deadline (Unix seconds) and
+// the delivery token.
+func prepareToken(score float64) (deadline int64, token int64) {
+	return luascripts.SplitPrepareScore(score)
+}
+
+// ---- counting script calls ----------------------------------------------
+
+// scriptCounter is a go-redis hook counting EVALSHA/EVAL calls of one script,
+// pipelined or not.
+type scriptCounter struct {
+	sha   string
+	calls atomic.Int64
+}
+
+func newScriptCounter(s *redis.Script) *scriptCounter { return &scriptCounter{sha: s.Hash()} }
+
+func (h *scriptCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *scriptCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.observe(cmd)
+		return next(ctx, cmd)
+	}
+}
+
+func (h *scriptCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, c := range cmds {
+			h.observe(c)
+		}
+		return next(ctx, cmds)
+	}
+}
+
+func (h *scriptCounter) observe(cmd redis.Cmder) {
+	args := cmd.Args()
+	if len(args) < 2 {
+		return
+	}
+	switch strings.ToLower(fmt.Sprint(args[0])) {
+	case "evalsha", "evalsha_ro":
+		if fmt.Sprint(args[1]) == h.sha {
+			h.calls.Add(1)
+		}
+	case "eval", "eval_ro":
+		sum := sha1.Sum([]byte(fmt.Sprint(args[1])))
+		if hex.EncodeToString(sum[:]) == h.sha {
+			h.calls.Add(1)
+		}
+	}
+}
+
+func (h *scriptCounter) n() int64 { return h.calls.Load() }
+
+// pastScore is a prepare score whose deadline lies 10 s in the past but which
+// keeps the delivery token of score.
+func pastScore(score float64) float64 {
+	token := math.Mod(score, luascripts.TokenMod)
+	return float64((time.Now().Unix()-10)*luascripts.TokenMod) + token
+}

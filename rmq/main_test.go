@@ -1,0 +1,18 @@
+package rmq_test
+
+import (
+	"os"
+	"testing"
+
+	"github.com/rmq-go/rmq/internal/redistest"
+)
+
+// TestMain runs the tests against one shared redis-server, or, when the
+// environment asks for it, plays the consumer worker that kill_test.go
+// re-executes this binary as (and kills with SIGKILL).
+func TestMain(m *testing.M) {
+	if os.Getenv(workerEnv) == "1" {
+		os.Exit(runWorker())
+	}
+	os.Exit(redistest.Main(m))
+}
