@@ -138,13 +138,18 @@ end
 -- (send.lua documents the rules and the result codes). now is Redis's ms.
 -- It publishes nothing: callers wake the slot once, after all their sends.
 local function send_one(store, prepare, msg, typ, id, score_arg, nonce, body, now)
-  local env = redis.call('HGET', msg, id)
-  local old
-  if env then
-    old = env_decode(env)
-    if old.nonce == nonce then return 0 end
-  end
+  -- An envelope exists only for a waiting or in-flight id, so a new id
+  -- (the common case) costs no HGET.
   local waiting = redis.call('ZSCORE', store, id)
+  local inflight = not waiting and redis.call('ZSCORE', prepare, id)
+  local old
+  if waiting or inflight then
+    local env = redis.call('HGET', msg, id)
+    if env then
+      old = env_decode(env)
+      if old.nonce == nonce then return 0 end
+    end
+  end
   local e = { typ = typ, fails = 0, first = now, nonce = nonce, err = '' }
   if typ == 1 then
     if waiting then
@@ -166,7 +171,7 @@ local function send_one(store, prepare, msg, typ, id, score_arg, nonce, body, no
     else
       result = 3
     end
-  elseif old and redis.call('ZSCORE', prepare, id) then
+  elseif old and inflight then
     result = 4
   else
     result = 1
