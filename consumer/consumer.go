@@ -46,6 +46,8 @@ type Consumer struct {
 
 	waker *waker
 	clock clock
+
+	own *ownership // WithAssignedSlots (ZooKeeper mode); nil: every slot
 }
 
 // delivery is one message being handled here.
@@ -54,6 +56,7 @@ type delivery struct {
 	cancel    context.CancelCauseFunc
 	timedOut  bool // guarded by Consumer.mu: no more lease extension
 	abandoned bool // guarded by Consumer.mu: Close rolled it back
+	revoked   bool // guarded by Consumer.mu: its slot's ownership was lost
 }
 
 // New returns a consumer of t. It starts nothing until Start.
@@ -84,6 +87,9 @@ func New(rdb redis.UniversalClient, t topic.Topic, l MessageListener, opts ...Op
 		leaseDone: make(chan struct{}),
 	}
 	c.keys = keysOf(cfg.prefix, c)
+	if cfg.assigned {
+		c.own = newOwnership(c)
+	}
 	// The backoff of attempt a is entry a; attempts past the table use its last.
 	n := cfg.maxRetries + 1
 	c.backoffArgs = append(c.backoffArgs, n)
@@ -179,6 +185,14 @@ func (c *Consumer) close(ctx context.Context) error {
 		c.abandonInflight()
 		<-drained
 	}
+	if c.own != nil {
+		// ZooKeeper mode: what is left in prepare (abandoned deliveries,
+		// fetched ones never started) goes back to store at its original
+		// position, attempt not counted, so per-key order survives.
+		rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		c.restoreOwned(rctx)
+		cancel()
+	}
 	// Leases are kept until the last handler is done.
 	c.stopAll()
 	<-c.leaseDone
@@ -199,6 +213,9 @@ func (c *Consumer) abandonInflight() {
 		d.cancel(ErrShutdown)
 	}
 	c.mu.Unlock()
+	if c.own != nil {
+		return // restoreOwned returns them to store once their handlers ended
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for slot, items := range bySlot {
@@ -217,6 +234,9 @@ func (c *Consumer) freeCapacity() int {
 }
 
 func (c *Consumer) slotFree(slot int) int {
+	if c.own != nil {
+		return c.ownedSlotFree(slot)
+	}
 	if c.cfg.slotLimit == 0 {
 		return c.cfg.concurrency
 	}
@@ -231,6 +251,13 @@ func (c *Consumer) dispatch(msgs []*Message) {
 		ctx, cancel := context.WithCancelCause(c.handleCtx)
 		d := &delivery{msg: m, cancel: cancel}
 		c.mu.Lock()
+		if !c.mayDispatchLocked(m) {
+			// The slot's term ended while the fetch ran: the message stays
+			// in prepare until the slot's next term returns it to store.
+			c.mu.Unlock()
+			cancel(nil)
+			continue
+		}
 		c.inflight[d] = struct{}{}
 		c.perSlot[m.Slot]++
 		c.mu.Unlock()
@@ -258,11 +285,25 @@ func (c *Consumer) handle(ctx context.Context, d *delivery) {
 		defer stop()
 	}
 	began := time.Now()
-	err := c.call(hctx, d.msg)
+	var err error
+	if c.own != nil && !c.vouched() {
+		// ZooKeeper mode: the ownership lapsed since the fetch (the process
+		// was frozen, or lost ZooKeeper). The listener is not called; the
+		// message stays in prepare for the slot's next term.
+		c.mu.Lock()
+		d.revoked = true
+		c.mu.Unlock()
+		err = slots.ErrOwnershipLost
+	} else {
+		err = c.call(hctx, d.msg)
+	}
 	took := time.Since(began)
 
 	c.mu.Lock()
-	abandoned, timedOut := d.abandoned, d.timedOut
+	// The AfterFunc that marks a timeout runs on its own goroutine and may
+	// not have run yet when the handler returns: ask the context directly.
+	abandoned, revoked := d.abandoned, d.revoked
+	timedOut := d.timedOut || context.Cause(hctx) == ErrHandlerTimeout
 	c.mu.Unlock()
 	if timedOut {
 		err = fmt.Errorf("%w after %v: %v", ErrHandlerTimeout, c.cfg.handlerTimeout, err)
@@ -274,9 +315,17 @@ func (c *Consumer) handle(ctx context.Context, d *delivery) {
 	case context.Cause(ctx) == ErrLeaseLost:
 		outcome = LeaseLost
 		c.log.WarnContext(ctx, "rmq: lease lost while handling; the message is redelivered", "id", d.msg.ID, "slot", d.msg.Slot)
+	case revoked && err != nil:
+		// ZooKeeper mode: no rollback (it would count an attempt and could
+		// reorder the key); the slot's next term returns the message.
+		outcome = Revoked
 	case err == nil:
 		outcome = c.finish(d, func(ctx context.Context) (Outcome, error) {
 			refused, err := c.ack(ctx, d.msg.Slot, []*delivery{d})
+			if luascripts.IsFenced(err) {
+				c.fenced(d.msg.Slot, d.msg.Epoch, "ack")
+				return Fenced, nil
+			}
 			if err != nil {
 				return Failed, err
 			}
@@ -288,7 +337,11 @@ func (c *Consumer) handle(ctx context.Context, d *delivery) {
 		})
 	default:
 		outcome = c.finish(d, func(ctx context.Context) (Outcome, error) {
-			res, rerr := c.rollback(ctx, d.msg.Slot, []rollbackItem{{id: d.msg.ID, token: d.msg.Token, err: err.Error()}})
+			res, rerr := c.rollback(ctx, d.msg.Slot, []rollbackItem{{id: d.msg.ID, token: d.msg.Token, err: err.Error(), epoch: d.msg.Epoch}})
+			if luascripts.IsFenced(rerr) {
+				c.fenced(d.msg.Slot, d.msg.Epoch, "rollback")
+				return Fenced, nil
+			}
 			if rerr != nil {
 				return Failed, rerr
 			}
@@ -300,6 +353,7 @@ func (c *Consumer) handle(ctx context.Context, d *delivery) {
 	delete(c.inflight, d)
 	if c.perSlot[d.msg.Slot]--; c.perSlot[d.msg.Slot] <= 0 {
 		delete(c.perSlot, d.msg.Slot)
+		c.slotIdleLocked(d.msg.Slot)
 	}
 	c.mu.Unlock()
 	select {
@@ -350,7 +404,7 @@ func (c *Consumer) snapshotInflight() map[int][]*delivery {
 	defer c.mu.Unlock()
 	out := map[int][]*delivery{}
 	for d := range c.inflight {
-		if !d.timedOut && !d.abandoned {
+		if !d.timedOut && !d.abandoned && !d.revoked {
 			out[d.msg.Slot] = append(out[d.msg.Slot], d)
 		}
 	}
@@ -374,5 +428,10 @@ func slotList(n int) []int {
 }
 
 // ownedSlots lists the slots this consumer fetches and sweeps: all of them
-// without a coordinator.
-func (c *Consumer) ownedSlots() []int { return slotList(c.topic.SlotAmount()) }
+// without a coordinator, the ones it owns now with one.
+func (c *Consumer) ownedSlots() []int {
+	if c.own != nil {
+		return c.activeSlots()
+	}
+	return slotList(c.topic.SlotAmount())
+}

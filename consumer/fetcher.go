@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/rmq-go/rmq/luascripts"
 )
 
 const never = math.MaxInt64
@@ -60,8 +62,8 @@ func (f *fetcher) run(wg *sync.WaitGroup) {
 				f.fetch(ctx, unknownReqs(unknown))
 				continue
 			}
-			if req, ok := f.plan(nowMs, free); ok {
-				f.fetch(ctx, []fetchReq{req})
+			if reqs := f.plan(ctx, nowMs, free); len(reqs) > 0 {
+				f.fetch(ctx, reqs)
 				continue
 			}
 			if at := f.earliest(); at != never {
@@ -147,42 +149,51 @@ func (f *fetcher) readyAt(i int) int64 {
 	}
 }
 
-// plan picks the slot with the best due head and bounds the fetch by the
-// next-best head, so messages leave the topic in order across slots.
-func (f *fetcher) plan(nowMs int64, free int) (fetchReq, bool) {
+// dueSlots lists the slots that can be fetched now, best head first.
+func (f *fetcher) dueSlots(nowMs int64) []int {
 	var due []int
 	for i := range f.heads {
 		if f.readyAt(i) <= nowMs && f.c.slotFree(i) > 0 {
 			due = append(due, i)
 		}
 	}
-	if len(due) == 0 {
-		return fetchReq{}, false
+	sort.Slice(due, func(i, j int) bool { return f.betterHead(due[i], due[j]) })
+	return due
+}
+
+func (f *fetcher) betterHead(a, b int) bool {
+	ha, hb := f.heads[a], f.heads[b]
+	if ha.empty != hb.empty {
+		return hb.empty
 	}
-	better := func(a, b int) bool {
-		ha, hb := f.heads[a], f.heads[b]
-		if ha.empty != hb.empty {
-			return hb.empty
-		}
-		if ha.score != hb.score {
-			if f.timeBased() {
-				return ha.score < hb.score
-			}
-			return ha.score > hb.score
-		}
+	if ha.score != hb.score {
+		return f.betterScore(ha.score, hb.score)
+	}
+	return a < b
+}
+
+func (f *fetcher) betterScore(a, b float64) bool {
+	if f.timeBased() {
 		return a < b
 	}
-	sort.Slice(due, func(i, j int) bool { return better(due[i], due[j]) })
+	return a > b
+}
+
+// planOne fetches from the slot with the best due head, bounded by the
+// next-best head, so messages leave the topic in order across slots.
+func (f *fetcher) planOne(due []int, free int) []fetchReq {
 	best := due[0]
 	req := fetchReq{slot: best, n: min(free, f.c.slotFree(best))}
 	for _, s := range due[1:] {
 		if !f.heads[s].empty {
-			req.bound = strconv.FormatFloat(f.heads[s].score, 'f', -1, 64)
+			req.bound = formatScore(f.heads[s].score)
 			break
 		}
 	}
-	return req, true
+	return []fetchReq{req}
 }
+
+func formatScore(x float64) string { return strconv.FormatFloat(x, 'f', -1, 64) }
 
 func (f *fetcher) earliest() int64 {
 	e := int64(never)
@@ -201,6 +212,13 @@ func (f *fetcher) fetch(ctx context.Context, reqs []fetchReq) {
 	for _, r := range results {
 		if r.nowUs > 0 {
 			c.clock.observe(r.nowUs, time.Now())
+		}
+		if r.skipped {
+			continue
+		}
+		if luascripts.IsFenced(r.err) {
+			c.fenced(r.slot, r.epoch, "fetch")
+			continue
 		}
 		if r.err != nil && len(r.msgs) == 0 {
 			failed = true

@@ -30,6 +30,14 @@ type Message struct {
 	// Token identifies this delivery. Ack and rollback are accepted only
 	// while the slot's prepare entry carries it.
 	Token int64
+	// Epoch is the slot's owner epoch this delivery was fetched under
+	// (ZooKeeper mode; 0 otherwise). It only grows when the slot changes
+	// owner, so it is a fencing token for the systems a handler writes to:
+	// store it with the write and refuse writes for the same key (or slot)
+	// that carry a smaller epoch than one already seen. That stops a worker
+	// frozen past its session (GC pause, SIGSTOP) from overwriting the work
+	// of the slot's new owner when it wakes up.
+	Epoch int64
 }
 
 // MessageListener handles messages. Returning nil acks the delivery;

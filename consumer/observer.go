@@ -25,6 +25,13 @@ const (
 	// Failed: the ack or rollback could not reach Redis; the lease will run
 	// out and the sweeper will roll it back.
 	Failed
+	// Fenced: Redis refused the ack or rollback because the slot's owner
+	// epoch moved on: another worker owns the slot now (ZooKeeper mode).
+	Fenced
+	// Revoked: the slot's ownership was lost while the handler ran and the
+	// handler failed; the message stays in prepare and the slot's next term
+	// returns it to store without counting an attempt (ZooKeeper mode).
+	Revoked
 )
 
 func (o Outcome) String() string {
@@ -45,6 +52,10 @@ func (o Outcome) String() string {
 		return "abandoned"
 	case Failed:
 		return "failed"
+	case Fenced:
+		return "fenced"
+	case Revoked:
+		return "revoked"
 	}
 	return "unknown"
 }
@@ -61,8 +72,44 @@ type Observer interface {
 	LeasesExpired(topic string, rolledBack, dead int)
 }
 
-// WithObserver sets an observer (default: none).
-func WithObserver(o Observer) Option { return func(c *config) { c.observer = o } }
+// WithObserver adds an observer (default: none). Several observers (the
+// client's metrics and the caller's own, say) are all told, in order.
+func WithObserver(o Observer) Option {
+	return func(c *config) {
+		if o == nil {
+			c.observer = nil // refused by New
+			return
+		}
+		switch cur := c.observer.(type) {
+		case nil, nopObserver:
+			c.observer = o
+		case multiObserver:
+			c.observer = append(cur, o)
+		default:
+			c.observer = multiObserver{cur, o}
+		}
+	}
+}
+
+type multiObserver []Observer
+
+func (m multiObserver) Delivered(msg *Message) {
+	for _, o := range m {
+		o.Delivered(msg)
+	}
+}
+
+func (m multiObserver) Finished(msg *Message, took time.Duration, outcome Outcome) {
+	for _, o := range m {
+		o.Finished(msg, took, outcome)
+	}
+}
+
+func (m multiObserver) LeasesExpired(topic string, rolledBack, dead int) {
+	for _, o := range m {
+		o.LeasesExpired(topic, rolledBack, dead)
+	}
+}
 
 type nopObserver struct{}
 

@@ -34,6 +34,8 @@ type config struct {
 	logger         *slog.Logger
 	slotLimit      int // most deliveries in flight per slot; 0 = no limit
 	observer       Observer
+	assigned       bool              // WithAssignedSlots (ZooKeeper mode)
+	coord          slots.Coordinator // WithAssignedSlots
 }
 
 func defaultConfig() config {
@@ -79,6 +81,10 @@ func (c *config) validate() error {
 		return fmt.Errorf("%w: nil logger", ErrInvalidOption)
 	case c.observer == nil:
 		return fmt.Errorf("%w: nil observer", ErrInvalidOption)
+	}
+	if c.assigned {
+		// An owned slot is consumed serially: one delivery at a time.
+		c.slotLimit = 1
 	}
 	if c.sweepInterval <= 0 {
 		c.sweepInterval = min(max(c.prepareTimeout/2, 500*time.Millisecond), 10*time.Second)

@@ -20,6 +20,7 @@ type fetchReq struct {
 	slot  int
 	n     int    // 0 only reads the slot's head
 	bound string // "" or the next-best slot's head score
+	epoch int64  // owner epoch (ZooKeeper mode), set by fetch
 }
 
 type fetchResult struct {
@@ -29,6 +30,8 @@ type fetchResult struct {
 	blocked int
 	msgs    []*Message
 	err     error
+	epoch   int64 // owner epoch the fetch named (ZooKeeper mode)
+	skipped bool  // not run: the slot is no longer owned here
 }
 
 // runPipelined runs one script call per element through a pipeline. A
@@ -75,21 +78,39 @@ func (c *Consumer) fetch(ctx context.Context, reqs []fetchReq) []fetchResult {
 		timeBased = "1"
 	}
 	lease := c.cfg.leaseSeconds()
+	var skipped []fetchResult
+	if c.own != nil {
+		// ZooKeeper mode: fetch only owned slots, naming the term's epoch.
+		run := reqs[:0:0]
+		for _, r := range reqs {
+			if r.epoch = c.slotEpoch(r.slot); r.epoch == 0 {
+				skipped = append(skipped, fetchResult{slot: r.slot, head: -1, skipped: true})
+				continue
+			}
+			run = append(run, r)
+		}
+		reqs = run
+	}
 	cmds := c.runPipelined(ctx, len(reqs), func(pipe redis.Pipeliner, i int, _ bool) *redis.Cmd {
 		k := c.keys[reqs[i].slot]
-		return runScript(ctx, c.rdb, pipe, luascripts.Fetch, []string{k.Store, k.Prepare, k.Msg},
-			[]any{timeBased, reqs[i].n, lease, reqs[i].n + 64, reqs[i].bound})
+		keys := []string{k.Store, k.Prepare, k.Msg}
+		args := []any{timeBased, reqs[i].n, lease, reqs[i].n + 64, reqs[i].bound}
+		if c.own != nil {
+			keys = append(keys, c.own.epochKeys[reqs[i].slot])
+			args = append(args, reqs[i].epoch)
+		}
+		return runScript(ctx, c.rdb, pipe, luascripts.Fetch, keys, args)
 	})
 	received := time.Now()
-	out := make([]fetchResult, len(reqs))
+	out := make([]fetchResult, len(reqs), len(reqs)+len(skipped))
 	for i, cmd := range cmds {
-		out[i] = c.decodeFetch(reqs[i].slot, cmd, received)
+		out[i] = c.decodeFetch(reqs[i].slot, reqs[i].epoch, cmd, received)
 	}
-	return out
+	return append(out, skipped...)
 }
 
-func (c *Consumer) decodeFetch(slot int, cmd *redis.Cmd, received time.Time) fetchResult {
-	r := fetchResult{slot: slot, head: -1}
+func (c *Consumer) decodeFetch(slot int, epoch int64, cmd *redis.Cmd, received time.Time) fetchResult {
+	r := fetchResult{slot: slot, head: -1, epoch: epoch}
 	vals, err := cmd.Slice()
 	if err != nil {
 		r.err = err
@@ -122,6 +143,7 @@ func (c *Consumer) decodeFetch(slot int, cmd *redis.Cmd, received time.Time) fet
 			FetchedAt:   received,
 			LastError:   env.LastError,
 			Token:       token,
+			Epoch:       epoch,
 		}
 		score := toFloat(vals[j+3])
 		if c.topic.Type().TimeBased() {
@@ -142,7 +164,12 @@ func (c *Consumer) ack(ctx context.Context, slot int, ds []*delivery) (refused i
 	for _, d := range ds {
 		args = append(args, d.msg.ID, d.msg.Token)
 	}
-	res, err := luascripts.Ack.Run(ctx, c.rdb, []string{k.Store, k.Prepare, k.Msg, k.Wake}, args...).Int64Slice()
+	keys := []string{k.Store, k.Prepare, k.Msg, k.Wake}
+	if c.own != nil && len(ds) > 0 {
+		keys = append(keys, c.own.epochKeys[slot])
+		args = append(args, ds[0].msg.Epoch)
+	}
+	res, err := luascripts.Ack.Run(ctx, c.rdb, keys, args...).Int64Slice()
 	if err != nil {
 		return 0, fmt.Errorf("rmq: ack on %s slot %d: %w", c.topic.Name(), slot, err)
 	}
@@ -166,6 +193,7 @@ type rollbackItem struct {
 	id    string
 	token int64
 	err   string
+	epoch int64 // owner epoch of the delivery (ZooKeeper mode)
 }
 
 func (c *Consumer) rollback(ctx context.Context, slot int, items []rollbackItem) ([]int64, error) {
@@ -174,7 +202,12 @@ func (c *Consumer) rollback(ctx context.Context, slot int, items []rollbackItem)
 	for _, it := range items {
 		args = append(args, it.id, it.token, it.err)
 	}
-	res, err := luascripts.Rollback.Run(ctx, c.rdb, []string{k.Store, k.Prepare, k.Msg, k.Dead, k.DeadMsg, k.Wake}, args...).Int64Slice()
+	keys := []string{k.Store, k.Prepare, k.Msg, k.Dead, k.DeadMsg, k.Wake}
+	if c.own != nil && len(items) > 0 {
+		keys = append(keys, c.own.epochKeys[slot])
+		args = append(args, items[0].epoch)
+	}
+	res, err := luascripts.Rollback.Run(ctx, c.rdb, keys, args...).Int64Slice()
 	if err != nil {
 		return nil, fmt.Errorf("rmq: rollback on %s slot %d: %w", c.topic.Name(), slot, err)
 	}
@@ -211,10 +244,20 @@ func (c *Consumer) extend(ctx context.Context, bySlot map[int][]*delivery) (lost
 		for _, d := range ds {
 			args = append(args, d.msg.ID, d.msg.Token)
 		}
-		return runScript(ctx, c.rdb, pipe, luascripts.Extend, []string{c.keys[order[i]].Prepare}, args)
+		keys := []string{c.keys[order[i]].Prepare}
+		if c.own != nil {
+			keys = append(keys, c.own.epochKeys[order[i]])
+			args = append(args, ds[0].msg.Epoch)
+		}
+		return runScript(ctx, c.rdb, pipe, luascripts.Extend, keys, args)
 	})
 	for i, cmd := range cmds {
 		res, e := cmd.Int64Slice()
+		if luascripts.IsFenced(e) {
+			// Its handlers are cancelled with ErrFenced by fenced.
+			c.fenced(order[i], bySlot[order[i]][0].msg.Epoch, "extend")
+			continue
+		}
 		if e != nil {
 			err = e
 			continue
@@ -233,12 +276,32 @@ func (c *Consumer) extend(ctx context.Context, bySlot map[int][]*delivery) (lost
 func (c *Consumer) sweep(ctx context.Context, slotList []int) (rolled, died int, err error) {
 	base := []any{c.wakeCmd, c.cfg.maxRetries, c.deadMaxLenPerSlot(), c.cfg.deadMaxAge.Milliseconds(), 1000}
 	args := append(base, c.backoffArgs...)
+	var epochs []int64
+	if c.own != nil {
+		// ZooKeeper mode: only the owner sweeps a slot, naming its epoch.
+		owned := slotList[:0:0]
+		for _, s := range slotList {
+			if e := c.slotEpoch(s); e != 0 {
+				owned = append(owned, s)
+				epochs = append(epochs, e)
+			}
+		}
+		slotList = owned
+	}
 	cmds := c.runPipelined(ctx, len(slotList), func(pipe redis.Pipeliner, i int, _ bool) *redis.Cmd {
 		k := c.keys[slotList[i]]
-		return runScript(ctx, c.rdb, pipe, luascripts.Sweep, []string{k.Store, k.Prepare, k.Msg, k.Dead, k.DeadMsg, k.Wake}, args)
+		keys := []string{k.Store, k.Prepare, k.Msg, k.Dead, k.DeadMsg, k.Wake}
+		if c.own != nil {
+			return runScript(ctx, c.rdb, pipe, luascripts.Sweep, append(keys, c.own.epochKeys[slotList[i]]), append(args[:len(args):len(args)], epochs[i]))
+		}
+		return runScript(ctx, c.rdb, pipe, luascripts.Sweep, keys, args)
 	})
-	for _, cmd := range cmds {
+	for i, cmd := range cmds {
 		vals, e := cmd.Slice()
+		if luascripts.IsFenced(e) {
+			c.fenced(slotList[i], epochs[i], "sweep")
+			continue
+		}
 		if e != nil {
 			err = e
 			continue

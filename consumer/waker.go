@@ -14,7 +14,8 @@ import (
 // there; the waker records it and signals the fetcher.
 type waker struct {
 	c      *Consumer
-	pubsub *redis.PubSub
+	pubsub *redis.PubSub // single node: one plain subscription
+	shards *shardWaker   // cluster: sharded subscriptions, one per master (waker_cluster.go)
 	slotOf map[string]int
 	signal chan struct{}
 
@@ -40,14 +41,18 @@ func (w *waker) channels() []string {
 }
 
 // subscribe returns once Redis confirmed the subscription, so no wake-up
-// published after Start returns can be missed.
+// published after Start returns can be missed. On a cluster the channels
+// are sharded (SSUBSCRIBE): each lives on the master that owns its hash
+// slot, so there is one subscription per master (see shardWaker).
 func (w *waker) subscribe(ctx context.Context) error {
-	chans := w.channels()
 	if cc, ok := w.c.rdb.(*redis.ClusterClient); ok {
-		w.pubsub = cc.SSubscribe(ctx, chans...)
-	} else {
-		w.pubsub = w.c.rdb.Subscribe(ctx, chans...)
+		w.shards = newShardWaker(w, cc)
+		if err := w.shards.start(ctx); err != nil {
+			return fmt.Errorf("rmq: subscribe to wake-ups of %s: %w", w.c.topic.Name(), err)
+		}
+		return nil
 	}
+	w.pubsub = w.c.rdb.Subscribe(ctx, w.channels()...)
 	if _, err := w.pubsub.Receive(ctx); err != nil {
 		_ = w.pubsub.Close()
 		return fmt.Errorf("rmq: subscribe to wake-ups of %s: %w", w.c.topic.Name(), err)
@@ -57,6 +62,10 @@ func (w *waker) subscribe(ctx context.Context) error {
 
 func (w *waker) run(wg *sync.WaitGroup) {
 	defer wg.Done()
+	if w.shards != nil {
+		w.shards.wait()
+		return
+	}
 	defer w.pubsub.Close()
 	ch := w.pubsub.ChannelWithSubscriptions()
 	ctx := w.c.runCtx
@@ -76,26 +85,46 @@ func (w *waker) run(wg *sync.WaitGroup) {
 				w.all = true
 				w.mu.Unlock()
 			case *redis.Message:
-				slot, ok := w.slotOf[m.Channel]
-				if !ok {
+				if !w.message(m) {
 					continue
 				}
-				score, err := strconv.ParseFloat(m.Payload, 64)
-				if err != nil {
-					score = -1
-				}
-				w.mu.Lock()
-				if old, seen := w.pending[slot]; !seen || w.better(score, old) {
-					w.pending[slot] = score
-				}
-				w.mu.Unlock()
 			}
-			select {
-			case w.signal <- struct{}{}:
-			default:
-			}
+			w.poke()
 		}
 	}
+}
+
+// message records a wake-up (the slot's new head score) without signalling
+// the fetcher; it reports whether the channel is one of ours.
+func (w *waker) message(m *redis.Message) bool {
+	slot, ok := w.slotOf[m.Channel]
+	if !ok {
+		return false
+	}
+	score, err := strconv.ParseFloat(m.Payload, 64)
+	if err != nil {
+		score = -1
+	}
+	w.mu.Lock()
+	if old, seen := w.pending[slot]; !seen || w.better(score, old) {
+		w.pending[slot] = score
+	}
+	w.mu.Unlock()
+	return true
+}
+
+// lookAt marks the slot of a channel "look now" (head unknown) after its
+// subscription was (re)made: wake-ups published while it was missing are
+// lost, so the fetcher reads the slot's head again. It does not signal.
+func (w *waker) lookAt(channel string) bool {
+	slot, ok := w.slotOf[channel]
+	if !ok {
+		return false
+	}
+	w.mu.Lock()
+	w.pending[slot] = -1
+	w.mu.Unlock()
+	return true
 }
 
 // better reports whether a wake-up score beats the one already pending:
@@ -109,6 +138,23 @@ func (w *waker) better(score, old float64) bool {
 		return score < old
 	}
 	return score > old && old >= 0
+}
+
+// reset makes the fetcher look at slot again from scratch (its head is
+// unknown), e.g. because this consumer just started owning it.
+func (w *waker) reset(slot int) {
+	w.mu.Lock()
+	w.pending[slot] = -1
+	w.mu.Unlock()
+	w.poke()
+}
+
+// poke wakes the fetcher so it re-plans.
+func (w *waker) poke() {
+	select {
+	case w.signal <- struct{}{}:
+	default:
+	}
 }
 
 // take returns and clears what arrived since the last call.

@@ -3,6 +3,7 @@
 -- KEYS[1] -> store ZSET
 -- KEYS[2] -> prepare ZSET
 -- KEYS[3] -> msg HASH
+-- KEYS[4] -> owner epoch STRING, ZooKeeper mode only (omit it for no fencing)
 -- ARGV[1] -> 1 for time-based topics (due = score <= now, lowest first),
 --            0 for priority (highest first)
 -- ARGV[2] -> n, the most messages to move (the caller's free handler capacity)
@@ -11,6 +12,7 @@
 -- ARGV[5] -> bound, or '' for none: take only scores <= bound (time-based) or
 --            >= bound (priority); the caller passes the head of the next-best
 --            slot so messages leave a topic in order across its slots
+-- ARGV[6] -> the caller's owner epoch, when KEYS[4] is given
 -- Returns: { nowUs, head, blocked, 0, id1, envelope1, token1, storeScore1, id2, ... }
 --   head    -> the score of the first remaining message in consume order
 --              (lowest for time-based, highest for priority) that is not
@@ -18,6 +20,12 @@
 --   blocked -> due messages left in store because the same id is being handled
 -- A message whose id is in prepare stays in store until that delivery ends
 -- (its ack or rollback wakes the slot), so one id is never handled twice at once.
+-- With KEYS[4]: an error reply RMQFENCED, and nothing moved, when ARGV[6] is
+-- not the slot's current owner epoch.
+if KEYS[4] then
+  local refused = fence(KEYS[4], ARGV[6])
+  if refused then return refused end
+end
 local time_based = ARGV[1] == '1'
 local n = tonumber(ARGV[2])
 local lease = tonumber(ARGV[3])

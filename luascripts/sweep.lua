@@ -6,15 +6,23 @@
 -- KEYS[4] -> dead ZSET
 -- KEYS[5] -> deadmsg HASH
 -- KEYS[6] -> wake channel
+-- KEYS[7] -> owner epoch STRING, ZooKeeper mode only (omit it for no fencing)
 -- ARGV[1] -> wake command: PUBLISH, SPUBLISH or ''
 -- ARGV[2] -> max retries
 -- ARGV[3] -> dead retention count per slot (0 = unbounded)
 -- ARGV[4] -> dead retention age in ms (0 = unbounded)
 -- ARGV[5] -> most leases to roll back in this call
 -- ARGV[6] -> B, then ARGV[7..6+B] -> backoff ms for attempt 1..B
+-- ARGV[7+B] -> the caller's owner epoch, when KEYS[7] is given
 -- Returns: { rolled back, of them moved to dead, ids rolled back ... }
 -- A lease is expired when its deadline second is before Redis's clock, so a
--- consumer with a fast clock cannot take a live lease.
+-- consumer with a fast clock cannot take a live lease. With KEYS[7]: an error
+-- reply RMQFENCED, and nothing changed, when the epoch is not the slot's
+-- current owner epoch (only a slot's owner sweeps it in ZooKeeper mode).
+if KEYS[7] then
+  local refused = fence(KEYS[7], ARGV[#ARGV])
+  if refused then return refused end
+end
 local k = { store = KEYS[1], prepare = KEYS[2], msg = KEYS[3], dead = KEYS[4], deadmsg = KEYS[5], wake = KEYS[6] }
 local max_retries = tonumber(ARGV[2])
 local dead_max, dead_age = tonumber(ARGV[3]), tonumber(ARGV[4])

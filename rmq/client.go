@@ -33,6 +33,8 @@ type Client struct {
 	cfg      config
 	log      *slog.Logger
 	producer *producer.Producer
+	metrics  *metrics             // nil without WithMetrics
+	coord    *slots.ZKCoordinator // nil without WithZooKeeper
 
 	mu        sync.Mutex
 	state     int // 0 new, 1 started, 2 closed
@@ -55,13 +57,23 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 	if cfg.logger == nil {
 		return nil, fmt.Errorf("%w: nil logger", ErrInvalidOption)
 	}
-	return &Client{
+	m, err := newMetrics(cfg.metrics, rdb, cfg.prefix, cfg.logger)
+	if err != nil {
+		return nil, err
+	}
+	popts := append([]producer.Option{producer.WithPrefix(cfg.prefix), producer.WithMaxBodySize(cfg.maxBodySize)}, m.producerOptions()...)
+	c := &Client{
 		rdb:      rdb,
 		cfg:      cfg,
 		log:      cfg.logger,
-		producer: producer.New(rdb, producer.WithPrefix(cfg.prefix), producer.WithMaxBodySize(cfg.maxBodySize)),
+		producer: producer.New(rdb, popts...),
+		metrics:  m,
 		topics:   map[string]topic.Topic{},
-	}, nil
+	}
+	if err := c.initZooKeeper(); err != nil {
+		return nil, err
+	}
+	return c, nil
 }
 
 // Producer returns the client's producer; it works before Start and after
@@ -83,8 +95,13 @@ func (c *Client) Register(t topic.Topic, l consumer.MessageListener, opts ...con
 		return fmt.Errorf("%w: %s", ErrDuplicateTopic, t.Name())
 	}
 	base := []consumer.Option{consumer.WithPrefix(c.cfg.prefix), consumer.WithLogger(c.log)}
+	base = append(base, c.metrics.consumerOptions(t)...)
+	base = append(base, c.zkConsumerOptions(t)...)
 	cons, err := consumer.New(c.rdb, t, l, append(base, opts...)...)
 	if err != nil {
+		return err
+	}
+	if err := c.zkAddTopic(t, cons); err != nil {
 		return err
 	}
 	c.topics[t.Name()] = t
@@ -120,6 +137,12 @@ func (c *Client) Start(ctx context.Context) error {
 			}
 			return fmt.Errorf("rmq: start %s: %w", cons.Topic().Name(), err)
 		}
+	}
+	if err := c.startZooKeeper(ctx); err != nil {
+		for _, started := range consumers {
+			_ = started.Close(ctx)
+		}
+		return err
 	}
 	c.log.InfoContext(ctx, "rmq: client started", "topics", len(consumers), "prefix", c.cfg.prefix)
 	return nil
@@ -164,7 +187,10 @@ func (c *Client) Close(ctx context.Context) error {
 	consumers := append([]*consumer.Consumer(nil), c.consumers...)
 	c.mu.Unlock()
 
-	errs := make([]error, len(consumers))
+	// ZooKeeper mode: leave the fleet first (no new slots), drain the
+	// consumers, then end the session, which hands their slots over.
+	c.leaveZooKeeper(ctx)
+	errs := make([]error, len(consumers)+1)
 	var wg sync.WaitGroup
 	for i, cons := range consumers {
 		wg.Add(1)
@@ -174,5 +200,6 @@ func (c *Client) Close(ctx context.Context) error {
 		}()
 	}
 	wg.Wait()
+	errs[len(consumers)] = c.closeZooKeeper()
 	return errors.Join(errs...)
 }

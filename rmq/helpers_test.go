@@ -51,32 +51,101 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
-// env is one test's view of Redis: a client on the shared (or a dedicated)
-// server, a unique key prefix and a log buffer shown when the test fails.
-type env struct {
-	t      *testing.T
-	srv    *redisserver.Server
-	rdb    *redis.Client
-	prefix string
-	log    *syncBuffer
-	logger *slog.Logger
+// backend is one kind of Redis the behaviour suite runs against: the shared
+// single redis-server, or the shared 3-master/3-replica cluster.
+type backend struct {
+	name    string
+	cluster bool
 }
 
+var (
+	singleNode = backend{name: "single"}
+	cluster    = backend{name: "cluster", cluster: true}
+	// backends is the table every behaviour test runs over.
+	backends = []backend{singleNode, cluster}
+)
+
+// forEachBackend runs f once per backend, as parallel subtests named after
+// the backend, each with its own env.
+func forEachBackend(t *testing.T, f func(t *testing.T, e *env)) {
+	t.Helper()
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			f(t, newEnvFor(t, b))
+		})
+	}
+}
+
+// forEachBackendSerial is forEachBackend for tests that must not run in
+// parallel (goleak, race reports pinned to one test).
+func forEachBackendSerial(t *testing.T, f func(t *testing.T, e *env)) {
+	t.Helper()
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) { f(t, newEnvFor(t, b)) })
+	}
+}
+
+// env is one test's view of Redis: a client on the shared (or a dedicated)
+// server or cluster, a unique key prefix and a log buffer shown when the
+// test fails. Every Redis client it makes checks that each script call
+// names keys of one cluster hash slot (keySlotCheck).
+type env struct {
+	t       *testing.T
+	backend backend
+	srv     *redisserver.Server  // single node; nil on a cluster
+	cl      *redisserver.Cluster // cluster; nil on a single node
+	rdb     redis.UniversalClient
+	prefix  string
+	log     *syncBuffer
+	logger  *slog.Logger
+	scripts *keySlotCheck
+}
+
+// newEnv is a single-node env on the shared server.
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	return newEnvOn(t, redistest.Shared(t))
 }
 
+// newEnvFor is an env on the shared server or the shared cluster.
+func newEnvFor(t *testing.T, b backend) *env {
+	t.Helper()
+	if b.cluster {
+		return newClusterEnvOn(t, redistest.SharedCluster(t))
+	}
+	return newEnv(t)
+}
+
 func newEnvOn(t *testing.T, srv *redisserver.Server) *env {
 	t.Helper()
-	e := &env{t: t, srv: srv, rdb: redistest.Client(t, srv), prefix: testPrefix(t), log: &syncBuffer{}}
+	e := &env{t: t, backend: singleNode, srv: srv}
+	e.init()
+	return e
+}
+
+// newClusterEnvOn is an env on cl, the shared cluster or one of the test's
+// own (redistest.StartCluster) when the test disturbs it.
+func newClusterEnvOn(t *testing.T, cl *redisserver.Cluster) *env {
+	t.Helper()
+	e := &env{t: t, backend: cluster, cl: cl}
+	e.init()
+	return e
+}
+
+func (e *env) init() {
+	t := e.t
+	e.prefix = testPrefix(t)
+	e.log = &syncBuffer{}
 	e.logger = slog.New(slog.NewTextHandler(e.log, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	e.scripts = newKeySlotCheck()
+	e.rdb = e.newRedis()
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("library log:\n%s", e.log.String())
 		}
 	})
-	return e
+	t.Cleanup(func() { e.scripts.verify(t) })
 }
 
 // testPrefix is redistest.Prefix cut to the 64 characters a key prefix may
@@ -90,9 +159,17 @@ func testPrefix(t *testing.T) string {
 	return p
 }
 
-// newRedis returns another client on the env's server (e.g. one with hooks).
-func (e *env) newRedis() *redis.Client {
-	return redistest.Client(e.t, e.srv)
+// newRedis returns another client on the env's server or cluster (e.g. one
+// to add hooks to); it checks the key slots of script calls too.
+func (e *env) newRedis() redis.UniversalClient {
+	var rdb redis.UniversalClient
+	if e.cl != nil {
+		rdb = redistest.ClusterClient(e.t, e.cl)
+	} else {
+		rdb = redistest.Client(e.t, e.srv)
+	}
+	rdb.AddHook(e.scripts)
+	return rdb
 }
 
 // client returns an rmq.Client on the env's prefix, closed at the end of the

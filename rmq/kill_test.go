@@ -25,17 +25,23 @@ import (
 
 // The worker role of this test binary (see TestMain).
 const (
-	workerEnv       = "RMQ_TEST_WORKER"
-	workerAddrEnv   = "RMQ_TEST_WORKER_ADDR"
-	workerPrefixEnv = "RMQ_TEST_WORKER_PREFIX"
-	workerTopicEnv  = "RMQ_TEST_WORKER_TOPIC"
+	workerEnv        = "RMQ_TEST_WORKER"
+	workerAddrEnv    = "RMQ_TEST_WORKER_ADDR" // comma-separated: every node of a cluster
+	workerClusterEnv = "RMQ_TEST_WORKER_CLUSTER"
+	workerPrefixEnv  = "RMQ_TEST_WORKER_PREFIX"
+	workerTopicEnv   = "RMQ_TEST_WORKER_TOPIC"
 )
 
 // runWorker consumes one fixed-time topic with a 1 s lease; its handler
 // prints "got <id>" and then blocks forever, so the process dies holding the
 // message when the parent kills it.
 func runWorker() int {
-	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv(workerAddrEnv), DisableIdentity: true})
+	var rdb redis.UniversalClient
+	if os.Getenv(workerClusterEnv) == "1" {
+		rdb = redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(os.Getenv(workerAddrEnv), ","), DisableIdentity: true})
+	} else {
+		rdb = redis.NewClient(&redis.Options{Addr: os.Getenv(workerAddrEnv), DisableIdentity: true})
+	}
 	tp, err := topic.New(os.Getenv(workerTopicEnv), topic.FixedTime, 1)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "worker:", err)
@@ -69,72 +75,74 @@ func runWorker() int {
 // delivered again, with the failed attempt counted.
 func TestKilledConsumerMessageRedelivered(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	ctx := ctxT(t)
-	tp := mustTopic(t, "killed", topic.FixedTime, 1)
-	_, err := e.client().Producer().SendFixedTime(ctx, tp, []byte("work"), time.Now(), producer.WithKey("job-1"))
-	require.NoError(t, err)
+	forEachBackend(t, func(t *testing.T, e *env) {
+		ctx := ctxT(t)
+		tp := mustTopic(t, "killed", topic.FixedTime, 1)
+		_, err := e.client().Producer().SendFixedTime(ctx, tp, []byte("work"), time.Now(), producer.WithKey("job-1"))
+		require.NoError(t, err)
 
-	exe, err := os.Executable()
-	require.NoError(t, err)
-	cmd := exec.Command(exe)
-	cmd.Env = append(os.Environ(),
-		workerEnv+"=1",
-		workerAddrEnv+"="+e.srv.Addr(),
-		workerPrefixEnv+"="+e.prefix,
-		workerTopicEnv+"="+tp.Name(),
-	)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	stdout, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	waited := false
-	t.Cleanup(func() {
-		if !waited {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
+		exe, err := os.Executable()
+		require.NoError(t, err)
+		cmd := exec.Command(exe)
+		cmd.Env = append(os.Environ(),
+			workerEnv+"=1",
+			workerAddrEnv+"="+e.addrs(),
+			workerClusterEnv+"="+map[bool]string{false: "0", true: "1"}[e.cl != nil],
+			workerPrefixEnv+"="+e.prefix,
+			workerTopicEnv+"="+tp.Name(),
+		)
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		stdout, err := cmd.StdoutPipe()
+		require.NoError(t, err)
+		require.NoError(t, cmd.Start())
+		waited := false
+		t.Cleanup(func() {
+			if !waited {
+				_ = cmd.Process.Kill()
+				_ = cmd.Wait()
+			}
+			if t.Failed() {
+				t.Logf("worker stderr:\n%s", stderr.String())
+			}
+		})
+
+		lines := make(chan string, 4)
+		go func() {
+			sc := bufio.NewScanner(stdout)
+			for sc.Scan() {
+				lines <- sc.Text()
+			}
+			close(lines)
+			_, _ = io.Copy(io.Discard, stdout)
+		}()
+		select {
+		case line, ok := <-lines:
+			require.True(t, ok, "worker exited without handling the message")
+			require.Equal(t, "got job-1", line)
+		case <-time.After(30 * time.Second):
+			t.Fatal("worker did not get the message")
 		}
-		if t.Failed() {
-			t.Logf("worker stderr:\n%s", stderr.String())
-		}
+		k := e.keys(tp, 0)
+		_, inPrepare := e.zscore(k.Prepare, "job-1")
+		require.True(t, inPrepare, "the worker's delivery is not in prepare")
+
+		require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
+		_ = cmd.Wait()
+		waited = true
+		killed := time.Now()
+
+		c := e.client()
+		rec := newRecorder(nil)
+		require.NoError(t, c.Register(tp, rec, consumer.WithSweepInterval(200*time.Millisecond)))
+		e.start(c)
+		d := rec.next(t, 10*time.Second)
+		t.Logf("redelivered %v after the kill", time.Since(killed))
+		assert.Equal(t, "job-1", d.ID)
+		assert.Equal(t, 2, d.Attempt)
+		assert.Equal(t, "rmq: lease expired", d.LastError)
+		assert.Equal(t, "work", d.Body)
+		rec.none(t, waitQuiet)
+		e.eventuallyCounts(tp, counts{})
 	})
-
-	lines := make(chan string, 4)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-		close(lines)
-		_, _ = io.Copy(io.Discard, stdout)
-	}()
-	select {
-	case line, ok := <-lines:
-		require.True(t, ok, "worker exited without handling the message")
-		require.Equal(t, "got job-1", line)
-	case <-time.After(30 * time.Second):
-		t.Fatal("worker did not get the message")
-	}
-	k := e.keys(tp, 0)
-	_, inPrepare := e.zscore(k.Prepare, "job-1")
-	require.True(t, inPrepare, "the worker's delivery is not in prepare")
-
-	require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
-	_ = cmd.Wait()
-	waited = true
-	killed := time.Now()
-
-	c := e.client()
-	rec := newRecorder(nil)
-	require.NoError(t, c.Register(tp, rec, consumer.WithSweepInterval(200*time.Millisecond)))
-	e.start(c)
-	d := rec.next(t, 10*time.Second)
-	t.Logf("redelivered %v after the kill", time.Since(killed))
-	assert.Equal(t, "job-1", d.ID)
-	assert.Equal(t, 2, d.Attempt)
-	assert.Equal(t, "rmq: lease expired", d.LastError)
-	assert.Equal(t, "work", d.Body)
-	rec.none(t, waitQuiet)
-	e.eventuallyCounts(tp, counts{})
 }

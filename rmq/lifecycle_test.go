@@ -31,57 +31,58 @@ func leakBaseline(t *testing.T, e *env) goleak.Option {
 // its deadline: they are acked, messages not yet fetched stay in store, and
 // no goroutine of the client outlives Close.
 func TestCloseWaitsForInflight(t *testing.T) {
-	e := newEnv(t)
-	ignore := leakBaseline(t, e)
-	ctx := ctxT(t)
-	tp := mustTopic(t, "close", topic.FixedTime, 4)
-	c, err := rmq.New(e.rdb, rmq.WithPrefix(e.prefix), rmq.WithLogger(e.logger))
-	require.NoError(t, err)
-	release := make(chan struct{})
-	rec := newRecorder(func(ctx context.Context, m *consumer.Message) error {
-		<-release
-		return nil
-	})
-	require.NoError(t, c.Register(tp, rec, consumer.WithConcurrency(2)))
-	for i := range 5 {
-		key := fmt.Sprintf("m%d", i)
-		_, err := c.Producer().SendFixedTime(ctx, tp, []byte(key), time.Now().Add(-time.Second), producer.WithKey(key))
+	forEachBackendSerial(t, func(t *testing.T, e *env) {
+		ignore := leakBaseline(t, e)
+		ctx := ctxT(t)
+		tp := mustTopic(t, "close", topic.FixedTime, 4)
+		c, err := rmq.New(e.rdb, rmq.WithPrefix(e.prefix), rmq.WithLogger(e.logger))
 		require.NoError(t, err)
-	}
-	e.start(c)
-	got := rec.nextN(t, 2, waitLong)
+		release := make(chan struct{})
+		rec := newRecorder(func(ctx context.Context, m *consumer.Message) error {
+			<-release
+			return nil
+		})
+		require.NoError(t, c.Register(tp, rec, consumer.WithConcurrency(2)))
+		for i := range 5 {
+			key := fmt.Sprintf("m%d", i)
+			_, err := c.Producer().SendFixedTime(ctx, tp, []byte(key), time.Now().Add(-time.Second), producer.WithKey(key))
+			require.NoError(t, err)
+		}
+		e.start(c)
+		got := rec.nextN(t, 2, waitLong)
 
-	closed := make(chan error, 1)
-	go func() {
-		cctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		closed <- c.Close(cctx)
-	}()
-	select {
-	case err := <-closed:
+		closed := make(chan error, 1)
+		go func() {
+			cctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			closed <- c.Close(cctx)
+		}()
+		select {
+		case err := <-closed:
+			close(release)
+			t.Fatalf("Close returned %v while handlers were running", err)
+		case <-time.After(300 * time.Millisecond):
+		}
 		close(release)
-		t.Fatalf("Close returned %v while handlers were running", err)
-	case <-time.After(300 * time.Millisecond):
-	}
-	close(release)
-	select {
-	case err := <-closed:
-		require.NoError(t, err)
-	case <-time.After(waitLong):
-		t.Fatal("Close did not return after the handlers finished")
-	}
-	rec.none(t, 200*time.Millisecond) // fetching stopped: nothing else was delivered
+		select {
+		case err := <-closed:
+			require.NoError(t, err)
+		case <-time.After(waitLong):
+			t.Fatal("Close did not return after the handlers finished")
+		}
+		rec.none(t, 200*time.Millisecond) // fetching stopped: nothing else was delivered
 
-	assert.Equal(t, counts{Store: 3, Msg: 3}, e.counts(tp), "in-flight messages acked, the rest still waiting")
-	for _, d := range got {
-		_, ok := e.envelope(e.keys(tp, d.Slot).Msg, d.ID)
-		assert.False(t, ok, "%s was handled but its body is still there", d.ID)
-	}
-	goleak.VerifyNone(t, ignore)
+		assert.Equal(t, counts{Store: 3, Msg: 3}, e.counts(tp), "in-flight messages acked, the rest still waiting")
+		for _, d := range got {
+			_, ok := e.envelope(e.keys(tp, d.Slot).Msg, d.ID)
+			assert.False(t, ok, "%s was handled but its body is still there", d.ID)
+		}
+		goleak.VerifyNone(t, ignore)
 
-	require.NoError(t, c.Close(context.Background()), "a second Close is fine")
-	assert.ErrorIs(t, c.Register(mustTopic(t, "other", topic.FixedTime, 1), rec), rmq.ErrClosed)
-	assert.ErrorIs(t, c.Start(context.Background()), rmq.ErrClosed)
+		require.NoError(t, c.Close(context.Background()), "a second Close is fine")
+		assert.ErrorIs(t, c.Register(mustTopic(t, "other", topic.FixedTime, 1), rec), rmq.ErrClosed)
+		assert.ErrorIs(t, c.Start(context.Background()), rmq.ErrClosed)
+	})
 }
 
 // A handler that outlasts Close's deadline (it returns only when its context
@@ -89,71 +90,73 @@ func TestCloseWaitsForInflight(t *testing.T) {
 // message is back in store with its envelope, nothing is in prepare and no
 // goroutine is left.
 func TestCloseDeadlineRollsBack(t *testing.T) {
-	e := newEnv(t)
-	ignore := leakBaseline(t, e)
-	ctx := ctxT(t)
-	tp := mustTopic(t, "close", topic.FixedTime, 4)
-	c, err := rmq.New(e.rdb, rmq.WithPrefix(e.prefix), rmq.WithLogger(e.logger))
-	require.NoError(t, err)
-	causes := make(chan error, 1)
-	rec := newRecorder(func(ctx context.Context, m *consumer.Message) error {
-		<-ctx.Done()
-		causes <- context.Cause(ctx)
-		return ctx.Err()
+	forEachBackendSerial(t, func(t *testing.T, e *env) {
+		ignore := leakBaseline(t, e)
+		ctx := ctxT(t)
+		tp := mustTopic(t, "close", topic.FixedTime, 4)
+		c, err := rmq.New(e.rdb, rmq.WithPrefix(e.prefix), rmq.WithLogger(e.logger))
+		require.NoError(t, err)
+		causes := make(chan error, 1)
+		rec := newRecorder(func(ctx context.Context, m *consumer.Message) error {
+			<-ctx.Done()
+			causes <- context.Cause(ctx)
+			return ctx.Err()
+		})
+		require.NoError(t, c.Register(tp, rec))
+		_, err = c.Producer().SendFixedTime(ctx, tp, []byte("stuck"), time.Now(), producer.WithKey("stuck"))
+		require.NoError(t, err)
+		e.start(c)
+		d := rec.next(t, waitLong)
+
+		cctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		err = c.Close(cctx)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		assert.GreaterOrEqual(t, time.Since(start), 450*time.Millisecond, "Close gave up before its deadline")
+		select {
+		case cause := <-causes:
+			assert.ErrorIs(t, cause, consumer.ErrShutdown)
+		default:
+			t.Fatal("the handler had not returned when Close did")
+		}
+
+		k := e.keys(tp, d.Slot)
+		_, inPrepare := e.zscore(k.Prepare, "stuck")
+		assert.False(t, inPrepare, "left in prepare")
+		_, inStore := e.zscore(k.Store, "stuck")
+		assert.True(t, inStore, "not back in store")
+		env, ok := e.envelope(k.Msg, "stuck")
+		require.True(t, ok, "envelope lost")
+		assert.Equal(t, "stuck", string(env.Body))
+		assert.Equal(t, 1, env.Failures)
+		assert.Equal(t, consumer.ErrShutdown.Error(), env.LastError)
+		assert.Equal(t, counts{Store: 1, Msg: 1}, e.counts(tp))
+		goleak.VerifyNone(t, ignore)
+
+		require.NoError(t, c.Close(context.Background()), "a second Close is fine")
 	})
-	require.NoError(t, c.Register(tp, rec))
-	_, err = c.Producer().SendFixedTime(ctx, tp, []byte("stuck"), time.Now(), producer.WithKey("stuck"))
-	require.NoError(t, err)
-	e.start(c)
-	d := rec.next(t, waitLong)
-
-	cctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
-	defer cancel()
-	start := time.Now()
-	err = c.Close(cctx)
-	require.ErrorIs(t, err, context.DeadlineExceeded)
-	assert.GreaterOrEqual(t, time.Since(start), 450*time.Millisecond, "Close gave up before its deadline")
-	select {
-	case cause := <-causes:
-		assert.ErrorIs(t, cause, consumer.ErrShutdown)
-	default:
-		t.Fatal("the handler had not returned when Close did")
-	}
-
-	k := e.keys(tp, d.Slot)
-	_, inPrepare := e.zscore(k.Prepare, "stuck")
-	assert.False(t, inPrepare, "left in prepare")
-	_, inStore := e.zscore(k.Store, "stuck")
-	assert.True(t, inStore, "not back in store")
-	env, ok := e.envelope(k.Msg, "stuck")
-	require.True(t, ok, "envelope lost")
-	assert.Equal(t, "stuck", string(env.Body))
-	assert.Equal(t, 1, env.Failures)
-	assert.Equal(t, consumer.ErrShutdown.Error(), env.LastError)
-	assert.Equal(t, counts{Store: 1, Msg: 1}, e.counts(tp))
-	goleak.VerifyNone(t, ignore)
-
-	require.NoError(t, c.Close(context.Background()), "a second Close is fine")
 }
 
 // Register after Start is refused with ErrStarted, and so is a second Start.
 func TestRegisterAfterStart(t *testing.T) {
-	e := newEnv(t)
-	ignore := leakBaseline(t, e)
-	c, err := rmq.New(e.rdb, rmq.WithPrefix(e.prefix), rmq.WithLogger(e.logger))
-	require.NoError(t, err)
-	rec := newRecorder(nil)
-	require.NoError(t, c.Register(mustTopic(t, "a", topic.Priority, 2), rec))
-	err = c.Register(mustTopic(t, "a", topic.Priority, 2), rec)
-	assert.ErrorIs(t, err, rmq.ErrDuplicateTopic)
-	e.start(c)
-	assert.ErrorIs(t, c.Register(mustTopic(t, "b", topic.Priority, 2), rec), rmq.ErrStarted)
-	assert.ErrorIs(t, c.Start(context.Background()), rmq.ErrStarted)
+	forEachBackendSerial(t, func(t *testing.T, e *env) {
+		ignore := leakBaseline(t, e)
+		c, err := rmq.New(e.rdb, rmq.WithPrefix(e.prefix), rmq.WithLogger(e.logger))
+		require.NoError(t, err)
+		rec := newRecorder(nil)
+		require.NoError(t, c.Register(mustTopic(t, "a", topic.Priority, 2), rec))
+		err = c.Register(mustTopic(t, "a", topic.Priority, 2), rec)
+		assert.ErrorIs(t, err, rmq.ErrDuplicateTopic)
+		e.start(c)
+		assert.ErrorIs(t, c.Register(mustTopic(t, "b", topic.Priority, 2), rec), rmq.ErrStarted)
+		assert.ErrorIs(t, c.Start(context.Background()), rmq.ErrStarted)
 
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	require.NoError(t, c.Close(ctx))
-	require.NoError(t, c.Close(ctx))
-	goleak.VerifyNone(t, ignore)
-	assert.ErrorIs(t, c.Start(ctx), rmq.ErrClosed)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		require.NoError(t, c.Close(ctx))
+		require.NoError(t, c.Close(ctx))
+		goleak.VerifyNone(t, ignore)
+		assert.ErrorIs(t, c.Start(ctx), rmq.ErrClosed)
+	})
 }

@@ -21,60 +21,62 @@ import (
 // message still arrives on time.
 func TestNoPollingSleepsUntilDue(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	ctx := ctxT(t)
-	rdb := e.newRedis()
-	fetches := newScriptCounter(luascripts.Fetch)
-	rdb.AddHook(fetches)
-	tp := mustTopic(t, "sleepy", topic.FixedTime, 1)
-	c := e.clientOn(rdb)
-	rec := newRecorder(nil)
-	require.NoError(t, c.Register(tp, rec))
-	e.start(c)
+	forEachBackend(t, func(t *testing.T, e *env) {
+		ctx := ctxT(t)
+		rdb := e.newRedis()
+		fetches := newScriptCounter(luascripts.Fetch)
+		rdb.AddHook(fetches)
+		tp := mustTopic(t, "sleepy", topic.FixedTime, 1)
+		c := e.clientOn(rdb)
+		rec := newRecorder(nil)
+		require.NoError(t, c.Register(tp, rec))
+		e.start(c)
 
-	due := time.Now().Add(3 * time.Second)
-	_, err := c.Producer().SendFixedTime(ctx, tp, []byte("later"), due, producer.WithKey("later"))
-	require.NoError(t, err)
-	time.Sleep(2 * time.Second)
-	idle := fetches.n()
-	assert.LessOrEqual(t, idle, int64(3), "fetch script called %d times in 2 s of idleness", idle)
+		due := time.Now().Add(3 * time.Second)
+		_, err := c.Producer().SendFixedTime(ctx, tp, []byte("later"), due, producer.WithKey("later"))
+		require.NoError(t, err)
+		time.Sleep(2 * time.Second)
+		idle := fetches.n()
+		assert.LessOrEqual(t, idle, int64(3), "fetch script called %d times in 2 s of idleness", idle)
 
-	d := rec.next(t, waitLong)
-	assert.False(t, d.At.Before(due.Truncate(time.Millisecond)), "delivered %v early", due.Sub(d.At))
-	assert.Less(t, d.At.Sub(due), time.Second, "delivered late: the fetcher overslept")
-	t.Logf("fetch calls: %d while idle, %d in all; lateness %v", idle, fetches.n(), d.At.Sub(due))
+		d := rec.next(t, waitLong)
+		assert.False(t, d.At.Before(due.Truncate(time.Millisecond)), "delivered %v early", due.Sub(d.At))
+		assert.Less(t, d.At.Sub(due), time.Second, "delivered late: the fetcher overslept")
+		t.Logf("fetch calls: %d while idle, %d in all; lateness %v", idle, fetches.n(), d.At.Sub(due))
+	})
 }
 
 // An idle consumer is woken by the producer: a message due now arrives at
 // once, with only a few fetch calls.
 func TestNoPollingWakeUp(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	ctx := ctxT(t)
-	rdb := e.newRedis()
-	fetches := newScriptCounter(luascripts.Fetch)
-	rdb.AddHook(fetches)
-	tp := mustTopic(t, "wake", topic.FixedTime, 8)
-	c := e.clientOn(rdb)
-	rec := newRecorder(nil)
-	require.NoError(t, c.Register(tp, rec))
-	e.start(c)
+	forEachBackend(t, func(t *testing.T, e *env) {
+		ctx := ctxT(t)
+		rdb := e.newRedis()
+		fetches := newScriptCounter(luascripts.Fetch)
+		rdb.AddHook(fetches)
+		tp := mustTopic(t, "wake", topic.FixedTime, 8)
+		c := e.clientOn(rdb)
+		rec := newRecorder(nil)
+		require.NoError(t, c.Register(tp, rec))
+		e.start(c)
 
-	time.Sleep(time.Second) // idle
-	before := fetches.n()
-	for i := range 3 {
-		sent := time.Now()
-		key := fmt.Sprintf("now-%d", i)
-		_, err := c.Producer().SendFixedTime(ctx, tp, []byte(key), sent, producer.WithKey(key))
-		require.NoError(t, err)
-		d := rec.next(t, waitLong)
-		assert.Equal(t, key, d.ID)
-		assert.Less(t, d.At.Sub(sent), time.Second, "a due message waited for a poll")
-		time.Sleep(300 * time.Millisecond)
-	}
-	calls := fetches.n() - before
-	assert.LessOrEqual(t, calls, int64(3*3), "fetch calls for 3 wake-ups: %d", calls)
-	t.Logf("fetch calls: %d before, %d for 3 wake-ups", before, calls)
+		time.Sleep(time.Second) // idle
+		before := fetches.n()
+		for i := range 3 {
+			sent := time.Now()
+			key := fmt.Sprintf("now-%d", i)
+			_, err := c.Producer().SendFixedTime(ctx, tp, []byte(key), sent, producer.WithKey(key))
+			require.NoError(t, err)
+			d := rec.next(t, waitLong)
+			assert.Equal(t, key, d.ID)
+			assert.Less(t, d.At.Sub(sent), time.Second, "a due message waited for a poll")
+			time.Sleep(300 * time.Millisecond)
+		}
+		calls := fetches.n() - before
+		assert.LessOrEqual(t, calls, int64(3*3), "fetch calls for 3 wake-ups: %d", calls)
+		t.Logf("fetch calls: %d before, %d for 3 wake-ups", before, calls)
+	})
 }
 
 // One fetch call moves as many messages as there are free handlers: with 200
@@ -82,79 +84,81 @@ func TestNoPollingWakeUp(t *testing.T) {
 // (the first one only reads the slot's head), and no more than 50 run.
 func TestNoPollingBatchFillsCapacity(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	ctx := ctxT(t)
-	rdb := e.newRedis()
-	fetches := newScriptCounter(luascripts.Fetch)
-	rdb.AddHook(fetches)
-	tp := mustTopic(t, "batch", topic.FixedTime, 1)
-	c := e.clientOn(rdb)
-	const total, capacity = 200, 50
-	release := make(chan struct{})
-	var running atomic.Int64
-	var callsAtFull atomic.Int64
-	full := make(chan struct{})
-	rec := newRecorder(func(ctx context.Context, m *consumer.Message) error {
-		if running.Add(1) == capacity {
-			callsAtFull.Store(fetches.n())
-			close(full)
+	forEachBackend(t, func(t *testing.T, e *env) {
+		ctx := ctxT(t)
+		rdb := e.newRedis()
+		fetches := newScriptCounter(luascripts.Fetch)
+		rdb.AddHook(fetches)
+		tp := mustTopic(t, "batch", topic.FixedTime, 1)
+		c := e.clientOn(rdb)
+		const total, capacity = 200, 50
+		release := make(chan struct{})
+		var running atomic.Int64
+		var callsAtFull atomic.Int64
+		full := make(chan struct{})
+		rec := newRecorder(func(ctx context.Context, m *consumer.Message) error {
+			if running.Add(1) == capacity {
+				callsAtFull.Store(fetches.n())
+				close(full)
+			}
+			<-release
+			return nil
+		})
+		require.NoError(t, c.Register(tp, rec, consumer.WithConcurrency(capacity)))
+		past := time.Now().Add(-time.Minute)
+		for i := range total {
+			key := fmt.Sprintf("b%03d", i)
+			_, err := c.Producer().SendFixedTime(ctx, tp, []byte(key), past.Add(time.Duration(i)*time.Millisecond), producer.WithKey(key))
+			require.NoError(t, err)
 		}
-		<-release
-		return nil
-	})
-	require.NoError(t, c.Register(tp, rec, consumer.WithConcurrency(capacity)))
-	past := time.Now().Add(-time.Minute)
-	for i := range total {
-		key := fmt.Sprintf("b%03d", i)
-		_, err := c.Producer().SendFixedTime(ctx, tp, []byte(key), past.Add(time.Duration(i)*time.Millisecond), producer.WithKey(key))
-		require.NoError(t, err)
-	}
-	e.start(c)
-	defer func() {
+		e.start(c)
+		defer func() {
+			select {
+			case <-release:
+			default:
+				close(release)
+			}
+		}()
+
 		select {
-		case <-release:
-		default:
-			close(release)
+		case <-full:
+		case <-time.After(waitLong):
+			t.Fatalf("only %d handlers started", running.Load())
 		}
-	}()
+		assert.LessOrEqual(t, callsAtFull.Load(), int64(2), "fetch calls before %d handlers ran", capacity)
+		time.Sleep(300 * time.Millisecond)
+		assert.Equal(t, int64(capacity), running.Load(), "more handlers than capacity")
+		assert.Equal(t, counts{Store: total - capacity, Prepare: capacity, Msg: total}, e.counts(tp))
+		t.Logf("fetch calls when %d handlers ran: %d", capacity, callsAtFull.Load())
 
-	select {
-	case <-full:
-	case <-time.After(waitLong):
-		t.Fatalf("only %d handlers started", running.Load())
-	}
-	assert.LessOrEqual(t, callsAtFull.Load(), int64(2), "fetch calls before %d handlers ran", capacity)
-	time.Sleep(300 * time.Millisecond)
-	assert.Equal(t, int64(capacity), running.Load(), "more handlers than capacity")
-	assert.Equal(t, counts{Store: total - capacity, Prepare: capacity, Msg: total}, e.counts(tp))
-	t.Logf("fetch calls when %d handlers ran: %d", capacity, callsAtFull.Load())
-
-	close(release)
-	rec.nextN(t, total, waitLong)
-	e.eventuallyCounts(tp, counts{})
-	t.Logf("fetch calls for %d messages: %d", total, fetches.n())
+		close(release)
+		rec.nextN(t, total, waitLong)
+		e.eventuallyCounts(tp, counts{})
+		t.Logf("fetch calls for %d messages: %d", total, fetches.n())
+	})
 }
 
 // Wake-ups keep arriving while the fetcher applies earlier ones. Not
 // parallel, so that a data race between the waker and the fetcher (go test
 // -race) is reported against this test.
 func TestWakeUpsAfterDeliveries(t *testing.T) {
-	e := newEnv(t)
-	ctx := ctxT(t)
-	tp := mustTopic(t, "wakes", topic.FixedTime, 2)
-	c := e.client()
-	rec := newRecorder(nil)
-	require.NoError(t, c.Register(tp, rec, consumer.WithConcurrency(1)))
-	e.start(c)
-	for i := range 20 {
-		key := fmt.Sprintf("w%02d", i)
-		sent := time.Now()
-		_, err := c.Producer().SendFixedTime(ctx, tp, []byte(key), sent, producer.WithKey(key))
-		require.NoError(t, err)
-		d := rec.next(t, waitLong)
-		require.Equal(t, key, d.ID)
-		assert.Less(t, d.At.Sub(sent), time.Second)
-		time.Sleep(10 * time.Millisecond)
-	}
-	e.eventuallyCounts(tp, counts{})
+	forEachBackendSerial(t, func(t *testing.T, e *env) {
+		ctx := ctxT(t)
+		tp := mustTopic(t, "wakes", topic.FixedTime, 2)
+		c := e.client()
+		rec := newRecorder(nil)
+		require.NoError(t, c.Register(tp, rec, consumer.WithConcurrency(1)))
+		e.start(c)
+		for i := range 20 {
+			key := fmt.Sprintf("w%02d", i)
+			sent := time.Now()
+			_, err := c.Producer().SendFixedTime(ctx, tp, []byte(key), sent, producer.WithKey(key))
+			require.NoError(t, err)
+			d := rec.next(t, waitLong)
+			require.Equal(t, key, d.ID)
+			assert.Less(t, d.At.Sub(sent), time.Second)
+			time.Sleep(10 * time.Millisecond)
+		}
+		e.eventuallyCounts(tp, counts{})
+	})
 }

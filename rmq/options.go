@@ -3,16 +3,19 @@ package rmq
 import (
 	"log/slog"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/rmq-go/rmq/producer"
 	"github.com/rmq-go/rmq/slots"
 )
 
 type config struct {
-	prefix       string
-	logger       *slog.Logger
-	maxBodySize  int
+	prefix      string
+	logger      *slog.Logger
+	maxBodySize int
+	metrics     prometheus.Registerer // WithMetrics; nil: no metrics
+	zk          *zkOptions            // WithZooKeeper; nil: every client consumes every slot
 }
-
 
 func defaultConfig() config {
 	return config{prefix: slots.DefaultPrefix, logger: slog.Default(), maxBodySize: producer.DefaultMaxBodySize}

@@ -24,135 +24,139 @@ import (
 // Priority messages spread over 8 slots are handled highest first.
 func TestPriorityHighestFirstAcrossSlots(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	ctx := ctxT(t)
-	tp := mustTopic(t, "jobs", topic.Priority, 8)
-	c := e.client()
-	rec := newRecorder(nil)
-	require.NoError(t, c.Register(tp, rec, consumer.WithConcurrency(1)))
+	forEachBackend(t, func(t *testing.T, e *env) {
+		ctx := ctxT(t)
+		tp := mustTopic(t, "jobs", topic.Priority, 8)
+		c := e.client()
+		rec := newRecorder(nil)
+		require.NoError(t, c.Register(tp, rec, consumer.WithConcurrency(1)))
 
-	prios := []int64{17, 18, 25, 40, 41, 100, 500, 999, 1000, 12345, 1 << 40, 1 << 53}
-	sent := append([]int64(nil), prios...)
-	rand.Shuffle(len(sent), func(i, j int) { sent[i], sent[j] = sent[j], sent[i] })
-	usedSlots := map[int]bool{}
-	for _, p := range sent {
-		key := fmt.Sprintf("p%d", p)
-		id, err := c.Producer().SendPriority(ctx, tp, []byte(key), p, producer.WithKey(key))
-		require.NoError(t, err)
-		require.Equal(t, key, id)
-		usedSlots[slotOfKey(tp, key)] = true
-	}
-	require.GreaterOrEqual(t, len(usedSlots), 3)
-	e.start(c)
+		prios := []int64{17, 18, 25, 40, 41, 100, 500, 999, 1000, 12345, 1 << 40, 1 << 53}
+		sent := append([]int64(nil), prios...)
+		rand.Shuffle(len(sent), func(i, j int) { sent[i], sent[j] = sent[j], sent[i] })
+		usedSlots := map[int]bool{}
+		for _, p := range sent {
+			key := fmt.Sprintf("p%d", p)
+			id, err := c.Producer().SendPriority(ctx, tp, []byte(key), p, producer.WithKey(key))
+			require.NoError(t, err)
+			require.Equal(t, key, id)
+			usedSlots[slotOfKey(tp, key)] = true
+		}
+		require.GreaterOrEqual(t, len(usedSlots), 3)
+		e.start(c)
 
-	var got []int64
-	for _, d := range rec.nextN(t, len(prios), waitLong) {
-		got = append(got, d.Priority)
-		assert.Equal(t, fmt.Sprintf("p%d", d.Priority), d.ID)
-		assert.True(t, d.DueAt.IsZero(), "priority messages have no due time")
-	}
-	want := append([]int64(nil), prios...)
-	sort.Slice(want, func(i, j int) bool { return want[i] > want[j] })
-	require.Equal(t, want, got, "not highest first")
-	e.eventuallyCounts(tp, counts{})
+		var got []int64
+		for _, d := range rec.nextN(t, len(prios), waitLong) {
+			got = append(got, d.Priority)
+			assert.Equal(t, fmt.Sprintf("p%d", d.Priority), d.ID)
+			assert.True(t, d.DueAt.IsZero(), "priority messages have no due time")
+		}
+		want := append([]int64(nil), prios...)
+		sort.Slice(want, func(i, j int) bool { return want[i] > want[j] })
+		require.Equal(t, want, got, "not highest first")
+		e.eventuallyCounts(tp, counts{})
+	})
 }
 
 // Priorities 16 and below are reserved for retries and refused, with nothing
 // written; 17 is the lowest accepted.
 func TestPriorityInvalid(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	ctx := ctxT(t)
-	tp := mustTopic(t, "jobs", topic.Priority, 4)
-	p := e.client().Producer()
-	for _, prio := range []int64{16, 15, 1, 0, -1, -1 << 62, 1<<53 + 1} {
-		_, err := p.SendPriority(ctx, tp, []byte("x"), prio)
-		require.ErrorIs(t, err, producer.ErrInvalidPriority, "priority %d", prio)
-	}
-	require.Empty(t, e.keysNow(), "a refused send wrote something")
-	_, err := p.SendPriority(ctx, tp, []byte("x"), topic.MinPriority+1)
-	require.NoError(t, err)
+	forEachBackend(t, func(t *testing.T, e *env) {
+		ctx := ctxT(t)
+		tp := mustTopic(t, "jobs", topic.Priority, 4)
+		p := e.client().Producer()
+		for _, prio := range []int64{16, 15, 1, 0, -1, -1 << 62, 1<<53 + 1} {
+			_, err := p.SendPriority(ctx, tp, []byte("x"), prio)
+			require.ErrorIs(t, err, producer.ErrInvalidPriority, "priority %d", prio)
+		}
+		require.Empty(t, e.keysNow(), "a refused send wrote something")
+		_, err := p.SendPriority(ctx, tp, []byte("x"), topic.MinPriority+1)
+		require.NoError(t, err)
+	})
 }
 
 // A re-send of the same key replaces the priority (and body) of the waiting
 // message; the delivery order follows the new priorities.
 func TestPriorityResendReplaces(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	ctx := ctxT(t)
-	tp := mustTopic(t, "jobs", topic.Priority, 8)
-	c := e.client()
-	rec := newRecorder(nil)
-	require.NoError(t, c.Register(tp, rec, consumer.WithConcurrency(1)))
+	forEachBackend(t, func(t *testing.T, e *env) {
+		ctx := ctxT(t)
+		tp := mustTopic(t, "jobs", topic.Priority, 8)
+		c := e.client()
+		rec := newRecorder(nil)
+		require.NoError(t, c.Register(tp, rec, consumer.WithConcurrency(1)))
 
-	send := func(key string, prio int64, body string) {
-		_, err := c.Producer().SendPriority(ctx, tp, []byte(body), prio, producer.WithKey(key))
-		require.NoError(t, err)
-	}
-	send("a", 100, "a1")
-	send("b", 50, "b1")
-	send("c", 30, "c1")
-	send("a", 20, "a2")  // was first, now last
-	send("c", 200, "c2") // was last, now first
-	require.Equal(t, counts{Store: 3, Msg: 3}, e.counts(tp))
-	e.start(c)
+		send := func(key string, prio int64, body string) {
+			_, err := c.Producer().SendPriority(ctx, tp, []byte(body), prio, producer.WithKey(key))
+			require.NoError(t, err)
+		}
+		send("a", 100, "a1")
+		send("b", 50, "b1")
+		send("c", 30, "c1")
+		send("a", 20, "a2")  // was first, now last
+		send("c", 200, "c2") // was last, now first
+		require.Equal(t, counts{Store: 3, Msg: 3}, e.counts(tp))
+		e.start(c)
 
-	got := rec.nextN(t, 3, waitLong)
-	var order []string
-	for _, d := range got {
-		order = append(order, fmt.Sprintf("%s:%d:%s", d.ID, d.Priority, d.Body))
-	}
-	require.Equal(t, []string{"c:200:c2", "b:50:b1", "a:20:a2"}, order)
-	rec.none(t, waitQuiet)
-	e.eventuallyCounts(tp, counts{})
+		got := rec.nextN(t, 3, waitLong)
+		var order []string
+		for _, d := range got {
+			order = append(order, fmt.Sprintf("%s:%d:%s", d.ID, d.Priority, d.Body))
+		}
+		require.Equal(t, []string{"c:200:c2", "b:50:b1", "a:20:a2"}, order)
+		rec.none(t, waitQuiet)
+		e.eventuallyCounts(tp, counts{})
+	})
 }
 
 // A retried priority message ranks below every fresh one, even one sent after
 // the failure with the lowest priority allowed (RMQ semantics).
 func TestPriorityRetryRanksBelowFresh(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	ctx := ctxT(t)
-	tp := mustTopic(t, "jobs", topic.Priority, 8)
-	c := e.client()
-	sendErr := make(chan error, 1)
-	rec := newRecorder(func(ctx context.Context, m *consumer.Message) error {
-		if m.ID == "top" && m.Attempt == 1 {
-			// A fresh message arriving while the failed one waits for retry.
-			_, err := c.Producer().SendPriority(ctx, tp, []byte("late"), topic.MinPriority+1, producer.WithKey("late"))
-			sendErr <- err
-			return errors.New("first attempt fails")
-		}
-		return nil
-	})
-	require.NoError(t, c.Register(tp, rec, consumer.WithConcurrency(1)))
+	forEachBackend(t, func(t *testing.T, e *env) {
+		ctx := ctxT(t)
+		tp := mustTopic(t, "jobs", topic.Priority, 8)
+		c := e.client()
+		sendErr := make(chan error, 1)
+		rec := newRecorder(func(ctx context.Context, m *consumer.Message) error {
+			if m.ID == "top" && m.Attempt == 1 {
+				// A fresh message arriving while the failed one waits for retry.
+				_, err := c.Producer().SendPriority(ctx, tp, []byte("late"), topic.MinPriority+1, producer.WithKey("late"))
+				sendErr <- err
+				return errors.New("first attempt fails")
+			}
+			return nil
+		})
+		require.NoError(t, c.Register(tp, rec, consumer.WithConcurrency(1)))
 
-	_, err := c.Producer().SendPriority(ctx, tp, []byte("top"), 1_000_000, producer.WithKey("top"))
-	require.NoError(t, err)
-	for i := range 10 {
-		key := fmt.Sprintf("f%02d", i)
-		_, err := c.Producer().SendPriority(ctx, tp, []byte(key), int64(100-i), producer.WithKey(key))
+		_, err := c.Producer().SendPriority(ctx, tp, []byte("top"), 1_000_000, producer.WithKey("top"))
 		require.NoError(t, err)
-	}
-	e.start(c)
+		for i := range 10 {
+			key := fmt.Sprintf("f%02d", i)
+			_, err := c.Producer().SendPriority(ctx, tp, []byte(key), int64(100-i), producer.WithKey(key))
+			require.NoError(t, err)
+		}
+		e.start(c)
 
-	got := rec.nextN(t, 13, waitLong)
-	require.NoError(t, <-sendErr)
-	var order []string
-	for _, d := range got {
-		order = append(order, fmt.Sprintf("%s#%d", d.ID, d.Attempt))
-	}
-	want := []string{"top#1"}
-	for i := range 10 {
-		want = append(want, fmt.Sprintf("f%02d#1", i))
-	}
-	want = append(want, "late#1", "top#2")
-	require.Equal(t, want, order, "a retry must come after every fresh message")
-	last := got[len(got)-1]
-	assert.Equal(t, "first attempt fails", last.LastError)
-	assert.Equal(t, int64(1_000_000), last.Priority, "a retry keeps the priority it was sent with")
-	rec.none(t, waitQuiet)
-	e.eventuallyCounts(tp, counts{})
+		got := rec.nextN(t, 13, waitLong)
+		require.NoError(t, <-sendErr)
+		var order []string
+		for _, d := range got {
+			order = append(order, fmt.Sprintf("%s#%d", d.ID, d.Attempt))
+		}
+		want := []string{"top#1"}
+		for i := range 10 {
+			want = append(want, fmt.Sprintf("f%02d#1", i))
+		}
+		want = append(want, "late#1", "top#2")
+		require.Equal(t, want, order, "a retry must come after every fresh message")
+		last := got[len(got)-1]
+		assert.Equal(t, "first attempt fails", last.LastError)
+		assert.Equal(t, int64(1_000_000), last.Priority, "a retry keeps the priority it was sent with")
+		rec.none(t, waitQuiet)
+		e.eventuallyCounts(tp, counts{})
+	})
 }
 
 // fetchGate is a go-redis hook that, once armed, holds the reply of the next
@@ -202,66 +206,67 @@ func (g *fetchGate) after(cmds []redis.Cmder) {
 // handed out first.
 func TestPriorityWakeUpsCoalesced(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	ctx := ctxT(t)
-	tp := mustTopic(t, "jobs", topic.Priority, 2)
-	rdb := e.newRedis()
-	gate := &fetchGate{sha: luascripts.Fetch.Hash(), ran: make(chan struct{}), release: make(chan struct{})}
-	rdb.AddHook(gate)
-	releaseX := make(chan struct{})
-	defer func() {
-		for _, ch := range []chan struct{}{gate.release, releaseX} {
-			select {
-			case <-ch:
-			default:
-				close(ch)
+	forEachBackend(t, func(t *testing.T, e *env) {
+		ctx := ctxT(t)
+		tp := mustTopic(t, "jobs", topic.Priority, 2)
+		rdb := e.newRedis()
+		gate := &fetchGate{sha: luascripts.Fetch.Hash(), ran: make(chan struct{}), release: make(chan struct{})}
+		rdb.AddHook(gate)
+		releaseX := make(chan struct{})
+		defer func() {
+			for _, ch := range []chan struct{}{gate.release, releaseX} {
+				select {
+				case <-ch:
+				default:
+					close(ch)
+				}
+			}
+		}()
+		c := e.clientOn(rdb)
+		rec := newRecorder(func(ctx context.Context, m *consumer.Message) error {
+			if m.Priority == 1000 {
+				<-releaseX
+			}
+			return nil
+		})
+		require.NoError(t, c.Register(tp, rec, consumer.WithConcurrency(1)))
+
+		keyIn := func(slot int, prefix string) string {
+			for i := 0; ; i++ {
+				if k := fmt.Sprintf("%s%d", prefix, i); slotOfKey(tp, k) == slot {
+					return k
+				}
 			}
 		}
-	}()
-	c := e.clientOn(rdb)
-	rec := newRecorder(func(ctx context.Context, m *consumer.Message) error {
-		if m.Priority == 1000 {
-			<-releaseX
+		send := func(key string, prio int64) {
+			_, err := e.client().Producer().SendPriority(ctx, tp, []byte(key), prio, producer.WithKey(key))
+			require.NoError(t, err)
 		}
-		return nil
+		send(keyIn(1, "x"), 1000) // slot 1: handled first, holds the only handler
+		send(keyIn(1, "z"), 500)  // slot 1: fetched by the held call
+		send(keyIn(1, "y"), 150)  // slot 1
+		e.start(c)
+		require.Equal(t, int64(1000), rec.next(t, waitLong).Priority)
+		time.Sleep(300 * time.Millisecond) // let start-up settle
+
+		// The next fetch (of z) runs; its reply is held while slot 0, empty so
+		// far, gets 100 and then 200: two wake-ups for one slot.
+		gate.armed.Store(true)
+		close(releaseX)
+		select {
+		case <-gate.ran:
+		case <-time.After(waitLong):
+			t.Fatal("no fetch call")
+		}
+		send(keyIn(0, "a"), 100)
+		send(keyIn(0, "b"), 200)
+		time.Sleep(300 * time.Millisecond) // both wake-ups reach the waker
+		close(gate.release)
+
+		var order []int64
+		for _, d := range rec.nextN(t, 4, waitLong) {
+			order = append(order, d.Priority)
+		}
+		require.Equal(t, []int64{500, 200, 150, 100}, order, "not highest first across slots")
 	})
-	require.NoError(t, c.Register(tp, rec, consumer.WithConcurrency(1)))
-
-	keyIn := func(slot int, prefix string) string {
-		for i := 0; ; i++ {
-			if k := fmt.Sprintf("%s%d", prefix, i); slotOfKey(tp, k) == slot {
-				return k
-			}
-		}
-	}
-	send := func(key string, prio int64) {
-		_, err := e.client().Producer().SendPriority(ctx, tp, []byte(key), prio, producer.WithKey(key))
-		require.NoError(t, err)
-	}
-	send(keyIn(1, "x"), 1000) // slot 1: handled first, holds the only handler
-	send(keyIn(1, "z"), 500)  // slot 1: fetched by the held call
-	send(keyIn(1, "y"), 150)  // slot 1
-	e.start(c)
-	require.Equal(t, int64(1000), rec.next(t, waitLong).Priority)
-	time.Sleep(300 * time.Millisecond) // let start-up settle
-
-	// The next fetch (of z) runs; its reply is held while slot 0, empty so
-	// far, gets 100 and then 200: two wake-ups for one slot.
-	gate.armed.Store(true)
-	close(releaseX)
-	select {
-	case <-gate.ran:
-	case <-time.After(waitLong):
-		t.Fatal("no fetch call")
-	}
-	send(keyIn(0, "a"), 100)
-	send(keyIn(0, "b"), 200)
-	time.Sleep(300 * time.Millisecond) // both wake-ups reach the waker
-	close(gate.release)
-
-	var order []int64
-	for _, d := range rec.nextN(t, 4, waitLong) {
-		order = append(order, d.Priority)
-	}
-	require.Equal(t, []int64{500, 200, 150, 100}, order, "not highest first across slots")
 }

@@ -23,240 +23,246 @@ import (
 // nothing of it is left.
 func TestTwoPhasePrepareThenAck(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	ctx := ctxT(t)
-	tp := mustTopic(t, "twophase", topic.FixedTime, 4)
-	c := e.client()
-	type seen struct {
-		prepareScore float64
-		inPrepare    bool
-		inStore      bool
-		hasMsg       bool
-		err          error
-	}
-	inside := make(chan seen, 1)
-	rec := newRecorder(func(ctx context.Context, m *consumer.Message) error {
-		k := e.keys(tp, m.Slot)
-		var s seen
-		s.prepareScore, s.err = e.rdb.ZScore(ctx, k.Prepare, m.ID).Result()
-		s.inPrepare = s.err == nil
-		if errors.Is(s.err, redis.Nil) {
-			s.err = nil
+	forEachBackend(t, func(t *testing.T, e *env) {
+		ctx := ctxT(t)
+		tp := mustTopic(t, "twophase", topic.FixedTime, 4)
+		c := e.client()
+		type seen struct {
+			prepareScore float64
+			inPrepare    bool
+			inStore      bool
+			hasMsg       bool
+			err          error
 		}
-		_, err := e.rdb.ZScore(ctx, k.Store, m.ID).Result()
-		s.inStore = err == nil
-		s.hasMsg, _ = e.rdb.HExists(ctx, k.Msg, m.ID).Result()
-		inside <- s
-		return nil
+		inside := make(chan seen, 1)
+		rec := newRecorder(func(ctx context.Context, m *consumer.Message) error {
+			k := e.keys(tp, m.Slot)
+			var s seen
+			s.prepareScore, s.err = e.rdb.ZScore(ctx, k.Prepare, m.ID).Result()
+			s.inPrepare = s.err == nil
+			if errors.Is(s.err, redis.Nil) {
+				s.err = nil
+			}
+			_, err := e.rdb.ZScore(ctx, k.Store, m.ID).Result()
+			s.inStore = err == nil
+			s.hasMsg, _ = e.rdb.HExists(ctx, k.Msg, m.ID).Result()
+			inside <- s
+			return nil
+		})
+		require.NoError(t, c.Register(tp, rec))
+		e.start(c)
+
+		_, err := c.Producer().SendFixedTime(ctx, tp, []byte("pay"), time.Now(), producer.WithKey("order-1"))
+		require.NoError(t, err)
+		d := rec.next(t, waitLong)
+		s := <-inside
+		require.NoError(t, s.err)
+		require.True(t, s.inPrepare, "not in prepare while handled")
+		assert.False(t, s.inStore, "still in store while handled")
+		assert.True(t, s.hasMsg, "body gone while handled")
+		deadline, token := prepareToken(s.prepareScore)
+		assert.Equal(t, d.Token, token, "prepare entry does not carry the delivery's token")
+		assert.Equal(t, int64(1), token%1000, "token names attempt 1")
+		assert.Greater(t, deadline, time.Now().Add(-time.Second).Unix(), "lease deadline already past")
+		assert.Equal(t, slotOfKey(tp, "order-1"), d.Slot)
+
+		e.eventuallyCounts(tp, counts{})
+		rec.none(t, waitQuiet)
 	})
-	require.NoError(t, c.Register(tp, rec))
-	e.start(c)
-
-	_, err := c.Producer().SendFixedTime(ctx, tp, []byte("pay"), time.Now(), producer.WithKey("order-1"))
-	require.NoError(t, err)
-	d := rec.next(t, waitLong)
-	s := <-inside
-	require.NoError(t, s.err)
-	require.True(t, s.inPrepare, "not in prepare while handled")
-	assert.False(t, s.inStore, "still in store while handled")
-	assert.True(t, s.hasMsg, "body gone while handled")
-	deadline, token := prepareToken(s.prepareScore)
-	assert.Equal(t, d.Token, token, "prepare entry does not carry the delivery's token")
-	assert.Equal(t, int64(1), token%1000, "token names attempt 1")
-	assert.Greater(t, deadline, time.Now().Add(-time.Second).Unix(), "lease deadline already past")
-	assert.Equal(t, slotOfKey(tp, "order-1"), d.Slot)
-
-	e.eventuallyCounts(tp, counts{})
-	rec.none(t, waitQuiet)
 }
 
 // A handler error rolls the delivery back; it comes again with Attempt+1,
 // after the backoff, carrying the error as LastError.
 func TestTwoPhaseErrorRedelivers(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	ctx := ctxT(t)
-	tp := mustTopic(t, "retry", topic.FixedTime, 4)
-	c := e.client()
-	const backoff = 400 * time.Millisecond
-	rec := newRecorder(func(ctx context.Context, m *consumer.Message) error {
-		if m.Attempt == 1 {
-			return errors.New("database unavailable")
-		}
-		return nil
-	})
-	require.NoError(t, c.Register(tp, rec, consumer.WithRetryBackoff(func(int) time.Duration { return backoff })))
-	e.start(c)
+	forEachBackend(t, func(t *testing.T, e *env) {
+		ctx := ctxT(t)
+		tp := mustTopic(t, "retry", topic.FixedTime, 4)
+		c := e.client()
+		const backoff = 400 * time.Millisecond
+		rec := newRecorder(func(ctx context.Context, m *consumer.Message) error {
+			if m.Attempt == 1 {
+				return errors.New("database unavailable")
+			}
+			return nil
+		})
+		require.NoError(t, c.Register(tp, rec, consumer.WithRetryBackoff(func(int) time.Duration { return backoff })))
+		e.start(c)
 
-	_, err := c.Producer().SendFixedTime(ctx, tp, []byte("x"), time.Now(), producer.WithKey("m"))
-	require.NoError(t, err)
-	first, second := rec.next(t, waitLong), rec.next(t, waitLong)
-	assert.Equal(t, 1, first.Attempt)
-	assert.Empty(t, first.LastError)
-	assert.Equal(t, 2, second.Attempt)
-	assert.Equal(t, "database unavailable", second.LastError)
-	assert.Equal(t, "x", second.Body)
-	assert.GreaterOrEqual(t, second.At.Sub(first.At), backoff-10*time.Millisecond, "retried before the backoff")
-	assert.NotEqual(t, first.Token, second.Token)
-	rec.none(t, waitQuiet)
-	e.eventuallyCounts(tp, counts{})
+		_, err := c.Producer().SendFixedTime(ctx, tp, []byte("x"), time.Now(), producer.WithKey("m"))
+		require.NoError(t, err)
+		first, second := rec.next(t, waitLong), rec.next(t, waitLong)
+		assert.Equal(t, 1, first.Attempt)
+		assert.Empty(t, first.LastError)
+		assert.Equal(t, 2, second.Attempt)
+		assert.Equal(t, "database unavailable", second.LastError)
+		assert.Equal(t, "x", second.Body)
+		assert.GreaterOrEqual(t, second.At.Sub(first.At), backoff-10*time.Millisecond, "retried before the backoff")
+		assert.NotEqual(t, first.Token, second.Token)
+		rec.none(t, waitQuiet)
+		e.eventuallyCounts(tp, counts{})
+	})
 }
 
 // With WithMaxRetries(2) a message failing every time is tried 3 times and
 // then sits in the dead queue with its last error and 3 failures.
 func TestTwoPhaseDeadAfterMaxRetries(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	ctx := ctxT(t)
-	tp := mustTopic(t, "dead", topic.FixedTime, 4)
-	c := e.client()
-	rec := newRecorder(func(ctx context.Context, m *consumer.Message) error {
-		return fmt.Errorf("failure %d", m.Attempt)
-	})
-	require.NoError(t, c.Register(tp, rec, consumer.WithMaxRetries(2), consumer.WithRetryBackoff(noBackoff)))
-	e.start(c)
+	forEachBackend(t, func(t *testing.T, e *env) {
+		ctx := ctxT(t)
+		tp := mustTopic(t, "dead", topic.FixedTime, 4)
+		c := e.client()
+		rec := newRecorder(func(ctx context.Context, m *consumer.Message) error {
+			return fmt.Errorf("failure %d", m.Attempt)
+		})
+		require.NoError(t, c.Register(tp, rec, consumer.WithMaxRetries(2), consumer.WithRetryBackoff(noBackoff)))
+		e.start(c)
 
-	_, err := c.Producer().SendFixedTime(ctx, tp, []byte("poison"), time.Now(), producer.WithKey("poison"))
-	require.NoError(t, err)
-	got := rec.nextN(t, 3, waitLong)
-	for i, d := range got {
-		assert.Equal(t, i+1, d.Attempt)
-		if i > 0 {
-			assert.Equal(t, fmt.Sprintf("failure %d", i), d.LastError)
+		_, err := c.Producer().SendFixedTime(ctx, tp, []byte("poison"), time.Now(), producer.WithKey("poison"))
+		require.NoError(t, err)
+		got := rec.nextN(t, 3, waitLong)
+		for i, d := range got {
+			assert.Equal(t, i+1, d.Attempt)
+			if i > 0 {
+				assert.Equal(t, fmt.Sprintf("failure %d", i), d.LastError)
+			}
 		}
-	}
-	e.eventuallyCounts(tp, counts{Dead: 1, DeadMsg: 1})
-	rec.none(t, waitQuiet)
+		e.eventuallyCounts(tp, counts{Dead: 1, DeadMsg: 1})
+		rec.none(t, waitQuiet)
 
-	k := e.keys(tp, slotOfKey(tp, "poison"))
-	died, ok := e.zscore(k.Dead, "poison")
-	require.True(t, ok, "not in the dead set")
-	assert.InDelta(t, float64(time.Now().UnixMilli()), died, float64(waitLong.Milliseconds()), "dead score is the time of death (ms)")
-	env, ok := e.envelope(k.DeadMsg, "poison")
-	require.True(t, ok, "no envelope in deadmsg")
-	assert.Equal(t, "failure 3", env.LastError)
-	assert.Equal(t, 3, env.Failures)
-	assert.Equal(t, "poison", string(env.Body))
-	assert.Equal(t, int(topic.FixedTime), env.Type)
-	_, ok = e.envelope(k.Msg, "poison")
-	assert.False(t, ok, "a dead message must leave the msg hash")
+		k := e.keys(tp, slotOfKey(tp, "poison"))
+		died, ok := e.zscore(k.Dead, "poison")
+		require.True(t, ok, "not in the dead set")
+		assert.InDelta(t, float64(time.Now().UnixMilli()), died, float64(waitLong.Milliseconds()), "dead score is the time of death (ms)")
+		env, ok := e.envelope(k.DeadMsg, "poison")
+		require.True(t, ok, "no envelope in deadmsg")
+		assert.Equal(t, "failure 3", env.LastError)
+		assert.Equal(t, 3, env.Failures)
+		assert.Equal(t, "poison", string(env.Body))
+		assert.Equal(t, int(topic.FixedTime), env.Type)
+		_, ok = e.envelope(k.Msg, "poison")
+		assert.False(t, ok, "a dead message must leave the msg hash")
+	})
 }
 
 // A handler that runs four times as long as the lease keeps its delivery: the
 // lease is extended, nothing is redelivered, and it is acked at the end.
 func TestTwoPhaseLeaseExtended(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	ctx := ctxT(t)
-	tp := mustTopic(t, "slow", topic.FixedTime, 2)
-	c := e.client()
-	cancelled := make(chan error, 1)
-	rec := newRecorder(func(ctx context.Context, m *consumer.Message) error {
-		select {
-		case <-time.After(4 * time.Second):
-			return nil
-		case <-ctx.Done():
-			cancelled <- context.Cause(ctx)
-			return ctx.Err()
-		}
-	})
-	require.NoError(t, c.Register(tp, rec,
-		consumer.WithPrepareTimeout(time.Second),
-		consumer.WithSweepInterval(200*time.Millisecond),
-		consumer.WithRetryBackoff(noBackoff)))
-	e.start(c)
+	forEachBackend(t, func(t *testing.T, e *env) {
+		ctx := ctxT(t)
+		tp := mustTopic(t, "slow", topic.FixedTime, 2)
+		c := e.client()
+		cancelled := make(chan error, 1)
+		rec := newRecorder(func(ctx context.Context, m *consumer.Message) error {
+			select {
+			case <-time.After(4 * time.Second):
+				return nil
+			case <-ctx.Done():
+				cancelled <- context.Cause(ctx)
+				return ctx.Err()
+			}
+		})
+		require.NoError(t, c.Register(tp, rec,
+			consumer.WithPrepareTimeout(time.Second),
+			consumer.WithSweepInterval(200*time.Millisecond),
+			consumer.WithRetryBackoff(noBackoff)))
+		e.start(c)
 
-	_, err := c.Producer().SendFixedTime(ctx, tp, []byte("slow"), time.Now(), producer.WithKey("slow"))
-	require.NoError(t, err)
-	d := rec.next(t, waitLong)
-	assert.Equal(t, 1, d.Attempt)
-	rec.none(t, 4500*time.Millisecond) // no second delivery while the first runs
-	select {
-	case cause := <-cancelled:
-		t.Fatalf("handler cancelled: %v", cause)
-	default:
-	}
-	e.eventuallyCounts(tp, counts{})
-	rec.none(t, 1500*time.Millisecond)
+		_, err := c.Producer().SendFixedTime(ctx, tp, []byte("slow"), time.Now(), producer.WithKey("slow"))
+		require.NoError(t, err)
+		d := rec.next(t, waitLong)
+		assert.Equal(t, 1, d.Attempt)
+		rec.none(t, 4500*time.Millisecond) // no second delivery while the first runs
+		select {
+		case cause := <-cancelled:
+			t.Fatalf("handler cancelled: %v", cause)
+		default:
+		}
+		e.eventuallyCounts(tp, counts{})
+		rec.none(t, 1500*time.Millisecond)
+	})
 }
 
 // WithHandlerTimeout cancels the handler's context with cause
 // ErrHandlerTimeout and rolls the delivery back; the retry says why.
 func TestTwoPhaseHandlerTimeout(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	ctx := ctxT(t)
-	tp := mustTopic(t, "timeout", topic.FixedTime, 4)
-	c := e.client()
-	const timeout = 300 * time.Millisecond
-	causes := make(chan error, 16)
-	rec := newRecorder(func(ctx context.Context, m *consumer.Message) error {
-		if m.Attempt > 1 {
-			return nil
-		}
-		<-ctx.Done() // a well-behaved handler that gives up when told
-		causes <- context.Cause(ctx)
-		return ctx.Err()
-	})
-	require.NoError(t, c.Register(tp, rec, consumer.WithHandlerTimeout(timeout), consumer.WithRetryBackoff(noBackoff)))
-	e.start(c)
+	forEachBackend(t, func(t *testing.T, e *env) {
+		ctx := ctxT(t)
+		tp := mustTopic(t, "timeout", topic.FixedTime, 4)
+		c := e.client()
+		const timeout = 300 * time.Millisecond
+		causes := make(chan error, 16)
+		rec := newRecorder(func(ctx context.Context, m *consumer.Message) error {
+			if m.Attempt > 1 {
+				return nil
+			}
+			<-ctx.Done() // a well-behaved handler that gives up when told
+			causes <- context.Cause(ctx)
+			return ctx.Err()
+		})
+		require.NoError(t, c.Register(tp, rec, consumer.WithHandlerTimeout(timeout), consumer.WithRetryBackoff(noBackoff)))
+		e.start(c)
 
-	const n = 8
-	for i := range n {
-		key := fmt.Sprintf("t%d", i)
-		_, err := c.Producer().SendFixedTime(ctx, tp, []byte(key), time.Now(), producer.WithKey(key))
-		require.NoError(t, err)
-	}
-	firsts := map[string]delivery{}
-	retries := map[string]delivery{}
-	for _, d := range rec.nextN(t, 2*n, waitLong) {
-		if d.Attempt == 1 {
-			firsts[d.ID] = d
-		} else {
-			retries[d.ID] = d
+		const n = 8
+		for i := range n {
+			key := fmt.Sprintf("t%d", i)
+			_, err := c.Producer().SendFixedTime(ctx, tp, []byte(key), time.Now(), producer.WithKey(key))
+			require.NoError(t, err)
 		}
-	}
-	require.Len(t, firsts, n)
-	require.Len(t, retries, n)
-	for range n {
-		cause := <-causes
-		assert.ErrorIs(t, cause, consumer.ErrHandlerTimeout, "context cause")
-	}
-	for id, d := range retries {
-		assert.Equal(t, 2, d.Attempt, id)
-		assert.Contains(t, d.LastError, consumer.ErrHandlerTimeout.Error(), "LastError of %s should name the timeout", id)
-		assert.GreaterOrEqual(t, d.At.Sub(firsts[id].At), timeout-10*time.Millisecond, "%s retried before its timeout", id)
-	}
-	rec.none(t, waitQuiet)
-	e.eventuallyCounts(tp, counts{})
+		firsts := map[string]delivery{}
+		retries := map[string]delivery{}
+		for _, d := range rec.nextN(t, 2*n, waitLong) {
+			if d.Attempt == 1 {
+				firsts[d.ID] = d
+			} else {
+				retries[d.ID] = d
+			}
+		}
+		require.Len(t, firsts, n)
+		require.Len(t, retries, n)
+		for range n {
+			cause := <-causes
+			assert.ErrorIs(t, cause, consumer.ErrHandlerTimeout, "context cause")
+		}
+		for id, d := range retries {
+			assert.Equal(t, 2, d.Attempt, id)
+			assert.Contains(t, d.LastError, consumer.ErrHandlerTimeout.Error(), "LastError of %s should name the timeout", id)
+			assert.GreaterOrEqual(t, d.At.Sub(firsts[id].At), timeout-10*time.Millisecond, "%s retried before its timeout", id)
+		}
+		rec.none(t, waitQuiet)
+		e.eventuallyCounts(tp, counts{})
+	})
 }
 
 // A panicking handler rolls its delivery back; the process survives and the
 // message comes again with Attempt 2.
 func TestTwoPhasePanic(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	ctx := ctxT(t)
-	tp := mustTopic(t, "panic", topic.Priority, 4)
-	c := e.client()
-	rec := newRecorder(func(ctx context.Context, m *consumer.Message) error {
-		if m.Attempt == 1 {
-			panic("handler exploded")
-		}
-		return nil
-	})
-	require.NoError(t, c.Register(tp, rec))
-	e.start(c)
+	forEachBackend(t, func(t *testing.T, e *env) {
+		ctx := ctxT(t)
+		tp := mustTopic(t, "panic", topic.Priority, 4)
+		c := e.client()
+		rec := newRecorder(func(ctx context.Context, m *consumer.Message) error {
+			if m.Attempt == 1 {
+				panic("handler exploded")
+			}
+			return nil
+		})
+		require.NoError(t, c.Register(tp, rec))
+		e.start(c)
 
-	_, err := c.Producer().SendPriority(ctx, tp, []byte("boom"), 100, producer.WithKey("boom"))
-	require.NoError(t, err)
-	first, second := rec.next(t, waitLong), rec.next(t, waitLong)
-	assert.Equal(t, 1, first.Attempt)
-	assert.Equal(t, 2, second.Attempt)
-	assert.Contains(t, second.LastError, "panic")
-	assert.Contains(t, second.LastError, "handler exploded")
-	rec.none(t, waitQuiet)
-	e.eventuallyCounts(tp, counts{})
+		_, err := c.Producer().SendPriority(ctx, tp, []byte("boom"), 100, producer.WithKey("boom"))
+		require.NoError(t, err)
+		first, second := rec.next(t, waitLong), rec.next(t, waitLong)
+		assert.Equal(t, 1, first.Attempt)
+		assert.Equal(t, 2, second.Attempt)
+		assert.Contains(t, second.LastError, "panic")
+		assert.Contains(t, second.LastError, "handler exploded")
+		rec.none(t, waitQuiet)
+		e.eventuallyCounts(tp, counts{})
+	})
 }
 
 // A delivery whose lease runs out while its handler still runs (simulated by
@@ -266,104 +272,105 @@ func TestTwoPhasePanic(t *testing.T) {
 // the old token, changes nothing. Exactly one delivery is finally acked.
 func TestTwoPhaseLeaseLost(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	ctx := ctxT(t)
-	tp := mustTopic(t, "lease", topic.FixedTime, 1)
-	c := e.client()
-	firstCtx := make(chan context.Context, 1)
-	releaseFirst := make(chan struct{})
-	releaseSecond := make(chan struct{})
-	rec := newRecorder(func(ctx context.Context, m *consumer.Message) error {
-		if m.Attempt == 1 {
-			firstCtx <- ctx
-			<-releaseFirst
-			return nil // a stale ack
-		}
-		<-releaseSecond
-		return nil
-	})
-	require.NoError(t, c.Register(tp, rec,
-		consumer.WithConcurrency(2),
-		consumer.WithPrepareTimeout(3*time.Second),
-		consumer.WithSweepInterval(200*time.Millisecond),
-		consumer.WithRetryBackoff(noBackoff)))
-	e.start(c)
-	defer func() {
-		// Unblock handlers if the test fails early, so Close can end.
-		select {
-		case <-releaseFirst:
-		default:
-			close(releaseFirst)
-		}
-		select {
-		case <-releaseSecond:
-		default:
-			close(releaseSecond)
-		}
-	}()
+	forEachBackend(t, func(t *testing.T, e *env) {
+		ctx := ctxT(t)
+		tp := mustTopic(t, "lease", topic.FixedTime, 1)
+		c := e.client()
+		firstCtx := make(chan context.Context, 1)
+		releaseFirst := make(chan struct{})
+		releaseSecond := make(chan struct{})
+		rec := newRecorder(func(ctx context.Context, m *consumer.Message) error {
+			if m.Attempt == 1 {
+				firstCtx <- ctx
+				<-releaseFirst
+				return nil // a stale ack
+			}
+			<-releaseSecond
+			return nil
+		})
+		require.NoError(t, c.Register(tp, rec,
+			consumer.WithConcurrency(2),
+			consumer.WithPrepareTimeout(3*time.Second),
+			consumer.WithSweepInterval(200*time.Millisecond),
+			consumer.WithRetryBackoff(noBackoff)))
+		e.start(c)
+		defer func() {
+			// Unblock handlers if the test fails early, so Close can end.
+			select {
+			case <-releaseFirst:
+			default:
+				close(releaseFirst)
+			}
+			select {
+			case <-releaseSecond:
+			default:
+				close(releaseSecond)
+			}
+		}()
 
-	_, err := c.Producer().SendFixedTime(ctx, tp, []byte("job"), time.Now(), producer.WithKey("job"))
-	require.NoError(t, err)
-	first := rec.next(t, waitLong)
-	require.Equal(t, 1, first.Attempt)
-	hctx := <-firstCtx
-	k := e.keys(tp, 0)
+		_, err := c.Producer().SendFixedTime(ctx, tp, []byte("job"), time.Now(), producer.WithKey("job"))
+		require.NoError(t, err)
+		first := rec.next(t, waitLong)
+		require.Equal(t, 1, first.Attempt)
+		hctx := <-firstCtx
+		k := e.keys(tp, 0)
 
-	// Expire the lease, keeping the token. The lease keeper may extend it
-	// again before the sweeper sees it; then expire it again.
-	deadline := time.Now().Add(waitLong)
-	for {
+		// Expire the lease, keeping the token. The lease keeper may extend it
+		// again before the sweeper sees it; then expire it again.
+		deadline := time.Now().Add(waitLong)
+		for {
+			score, ok := e.zscore(k.Prepare, "job")
+			if !ok {
+				break
+			}
+			dl, tok := prepareToken(score)
+			if tok != first.Token {
+				break // rolled back and already redelivered
+			}
+			if dl >= time.Now().Unix()-5 {
+				require.NoError(t, e.rdb.ZAddXX(ctx, k.Prepare, redis.Z{Score: pastScore(score), Member: "job"}).Err())
+			}
+			require.True(t, time.Now().Before(deadline), "the sweeper never rolled the expired lease back")
+			time.Sleep(50 * time.Millisecond)
+		}
+
+		select {
+		case <-hctx.Done():
+			assert.ErrorIs(t, context.Cause(hctx), consumer.ErrLeaseLost)
+		case <-time.After(waitLong):
+			t.Fatal("the first handler's context was not cancelled after its lease was lost")
+		}
+
+		second := rec.next(t, waitLong)
+		require.Equal(t, "job", second.ID)
+		assert.Equal(t, 2, second.Attempt)
+		assert.Equal(t, "rmq: lease expired", second.LastError)
+		require.NotEqual(t, first.Token, second.Token)
+
+		// Stale ack and stale rollback naming the first token: refused, inert.
+		res, err := luascripts.Ack.Run(ctx, e.rdb, []string{k.Store, k.Prepare, k.Msg, k.Wake}, "", "job", first.Token).Int64Slice()
+		require.NoError(t, err)
+		assert.Equal(t, []int64{0}, res, "stale ack accepted")
+		res, err = luascripts.Rollback.Run(ctx, e.rdb, []string{k.Store, k.Prepare, k.Msg, k.Dead, k.DeadMsg, k.Wake},
+			"", 16, 0, 0, 0, "job", first.Token, "stale").Int64Slice()
+		require.NoError(t, err)
+		assert.Equal(t, []int64{0}, res, "stale rollback accepted")
+
+		// The first handler returns nil late: its ack must change nothing.
+		close(releaseFirst)
+		time.Sleep(500 * time.Millisecond)
 		score, ok := e.zscore(k.Prepare, "job")
-		if !ok {
-			break
-		}
-		dl, tok := prepareToken(score)
-		if tok != first.Token {
-			break // rolled back and already redelivered
-		}
-		if dl >= time.Now().Unix()-5 {
-			require.NoError(t, e.rdb.ZAddXX(ctx, k.Prepare, redis.Z{Score: pastScore(score), Member: "job"}).Err())
-		}
-		require.True(t, time.Now().Before(deadline), "the sweeper never rolled the expired lease back")
-		time.Sleep(50 * time.Millisecond)
-	}
+		require.True(t, ok, "the live delivery was removed from prepare by a stale ack")
+		_, tok := prepareToken(score)
+		assert.Equal(t, second.Token, tok)
+		env, ok := e.envelope(k.Msg, "job")
+		require.True(t, ok, "the live delivery's body was deleted by a stale ack")
+		assert.Equal(t, "job", string(env.Body))
+		assert.Equal(t, counts{Prepare: 1, Msg: 1}, e.counts(tp))
 
-	select {
-	case <-hctx.Done():
-		assert.ErrorIs(t, context.Cause(hctx), consumer.ErrLeaseLost)
-	case <-time.After(waitLong):
-		t.Fatal("the first handler's context was not cancelled after its lease was lost")
-	}
-
-	second := rec.next(t, waitLong)
-	require.Equal(t, "job", second.ID)
-	assert.Equal(t, 2, second.Attempt)
-	assert.Equal(t, "rmq: lease expired", second.LastError)
-	require.NotEqual(t, first.Token, second.Token)
-
-	// Stale ack and stale rollback naming the first token: refused, inert.
-	res, err := luascripts.Ack.Run(ctx, e.rdb, []string{k.Store, k.Prepare, k.Msg, k.Wake}, "", "job", first.Token).Int64Slice()
-	require.NoError(t, err)
-	assert.Equal(t, []int64{0}, res, "stale ack accepted")
-	res, err = luascripts.Rollback.Run(ctx, e.rdb, []string{k.Store, k.Prepare, k.Msg, k.Dead, k.DeadMsg, k.Wake},
-		"", 16, 0, 0, 0, "job", first.Token, "stale").Int64Slice()
-	require.NoError(t, err)
-	assert.Equal(t, []int64{0}, res, "stale rollback accepted")
-
-	// The first handler returns nil late: its ack must change nothing.
-	close(releaseFirst)
-	time.Sleep(500 * time.Millisecond)
-	score, ok := e.zscore(k.Prepare, "job")
-	require.True(t, ok, "the live delivery was removed from prepare by a stale ack")
-	_, tok := prepareToken(score)
-	assert.Equal(t, second.Token, tok)
-	env, ok := e.envelope(k.Msg, "job")
-	require.True(t, ok, "the live delivery's body was deleted by a stale ack")
-	assert.Equal(t, "job", string(env.Body))
-	assert.Equal(t, counts{Prepare: 1, Msg: 1}, e.counts(tp))
-
-	close(releaseSecond)
-	e.eventuallyCounts(tp, counts{})
-	rec.none(t, time.Second)
-	assert.False(t, strings.Contains(e.log.String(), "could not end delivery"), "an ack or rollback failed:\n%s", e.log.String())
+		close(releaseSecond)
+		e.eventuallyCounts(tp, counts{})
+		rec.none(t, time.Second)
+		assert.False(t, strings.Contains(e.log.String(), "could not end delivery"), "an ack or rollback failed:\n%s", e.log.String())
+	})
 }

@@ -1,17 +1,17 @@
 // Package slots maps messages to topic slots and names the Redis keys of a
-// slot. Every key of one slot carries the hash tag {<topic>:<index>}, so a
-// script that touches one slot touches one Redis Cluster slot.
+// slot. Every key of one slot carries the hash tag {<topic>:<index>:<n>}, so
+// a script that touches one slot touches one Redis Cluster hash slot.
 //
 // Two hashes are involved and they are different: CRC32 (IEEE) of the slot
-// basis picks the topic slot; Redis's CRC16 of the "{topic:index}" tag picks
-// the cluster node that holds it.
+// basis picks the topic slot; Redis's CRC16 of the "{topic:index:n}" tag
+// picks the cluster hash slot, hence the master that holds it, and n is
+// chosen so that a topic's slots spread evenly over the masters.
 package slots
 
 import (
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"strconv"
 
 	"github.com/rmq-go/rmq/topic"
 )
@@ -59,9 +59,13 @@ type Keys struct {
 	Wake    string // pub/sub channel: the slot's head changed
 }
 
-// Tag returns the hash tag of a slot, braces included: "{topic:index}".
+// Tag returns the hash tag of a slot, braces included: "{topic:index:n}",
+// where n is the smallest number that places the tag's Redis Cluster hash
+// slot in TagRange(topic, index), so that the slots of a topic spread
+// evenly over the cluster's masters (see cluster.go). The tag depends on
+// the topic name and index only: every process derives the same keys.
 func Tag(topicName string, index int) string {
-	return "{" + topicName + ":" + strconv.Itoa(index) + "}"
+	return placedTag(topicName, index)
 }
 
 // KeysFor returns the keys of slot index of topic t under prefix.

@@ -1,0 +1,94 @@
+package consumer
+
+import (
+	"context"
+	"sort"
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// plan decides the next fetch. Messages must leave a topic in order across
+// its slots (earliest due, or highest priority, first). With one free
+// handler, or one due slot, that is one fetch from the best slot bounded by
+// the next-best head. With more capacity and several due slots, fetching
+// run by run would cost a round trip per message, so plan first reads the
+// top entries of the candidate slots (one pipelined read), merges them to
+// find the messages that fill the free handlers, and fetches exactly those
+// counts, bounded by the last one's score, from every slot at once.
+func (f *fetcher) plan(ctx context.Context, nowMs int64, free int) []fetchReq {
+	due := f.dueSlots(nowMs)
+	if len(due) == 0 {
+		return nil
+	}
+	if free == 1 || len(due) == 1 {
+		return f.planOne(due, free)
+	}
+	// Only slots whose head is among the best `free` heads can hold one of
+	// the best `free` messages.
+	if len(due) > free {
+		due = due[:free]
+	}
+	type entry struct {
+		slot  int
+		score float64
+	}
+	var entries []entry
+	peeks := f.peek(ctx, due, free, nowMs)
+	if peeks == nil {
+		return f.planOne(due, free)
+	}
+	for i, zs := range peeks {
+		for _, z := range zs {
+			entries = append(entries, entry{due[i], z.Score})
+		}
+	}
+	if len(entries) == 0 {
+		return f.planOne(due, free)
+	}
+	sort.SliceStable(entries, func(i, j int) bool {
+		if entries[i].score != entries[j].score {
+			return f.betterScore(entries[i].score, entries[j].score)
+		}
+		return entries[i].slot < entries[j].slot
+	})
+	if len(entries) > free {
+		entries = entries[:free]
+	}
+	bound := formatScore(entries[len(entries)-1].score)
+	count := map[int]int{}
+	for _, e := range entries {
+		count[e.slot]++
+	}
+	reqs := make([]fetchReq, 0, len(count))
+	for _, s := range due {
+		if n := min(count[s], f.c.slotFree(s)); n > 0 {
+			reqs = append(reqs, fetchReq{slot: s, n: n, bound: bound})
+		}
+	}
+	return reqs
+}
+
+// peek reads up to n fetchable entries (ids and scores) of each slot in
+// consume order, pipelined. It writes nothing; nil means the read failed.
+func (f *fetcher) peek(ctx context.Context, slotList []int, n int, nowMs int64) [][]redis.Z {
+	pipe := f.c.rdb.Pipeline()
+	cmds := make([]*redis.ZSliceCmd, len(slotList))
+	for i, s := range slotList {
+		args := redis.ZRangeArgs{Key: f.c.keys[s].Store, ByScore: true, Count: int64(n)}
+		if f.timeBased() {
+			args.Start, args.Stop = "-inf", strconv.FormatInt(nowMs, 10)
+		} else {
+			args.Start, args.Stop, args.Rev = "+inf", "-inf", true
+		}
+		cmds[i] = pipe.ZRangeArgsWithScores(ctx, args)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil
+	}
+	out := make([][]redis.Z, len(cmds))
+	for i, cmd := range cmds {
+		out[i] = cmd.Val()
+	}
+	return out
+}

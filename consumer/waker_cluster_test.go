@@ -1,0 +1,265 @@
+package consumer
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rmq-go/rmq/internal/redisserver"
+	"github.com/rmq-go/rmq/internal/redistest"
+	"github.com/rmq-go/rmq/producer"
+	"github.com/rmq-go/rmq/slots"
+	"github.com/rmq-go/rmq/topic"
+)
+
+// logBuffer collects the consumer's log for a failing test.
+type logBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// shardFixture is a consumer of a 16-slot topic on a cluster of its own,
+// with a producer and the ids its listener handled.
+type shardFixture struct {
+	t    *testing.T
+	cl   *redisserver.Cluster
+	cc   *redis.ClusterClient
+	c    *Consumer
+	p    *producer.Producer
+	tp   topic.Topic
+	got  chan string
+	keys []string // keys[i] is a message key whose topic slot is i
+}
+
+func newShardFixture(t *testing.T) *shardFixture {
+	t.Helper()
+	cl := redistest.StartCluster(t, redisserver.ClusterConfig{})
+	cc := redistest.ClusterClient(t, cl)
+	prefix := redistest.Prefix(t)
+	if len(prefix) > 64 {
+		prefix = prefix[:64]
+	}
+	f := &shardFixture{t: t, cl: cl, cc: cc, tp: topic.MustNew("wake", topic.FixedTime, 16), got: make(chan string, 256)}
+	for i := 0; len(f.keys) < 16 || containsEmpty(f.keys); i++ {
+		if f.keys == nil {
+			f.keys = make([]string, 16)
+		}
+		k := fmt.Sprintf("k%d", i)
+		if s := slots.IndexString(k, 16); f.keys[s] == "" {
+			f.keys[s] = k
+		}
+	}
+	var log logBuffer
+	c, err := New(cc, f.tp, ListenerFunc(func(ctx context.Context, m *Message) error {
+		f.got <- m.ID
+		return nil
+	}), WithPrefix(prefix), WithLogger(slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug}))))
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	require.NoError(t, c.Start(ctx))
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		require.NoError(t, c.Close(ctx))
+		if t.Failed() {
+			t.Logf("consumer log:\n%s", log.String())
+		}
+	})
+	f.c = c
+	f.p = producer.New(cc, producer.WithPrefix(prefix))
+	return f
+}
+
+func containsEmpty(s []string) bool {
+	for _, x := range s {
+		if x == "" {
+			return true
+		}
+	}
+	return false
+}
+
+// owner returns the master serving the hash slot of topic slot i.
+func (f *shardFixture) owner(i int) string {
+	f.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	addr, err := f.cl.SlotOwner(ctx, slots.HashSlot(f.c.keys[i].Wake))
+	require.NoError(f.t, err)
+	return addr
+}
+
+// waitPlaced waits until Redis confirmed the wake channel of every topic
+// slot on the master that serves it now.
+func (f *shardFixture) waitPlaced() {
+	f.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var off []string
+		for i, k := range f.c.keys {
+			if at, want := f.c.waker.shards.subscribedAt(k.Wake), f.owner(i); at != want {
+				off = append(off, fmt.Sprintf("slot %d on %q, owner %s", i, at, want))
+			}
+		}
+		if len(off) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			f.t.Fatalf("wake channels not subscribed where they live: %v", off)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// checkWakeUps sends, for each given topic slot, a message due now and
+// requires it handled within a second. An idle fetcher sleeps up to a
+// minute (maxIdle): only a wake-up brings it that fast.
+func (f *shardFixture) checkWakeUps(what string, topicSlots ...int) {
+	f.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	time.Sleep(100 * time.Millisecond) // let the fetcher fall asleep
+	for _, i := range topicSlots {
+		id := fmt.Sprintf("%s-%d", f.keys[i], time.Now().UnixNano())
+		sent := time.Now()
+		_, err := f.p.SendFixedTime(ctx, f.tp, []byte(id), time.Now(), producer.WithKey(id), producer.WithSlotBasis([]byte(f.keys[i])))
+		require.NoError(f.t, err)
+		select {
+		case got := <-f.got:
+			require.Equal(f.t, id, got)
+			require.Less(f.t, time.Since(sent), time.Second, "%s: slot %d woken late", what, i)
+		case <-time.After(3 * time.Second):
+			f.t.Fatalf("%s: message in slot %d (hash slot %d, on %s) not handled within 3 s: no wake-up",
+				what, i, slots.HashSlot(f.c.keys[i].Wake), f.owner(i))
+		}
+	}
+}
+
+// drain sends a message due now to every topic slot and waits until all
+// are handled, however late.
+func (f *shardFixture) drain() {
+	f.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	want := map[string]bool{}
+	for i := range 16 {
+		id := fmt.Sprintf("drain-%s-%d", f.keys[i], time.Now().UnixNano())
+		_, err := f.p.SendFixedTime(ctx, f.tp, []byte(id), time.Now(), producer.WithKey(id), producer.WithSlotBasis([]byte(f.keys[i])))
+		require.NoError(f.t, err)
+		want[id] = true
+	}
+	for len(want) > 0 {
+		select {
+		case id := <-f.got:
+			delete(want, id)
+		case <-ctx.Done():
+			f.t.Fatalf("%d messages not handled: %v", len(want), want)
+		}
+	}
+}
+
+func all16() []int {
+	out := make([]int, 16)
+	for i := range out {
+		out[i] = i
+	}
+	return out
+}
+
+// The sharded wake-up subscriptions follow the cluster: connections killed
+// by the server, a hash slot moved to another master, a manual failover,
+// and a master that stops answering (SIGSTOP) and is failed over by the
+// cluster. After each, every wake channel is subscribed again on the master
+// that serves it, and a message due now is handled at once.
+func TestShardWakerFollowsTheCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster and disturbs it")
+	}
+	h, c := shardHealthEvery, shardCheckEvery
+	t.Cleanup(func() { shardHealthEvery, shardCheckEvery = h, c }) // after the consumer closed
+	shardHealthEvery, shardCheckEvery = 300*time.Millisecond, time.Second
+
+	f := newShardFixture(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	owners := map[string]bool{}
+	for i := range 16 {
+		owners[f.owner(i)] = true
+	}
+	require.Len(t, owners, 3, "16 placed topic slots span the 3 masters")
+	f.waitPlaced()
+	f.checkWakeUps("after start", all16()...)
+
+	// The server closes every subscription connection.
+	for _, m := range f.cl.MasterAddrs() {
+		n, err := redis.NewClient(&redis.Options{Addr: m, DisableIdentity: true}).ClientKillByFilter(ctx, "TYPE", "pubsub").Result()
+		require.NoError(t, err)
+		t.Logf("killed %d subscription connections on %s", n, m)
+	}
+	f.waitPlaced()
+	f.checkWakeUps("after CLIENT KILL", all16()...)
+
+	// Resharding: topic slot 3's hash slot moves to another master.
+	from := f.owner(3)
+	var to string
+	for _, m := range f.cl.MasterAddrs() {
+		if m != from {
+			to = m
+			break
+		}
+	}
+	require.NoError(t, f.cl.MoveSlot(ctx, slots.HashSlot(f.c.keys[3].Wake), to))
+	require.Equal(t, to, f.owner(3))
+	f.waitPlaced()
+	f.checkWakeUps("after MoveSlot", all16()...)
+
+	// Manual failover of the master that serves topic slot 5.
+	old := f.owner(5)
+	promoted, err := f.cl.Failover(ctx, old)
+	require.NoError(t, err)
+	require.Equal(t, promoted, f.owner(5))
+	f.waitPlaced()
+	f.checkWakeUps("after failover", all16()...)
+
+	// A master that stops answering: the cluster fails it over after the
+	// node timeout, the waker notices by PING and subscribes at the new one.
+	stuck := f.owner(9)
+	node := f.cl.Node(stuck)
+	require.NoError(t, node.Suspend())
+	defer node.Resume()
+	deadline := time.Now().Add(30 * time.Second)
+	for f.owner(9) == stuck {
+		require.True(t, time.Now().Before(deadline), "the cluster did not fail over %s", stuck)
+		time.Sleep(50 * time.Millisecond)
+	}
+	f.waitPlaced()
+	// Fetches that ran into the stopped master failed and put the fetcher
+	// into its error backoff (up to 5 s, deaf to wake-ups): wait until it
+	// delivers again before timing wake-ups.
+	f.drain()
+	f.checkWakeUps("after automatic failover", all16()...)
+	require.NoError(t, node.Resume())
+	require.NoError(t, f.cl.WaitHealthy(ctx))
+	f.waitPlaced()
+	f.checkWakeUps("after the old master came back", all16()...)
+}

@@ -1,0 +1,260 @@
+// Command fleet shows serial per-key consumption across a fleet coordinated
+// by ZooKeeper: three workers share the 16 slots of an "order-events" topic
+// (each slot has exactly one owner at a time) and a producer sends every
+// order's events (created, paid, packed, shipped, ...) in sequence. Every
+// order's events are handled one after another, in order, even when a
+// worker leaves half-way and its slots move to the others.
+//
+// Each handler writes to a toy downstream store that uses Message.Epoch as
+// a fencing token: it refuses a write carrying an older epoch than one it
+// already accepted for that order, which is how a real store keeps out a
+// worker that was frozen past its ZooKeeper session.
+//
+//	go run ./examples/fleet                 # throwaway redis-server and ZooKeeper
+//	REDIS_ADDR=127.0.0.1:6379 ZK_ADDR=127.0.0.1:2181 go run ./examples/fleet
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rmq-go/rmq/consumer"
+	"github.com/rmq-go/rmq/examples/internal/exampleredis"
+	"github.com/rmq-go/rmq/producer"
+	"github.com/rmq-go/rmq/rmq"
+	"github.com/rmq-go/rmq/topic"
+)
+
+const (
+	orders = 12
+	events = 6
+	work   = 15 * time.Millisecond // each handler's "work"
+)
+
+var steps = []string{"created", "paid", "picked", "packed", "shipped", "delivered"}
+
+var orderEvents = topic.MustNew("order-events", topic.FixedTime, 16)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "fleet:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	logf := func(format string, args ...any) { fmt.Printf("# "+format+"\n", args...) }
+
+	rdb, closeRedis, err := exampleredis.Open(ctx, logf)
+	if err != nil {
+		return err
+	}
+	defer closeRedis()
+	zkAddr, closeZK, err := openZooKeeper(ctx, logf)
+	if err != nil {
+		return err
+	}
+	defer closeZK()
+	prefix := exampleredis.KeyPrefix("fleet")
+	defer func() { _ = exampleredis.DeleteKeys(context.Background(), rdb, prefix) }()
+
+	store := newStore()
+	check := newOrderCheck()
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+
+	// Three workers, as three processes would be: each client has its own
+	// ZooKeeper session and takes part in the slot assignment.
+	names := []string{"worker-1", "worker-2", "worker-3"}
+	workers := map[string]*rmq.Client{}
+	for _, name := range names {
+		c, err := rmq.New(rdb, rmq.WithPrefix(prefix), rmq.WithLogger(log),
+			rmq.WithZooKeeper([]string{zkAddr}, rmq.ZKSessionTimeout(2*time.Second)))
+		if err != nil {
+			return err
+		}
+		handler := consumer.ListenerFunc(func(ctx context.Context, m *consumer.Message) error {
+			order, seq := parseEvent(string(m.Body))
+			check.start(name, order, seq)
+			defer check.end(order)
+			time.Sleep(work)
+			// The downstream write carries the slot's owner epoch.
+			return store.apply(order, seq, m.Epoch)
+		})
+		if err := c.Register(orderEvents, handler); err != nil {
+			return err
+		}
+		if err := c.Start(ctx); err != nil {
+			return err
+		}
+		defer closeWorker(c)
+		workers[name] = c
+	}
+	waitBalanced(workers, 3*time.Second)
+	fmt.Printf("slots per worker: %s\n", shares(workers, names))
+
+	// The producer: every order's events in sequence, orders interleaved.
+	p := producer.New(rdb, producer.WithPrefix(prefix))
+	for seq := 1; seq <= events; seq++ {
+		for o := 1; o <= orders; o++ {
+			order := fmt.Sprintf("order-%02d", o)
+			body := fmt.Sprintf("%s %d", order, seq)
+			// The order id is the slot basis: all its events share a slot,
+			// hence an owner, hence a serial, ordered consumption.
+			_, err := p.SendFixedTime(ctx, orderEvents, []byte(body), time.Now(),
+				producer.WithKey(fmt.Sprintf("%s/%d", order, seq)), producer.WithSlotBasis([]byte(order)))
+			if err != nil {
+				return err
+			}
+		}
+		if seq == events/2 {
+			time.Sleep(200 * time.Millisecond)
+			fmt.Println("worker-2 leaves: its slots move to the others once its in-flight events are done")
+			closeWorker(workers["worker-2"])
+			delete(workers, "worker-2")
+			waitBalanced(workers, 10*time.Second)
+			fmt.Printf("slots per worker: %s\n", shares(workers, []string{"worker-1", "worker-3"}))
+		}
+	}
+
+	deadline := time.Now().Add(time.Minute)
+	for store.count() < orders*events {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("only %d of %d events handled", store.count(), orders*events)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	fmt.Println()
+	for o := 1; o <= orders; o++ {
+		order := fmt.Sprintf("order-%02d", o)
+		fmt.Printf("%s: %s\n", order, check.history(order))
+	}
+	if errs := check.errors(); len(errs) > 0 {
+		return errors.New(strings.Join(errs, "; "))
+	}
+	fmt.Printf("\nall %d events of %d orders handled once each, in order, one at a time per order\n", orders*events, orders)
+	return nil
+}
+
+func closeWorker(c *rmq.Client) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = c.Close(ctx) // idempotent
+}
+
+func parseEvent(body string) (order string, seq int) {
+	_, _ = fmt.Sscanf(body, "%s %d", &order, &seq)
+	return order, seq
+}
+
+// waitBalanced waits until the workers own every slot once, evenly.
+func waitBalanced(workers map[string]*rmq.Client, within time.Duration) {
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) {
+		total, lo, hi := 0, orderEvents.SlotAmount(), 0
+		for _, c := range workers {
+			n := len(c.OwnedSlots(orderEvents.Name()))
+			total += n
+			lo, hi = min(lo, n), max(hi, n)
+		}
+		if total == orderEvents.SlotAmount() && hi-lo <= 1 {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func shares(workers map[string]*rmq.Client, names []string) string {
+	var parts []string
+	for _, n := range names {
+		if c := workers[n]; c != nil {
+			parts = append(parts, fmt.Sprintf("%s %d", n, len(c.OwnedSlots(orderEvents.Name()))))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// store is a toy downstream system fenced by the owner epoch: a write for
+// an order carrying an older epoch than one already accepted is refused.
+type store struct {
+	mu     sync.Mutex
+	epochs map[string]int64
+	n      int
+}
+
+var errStaleEpoch = errors.New("downstream: write from a stale owner refused")
+
+func newStore() *store { return &store{epochs: map[string]int64{}} }
+
+func (s *store) apply(order string, seq int, epoch int64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if epoch < s.epochs[order] {
+		return errStaleEpoch
+	}
+	s.epochs[order] = epoch
+	s.n++
+	return nil
+}
+
+func (s *store) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.n
+}
+
+// orderCheck records who handled each order's events, and complains about
+// an event handled out of order or while another of its order ran.
+type orderCheck struct {
+	mu      sync.Mutex
+	next    map[string]int
+	running map[string]bool
+	hist    map[string][]string
+	errs    []string
+}
+
+func newOrderCheck() *orderCheck {
+	return &orderCheck{next: map[string]int{}, running: map[string]bool{}, hist: map[string][]string{}}
+}
+
+func (c *orderCheck) start(worker, order string, seq int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.running[order] {
+		c.errs = append(c.errs, fmt.Sprintf("%s: event %d started while another ran", order, seq))
+	}
+	c.running[order] = true
+	if want := c.next[order] + 1; seq != want {
+		c.errs = append(c.errs, fmt.Sprintf("%s: event %d handled when %d was due", order, seq, want))
+	}
+	c.next[order] = seq
+	c.hist[order] = append(c.hist[order], fmt.Sprintf("%s@%s", steps[seq-1], strings.TrimPrefix(worker, "worker-")))
+}
+
+func (c *orderCheck) end(order string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.running[order] = false
+}
+
+func (c *orderCheck) history(order string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return strings.Join(c.hist[order], " → ")
+}
+
+func (c *orderCheck) errors() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := append([]string(nil), c.errs...)
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,231 @@
+// Command observability shows RMQ's Prometheus metrics. It registers the
+// metrics of an rmq.Client on a registry (rmq.WithMetrics), serves that
+// registry on /metrics on a loopback port, runs a little traffic, scrapes
+// itself once and prints the scrape:
+//
+//   - prices (RangeMerge): four price changes of which two merge into a
+//     waiting message, two deliveries, both acked;
+//   - orders (FixedTime): five orders due at once, one of which always
+//     fails: retried once, then dead (WithMaxRetries(1));
+//   - jobs (Priority): three jobs nobody consumes, so they show in the
+//     store depth gauge.
+//
+// Run it with
+//
+//	go run ./examples/observability                       # throwaway redis-server
+//	REDIS_ADDR=127.0.0.1:6379 go run ./examples/observability
+//	go run ./examples/observability -buckets              # histogram buckets too
+//	go run ./examples/observability -serve                # keep serving /metrics
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/rmq-go/rmq/consumer"
+	"github.com/rmq-go/rmq/examples/internal/exampleredis"
+	"github.com/rmq-go/rmq/producer"
+	"github.com/rmq-go/rmq/rmq"
+	"github.com/rmq-go/rmq/topic"
+)
+
+func main() {
+	buckets := flag.Bool("buckets", false, "print histogram bucket lines too")
+	serve := flag.Bool("serve", false, "keep serving /metrics after the scrape, until interrupted")
+	flag.Parse()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	logf := func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
+	rdb, cleanup, err := exampleredis.Open(ctx, logf)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "observability:", err)
+		os.Exit(1)
+	}
+	prefix := exampleredis.KeyPrefix("observability")
+	err = run(ctx, rdb, prefix, os.Stdout, options{buckets: *buckets, serve: *serve})
+	if derr := exampleredis.DeleteKeys(context.Background(), rdb, prefix); derr != nil {
+		logf("deleting the example's keys: %v", derr)
+	}
+	cleanup()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "observability:", err)
+		os.Exit(1)
+	}
+}
+
+type options struct {
+	buckets bool // print histogram bucket lines
+	serve   bool // keep serving until ctx is done
+}
+
+var (
+	prices = topic.MustNew("prices", topic.RangeMerge, 4)
+	orders = topic.MustNew("orders", topic.FixedTime, 4)
+	jobs   = topic.MustNew("jobs", topic.Priority, 2)
+)
+
+// run does the whole example against rdb, under prefix, writing to out.
+func run(ctx context.Context, rdb *redis.Client, prefix string, out io.Writer, opt options) (err error) {
+	reg := prometheus.NewRegistry()
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	c, err := rmq.New(rdb, rmq.WithPrefix(prefix), rmq.WithMetrics(reg), rmq.WithLogger(log))
+	if err != nil {
+		return err
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if cerr := c.Close(cctx); cerr != nil && err == nil {
+			err = cerr
+		}
+	}()
+	if err := c.Register(prices, consumer.ListenerFunc(func(context.Context, *consumer.Message) error {
+		time.Sleep(3 * time.Millisecond) // some work
+		return nil
+	})); err != nil {
+		return err
+	}
+	if err := c.Register(orders, consumer.ListenerFunc(func(_ context.Context, m *consumer.Message) error {
+		if m.ID == "order-13" {
+			return errors.New("payment service refused order-13")
+		}
+		return nil
+	}), consumer.WithMaxRetries(1), consumer.WithRetryBackoff(func(int) time.Duration { return 50 * time.Millisecond })); err != nil {
+		return err
+	}
+	if err := c.Start(ctx); err != nil {
+		return err
+	}
+
+	// The metrics endpoint, on a free loopback port.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	defer srv.Close()
+	url := "http://" + ln.Addr().String() + "/metrics"
+	fmt.Fprintf(out, "# serving %s\n", url)
+
+	if err := traffic(ctx, c.Producer()); err != nil {
+		return err
+	}
+	if err := settle(ctx, c.Inspector()); err != nil {
+		return err
+	}
+	body, err := scrape(ctx, url)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "# GET %s\n", url)
+	printScrape(out, body, opt.buckets)
+	if opt.serve {
+		fmt.Fprintf(out, "# still serving %s; interrupt to stop\n", url)
+		<-ctx.Done()
+	}
+	return nil
+}
+
+// traffic sends the example's messages.
+func traffic(ctx context.Context, p *producer.Producer) error {
+	for _, s := range []struct {
+		sku   string
+		price string
+	}{{"sku-1", "10.00"}, {"sku-1", "10.50"}, {"sku-2", "7.25"}, {"sku-1", "9.99"}} {
+		body := fmt.Sprintf(`{"sku":%q,"price":%s}`, s.sku, s.price)
+		if _, err := p.SendRangeMerge(ctx, prices, []byte(body), 200*time.Millisecond, producer.WithKey(s.sku)); err != nil {
+			return err
+		}
+	}
+	due := time.Now().Add(100 * time.Millisecond)
+	for i := 10; i < 15; i++ {
+		id := fmt.Sprintf("order-%d", i)
+		if _, err := p.SendFixedTime(ctx, orders, []byte(`{"order":"`+id+`"}`), due, producer.WithKey(id)); err != nil {
+			return err
+		}
+	}
+	for i, prio := range []int64{100, 500, 300} {
+		if _, err := p.SendPriority(ctx, jobs, []byte(fmt.Sprintf("job %d", i)), prio); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// settle waits until prices and orders are fully handled: nothing waiting
+// or in flight, order-13 dead.
+func settle(ctx context.Context, insp *rmq.Inspector) error {
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	for {
+		p, err := insp.Stats(ctx, prices)
+		if err != nil {
+			return err
+		}
+		o, err := insp.Stats(ctx, orders)
+		if err != nil {
+			return err
+		}
+		if p.Store+p.Prepare == 0 && o.Store+o.Prepare == 0 && o.Dead == 1 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("traffic did not settle: prices %d/%d, orders %d/%d/%d", p.Store, p.Prepare, o.Store, o.Prepare, o.Dead)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+func scrape(ctx context.Context, url string) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	b, err := io.ReadAll(resp.Body)
+	return string(b), err
+}
+
+// printScrape prints a scrape; histogram bucket lines only if asked.
+func printScrape(out io.Writer, body string, buckets bool) {
+	left := 0
+	sc := bufio.NewScanner(strings.NewReader(body))
+	for sc.Scan() {
+		line := sc.Text()
+		if !buckets && strings.Contains(line, "_bucket{") {
+			left++
+			continue
+		}
+		fmt.Fprintln(out, line)
+	}
+	if left > 0 {
+		fmt.Fprintf(out, "# (%d histogram bucket lines left out; -buckets shows them)\n", left)
+	}
+}

@@ -1,0 +1,179 @@
+package producer_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rmq-go/rmq/internal/redistest"
+	"github.com/rmq-go/rmq/luascripts"
+	"github.com/rmq-go/rmq/producer"
+	"github.com/rmq-go/rmq/slots"
+	"github.com/rmq-go/rmq/topic"
+)
+
+// clusterHook checks, for every script call on a cluster client, that its
+// KEYS share one hash slot, and counts NOSCRIPT replies.
+type clusterHook struct {
+	mu       sync.Mutex
+	bad      []string
+	calls    atomic.Int64 // script calls that ran (not refused with NOSCRIPT)
+	noScript atomic.Int64
+}
+
+func (h *clusterHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *clusterHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.before(cmd)
+		err := next(ctx, cmd)
+		h.after(cmd)
+		return err
+	}
+}
+func (h *clusterHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, c := range cmds {
+			h.before(c)
+		}
+		err := next(ctx, cmds)
+		for _, c := range cmds {
+			h.after(c)
+		}
+		return err
+	}
+}
+func (h *clusterHook) before(cmd redis.Cmder) {
+	if cmd.Name() != "evalsha" && cmd.Name() != "eval" {
+		return
+	}
+	args := cmd.Args()
+	n := int(args[2].(int))
+	seen := map[int]bool{}
+	for _, k := range args[3 : 3+n] {
+		seen[slots.HashSlot(fmt.Sprint(k))] = true
+	}
+	if len(seen) != 1 {
+		h.mu.Lock()
+		h.bad = append(h.bad, fmt.Sprint(args[3:3+n]))
+		h.mu.Unlock()
+	}
+}
+func (h *clusterHook) after(cmd redis.Cmder) {
+	if cmd.Name() != "evalsha" && cmd.Name() != "eval" {
+		return
+	}
+	if luascripts.IsNoScript(cmd.Err()) {
+		h.noScript.Add(1)
+	} else {
+		h.calls.Add(1)
+	}
+}
+func (h *clusterHook) verify(t *testing.T) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	assert.Empty(t, h.bad, "script calls whose KEYS span hash slots")
+}
+
+func clusterSetup(t *testing.T) (*producer.Producer, *redis.ClusterClient, *clusterHook, string) {
+	t.Helper()
+	cc := redistest.ClusterClient(t, redistest.SharedCluster(t))
+	h := &clusterHook{}
+	cc.AddHook(h)
+	t.Cleanup(func() { h.verify(t) })
+	prefix := redistest.Prefix(t)
+	return producer.New(cc, producer.WithPrefix(prefix)), cc, h, prefix
+}
+
+func storeSizes(t *testing.T, cc *redis.ClusterClient, prefix string, tp topic.Topic) (total int64) {
+	t.Helper()
+	for s := range tp.SlotAmount() {
+		n, err := cc.ZCard(context.Background(), slots.KeysFor(prefix, tp, s).Store).Result()
+		require.NoError(t, err)
+		total += n
+	}
+	return total
+}
+
+// On a cluster: a batch over 16 slots (one pipelined script call per slot,
+// to three masters), concurrent single sends sharing group-commit flushes
+// across slots, and Remove searching every slot.
+func TestClusterSends(t *testing.T) {
+	p, cc, h, prefix := clusterSetup(t)
+	ctx := context.Background()
+	tp := topic.MustNew("batch", topic.Priority, 16)
+
+	msgs := make([]producer.BatchMessage, 500)
+	for i := range msgs {
+		msgs[i] = producer.BatchMessage{Body: []byte(fmt.Sprintf("job-%d", i)), Key: fmt.Sprintf("k%d", i), Priority: int64(17 + i)}
+	}
+	ids, err := p.SendBatch(ctx, tp, msgs)
+	require.NoError(t, err)
+	require.Len(t, ids, 500)
+	assert.LessOrEqual(t, h.calls.Load(), int64(16), "one call per slot")
+	assert.EqualValues(t, 500, storeSizes(t, cc, prefix, tp))
+
+	ft := topic.MustNew("single", topic.FixedTime, 16)
+	var wg sync.WaitGroup
+	errs := make(chan error, 200)
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 25 {
+				_, err := p.SendFixedTime(ctx, ft, []byte(fmt.Sprintf("m-%d-%d", g, i)), time.Now().Add(time.Hour))
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	assert.EqualValues(t, 200, storeSizes(t, cc, prefix, ft))
+
+	// A body-derived id is looked for in every slot (a pipelined read).
+	body := []byte("find me")
+	id, err := p.SendFixedTime(ctx, ft, body, time.Now().Add(time.Hour))
+	require.NoError(t, err)
+	removed, err := p.Remove(ctx, ft, id)
+	require.NoError(t, err)
+	assert.True(t, removed)
+	assert.EqualValues(t, 200, storeSizes(t, cc, prefix, ft))
+}
+
+// After the masters lost their scripts (a restart, or a replica promoted by
+// a failover: Redis does not replicate SCRIPT LOAD), a pipelined batch gets
+// NOSCRIPT on each slot, loads the scripts on every master and goes
+// through, storing every message once. Not parallel: it flushes the
+// scripts of the cluster shared by this package's tests.
+func TestClusterBatchReloadsScripts(t *testing.T) {
+	p, cc, h, prefix := clusterSetup(t)
+	ctx := context.Background()
+	tp := topic.MustNew("reload", topic.FixedTime, 16)
+	require.NoError(t, cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+		return c.ScriptFlush(ctx).Err()
+	}))
+	msgs := make([]producer.BatchMessage, 64)
+	for i := range msgs {
+		msgs[i] = producer.BatchMessage{Body: []byte(fmt.Sprintf("m%d", i)), Key: fmt.Sprintf("m%d", i), At: time.Now().Add(time.Hour)}
+	}
+	_, err := p.SendBatch(ctx, tp, msgs)
+	require.NoError(t, err)
+	assert.Positive(t, h.noScript.Load(), "no NOSCRIPT: the scripts were not flushed?")
+	assert.EqualValues(t, 64, storeSizes(t, cc, prefix, tp))
+	require.NoError(t, cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+		ok, err := c.ScriptExists(ctx, luascripts.SendBatch.Hash()).Result()
+		if err == nil && !ok[0] {
+			err = fmt.Errorf("%s: script not loaded", c.Options().Addr)
+		}
+		return err
+	}))
+}

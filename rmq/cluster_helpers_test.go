@@ -1,0 +1,148 @@
+package rmq_test
+
+import (
+	"context"
+	"crypto/sha1"
+	"encoding/hex"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/rmq-go/rmq/luascripts"
+	"github.com/rmq-go/rmq/slots"
+)
+
+// scriptsBySHA names every script of luascripts by its SHA1.
+var scriptsBySHA = func() map[string]string {
+	m := map[string]string{}
+	for name, s := range map[string]*redis.Script{
+		"sendbatch":              luascripts.SendBatch,
+		luascripts.NameFetch:    luascripts.Fetch,
+		luascripts.NameAck:      luascripts.Ack,
+		luascripts.NameRollback: luascripts.Rollback,
+		luascripts.NameSweep:    luascripts.Sweep,
+		luascripts.NameExtend:   luascripts.Extend,
+		luascripts.NameRemove:   luascripts.Remove,
+		"requeue":               luascripts.Requeue,
+		"deletedead":            luascripts.DeleteDead,
+		luascripts.NameTakeover: luascripts.Takeover,
+	} {
+		m[s.Hash()] = name
+	}
+	return m
+}()
+
+// keySlotCheck is a go-redis hook, on every client an env makes, that
+// checks each script call (EVAL, EVALSHA and their _RO forms, alone or in a
+// pipeline) the library or a test sends: all its KEYS must lie in one Redis
+// Cluster hash slot, as CLUSTER KEYSLOT computes it. On a cluster Redis
+// would refuse the call (CROSSSLOT); on a single node nothing would, so the
+// hook is what catches a call site that mixes slots there. It also counts
+// the calls of each script.
+type keySlotCheck struct {
+	mu    sync.Mutex
+	bad   []string
+	calls map[string]int // script name -> calls
+}
+
+func newKeySlotCheck() *keySlotCheck { return &keySlotCheck{calls: map[string]int{}} }
+
+func (h *keySlotCheck) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *keySlotCheck) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.observe(cmd)
+		return next(ctx, cmd)
+	}
+}
+
+func (h *keySlotCheck) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, c := range cmds {
+			h.observe(c)
+		}
+		return next(ctx, cmds)
+	}
+}
+
+func (h *keySlotCheck) observe(cmd redis.Cmder) {
+	args := cmd.Args()
+	if len(args) < 3 {
+		return
+	}
+	var sha string
+	switch strings.ToLower(fmt.Sprint(args[0])) {
+	case "evalsha", "evalsha_ro":
+		sha = fmt.Sprint(args[1])
+	case "eval", "eval_ro":
+		sum := sha1.Sum([]byte(fmt.Sprint(args[1])))
+		sha = hex.EncodeToString(sum[:])
+	default:
+		return
+	}
+	name, ok := scriptsBySHA[sha]
+	if !ok {
+		name = "script " + sha[:8]
+	}
+	n, err := strconv.Atoi(fmt.Sprint(args[2]))
+	if err != nil || n < 0 || 3+n > len(args) {
+		h.fail(fmt.Sprintf("%s: bad key count in %v", name, args))
+		return
+	}
+	hashSlots := map[int][]string{}
+	for _, k := range args[3 : 3+n] {
+		key := fmt.Sprint(k)
+		hs := slots.HashSlot(key)
+		hashSlots[hs] = append(hashSlots[hs], key)
+	}
+	h.mu.Lock()
+	h.calls[name]++
+	h.mu.Unlock()
+	if len(hashSlots) > 1 {
+		h.fail(fmt.Sprintf("%s: KEYS span %d hash slots: %v", name, len(hashSlots), hashSlots))
+	}
+}
+
+func (h *keySlotCheck) fail(msg string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.bad) < 20 {
+		h.bad = append(h.bad, msg)
+	}
+}
+
+// seen returns the names of the scripts called so far, sorted.
+func (h *keySlotCheck) seen() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []string
+	for name := range h.calls {
+		out = append(out, name)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// verify reports every script call whose keys spanned hash slots.
+func (h *keySlotCheck) verify(t *testing.T) {
+	t.Helper()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, b := range h.bad {
+		t.Errorf("script call across cluster hash slots: %s", b)
+	}
+}
+
+// addrs lists the env's Redis: the server's address, or every node of the
+// cluster, comma-separated (for worker processes).
+func (e *env) addrs() string {
+	if e.cl != nil {
+		return strings.Join(e.cl.Addrs(), ",")
+	}
+	return e.srv.Addr()
+}

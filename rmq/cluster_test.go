@@ -1,0 +1,600 @@
+package rmq_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rmq-go/rmq/consumer"
+	"github.com/rmq-go/rmq/internal/redisserver"
+	"github.com/rmq-go/rmq/internal/redistest"
+	"github.com/rmq-go/rmq/luascripts"
+	"github.com/rmq-go/rmq/producer"
+	"github.com/rmq-go/rmq/rmq"
+	"github.com/rmq-go/rmq/slots"
+	"github.com/rmq-go/rmq/topic"
+)
+
+// Every script, called by the library's own code on a cluster (producer,
+// consumer with its sweeper and lease keeper, inspector, ZooKeeper mode),
+// names keys of one hash slot only: the env's hook checks each call, and
+// this test makes sure every script of luascripts was among them.
+func TestClusterEveryScriptKeysOneHashSlot(t *testing.T) {
+	t.Parallel()
+	e := newEnvFor(t, cluster)
+	ctx := ctxT(t)
+	tp := mustTopic(t, "allscripts", topic.FixedTime, 8)
+
+	// Sends (single and batched), remove.
+	c := e.client()
+	p := c.Producer()
+	_, err := p.SendFixedTime(ctx, tp, []byte("gone"), time.Now().Add(time.Hour), producer.WithKey("gone"))
+	require.NoError(t, err)
+	removed, err := p.Remove(ctx, tp, "gone")
+	require.NoError(t, err)
+	require.True(t, removed)
+	var batch []producer.BatchMessage
+	for i := range 16 {
+		batch = append(batch, producer.BatchMessage{Body: []byte(fmt.Sprintf("b%d", i)), Key: fmt.Sprintf("b%d", i), At: time.Now()})
+	}
+
+	// Fetch, ack, rollback (to dead), lease extension.
+	rec := newRecorder(func(ctx context.Context, m *consumer.Message) error {
+		switch {
+		case strings.HasPrefix(m.ID, "fail"):
+			return fmt.Errorf("fails")
+		case m.ID == "slow":
+			time.Sleep(2500 * time.Millisecond) // past one lease extension
+		}
+		return nil
+	})
+	require.NoError(t, c.Register(tp, rec, consumer.WithMaxRetries(0), consumer.WithPrepareTimeout(time.Second),
+		consumer.WithSweepInterval(200*time.Millisecond)))
+	e.start(c)
+	_, err = p.SendBatch(ctx, tp, batch)
+	require.NoError(t, err)
+	for _, k := range []string{"fail-1", "fail-2", "slow"} {
+		_, err = p.SendFixedTime(ctx, tp, []byte(k), time.Now(), producer.WithKey(k))
+		require.NoError(t, err)
+	}
+	rec.nextN(t, len(batch)+3, waitLong)
+	e.eventuallyCounts(tp, counts{Dead: 2, DeadMsg: 2})
+
+	// Sweep: a delivery whose consumer vanished (fetched with a 1 s lease
+	// and never ended) is rolled back by the running consumer's sweeper.
+	_, err = p.SendFixedTime(ctx, tp, []byte("orphan"), time.Now().Add(time.Hour), producer.WithKey("orphan"))
+	require.NoError(t, err)
+	k := e.keys(tp, slotOfKey(tp, "orphan"))
+	// Due now, then fetched by hand with a 1 s lease.
+	require.NoError(t, e.rdb.ZAdd(ctx, k.Store, redis.Z{Score: float64(time.Now().Add(-time.Hour).UnixMilli()), Member: "orphan"}).Err())
+	// (The consumer's fetcher does not know: no wake-up was published.)
+	vals, err := luascripts.Fetch.Run(ctx, e.rdb, []string{k.Store, k.Prepare, k.Msg}, "1", 1, 1, 65, "").Slice()
+	require.NoError(t, err)
+	require.Len(t, vals, 8, "the orphan was not fetched")
+	e.eventuallyCounts(tp, counts{Dead: 3, DeadMsg: 3})
+
+	// Inspector: requeue one dead message, delete the others.
+	insp := rmq.NewInspector(e.rdb, rmq.WithPrefix(e.prefix))
+	n, err := insp.Requeue(ctx, tp, "fail-1")
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	n, err = insp.PurgeDead(ctx, tp)
+	require.NoError(t, err)
+	require.Equal(t, 2, n)
+	n, err = insp.DeleteDead(ctx, tp, "nobody")
+	require.NoError(t, err)
+	require.Zero(t, n)
+
+	// ZooKeeper mode: takeover and fenced calls.
+	zk := e.zkClient(startZK(t))
+	ztp := mustTopic(t, "allscripts-zk", topic.FixedTime, 4)
+	zrec := newRecorder(nil)
+	require.NoError(t, zk.Register(ztp, zrec))
+	e.start(zk)
+	_, err = zk.Producer().SendFixedTime(ctx, ztp, []byte("z"), time.Now(), producer.WithKey("z"))
+	require.NoError(t, err)
+	zrec.next(t, waitLong)
+	e.eventuallyCounts(ztp, counts{})
+
+	require.NoError(t, c.Close(ctx))
+	require.NoError(t, zk.Close(ctx))
+	seen := e.scripts.seen()
+	for _, name := range luascripts.Names() {
+		assert.Contains(t, seen, name, "script %s was never called", name)
+	}
+	t.Logf("scripts called: %v", seen)
+}
+
+// slotMap returns, for every hash slot, the master that serves it.
+func slotMap(t *testing.T, cc *redis.ClusterClient) []string {
+	t.Helper()
+	ranges, err := cc.ClusterSlots(context.Background()).Result()
+	require.NoError(t, err)
+	owner := make([]string, slots.NumHashSlots)
+	for _, r := range ranges {
+		for hs := r.Start; hs <= r.End; hs++ {
+			owner[hs] = r.Nodes[0].Addr
+		}
+	}
+	return owner
+}
+
+// The keys' hash slots are the ones Redis computes (CLUSTER KEYSLOT), and
+// on the shared cluster (`redis-cli --cluster create`, three masters) the
+// slots of topics of 16, 64 and 256 slots spread evenly: each master holds
+// its share within one. The log shows the counts next to those that plain
+// "{topic:index}" tags would give.
+func TestClusterKeyPlacement(t *testing.T) {
+	t.Parallel()
+	e := newEnvFor(t, cluster)
+	ctx := ctxT(t)
+	cc := e.rdb.(*redis.ClusterClient)
+	owner := slotMap(t, cc)
+	masters := slices.Compact(slices.Sorted(slices.Values(owner)))
+	require.Len(t, masters, 3)
+
+	keySlots := func(keys []string) []int {
+		pipe := cc.Pipeline()
+		cmds := make([]*redis.IntCmd, len(keys))
+		for i, k := range keys {
+			cmds[i] = pipe.ClusterKeySlot(ctx, k)
+		}
+		_, err := pipe.Exec(ctx)
+		require.NoError(t, err)
+		out := make([]int, len(keys))
+		for i, c := range cmds {
+			out[i] = int(c.Val())
+		}
+		return out
+	}
+	count := func(keys []string) []int {
+		per := map[string]int{}
+		for _, hs := range keySlots(keys) {
+			per[owner[hs]]++
+		}
+		out := make([]int, len(masters))
+		for i, m := range masters {
+			out[i] = per[m]
+		}
+		return out
+	}
+	for _, name := range []string{"orders", "prices", "jobs", "orders.v1", "t"} {
+		for _, n := range []int{16, 64, 256} {
+			tp := mustTopic(t, name, topic.FixedTime, n)
+			var placed, plain []string
+			for i := range n {
+				k := slots.KeysFor(e.prefix, tp, i)
+				placed = append(placed, k.Store)
+				plain = append(plain, e.prefix+":{"+name+":"+strconv.Itoa(i)+"}:store")
+			}
+			for i, hs := range keySlots(placed) {
+				require.Equal(t, slots.HashSlot(placed[i]), hs, placed[i])
+			}
+			got, before := count(placed), count(plain)
+			t.Logf("%-9s %3d slots over %v: placed tags %v, plain tags %v", name, n, masters, got, before)
+			assert.LessOrEqual(t, slices.Max(got)-slices.Min(got), 1, "%s with %d slots: %v", name, n, got)
+		}
+	}
+}
+
+// faultRun is a consumer and a producer at work on a cluster of the test's
+// own: the producer sends messages due now (or soon) without pause and
+// records every send Redis acknowledged; the listener records every id it
+// handled.
+type faultRun struct {
+	e    *env
+	tp   topic.Topic
+	c    *rmq.Client
+	stop chan struct{}
+	wg   sync.WaitGroup
+
+	mu      sync.Mutex
+	acked   map[string]bool
+	failed  int
+	handled map[string]int
+	retried int
+}
+
+func startFaultRun(t *testing.T, e *env, tp topic.Topic) *faultRun {
+	t.Helper()
+	r := &faultRun{e: e, tp: tp, stop: make(chan struct{}), acked: map[string]bool{}, handled: map[string]int{}}
+	r.c = e.client()
+	require.NoError(t, r.c.Register(tp, consumer.ListenerFunc(func(ctx context.Context, m *consumer.Message) error {
+		r.mu.Lock()
+		r.handled[m.ID]++
+		if m.Attempt > 1 {
+			r.retried++
+		}
+		r.mu.Unlock()
+		return nil
+	}), consumer.WithConcurrency(16), consumer.WithPrepareTimeout(2*time.Second),
+		consumer.WithSweepInterval(200*time.Millisecond), consumer.WithRetryBackoff(noBackoff)))
+	e.start(r.c)
+	p := r.c.Producer()
+	for g := range 4 {
+		r.wg.Add(1)
+		go func() {
+			defer r.wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-r.stop:
+					return
+				default:
+				}
+				id := fmt.Sprintf("g%d-%d", g, i)
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				due := time.Now().Add(time.Duration(i%5) * 50 * time.Millisecond)
+				_, err := p.SendFixedTime(ctx, tp, []byte(id), due, producer.WithKey(id))
+				cancel()
+				r.mu.Lock()
+				if err == nil {
+					r.acked[id] = true
+				} else {
+					r.failed++
+				}
+				r.mu.Unlock()
+				time.Sleep(2 * time.Millisecond)
+			}
+		}()
+	}
+	return r
+}
+
+// finish stops the producer and checks that every acknowledged send was
+// handled and that the topic's keys are empty: nothing left in store,
+// prepare or dead.
+func (r *faultRun) finish(t *testing.T) {
+	t.Helper()
+	close(r.stop)
+	r.wg.Wait()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		r.mu.Lock()
+		var missing []string
+		for id := range r.acked {
+			if r.handled[id] == 0 {
+				missing = append(missing, id)
+			}
+		}
+		r.mu.Unlock()
+		if len(missing) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			sort.Strings(missing)
+			t.Fatalf("%d acknowledged sends never handled, e.g. %v", len(missing), missing[:min(10, len(missing))])
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	r.e.eventuallyCounts(r.tp, counts{})
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	t.Logf("%d sends acknowledged, %d failed (not acknowledged), %d handled ids, %d redeliveries",
+		len(r.acked), r.failed, len(r.handled), r.retried)
+	require.NotEmpty(t, r.acked)
+}
+
+// probeWakeUps sends to every slot of tp a message due now while its
+// consumer idles, and requires each handled within a second: only a wake-up
+// on the slot's sharded channel brings an idle fetcher that fast.
+func probeWakeUps(t *testing.T, e *env, tp topic.Topic) {
+	t.Helper()
+	ctx := ctxT(t)
+	c := e.client()
+	rec := newRecorder(nil)
+	require.NoError(t, c.Register(tp, rec))
+	e.start(c)
+	time.Sleep(200 * time.Millisecond)
+	for s := range tp.SlotAmount() {
+		id := fmt.Sprintf("probe-%d", s)
+		sent := time.Now()
+		_, err := c.Producer().SendFixedTime(ctx, tp, []byte(id), sent, producer.WithKey(id), producer.WithSlotBasis([]byte(keyInSlot(tp, s))))
+		require.NoError(t, err)
+		d := rec.next(t, waitLong)
+		require.Equal(t, id, d.ID)
+		assert.Less(t, d.At.Sub(sent), time.Second, "slot %d (hash slot %d) woken late", s, slots.HashSlot(e.keys(tp, s).Wake))
+	}
+	require.NoError(t, c.Close(ctx))
+}
+
+// keyInSlot returns a key whose topic slot is slot.
+func keyInSlot(tp topic.Topic, slot int) string {
+	for i := 0; ; i++ {
+		if k := fmt.Sprintf("k%d", i); slotOfKey(tp, k) == slot {
+			return k
+		}
+	}
+}
+
+// mastersOf returns the masters serving the slots of tp, each with the
+// topic slots it serves.
+func mastersOf(t *testing.T, e *env, tp topic.Topic) map[string][]int {
+	t.Helper()
+	owner := slotMap(t, e.rdb.(*redis.ClusterClient))
+	out := map[string][]int{}
+	for s := range tp.SlotAmount() {
+		m := owner[slots.HashSlot(e.keys(tp, s).Store)]
+		out[m] = append(out[m], s)
+	}
+	return out
+}
+
+// noScriptCounter counts NOSCRIPT replies per script.
+type noScriptCounter struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (h *noScriptCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *noScriptCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		h.observe(cmd)
+		return err
+	}
+}
+func (h *noScriptCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		for _, c := range cmds {
+			h.observe(c)
+		}
+		return err
+	}
+}
+func (h *noScriptCounter) observe(cmd redis.Cmder) {
+	if !luascripts.IsNoScript(cmd.Err()) {
+		return
+	}
+	name := scriptsBySHA[fmt.Sprint(cmd.Args()[1])]
+	h.mu.Lock()
+	if h.n == nil {
+		h.n = map[string]int{}
+	}
+	h.n[name]++
+	h.mu.Unlock()
+}
+func (h *noScriptCounter) count(name string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.n[name]
+}
+
+// scriptsOn reports whether every script is loaded on the node at addr.
+func scriptsOn(t *testing.T, addr string) bool {
+	t.Helper()
+	rdb := redis.NewClient(&redis.Options{Addr: addr, DisableIdentity: true})
+	defer rdb.Close()
+	var shas []string
+	for sha := range scriptsBySHA {
+		shas = append(shas, sha)
+	}
+	ok, err := rdb.ScriptExists(context.Background(), shas...).Result()
+	require.NoError(t, err)
+	return !slices.Contains(ok, false)
+}
+
+// A manual failover (CLUSTER FAILOVER on a replica) of a master that holds
+// topic slots, during a run of sends and deliveries: every acknowledged
+// send is handled, nothing stays in prepare, and afterwards every slot is
+// woken at once (the consumer re-subscribed its sharded channels on the new
+// master). Then the scripts: a promoted replica has none loaded, and the
+// producer's and the inspector's pipelined calls (EVALSHA, which does not
+// fall back to EVAL) load them on the right node and go through.
+func TestClusterFailoverLosesNothing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster of its own")
+	}
+	t.Parallel()
+	e := newClusterEnvOn(t, redistest.StartCluster(t, redisserver.ClusterConfig{}))
+	noScript := &noScriptCounter{}
+	e.rdb.AddHook(noScript)
+	ctx := ctxT(t)
+	tp := mustTopic(t, "failover", topic.FixedTime, 16)
+	byMaster := mastersOf(t, e, tp)
+	require.Len(t, byMaster, 3, "the topic's slots span the three masters")
+
+	run := startFaultRun(t, e, tp)
+	time.Sleep(1500 * time.Millisecond)
+	var victim string
+	for m := range byMaster {
+		victim = m
+		break
+	}
+	began := time.Now()
+	promoted, err := e.cl.Failover(ctx, victim)
+	require.NoError(t, err)
+	t.Logf("failover of %s (topic slots %v) to %s took %v", victim, byMaster[victim], promoted, time.Since(began))
+	time.Sleep(1500 * time.Millisecond)
+	run.finish(t)
+	require.NoError(t, run.c.Close(ctx))
+	probeWakeUps(t, e, tp)
+	e.eventuallyCounts(tp, counts{})
+
+	// Scripts after a failover: nothing runs while a second master is
+	// failed over, so its promoted replica has no script loaded.
+	byMaster = mastersOf(t, e, tp)
+	for m := range byMaster {
+		if m != promoted {
+			victim = m
+			break
+		}
+	}
+	promoted2, err := e.cl.Failover(ctx, victim)
+	require.NoError(t, err)
+	require.False(t, scriptsOn(t, promoted2), "a promoted replica has the scripts already")
+	p := producer.New(e.rdb, producer.WithPrefix(e.prefix))
+	var batch []producer.BatchMessage
+	for s := range tp.SlotAmount() {
+		k := keyInSlot(tp, s)
+		batch = append(batch, producer.BatchMessage{Body: []byte(k), Key: k, At: time.Now()})
+	}
+	_, err = p.SendBatch(ctx, tp, batch)
+	require.NoError(t, err, "pipelined sends after a failover")
+	assert.Positive(t, noScript.count("sendbatch"), "the batch never met NOSCRIPT")
+	assert.True(t, scriptsOn(t, promoted2), "the scripts were not loaded on the new master")
+	require.Equal(t, counts{Store: int64(len(batch)), Msg: int64(len(batch))}, e.counts(tp))
+
+	// The inspector's pipelined requeue after a third failover.
+	makeDead := e.client()
+	require.NoError(t, makeDead.Register(tp, consumer.ListenerFunc(func(context.Context, *consumer.Message) error {
+		return fmt.Errorf("to the dead queue")
+	}), consumer.WithMaxRetries(0)))
+	e.start(makeDead)
+	e.eventuallyCounts(tp, counts{Dead: int64(len(batch)), DeadMsg: int64(len(batch))})
+	require.NoError(t, makeDead.Close(ctx))
+	byMaster = mastersOf(t, e, tp)
+	for m := range byMaster {
+		if m != promoted && m != promoted2 {
+			victim = m
+		}
+	}
+	promoted3, err := e.cl.Failover(ctx, victim)
+	require.NoError(t, err)
+	require.False(t, scriptsOn(t, promoted3))
+	n, err := rmq.NewInspector(e.rdb, rmq.WithPrefix(e.prefix)).RequeueAll(ctx, tp)
+	require.NoError(t, err, "pipelined requeue after a failover")
+	assert.Equal(t, len(batch), n)
+	assert.Positive(t, noScript.count("requeue"), "the requeue never met NOSCRIPT")
+	e.eventuallyCounts(tp, counts{Store: int64(len(batch)), Msg: int64(len(batch))})
+	probeWakeUpsDrain(t, e, tp, len(batch))
+}
+
+// probeWakeUpsDrain consumes the n waiting messages of tp.
+func probeWakeUpsDrain(t *testing.T, e *env, tp topic.Topic, n int) {
+	t.Helper()
+	c := e.client()
+	rec := newRecorder(nil)
+	require.NoError(t, c.Register(tp, rec))
+	e.start(c)
+	rec.nextN(t, n, waitLong)
+	e.eventuallyCounts(tp, counts{})
+}
+
+// redirects counts the MOVED, ASK and TRYAGAIN replies the node clients of
+// a cluster client see (the cluster client follows them quietly).
+type redirects struct{ moved, ask, tryAgain atomic.Int64 }
+
+func (r *redirects) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (r *redirects) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		r.observe(cmd.Err())
+		return err
+	}
+}
+func (r *redirects) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		for _, c := range cmds {
+			r.observe(c.Err())
+		}
+		return err
+	}
+}
+func (r *redirects) observe(err error) {
+	if err == nil {
+		return
+	}
+	switch s := err.Error(); {
+	case strings.HasPrefix(s, "MOVED "):
+		r.moved.Add(1)
+	case strings.HasPrefix(s, "ASK "):
+		r.ask.Add(1)
+	case strings.HasPrefix(s, "TRYAGAIN"):
+		r.tryAgain.Add(1)
+	}
+}
+
+// Resharding during a run: the hash slots of four topic slots move to other
+// masters (MoveSlot: IMPORTING/MIGRATING, MIGRATE in batches, SETSLOT NODE)
+// while messages are sent and handled, and while others wait in those very
+// slots for a due time after the move. Each moved hash slot also holds 200
+// keys of another application, so its migration takes several batches and
+// clients meet ASK and TRYAGAIN, not only MOVED. Nothing is lost, nothing
+// stays in prepare, and the moved slots are woken at once afterwards.
+func TestClusterReshardLosesNothing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster of its own")
+	}
+	t.Parallel()
+	cl := redistest.StartCluster(t, redisserver.ClusterConfig{})
+	e := newClusterEnvOn(t, cl)
+	var redir redirects
+	e.rdb = redistest.ClusterClient(t, cl, func(o *redis.ClusterOptions) {
+		o.NewClient = func(opt *redis.Options) *redis.Client {
+			nc := redis.NewClient(opt)
+			nc.AddHook(&redir)
+			return nc
+		}
+	})
+	e.rdb.AddHook(e.scripts)
+	ctx := ctxT(t)
+	tp := mustTopic(t, "reshard", topic.FixedTime, 16)
+	moving := []int{1, 6, 11, 14}
+
+	// Filler keys of another application in the hash slots that move.
+	for _, s := range moving {
+		tag := slots.Tag(tp.Name(), s)
+		pipe := e.rdb.Pipeline()
+		for i := range 200 {
+			pipe.Set(ctx, fmt.Sprintf("other:%s:%d", tag, i), "x", time.Hour)
+		}
+		_, err := pipe.Exec(ctx)
+		require.NoError(t, err)
+	}
+	// Messages waiting in the moving slots, due once the moves are done.
+	p := producer.New(e.rdb, producer.WithPrefix(e.prefix))
+	waitingDue := time.Now().Add(4 * time.Second)
+	for _, s := range moving {
+		for j := range 10 {
+			id := fmt.Sprintf("waiting-%d-%d", s, j)
+			_, err := p.SendFixedTime(ctx, tp, []byte(id), waitingDue, producer.WithKey(id), producer.WithSlotBasis([]byte(keyInSlot(tp, s))))
+			require.NoError(t, err)
+		}
+	}
+
+	run := startFaultRun(t, e, tp)
+	masters := cl.MasterAddrs()
+	time.Sleep(500 * time.Millisecond)
+	began := time.Now()
+	for _, s := range moving {
+		hs := slots.HashSlot(e.keys(tp, s).Store)
+		from, err := cl.SlotOwner(ctx, hs)
+		require.NoError(t, err)
+		to := masters[(slices.Index(masters, from)+1)%len(masters)]
+		require.NoError(t, cl.MoveSlot(ctx, hs, to))
+		t.Logf("topic slot %d (hash slot %d) moved from %s to %s", s, hs, from, to)
+	}
+	t.Logf("4 hash slots moved in %v; redirects: %d MOVED, %d ASK, %d TRYAGAIN",
+		time.Since(began), redir.moved.Load(), redir.ask.Load(), redir.tryAgain.Load())
+	time.Sleep(time.Until(waitingDue) + 500*time.Millisecond)
+	for _, s := range moving {
+		for j := range 10 {
+			run.mu.Lock()
+			run.acked[fmt.Sprintf("waiting-%d-%d", s, j)] = true
+			run.mu.Unlock()
+		}
+	}
+	run.finish(t)
+	require.NoError(t, run.c.Close(ctx))
+	probeWakeUps(t, e, tp)
+	e.eventuallyCounts(tp, counts{})
+	assert.Positive(t, redir.moved.Load()+redir.ask.Load()+redir.tryAgain.Load(), "no client met a redirection")
+	for _, s := range moving {
+		n, err := e.rdb.Exists(ctx, fmt.Sprintf("other:%s:%d", slots.Tag(tp.Name(), s), 7)).Result()
+		require.NoError(t, err)
+		assert.Equal(t, int64(1), n, "a filler key was lost")
+	}
+}

@@ -1,0 +1,204 @@
+package rmq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/rmq-go/rmq/luascripts"
+	"github.com/rmq-go/rmq/producer"
+	"github.com/rmq-go/rmq/slots"
+	"github.com/rmq-go/rmq/topic"
+)
+
+var (
+	// ErrUnknownTopic is returned by Inspector.Topic for a name with no
+	// stored definition.
+	ErrUnknownTopic = errors.New("rmq: unknown topic")
+	// ErrMessageNotFound is returned by Inspector.DeadMessage when no dead
+	// message has the id.
+	ErrMessageNotFound = errors.New("rmq: message not found")
+	// ErrInvalidCursor is returned for a cursor that is not one a listing
+	// returned for the same topic.
+	ErrInvalidCursor = errors.New("rmq: invalid cursor")
+	// ErrInvalidLimit is returned for a page size outside 1..MaxListLimit.
+	ErrInvalidLimit = errors.New("rmq: invalid limit")
+)
+
+// Inspector reads and repairs the queues of every topic under one key
+// prefix: statistics, waiting messages, and the dead queue (list, show,
+// requeue, delete). It needs no listener and starts no goroutine; it is
+// safe for concurrent use. Every change it makes is one Lua script per topic
+// slot, so it can run next to live producers and consumers.
+type Inspector struct {
+	rdb     redis.UniversalClient
+	prefix  string
+	wakeCmd string
+	err     error // a configuration error, returned by every call
+}
+
+// Inspector returns an inspector on the client's Redis and key prefix.
+func (c *Client) Inspector() *Inspector { return newInspector(c.rdb, c.cfg.prefix) }
+
+// NewInspector returns an inspector on rdb (a *redis.Client or
+// *redis.ClusterClient). Of the options only WithPrefix matters; a bad
+// option is reported by every later call.
+func NewInspector(rdb redis.UniversalClient, opts ...Option) *Inspector {
+	cfg := defaultConfig()
+	for _, o := range opts {
+		o(&cfg)
+	}
+	i := newInspector(rdb, cfg.prefix)
+	if rdb == nil {
+		i.err = fmt.Errorf("%w: nil Redis client", ErrInvalidOption)
+	}
+	return i
+}
+
+func newInspector(rdb redis.UniversalClient, prefix string) *Inspector {
+	i := &Inspector{rdb: rdb, prefix: prefix, err: slots.ValidatePrefix(prefix)}
+	if rdb != nil {
+		i.wakeCmd = producer.WakeCommand(rdb)
+	}
+	return i
+}
+
+// Prefix returns the key prefix the inspector reads.
+func (i *Inspector) Prefix() string { return i.prefix }
+
+// Topics returns every topic defined under the prefix (producers and
+// consumers store a topic's definition on first use), sorted by name.
+func (i *Inspector) Topics(ctx context.Context) ([]topic.Topic, error) {
+	if i.err != nil {
+		return nil, i.err
+	}
+	return topic.List(ctx, i.rdb, slots.TopicsKey(i.prefix))
+}
+
+// Topic returns the stored definition of the topic called name, or
+// ErrUnknownTopic.
+func (i *Inspector) Topic(ctx context.Context, name string) (topic.Topic, error) {
+	if i.err != nil {
+		return topic.Topic{}, i.err
+	}
+	if err := topic.ValidateName(name); err != nil {
+		return topic.Topic{}, err
+	}
+	t, found, err := topic.Lookup(ctx, i.rdb, slots.TopicsKey(i.prefix), name)
+	if err != nil {
+		return topic.Topic{}, err
+	}
+	if !found {
+		return topic.Topic{}, fmt.Errorf("%w: %s (under prefix %q)", ErrUnknownTopic, name, i.prefix)
+	}
+	return t, nil
+}
+
+// check validates the inspector and t, and refuses a t whose type or slot
+// amount differs from its stored definition: reading the wrong slots would
+// show (or change) the wrong messages. A topic never stored is accepted
+// (its queues are empty).
+func (i *Inspector) check(ctx context.Context, t topic.Topic) error {
+	if i.err != nil {
+		return i.err
+	}
+	if t.IsZero() {
+		return fmt.Errorf("%w: zero Topic (use topic.New)", topic.ErrInvalidName)
+	}
+	stored, found, err := topic.Lookup(ctx, i.rdb, slots.TopicsKey(i.prefix), t.Name())
+	if err != nil {
+		return err
+	}
+	if found && stored.Definition() != t.Definition() {
+		return fmt.Errorf("%w: %s is stored as %s, given as %s", topic.ErrConflict, t.Name(), stored.Definition(), t.Definition())
+	}
+	return nil
+}
+
+func (i *Inspector) keys(t topic.Topic, slot int) slots.Keys {
+	return slots.KeysFor(i.prefix, t, slot)
+}
+
+// Remove deletes a waiting message and its body, like Producer.Remove: it
+// returns false when no message with that id waits (unknown, in flight
+// only, or dead: see DeleteDead).
+func (i *Inspector) Remove(ctx context.Context, t topic.Topic, id string) (bool, error) {
+	if err := i.check(ctx, t); err != nil {
+		return false, err
+	}
+	return producer.New(i.rdb, producer.WithPrefix(i.prefix)).Remove(ctx, t, id)
+}
+
+// script is one script call on one slot.
+type script struct {
+	s    *redis.Script
+	keys []string
+	args []any
+}
+
+// pipelineChunk bounds how many commands go into one pipeline.
+const pipelineChunk = 512
+
+// runScripts runs the calls, pipelined when there are several. A pipelined
+// EVALSHA does not fall back to EVAL, so on NOSCRIPT (a restarted Redis) the
+// scripts are loaded and the refused calls sent again. A call that ran is
+// never sent twice by this function.
+func (i *Inspector) runScripts(ctx context.Context, calls []script) []*redis.Cmd {
+	if len(calls) == 1 {
+		c := calls[0]
+		return []*redis.Cmd{c.s.Run(ctx, i.rdb, c.keys, c.args...)}
+	}
+	cmds := make([]*redis.Cmd, len(calls))
+	send := func(idx []int) {
+		for len(idx) > 0 {
+			n := min(len(idx), pipelineChunk)
+			pipe := i.rdb.Pipeline()
+			for _, j := range idx[:n] {
+				c := calls[j]
+				cmds[j] = c.s.EvalSha(ctx, pipe, c.keys, c.args...)
+			}
+			_, _ = pipe.Exec(ctx)
+			idx = idx[n:]
+		}
+	}
+	all := make([]int, len(calls))
+	for j := range all {
+		all[j] = j
+	}
+	send(all)
+	var retry []int
+	for j, cmd := range cmds {
+		if luascripts.IsNoScript(cmd.Err()) {
+			retry = append(retry, j)
+		}
+	}
+	if len(retry) > 0 {
+		if err := luascripts.Load(ctx, i.rdb); err == nil {
+			send(retry)
+		}
+	}
+	return cmds
+}
+
+// pipelined runs add for n items in pipelines of at most pipelineChunk
+// items, and returns the first error other than redis.Nil.
+func (i *Inspector) pipelined(ctx context.Context, n int, add func(pipe redis.Pipeliner, j int)) error {
+	for from := 0; from < n; from += pipelineChunk {
+		pipe := i.rdb.Pipeline()
+		for j := from; j < min(n, from+pipelineChunk); j++ {
+			add(pipe, j)
+		}
+		cmds, err := pipe.Exec(ctx)
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return err
+		}
+		for _, c := range cmds {
+			if err := c.Err(); err != nil && !errors.Is(err, redis.Nil) {
+				return err
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,339 @@
+package rmq_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rmq-go/rmq/consumer"
+	"github.com/rmq-go/rmq/internal/redisserver"
+	"github.com/rmq-go/rmq/internal/redistest"
+	"github.com/rmq-go/rmq/luascripts"
+	"github.com/rmq-go/rmq/producer"
+	"github.com/rmq-go/rmq/rmq"
+	"github.com/rmq-go/rmq/slots"
+	"github.com/rmq-go/rmq/topic"
+)
+
+// newCheckedEnv is newEnv whose keys are checked when the test ends, after
+// every client of the test is closed (see checkNoOrphans).
+func newCheckedEnv(t *testing.T) *env {
+	t.Helper()
+	e := newEnv(t)
+	t.Cleanup(func() { checkNoOrphans(t, e.rdb, e.prefix) })
+	return e
+}
+
+// checkNoOrphans scans every key under prefix and reports keys that are not
+// part of the data model, and hash entries without their sorted-set entry
+// (or the reverse); the epoch key of ZooKeeper mode is allowed: every msg field has a store or prepare entry and every
+// store or prepare entry a msg field; deadmsg fields and dead entries match
+// one to one; every envelope decodes.
+func checkNoOrphans(t *testing.T, rdb redis.UniversalClient, prefix string) {
+	t.Helper()
+	ctx := context.Background()
+	keys := redistest.KeysWithPrefix(t, rdb, prefix)
+	defs, err := rdb.HGetAll(ctx, slots.TopicsKey(prefix)).Result()
+	require.NoError(t, err)
+	// The keys the data model allows: those of every slot of every defined
+	// topic, named by slots.KeysFor (and the epoch key of ZooKeeper mode).
+	type slotRef struct {
+		topic string
+		slot  int
+	}
+	allowed := map[string]slotRef{}
+	for name, def := range defs {
+		tp, err := topic.ParseDefinition(name, def)
+		require.NoError(t, err)
+		for s := range tp.SlotAmount() {
+			k := slots.KeysFor(prefix, tp, s)
+			ref := slotRef{name, s}
+			for _, key := range []string{k.Store, k.Prepare, k.Dead, k.Msg, k.DeadMsg, strings.TrimSuffix(k.Store, "store") + "epoch"} {
+				allowed[key] = ref
+			}
+		}
+	}
+	seen := map[slotRef]bool{}
+	for _, k := range keys {
+		if k == slots.TopicsKey(prefix) {
+			continue
+		}
+		ref, ok := allowed[k]
+		if !ok {
+			t.Errorf("stray key %q (not a key of any slot of a defined topic)", k)
+			continue
+		}
+		seen[ref] = true
+	}
+	for ref := range seen {
+		k := slots.KeysForName(prefix, ref.topic, ref.slot)
+		store := zmembers(t, rdb, k.Store)
+		prepare := zmembers(t, rdb, k.Prepare)
+		dead := zmembers(t, rdb, k.Dead)
+		msg := hfields(t, rdb, k.Msg)
+		deadmsg := hfields(t, rdb, k.DeadMsg)
+		live := map[string]bool{}
+		for id := range store {
+			live[id] = true
+		}
+		for id := range prepare {
+			live[id] = true
+		}
+		for id := range msg {
+			if !live[id] {
+				t.Errorf("%s: orphan msg entry %q (not in store or prepare)", k.Msg, id)
+			}
+		}
+		for id := range live {
+			if !msg[id] {
+				t.Errorf("%s: %q waits or is in flight without a body", k.Msg, id)
+			}
+		}
+		for id := range deadmsg {
+			if !dead[id] {
+				t.Errorf("%s: orphan deadmsg entry %q (not in dead)", k.DeadMsg, id)
+			}
+		}
+		for id := range dead {
+			if !deadmsg[id] {
+				t.Errorf("%s: dead %q without a body", k.Dead, id)
+			}
+		}
+		for _, h := range []string{k.Msg, k.DeadMsg} {
+			vals, err := rdb.HGetAll(ctx, h).Result()
+			require.NoError(t, err)
+			for id, v := range vals {
+				_, err := luascripts.DecodeEnvelope([]byte(v))
+				assert.NoError(t, err, "%s %s", h, id)
+			}
+		}
+	}
+}
+
+func zmembers(t *testing.T, rdb redis.UniversalClient, key string) map[string]bool {
+	t.Helper()
+	ids, err := rdb.ZRange(context.Background(), key, 0, -1).Result()
+	require.NoError(t, err)
+	out := map[string]bool{}
+	for _, id := range ids {
+		out[id] = true
+	}
+	return out
+}
+
+func hfields(t *testing.T, rdb redis.UniversalClient, key string) map[string]bool {
+	t.Helper()
+	ids, err := rdb.HKeys(context.Background(), key).Result()
+	require.NoError(t, err)
+	out := map[string]bool{}
+	for _, id := range ids {
+		out[id] = true
+	}
+	return out
+}
+
+// send sends one message with key as its id in the way tp's type wants:
+// due now (fixed-time), a range of 0 (range-merge) or priority 100.
+func send(t *testing.T, p *producer.Producer, tp topic.Topic, key, body string) {
+	t.Helper()
+	sendAt(t, p, tp, key, body, time.Now(), 100)
+}
+
+func sendAt(t *testing.T, p *producer.Producer, tp topic.Topic, key, body string, at time.Time, priority int64) {
+	t.Helper()
+	ctx := context.Background()
+	var err error
+	switch tp.Type() {
+	case topic.FixedTime:
+		_, err = p.SendFixedTime(ctx, tp, []byte(body), at, producer.WithKey(key))
+	case topic.RangeMerge:
+		_, err = p.SendRangeMerge(ctx, tp, []byte(body), max(time.Until(at), 0), producer.WithKey(key))
+	case topic.Priority:
+		_, err = p.SendPriority(ctx, tp, []byte(body), priority, producer.WithKey(key))
+	}
+	require.NoError(t, err)
+}
+
+// makeDead sends one message per key (body "body-<key>") and lets a
+// consumer with WithMaxRetries(0) fail each once ("failed <key>"), so they
+// end in the dead queue the way real messages do. The consumer is closed
+// before it returns.
+func (e *env) makeDead(tp topic.Topic, keys ...string) {
+	e.t.Helper()
+	ctx := ctxT(e.t)
+	c := e.client()
+	require.NoError(e.t, c.Register(tp, consumer.ListenerFunc(func(_ context.Context, m *consumer.Message) error {
+		return fmt.Errorf("failed %s", m.ID)
+	}), consumer.WithMaxRetries(0), consumer.WithConcurrency(64)))
+	e.start(c)
+	before := e.counts(tp).Dead
+	for _, k := range keys {
+		send(e.t, c.Producer(), tp, k, "body-"+k)
+	}
+	e.waitDead(tp, before+int64(len(keys)))
+	require.NoError(e.t, c.Close(ctx))
+}
+
+// waitDead waits until tp's dead queues hold n messages.
+func (e *env) waitDead(tp topic.Topic, n int64) {
+	e.t.Helper()
+	deadline := time.Now().Add(waitLong)
+	for {
+		got := e.counts(tp)
+		if got.Dead == n && got.DeadMsg == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("dead of %s: got %+v, want %d", tp.Name(), got, n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// fakeDead writes dead entries straight into a slot, as rollback.lua would
+// leave them: died at the given ms, body "body-<id>", one failed attempt.
+// Tests of paging use it to build large or tie-heavy dead queues quickly.
+func (e *env) fakeDead(tp topic.Topic, slot int, ids []string, diedMs func(j int) float64) {
+	e.t.Helper()
+	ctx := context.Background()
+	k := e.keys(tp, slot)
+	require.NoError(e.t, topic.Define(ctx, e.rdb, slots.TopicsKey(e.prefix), tp))
+	for from := 0; from < len(ids); from += 1000 {
+		pipe := e.rdb.Pipeline()
+		for j := from; j < min(len(ids), from+1000); j++ {
+			id := ids[j]
+			env := luascripts.Envelope{
+				Type: int(tp.Type()), Failures: 1, FirstSentMs: diedMs(j) - 1000,
+				Score: 100, OrigScore: 100, LastError: "failed " + id, Body: []byte("body-" + id),
+			}
+			pipe.ZAdd(ctx, k.Dead, redis.Z{Score: diedMs(j), Member: id})
+			pipe.HSet(ctx, k.DeadMsg, id, luascripts.EncodeEnvelope(env))
+		}
+		_, err := pipe.Exec(ctx)
+		require.NoError(e.t, err)
+	}
+}
+
+// allDead pages through the whole dead queue of tp with pages of limit.
+func allDead(t *testing.T, insp *rmq.Inspector, tp topic.Topic, limit int) []rmq.DeadMessage {
+	t.Helper()
+	var out []rmq.DeadMessage
+	cursor := ""
+	for pages := 0; ; pages++ {
+		require.Less(t, pages, 100000, "paging does not end")
+		page, err := insp.Dead(context.Background(), tp, rmq.WithLimit(limit), rmq.WithCursor(cursor))
+		require.NoError(t, err)
+		require.LessOrEqual(t, len(page), limit)
+		out = append(out, page...)
+		if len(page) < limit {
+			return out
+		}
+		cursor = page[len(page)-1].Cursor()
+	}
+}
+
+func ids[M interface {
+	rmq.DeadMessage | rmq.WaitingMessage
+}](ms []M) []string {
+	out := make([]string, len(ms))
+	for j, m := range ms {
+		switch x := any(m).(type) {
+		case rmq.DeadMessage:
+			out[j] = x.ID
+		case rmq.WaitingMessage:
+			out[j] = x.ID
+		}
+	}
+	return out
+}
+
+// fetchOne moves the first due message of a slot to prepare with the real
+// fetch script, as a consumer would, and checks that it is id. It returns
+// the envelope and the delivery token.
+func fetchOne(t *testing.T, e *env, tp topic.Topic, slot int, id string) (luascripts.Envelope, int64) {
+	t.Helper()
+	k := e.keys(tp, slot)
+	tb := "0"
+	if tp.Type().TimeBased() {
+		tb = "1"
+	}
+	vals, err := luascripts.Fetch.Run(context.Background(), e.rdb, []string{k.Store, k.Prepare, k.Msg}, tb, 1, 30, 65, "").Slice()
+	require.NoError(t, err)
+	require.Len(t, vals, 8, "nothing fetched")
+	require.Equal(t, id, vals[4])
+	env, err := luascripts.DecodeEnvelope([]byte(vals[5].(string)))
+	require.NoError(t, err)
+	return env, vals[6].(int64)
+}
+
+// ackOne acks a delivery made by fetchOne with the real ack script.
+func ackOne(t *testing.T, e *env, tp topic.Topic, slot int, id string, token int64) {
+	t.Helper()
+	k := e.keys(tp, slot)
+	res, err := luascripts.Ack.Run(context.Background(), e.rdb, []string{k.Store, k.Prepare, k.Msg, k.Wake}, "", id, token).Int64Slice()
+	require.NoError(t, err)
+	require.Equal(t, []int64{1}, res, "ack refused")
+}
+
+func startDedicated(t *testing.T) *redisserver.Server {
+	t.Helper()
+	return redistest.Start(t, redisserver.Config{})
+}
+
+func redistestClusterClient(t *testing.T) *redis.ClusterClient {
+	t.Helper()
+	return redistest.ClusterClient(t, redistest.SharedCluster(t))
+}
+
+func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// zrangeCounter is a go-redis hook that counts the entries ZRANGE-family
+// replies carry, to show how much of a queue a call read.
+type zrangeCounter struct{ entries atomic.Int64 }
+
+func newZRangeCounter() *zrangeCounter { return &zrangeCounter{} }
+
+func (h *zrangeCounter) reset()   { h.entries.Store(0) }
+func (h *zrangeCounter) n() int64 { return h.entries.Load() }
+
+func (h *zrangeCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *zrangeCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		h.count(cmd)
+		return err
+	}
+}
+
+func (h *zrangeCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		for _, c := range cmds {
+			h.count(c)
+		}
+		return err
+	}
+}
+
+func (h *zrangeCounter) count(cmd redis.Cmder) {
+	name := strings.ToLower(cmd.Name())
+	if !strings.HasPrefix(name, "zrange") && !strings.HasPrefix(name, "zrevrange") {
+		return
+	}
+	switch c := cmd.(type) {
+	case *redis.ZSliceCmd:
+		h.entries.Add(int64(len(c.Val())))
+	case *redis.StringSliceCmd:
+		h.entries.Add(int64(len(c.Val())))
+	}
+}

@@ -1,0 +1,141 @@
+package rmq
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/rmq-go/rmq/topic"
+)
+
+// Stats is a snapshot of one topic's queues, taken slot by slot (pipelined)
+// at Redis's time Now. Store counts waiting messages, Prepare deliveries in
+// flight, Dead the dead queue. A message re-sent while a delivery of it is
+// in flight is counted in both Store and Prepare.
+type Stats struct {
+	Topic topic.Topic
+	Now   time.Time // Redis's clock when the snapshot was taken
+
+	Store, Prepare, Dead int64
+	// Due counts the waiting messages that may be delivered now: those due
+	// at or before Now for time-based topics, every waiting message for
+	// priority topics.
+	Due int64
+	// NextDue is the earliest due time among waiting messages of a
+	// time-based topic (zero when none wait). Before Now, it is the due
+	// time of the oldest overdue message: see Lag.
+	NextDue time.Time
+	// TopPriority is the highest store score of a priority topic: the
+	// priority that is delivered next, or 0..16 when only retries wait.
+	TopPriority int64
+	// OldestDeath and NewestDeath bound the times of death of the dead
+	// queue (zero when it is empty).
+	OldestDeath, NewestDeath time.Time
+
+	Slots []SlotStats // one per slot, by index
+}
+
+// SlotStats is Stats for one slot.
+type SlotStats struct {
+	Slot                     int
+	Store, Prepare, Dead     int64
+	Due                      int64
+	NextDue                  time.Time
+	TopPriority              int64
+	OldestDeath, NewestDeath time.Time
+}
+
+// Lag is how long the oldest overdue message has been due (zero when none
+// is overdue, and for priority topics).
+func (s Stats) Lag() time.Duration {
+	if s.NextDue.IsZero() || !s.NextDue.Before(s.Now) {
+		return 0
+	}
+	return s.Now.Sub(s.NextDue)
+}
+
+// Stats returns the counts of t's queues, per slot and in total, with the
+// next due time (time-based topics) or top priority (priority topics). It
+// reads seven values per slot in pipelines; it writes nothing.
+func (i *Inspector) Stats(ctx context.Context, t topic.Topic) (Stats, error) {
+	if err := i.check(ctx, t); err != nil {
+		return Stats{}, err
+	}
+	now, err := i.rdb.Time(ctx).Result()
+	if err != nil {
+		return Stats{}, fmt.Errorf("rmq: stats of %s: %w", t.Name(), err)
+	}
+	st := Stats{Topic: t, Now: now, Slots: make([]SlotStats, t.SlotAmount())}
+	timeBased := t.Type().TimeBased()
+	nowMs := strconv.FormatInt(now.UnixMilli(), 10)
+	type slotCmds struct {
+		store, prepare, dead, due *redis.IntCmd
+		head, oldest, newest      *redis.ZSliceCmd
+	}
+	cmds := make([]slotCmds, t.SlotAmount())
+	err = i.pipelined(ctx, t.SlotAmount(), func(pipe redis.Pipeliner, s int) {
+		k := i.keys(t, s)
+		c := &cmds[s]
+		c.store = pipe.ZCard(ctx, k.Store)
+		c.prepare = pipe.ZCard(ctx, k.Prepare)
+		c.dead = pipe.ZCard(ctx, k.Dead)
+		if timeBased {
+			c.due = pipe.ZCount(ctx, k.Store, "-inf", nowMs)
+			c.head = pipe.ZRangeWithScores(ctx, k.Store, 0, 0)
+		} else {
+			c.head = pipe.ZRangeWithScores(ctx, k.Store, -1, -1)
+		}
+		c.oldest = pipe.ZRangeWithScores(ctx, k.Dead, 0, 0)
+		c.newest = pipe.ZRangeWithScores(ctx, k.Dead, -1, -1)
+	})
+	if err != nil {
+		return Stats{}, fmt.Errorf("rmq: stats of %s: %w", t.Name(), err)
+	}
+	first := func(c *redis.ZSliceCmd) (float64, bool) {
+		if v := c.Val(); len(v) > 0 {
+			return v[0].Score, true
+		}
+		return 0, false
+	}
+	for s := range cmds {
+		c := &cmds[s]
+		ss := SlotStats{Slot: s, Store: c.store.Val(), Prepare: c.prepare.Val(), Dead: c.dead.Val()}
+		if head, ok := first(c.head); ok {
+			if timeBased {
+				ss.NextDue = time.UnixMilli(int64(head))
+				if st.NextDue.IsZero() || ss.NextDue.Before(st.NextDue) {
+					st.NextDue = ss.NextDue
+				}
+			} else {
+				ss.TopPriority = int64(head)
+				st.TopPriority = max(st.TopPriority, ss.TopPriority)
+			}
+		}
+		if timeBased {
+			ss.Due = c.due.Val()
+		} else {
+			ss.Due = ss.Store
+		}
+		if d, ok := first(c.oldest); ok {
+			ss.OldestDeath = time.UnixMilli(int64(d))
+			if st.OldestDeath.IsZero() || ss.OldestDeath.Before(st.OldestDeath) {
+				st.OldestDeath = ss.OldestDeath
+			}
+		}
+		if d, ok := first(c.newest); ok {
+			ss.NewestDeath = time.UnixMilli(int64(d))
+			if ss.NewestDeath.After(st.NewestDeath) {
+				st.NewestDeath = ss.NewestDeath
+			}
+		}
+		st.Store += ss.Store
+		st.Prepare += ss.Prepare
+		st.Dead += ss.Dead
+		st.Due += ss.Due
+		st.Slots[s] = ss
+	}
+	return st, nil
+}

@@ -1,0 +1,272 @@
+package rmq_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rmq-go/rmq/consumer"
+	"github.com/rmq-go/rmq/luascripts"
+	"github.com/rmq-go/rmq/producer"
+	"github.com/rmq-go/rmq/rmq"
+	"github.com/rmq-go/rmq/topic"
+)
+
+// metricsOf gathers reg and returns, for one metric family, the value of
+// the series with the given topic label: a counter's or gauge's value, or
+// a histogram's sample count (and sum). ok is false when no such series.
+func metricsOf(t *testing.T, reg prometheus.Gatherer, name, topicName string) (value, sum float64, ok bool) {
+	t.Helper()
+	fams, err := reg.Gather()
+	require.NoError(t, err)
+	for _, f := range fams {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			if label(m, "topic") != topicName {
+				continue
+			}
+			switch {
+			case m.Counter != nil:
+				return m.Counter.GetValue(), 0, true
+			case m.Gauge != nil:
+				return m.Gauge.GetValue(), 0, true
+			case m.Histogram != nil:
+				return float64(m.Histogram.GetSampleCount()), m.Histogram.GetSampleSum(), true
+			}
+		}
+	}
+	return 0, 0, false
+}
+
+func label(m *dto.Metric, name string) string {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name {
+			return l.GetValue()
+		}
+	}
+	return ""
+}
+
+// value is metricsOf's value, 0 for a missing series.
+func value(t *testing.T, reg prometheus.Gatherer, name, topicName string) float64 {
+	t.Helper()
+	v, _, _ := metricsOf(t, reg, name, topicName)
+	return v
+}
+
+func eventuallyMetric(t *testing.T, reg prometheus.Gatherer, name, topicName string, want float64) {
+	t.Helper()
+	deadline := time.Now().Add(waitLong)
+	for {
+		got := value(t, reg, name, topicName)
+		if got == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s{topic=%q} = %v, want %v", name, topicName, got, want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// An exact scenario, counted on a real registry: three range-merge sends of
+// which one merges; one message acked, one failing twice and then dead
+// (WithMaxRetries(1)); two fixed-time sends of which one is removed; a
+// priority message delivered without lateness. Gauges read Redis.
+func TestMetricsCountExactScenario(t *testing.T) {
+	t.Parallel()
+	e := newCheckedEnv(t)
+	ctx := ctxT(t)
+	reg := prometheus.NewRegistry()
+	c := e.client(rmq.WithMetrics(reg))
+	rm := mustTopic(t, "rm", topic.RangeMerge, 2)
+	ft := mustTopic(t, "ft", topic.FixedTime, 2)
+	pr := mustTopic(t, "pr", topic.Priority, 2)
+	require.NoError(t, c.Register(rm, consumer.ListenerFunc(func(ctx context.Context, m *consumer.Message) error {
+		if m.ID == "b" {
+			time.Sleep(10 * time.Millisecond)
+			return errors.New("b always fails")
+		}
+		return nil
+	}), consumer.WithMaxRetries(1), consumer.WithRetryBackoff(noBackoff)))
+	require.NoError(t, c.Register(pr, consumer.ListenerFunc(ack)))
+	e.start(c)
+
+	p := c.Producer()
+	_, err := p.SendRangeMerge(ctx, rm, []byte("a1"), 400*time.Millisecond, producer.WithKey("a"))
+	require.NoError(t, err)
+	_, err = p.SendRangeMerge(ctx, rm, []byte("a2"), 400*time.Millisecond, producer.WithKey("a"))
+	require.NoError(t, err)
+	_, err = p.SendRangeMerge(ctx, rm, []byte("b"), 0, producer.WithKey("b"))
+	require.NoError(t, err)
+	for _, k := range []string{"x", "y"} {
+		_, err = p.SendFixedTime(ctx, ft, []byte(k), time.Now().Add(time.Hour), producer.WithKey(k))
+		require.NoError(t, err)
+	}
+	removed, err := p.Remove(ctx, ft, "x")
+	require.NoError(t, err)
+	require.True(t, removed)
+	removed, err = p.Remove(ctx, ft, "x")
+	require.NoError(t, err)
+	require.False(t, removed)
+	_, err = p.SendPriority(ctx, pr, []byte("job"), 50)
+	require.NoError(t, err)
+
+	e.eventuallyCounts(rm, counts{Dead: 1, DeadMsg: 1})
+	eventuallyMetric(t, reg, "rmq_acked_total", "rm", 1)
+	eventuallyMetric(t, reg, "rmq_dead_total", "rm", 1)
+	eventuallyMetric(t, reg, "rmq_acked_total", "pr", 1)
+
+	for _, c := range []struct {
+		name, topic string
+		want        float64
+	}{
+		{"rmq_sent_total", "rm", 3},
+		{"rmq_merged_total", "rm", 1},
+		{"rmq_delivered_total", "rm", 3},
+		{"rmq_acked_total", "rm", 1},
+		{"rmq_retried_total", "rm", 1},
+		{"rmq_dead_total", "rm", 1},
+		{"rmq_lease_expired_total", "rm", 0},
+		{"rmq_removed_total", "rm", 0},
+		{"rmq_handler_duration_seconds", "rm", 3},
+		{"rmq_firing_lateness_seconds", "rm", 3},
+		{"rmq_store_depth", "rm", 0},
+		{"rmq_prepare_depth", "rm", 0},
+		{"rmq_dead_depth", "rm", 1},
+
+		{"rmq_sent_total", "ft", 2},
+		{"rmq_merged_total", "ft", 0},
+		{"rmq_removed_total", "ft", 1},
+		{"rmq_store_depth", "ft", 1},
+		{"rmq_dead_depth", "ft", 0},
+
+		{"rmq_sent_total", "pr", 1},
+		{"rmq_delivered_total", "pr", 1},
+		{"rmq_acked_total", "pr", 1},
+		{"rmq_handler_duration_seconds", "pr", 1},
+		{"rmq_firing_lateness_seconds", "pr", 0},
+		{"rmq_store_depth", "pr", 0},
+	} {
+		assert.Equal(t, c.want, value(t, reg, c.name, c.topic), "%s{topic=%q}", c.name, c.topic)
+	}
+	n, sum, ok := metricsOf(t, reg, "rmq_handler_duration_seconds", "rm")
+	require.True(t, ok)
+	assert.Equal(t, 3.0, n)
+	assert.GreaterOrEqual(t, sum, 0.02, "b's two runs slept 10 ms each")
+	_, late, _ := metricsOf(t, reg, "rmq_firing_lateness_seconds", "rm")
+	assert.Less(t, late, 3*2.0, "lateness is seconds past due, small on an idle machine")
+	fams, err := reg.Gather()
+	require.NoError(t, err)
+	for _, f := range fams {
+		for _, m := range f.GetMetric() {
+			assert.Contains(t, []string{"rangemerge", "fixedtime", "priority", ""}, label(m, "type"), f.GetName())
+			if tp := label(m, "topic"); tp == "rm" {
+				assert.Equal(t, "rangemerge", label(m, "type"))
+			}
+		}
+	}
+}
+
+// The sweeper's rollbacks are counted as expired leases, and as deaths when
+// they kill the message. The leases are taken with the consumer's own fetch
+// script, as by a consumer that then died.
+func TestMetricsLeaseExpired(t *testing.T) {
+	t.Parallel()
+	e := newCheckedEnv(t)
+	ctx := ctxT(t)
+	reg := prometheus.NewRegistry()
+	retry := mustTopic(t, "swept", topic.FixedTime, 1)
+	kill := mustTopic(t, "sweptdead", topic.FixedTime, 1)
+	p := e.client().Producer()
+	for _, tp := range []topic.Topic{retry, kill} {
+		_, err := p.SendFixedTime(ctx, tp, []byte("x"), time.Now().Add(-time.Second), producer.WithKey("x"))
+		require.NoError(t, err)
+		k := e.keys(tp, 0)
+		vals, err := luascripts.Fetch.Run(ctx, e.rdb, []string{k.Store, k.Prepare, k.Msg}, "1", 1, 1, 65, "").Slice()
+		require.NoError(t, err)
+		require.Len(t, vals, 8)
+	}
+	c := e.client(rmq.WithMetrics(reg))
+	opts := []consumer.Option{consumer.WithPrepareTimeout(time.Second), consumer.WithSweepInterval(100 * time.Millisecond), consumer.WithRetryBackoff(noBackoff)}
+	require.NoError(t, c.Register(retry, consumer.ListenerFunc(ack), opts...))
+	require.NoError(t, c.Register(kill, consumer.ListenerFunc(ack), append(opts, consumer.WithMaxRetries(0))...))
+	e.start(c)
+
+	eventuallyMetric(t, reg, "rmq_acked_total", "swept", 1)
+	eventuallyMetric(t, reg, "rmq_dead_total", "sweptdead", 1)
+	e.eventuallyCounts(retry, counts{})
+	e.eventuallyCounts(kill, counts{Dead: 1, DeadMsg: 1})
+	assert.Equal(t, 1.0, value(t, reg, "rmq_lease_expired_total", "swept"))
+	assert.Equal(t, 1.0, value(t, reg, "rmq_delivered_total", "swept"))
+	assert.Equal(t, 0.0, value(t, reg, "rmq_dead_total", "swept"))
+	assert.Equal(t, 1.0, value(t, reg, "rmq_lease_expired_total", "sweptdead"))
+	assert.Equal(t, 0.0, value(t, reg, "rmq_delivered_total", "sweptdead"))
+	assert.Equal(t, 1.0, value(t, reg, "rmq_dead_depth", "sweptdead"))
+}
+
+// Clients may share a registry (each metric registered once, both count
+// into it, the depth collector reads both prefixes); a registry holding
+// another metric of the same name is refused by New.
+func TestMetricsRegistry(t *testing.T) {
+	t.Parallel()
+	e1, e2 := newCheckedEnv(t), newCheckedEnv(t)
+	ctx := ctxT(t)
+	reg := prometheus.NewRegistry()
+	c1 := e1.client(rmq.WithMetrics(reg))
+	c2 := e2.client(rmq.WithMetrics(reg))
+	c3 := e1.client(rmq.WithMetrics(reg)) // same prefix as c1: read once
+	t1 := mustTopic(t, "one", topic.FixedTime, 1)
+	t2 := mustTopic(t, "two", topic.Priority, 1)
+	_, err := c1.Producer().SendFixedTime(ctx, t1, []byte("a"), time.Now().Add(time.Hour))
+	require.NoError(t, err)
+	_, err = c3.Producer().SendFixedTime(ctx, t1, []byte("b"), time.Now().Add(time.Hour))
+	require.NoError(t, err)
+	_, err = c2.Producer().SendPriority(ctx, t2, []byte("c"), 99)
+	require.NoError(t, err)
+	assert.Equal(t, 2.0, value(t, reg, "rmq_sent_total", "one"))
+	assert.Equal(t, 1.0, value(t, reg, "rmq_sent_total", "two"))
+	assert.Equal(t, 2.0, value(t, reg, "rmq_store_depth", "one"))
+	assert.Equal(t, 1.0, value(t, reg, "rmq_store_depth", "two"))
+
+	clash := prometheus.NewRegistry()
+	clash.MustRegister(prometheus.NewGauge(prometheus.GaugeOpts{Name: "rmq_sent_total", Help: "not ours"}))
+	_, err = rmq.New(e1.rdb, rmq.WithPrefix(e1.prefix), rmq.WithMetrics(clash))
+	assert.Error(t, err)
+}
+
+// A scrape while Redis is away leaves the depth gauges out and counts the
+// failure; the counters are still served.
+func TestMetricsDepthWhileRedisDown(t *testing.T) {
+	t.Parallel()
+	srv := startDedicated(t)
+	e := newEnvOn(t, srv)
+	ctx := ctxT(t)
+	reg := prometheus.NewRegistry()
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1, DialTimeout: 200 * time.Millisecond, DisableIdentity: true})
+	t.Cleanup(func() { _ = rdb.Close() })
+	c, err := rmq.New(rdb, rmq.WithPrefix(e.prefix), rmq.WithMetrics(reg), rmq.WithLogger(e.logger))
+	require.NoError(t, err)
+	tp := mustTopic(t, "down", topic.FixedTime, 4)
+	_, err = c.Producer().SendFixedTime(ctx, tp, []byte("a"), time.Now().Add(time.Hour))
+	require.NoError(t, err)
+	assert.Equal(t, 1.0, value(t, reg, "rmq_store_depth", "down"))
+	assert.Equal(t, 0.0, value(t, reg, "rmq_depth_errors_total", ""))
+
+	require.NoError(t, srv.Kill())
+	assert.Equal(t, 1.0, value(t, reg, "rmq_depth_errors_total", ""), "one failed scrape")
+	_, _, ok := metricsOf(t, reg, "rmq_store_depth", "down")
+	assert.False(t, ok, "a depth read from a Redis that is away")
+	assert.Equal(t, 3.0, value(t, reg, "rmq_depth_errors_total", ""), "three failed scrapes")
+	assert.Equal(t, 1.0, value(t, reg, "rmq_sent_total", "down"))
+	assert.Contains(t, e.log.String(), "could not read queue depths")
+}

@@ -1,0 +1,164 @@
+package slots
+
+import (
+	"strconv"
+	"sync"
+)
+
+// Key placement on a Redis Cluster.
+//
+// Redis Cluster puts a key in one of 16384 hash slots, CRC16 of its hash
+// tag modulo 16384, and each master serves ranges of hash slots (three
+// masters made by `redis-cli --cluster create` serve 0-5460, 5461-10922
+// and 10923-16383). A topic slot's keys all carry one hash tag, so the
+// topic slot lives on one master. Plain "{topic:index}" tags hash like
+// random numbers: 16 topic slots on 3 masters end up 8/4/4 or 3/5/8 for
+// some topic names, one master doing twice the work of another.
+//
+// So the tag carries a third part, a small number n chosen to place the
+// topic slot on purpose: "{topic:index:n}". The 16384 hash slots are cut
+// into 1024 ranges of 16; topic slot i goes to range
+//
+//	r(i) = (bitreverse10(i mod 1024) + CRC16(topic)/16) mod 1024
+//
+// and n is the smallest number >= 0 whose tag hashes into that range. The
+// bit reversal spaces the first N slots of a topic evenly whatever the
+// power of two N is (for N <= 1024 exactly one topic slot per 16384/N hash
+// slots), so every master gets its share of each topic, within one, and
+// the rotation by the topic name's own hash spreads topics that have a
+// single slot. Everything is derived from the topic name and index alone:
+// every process computes the same keys, and a slot's keys never depend on
+// the topic's slot amount.
+
+// NumHashSlots is the number of hash slots of a Redis Cluster.
+const NumHashSlots = 16384
+
+const (
+	tagRanges = 1024                     // ranges of hash slots a tag is placed in
+	tagSpan   = NumHashSlots / tagRanges // hash slots per range
+	tagBits   = 10                       // log2(tagRanges)
+	tagTries  = 1 << 24                  // bound of the suffix search (never reached)
+)
+
+var crc16Table = func() (t [256]uint16) {
+	for i := range t {
+		crc := uint16(i) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+		t[i] = crc
+	}
+	return t
+}()
+
+// crc16 continues a CRC-16/XMODEM (Redis Cluster's key hash) over s.
+func crc16(crc uint16, s string) uint16 {
+	for i := 0; i < len(s); i++ {
+		crc = crc<<8 ^ crc16Table[byte(crc>>8)^s[i]]
+	}
+	return crc
+}
+
+// HashSlot returns the Redis Cluster hash slot of a key, as CLUSTER KEYSLOT
+// does: CRC16 of the key's hash tag (the part between the first '{' and the
+// next '}', if not empty) or else of the whole key, modulo 16384.
+func HashSlot(key string) int {
+	if i := indexByte(key, '{'); i >= 0 {
+		if j := indexByte(key[i+1:], '}'); j > 0 {
+			key = key[i+1 : i+1+j]
+		}
+	}
+	return int(crc16(0, key)) % NumHashSlots
+}
+
+func indexByte(s string, c byte) int {
+	for i := 0; i < len(s); i++ {
+		if s[i] == c {
+			return i
+		}
+	}
+	return -1
+}
+
+// TagRange returns the range of hash slots, [lo, lo+16), that the tag of
+// slot index of a topic is placed in (see the comment at the top of this file).
+func TagRange(topicName string, index int) (lo int) {
+	base := int(crc16(0, topicName)) % NumHashSlots / tagSpan
+	r := (bitReverse(index%tagRanges, tagBits) + base) % tagRanges
+	return r * tagSpan
+}
+
+func bitReverse(x, bits int) int {
+	out := 0
+	for range bits {
+		out = out<<1 | x&1
+		x >>= 1
+	}
+	return out
+}
+
+type tagKey struct {
+	topic string
+	index int
+}
+
+// tags caches computed tags, one per topic slot and process.
+var tags sync.Map // tagKey -> string
+
+// sufCRC holds CRC16 of the decimal numbers below tagTries. CRC-16/XMODEM
+// is linear (no initial value, no final xor), so the CRC of head+suffix is
+// the CRC of head followed by len(suffix) zero bytes, xor the suffix's own
+// CRC: the search for a suffix costs one table read per candidate.
+var sufCRC = sync.OnceValue(func() []uint16 {
+	t := make([]uint16, tagTries)
+	var buf [8]byte
+	for n := range t {
+		t[n] = crc16b(0, strconv.AppendInt(buf[:0], int64(n), 10))
+	}
+	return t
+})
+
+func crc16b(crc uint16, b []byte) uint16 {
+	for _, c := range b {
+		crc = crc<<8 ^ crc16Table[byte(crc>>8)^c]
+	}
+	return crc
+}
+
+// placedTag returns "{topic:index:n}" for the smallest n that puts it in
+// TagRange(topic, index).
+func placedTag(topicName string, index int) string {
+	k := tagKey{topicName, index}
+	if t, ok := tags.Load(k); ok {
+		return t.(string)
+	}
+	head := topicName + ":" + strconv.Itoa(index) + ":"
+	lo := TagRange(topicName, index)
+	suf := sufCRC()
+	// shifted[d] is the CRC of head followed by d zero bytes.
+	var shifted [8]uint16
+	shifted[0] = crc16(0, head)
+	for d := 1; d < len(shifted); d++ {
+		shifted[d] = crc16b(shifted[d-1], []byte{0})
+	}
+	n, digits, next := 0, 1, 10
+	for ; n < tagTries; n++ {
+		if n == next {
+			digits, next = digits+1, next*10
+		}
+		hs := int(shifted[digits]^suf[n]) % NumHashSlots
+		if hs >= lo && hs < lo+tagSpan {
+			break
+		}
+	}
+	// Every range is reached within a few thousand candidates (each has a
+	// 1/1024 chance); were the bound ever hit, n = tagTries still gives a
+	// deterministic, if unplaced, tag.
+	t := "{" + head + strconv.Itoa(n) + "}"
+	tags.Store(k, t)
+	return t
+}
