@@ -46,6 +46,7 @@ type Consumer struct {
 
 	waker *waker
 	clock clock
+	acks  acker
 
 	own *ownership // WithAssignedSlots (ZooKeeper mode); nil: every slot
 }
@@ -321,7 +322,7 @@ func (c *Consumer) handle(ctx context.Context, d *delivery) {
 		outcome = Revoked
 	case err == nil:
 		outcome = c.finish(d, func(ctx context.Context) (Outcome, error) {
-			refused, err := c.ack(ctx, d.msg.Slot, []*delivery{d})
+			refused, err := c.ackOne(ctx, d)
 			if luascripts.IsFenced(err) {
 				c.fenced(d.msg.Slot, d.msg.Epoch, "ack")
 				return Fenced, nil
@@ -329,7 +330,7 @@ func (c *Consumer) handle(ctx context.Context, d *delivery) {
 			if err != nil {
 				return Failed, err
 			}
-			if refused > 0 {
+			if refused {
 				c.log.WarnContext(ctx, "rmq: ack refused: the delivery was no longer current", "id", d.msg.ID, "slot", d.msg.Slot)
 				return Refused, nil
 			}

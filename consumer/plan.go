@@ -33,18 +33,25 @@ func (f *fetcher) plan(ctx context.Context, nowMs int64, free int) []fetchReq {
 		slot  int
 		score float64
 	}
-	var entries []entry
-	peeks := f.peek(ctx, due, free, nowMs)
+	// Read a share of each slot, not `free` of each: a slot whose read was
+	// cut short bounds how far the merged order can be trusted.
+	per := max(2, (2*free+len(due)-1)/len(due))
+	peeks := f.peek(ctx, due, per, nowMs)
 	if peeks == nil {
 		return f.planOne(due, free)
 	}
+	var entries []entry
+	var cut *float64
 	for i, zs := range peeks {
 		for _, z := range zs {
 			entries = append(entries, entry{due[i], z.Score})
 		}
-	}
-	if len(entries) == 0 {
-		return f.planOne(due, free)
+		if len(zs) == per {
+			last := zs[len(zs)-1].Score
+			if cut == nil || f.betterScore(last, *cut) {
+				cut = &last
+			}
+		}
 	}
 	sort.SliceStable(entries, func(i, j int) bool {
 		if entries[i].score != entries[j].score {
@@ -52,8 +59,18 @@ func (f *fetcher) plan(ctx context.Context, nowMs int64, free int) []fetchReq {
 		}
 		return entries[i].slot < entries[j].slot
 	})
+	if cut != nil {
+		n := 0
+		for n < len(entries) && !f.betterScore(*cut, entries[n].score) {
+			n++
+		}
+		entries = entries[:n]
+	}
 	if len(entries) > free {
 		entries = entries[:free]
+	}
+	if len(entries) == 0 {
+		return f.planOne(due, free)
 	}
 	bound := formatScore(entries[len(entries)-1].score)
 	count := map[int]int{}

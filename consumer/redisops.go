@@ -94,7 +94,7 @@ func (c *Consumer) fetch(ctx context.Context, reqs []fetchReq) []fetchResult {
 	cmds := c.runPipelined(ctx, len(reqs), func(pipe redis.Pipeliner, i int, _ bool) *redis.Cmd {
 		k := c.keys[reqs[i].slot]
 		keys := []string{k.Store, k.Prepare, k.Msg}
-		args := []any{timeBased, reqs[i].n, lease, reqs[i].n + 64, reqs[i].bound}
+		args := []any{timeBased, reqs[i].n, lease, reqs[i].n + 4, reqs[i].bound}
 		if c.own != nil {
 			keys = append(keys, c.own.epochKeys[reqs[i].slot])
 			args = append(args, reqs[i].epoch)
@@ -156,10 +156,11 @@ func (c *Consumer) decodeFetch(slot int, epoch int64, cmd *redis.Cmd, received t
 	return r
 }
 
-// ack ends deliveries of one slot as done; it returns how many were refused.
-func (c *Consumer) ack(ctx context.Context, slot int, ds []*delivery) (refused int, err error) {
+// ackCall returns the KEYS and ARGV of one ack.lua call for deliveries of
+// one slot (with ZooKeeper, fenced by the slot's owner epoch).
+func (c *Consumer) ackCall(slot int, ds []*delivery) ([]string, []any) {
 	k := c.keys[slot]
-	args := make([]any, 0, 1+2*len(ds))
+	args := make([]any, 0, 2+2*len(ds))
 	args = append(args, c.wakeCmd)
 	for _, d := range ds {
 		args = append(args, d.msg.ID, d.msg.Token)
@@ -169,17 +170,9 @@ func (c *Consumer) ack(ctx context.Context, slot int, ds []*delivery) (refused i
 		keys = append(keys, c.own.epochKeys[slot])
 		args = append(args, ds[0].msg.Epoch)
 	}
-	res, err := luascripts.Ack.Run(ctx, c.rdb, keys, args...).Int64Slice()
-	if err != nil {
-		return 0, fmt.Errorf("rmq: ack on %s slot %d: %w", c.topic.Name(), slot, err)
-	}
-	for _, v := range res {
-		if v != 1 {
-			refused++
-		}
-	}
-	return refused, nil
+	return keys, args
 }
+
 
 // Rollback outcomes, as rollback.lua returns them.
 const (

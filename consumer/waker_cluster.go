@@ -55,11 +55,12 @@ type shardWaker struct {
 	cc       *redis.ClusterClient
 	channels []string // sorted, unique
 
-	ctx    context.Context // the consumer's run context, or stop
-	cancel context.CancelFunc
-	events chan shardEvent
-	done   chan struct{} // closed when run and every receiver have ended
-	recvWG sync.WaitGroup
+	ctx     context.Context // the consumer's run context, or stop
+	cancel  context.CancelFunc
+	events  chan shardEvent
+	done    chan struct{} // closed when run and every receiver have ended
+	recvWG  sync.WaitGroup
+	lastErr atomic.Pointer[error] // of the last failed placement, for start
 
 	// Owned by the run goroutine.
 	conns map[string]*shardConn // master address -> its subscription
@@ -126,6 +127,9 @@ func (s *shardWaker) start(ctx context.Context) error {
 	}
 	s.cancel()
 	<-s.done
+	if last := s.lastErr.Load(); last != nil {
+		return fmt.Errorf("sharded subscription not confirmed: %w (last error: %w)", context.Cause(ctx), *last)
+	}
 	return fmt.Errorf("sharded subscription not confirmed: %w", context.Cause(ctx))
 }
 
@@ -169,6 +173,7 @@ func (s *shardWaker) run() {
 				if s.ctx.Err() != nil {
 					return
 				}
+				s.lastErr.Store(&err)
 				backoff = min(max(2*backoff, 50*time.Millisecond), shardRetryMax)
 				s.w.c.log.Warn("rmq: wake-up subscription incomplete; retrying", "err", err, "retry_in", backoff)
 				arm(backoff)
@@ -194,6 +199,9 @@ func (s *shardWaker) apply(ev shardEvent) bool {
 	if s.where[ev.dropped] == sc {
 		delete(s.where, ev.dropped)
 		delete(sc.chans, ev.dropped)
+		if len(sc.chans) == 0 {
+			s.closeConn(sc) // e.g. a master turned replica by a failover
+		}
 		return true
 	}
 	return false
@@ -279,6 +287,12 @@ func (s *shardWaker) place() error {
 		if fresh && !sc.closed.Load() {
 			s.recvWG.Add(1)
 			go s.receive(sc)
+		}
+	}
+	// Connections left without channels (their slots moved) are closed.
+	for _, sc := range s.conns {
+		if len(sc.chans) == 0 {
+			s.closeConn(sc)
 		}
 	}
 	return errors.Join(errs...)

@@ -8,7 +8,8 @@
 --            0 for priority (highest first)
 -- ARGV[2] -> n, the most messages to move (the caller's free handler capacity)
 -- ARGV[3] -> lease in seconds
--- ARGV[4] -> how many store entries to look at (n plus room for blocked ones)
+-- ARGV[4] -> how many store entries to read at a time (n plus a little room
+--            for blocked ones; more windows are read while blocked ones fill them)
 -- ARGV[5] -> bound, or '' for none: take only scores <= bound (time-based) or
 --            >= bound (priority); the caller passes the head of the next-best
 --            slot so messages leave a topic in order across its slots
@@ -32,39 +33,46 @@ local lease = tonumber(ARGV[3])
 local now, now_us = now_ms()
 local deadline = (math.floor(now / 1000) + lease) * TOKEN_MOD
 
-local due
-if time_based then
-  local upto = now
-  if ARGV[5] ~= '' then upto = math.min(now, tonumber(ARGV[5])) end
-  due = redis.call('ZRANGE', KEYS[1], '-inf', upto, 'BYSCORE', 'LIMIT', 0, tonumber(ARGV[4]), 'WITHSCORES')
-else
+local function scan(offset, count)
+  if time_based then
+    local upto = now
+    if ARGV[5] ~= '' then upto = math.min(now, tonumber(ARGV[5])) end
+    return redis.call('ZRANGE', KEYS[1], '-inf', upto, 'BYSCORE', 'LIMIT', offset, count, 'WITHSCORES')
+  end
   local from = '-inf'
   if ARGV[5] ~= '' then from = ARGV[5] end
-  due = redis.call('ZRANGE', KEYS[1], '+inf', from, 'BYSCORE', 'REV', 'LIMIT', 0, tonumber(ARGV[4]), 'WITHSCORES')
+  return redis.call('ZRANGE', KEYS[1], '+inf', from, 'BYSCORE', 'REV', 'LIMIT', offset, count, 'WITHSCORES')
 end
 
 local out = { now_us, -1, 0, 0 }
 local moved, blocked = 0, 0
-for i = 1, #due, 2 do
-  if moved >= n then break end
-  local id = due[i]
-  if redis.call('ZSCORE', KEYS[2], id) then
-    blocked = blocked + 1
-  else
-    redis.call('ZREM', KEYS[1], id)
-    local env = redis.call('HGET', KEYS[3], id)
-    if env then
-      local _, _, fails = struct.unpack('>BBH', env)
-      local attempt = math.min(fails + 1, 999)
-      local token = ((now_us + moved) % 1000) * 1000 + attempt
-      redis.call('ZADD', KEYS[2], deadline + token, id)
-      out[#out + 1] = id
-      out[#out + 1] = env
-      out[#out + 1] = token
-      out[#out + 1] = due[i + 1]
-      moved = moved + 1
+local window = tonumber(ARGV[4])
+-- Scan in windows: moved entries leave store, blocked ones stay in front,
+-- so the next window starts after the blocked ones seen so far.
+while moved < n do
+  local due = scan(blocked, window)
+  for i = 1, #due, 2 do
+    if moved >= n then break end
+    local id = due[i]
+    if redis.call('ZSCORE', KEYS[2], id) then
+      blocked = blocked + 1
+    else
+      redis.call('ZREM', KEYS[1], id)
+      local env = redis.call('HGET', KEYS[3], id)
+      if env then
+        local _, _, fails = struct.unpack('>BBH', env)
+        local attempt = math.min(fails + 1, 999)
+        local token = ((now_us + moved) % 1000) * 1000 + attempt
+        redis.call('ZADD', KEYS[2], deadline + token, id)
+        out[#out + 1] = id
+        out[#out + 1] = env
+        out[#out + 1] = token
+        out[#out + 1] = due[i + 1]
+        moved = moved + 1
+      end
     end
   end
+  if #due < 2 * window or blocked >= 1024 then break end
 end
 
 -- The new head: the first entry in consume order that is not blocked.

@@ -22,14 +22,34 @@ import (
 
 func TestMain(m *testing.M) { redistest.Main(m) }
 
-func setup(t *testing.T, opts ...producer.Option) (*producer.Producer, *redis.Client, string) {
+// backends are the Redis deployments the producer tests run against: the
+// shared single server and the shared 3-master cluster.
+var backends = []string{"single", "cluster"}
+
+func setup(t *testing.T, backend string, opts ...producer.Option) (*producer.Producer, redis.UniversalClient, string) {
 	t.Helper()
-	rdb := redistest.Client(t, redistest.Shared(t))
+	var rdb redis.UniversalClient
+	if backend == "cluster" {
+		rdb = redistest.ClusterClient(t, redistest.SharedCluster(t))
+	} else {
+		rdb = redistest.Client(t, redistest.Shared(t))
+	}
+	// Every script call names keys of one cluster hash slot (clusterHook).
+	h := &clusterHook{}
+	rdb.AddHook(h)
+	t.Cleanup(func() { h.verify(t) })
 	prefix := redistest.Prefix(t)
 	return producer.New(rdb, append([]producer.Option{producer.WithPrefix(prefix)}, opts...)...), rdb, prefix
 }
 
-func keysOf(t *testing.T, rdb *redis.Client, prefix string) []string {
+// forEachBackend runs f as a subtest on each backend.
+func forEachBackend(t *testing.T, f func(t *testing.T, backend string)) {
+	for _, b := range backends {
+		t.Run(b, func(t *testing.T) { f(t, b) })
+	}
+}
+
+func keysOf(t *testing.T, rdb redis.UniversalClient, prefix string) []string {
 	t.Helper()
 	return redistest.KeysWithPrefix(t, rdb, prefix)
 }
@@ -37,128 +57,136 @@ func keysOf(t *testing.T, rdb *redis.Client, prefix string) []string {
 // Bad input gets a sentinel error and writes nothing, not even the topic
 // definition.
 func TestBadInputWritesNothing(t *testing.T) {
-	p, rdb, prefix := setup(t, producer.WithMaxBodySize(10))
-	ctx := context.Background()
-	ft := topic.MustNew("ft", topic.FixedTime, 4)
-	pr := topic.MustNew("pr", topic.Priority, 4)
-	rm := topic.MustNew("rm", topic.RangeMerge, 4)
-	soon := time.Now().Add(time.Minute)
-	cases := []struct {
-		name string
-		call func() error
-		want error
-	}{
-		{"nil body", func() error { _, err := p.SendFixedTime(ctx, ft, nil, soon); return err }, producer.ErrEmptyBody},
-		{"empty body", func() error { _, err := p.SendPriority(ctx, pr, []byte{}, 20); return err }, producer.ErrEmptyBody},
-		{"oversize body", func() error { _, err := p.SendFixedTime(ctx, ft, make([]byte, 11), soon); return err }, producer.ErrBodyTooLarge},
-		{"zero time", func() error { _, err := p.SendFixedTime(ctx, ft, []byte("x"), time.Time{}); return err }, producer.ErrInvalidTime},
-		{"time before 1970", func() error {
-			_, err := p.SendFixedTime(ctx, ft, []byte("x"), time.Unix(-5, 0))
-			return err
-		}, producer.ErrInvalidTime},
-		{"negative range", func() error { _, err := p.SendRangeMerge(ctx, rm, []byte("x"), -time.Second); return err }, producer.ErrInvalidRange},
-		{"priority 16", func() error { _, err := p.SendPriority(ctx, pr, []byte("x"), 16); return err }, producer.ErrInvalidPriority},
-		{"priority -1", func() error { _, err := p.SendPriority(ctx, pr, []byte("x"), -1); return err }, producer.ErrInvalidPriority},
-		{"priority 2^60", func() error { _, err := p.SendPriority(ctx, pr, []byte("x"), 1<<60); return err }, producer.ErrInvalidPriority},
-		{"type mismatch", func() error { _, err := p.SendPriority(ctx, ft, []byte("x"), 20); return err }, producer.ErrTypeMismatch},
-		{"type mismatch 2", func() error { _, err := p.SendFixedTime(ctx, rm, []byte("x"), soon); return err }, producer.ErrTypeMismatch},
-		{"empty key", func() error {
-			_, err := p.SendFixedTime(ctx, ft, []byte("x"), soon, producer.WithKey(""))
-			return err
-		}, producer.ErrInvalidKey},
-		{"long key", func() error {
-			_, err := p.SendFixedTime(ctx, ft, []byte("x"), soon, producer.WithKey(strings.Repeat("k", 1025)))
-			return err
-		}, producer.ErrInvalidKey},
-		{"empty slot basis", func() error {
-			_, err := p.SendFixedTime(ctx, ft, []byte("x"), soon, producer.WithSlotBasis(nil))
-			return err
-		}, producer.ErrInvalidSlotBasis},
-		{"zero topic", func() error { _, err := p.SendFixedTime(ctx, topic.Topic{}, []byte("x"), soon); return err }, topic.ErrInvalidName},
-	}
-	for _, c := range cases {
-		err := c.call()
-		assert.ErrorIs(t, err, c.want, c.name)
-	}
-	assert.Empty(t, keysOf(t, rdb, prefix))
+	forEachBackend(t, func(t *testing.T, backend string) {
+		p, rdb, prefix := setup(t, backend, producer.WithMaxBodySize(10))
+		ctx := context.Background()
+		ft := topic.MustNew("ft", topic.FixedTime, 4)
+		pr := topic.MustNew("pr", topic.Priority, 4)
+		rm := topic.MustNew("rm", topic.RangeMerge, 4)
+		soon := time.Now().Add(time.Minute)
+		cases := []struct {
+			name string
+			call func() error
+			want error
+		}{
+			{"nil body", func() error { _, err := p.SendFixedTime(ctx, ft, nil, soon); return err }, producer.ErrEmptyBody},
+			{"empty body", func() error { _, err := p.SendPriority(ctx, pr, []byte{}, 20); return err }, producer.ErrEmptyBody},
+			{"oversize body", func() error { _, err := p.SendFixedTime(ctx, ft, make([]byte, 11), soon); return err }, producer.ErrBodyTooLarge},
+			{"zero time", func() error { _, err := p.SendFixedTime(ctx, ft, []byte("x"), time.Time{}); return err }, producer.ErrInvalidTime},
+			{"time before 1970", func() error {
+				_, err := p.SendFixedTime(ctx, ft, []byte("x"), time.Unix(-5, 0))
+				return err
+			}, producer.ErrInvalidTime},
+			{"negative range", func() error { _, err := p.SendRangeMerge(ctx, rm, []byte("x"), -time.Second); return err }, producer.ErrInvalidRange},
+			{"priority 16", func() error { _, err := p.SendPriority(ctx, pr, []byte("x"), 16); return err }, producer.ErrInvalidPriority},
+			{"priority -1", func() error { _, err := p.SendPriority(ctx, pr, []byte("x"), -1); return err }, producer.ErrInvalidPriority},
+			{"priority 2^60", func() error { _, err := p.SendPriority(ctx, pr, []byte("x"), 1<<60); return err }, producer.ErrInvalidPriority},
+			{"type mismatch", func() error { _, err := p.SendPriority(ctx, ft, []byte("x"), 20); return err }, producer.ErrTypeMismatch},
+			{"type mismatch 2", func() error { _, err := p.SendFixedTime(ctx, rm, []byte("x"), soon); return err }, producer.ErrTypeMismatch},
+			{"empty key", func() error {
+				_, err := p.SendFixedTime(ctx, ft, []byte("x"), soon, producer.WithKey(""))
+				return err
+			}, producer.ErrInvalidKey},
+			{"long key", func() error {
+				_, err := p.SendFixedTime(ctx, ft, []byte("x"), soon, producer.WithKey(strings.Repeat("k", 1025)))
+				return err
+			}, producer.ErrInvalidKey},
+			{"empty slot basis", func() error {
+				_, err := p.SendFixedTime(ctx, ft, []byte("x"), soon, producer.WithSlotBasis(nil))
+				return err
+			}, producer.ErrInvalidSlotBasis},
+			{"zero topic", func() error { _, err := p.SendFixedTime(ctx, topic.Topic{}, []byte("x"), soon); return err }, topic.ErrInvalidName},
+		}
+		for _, c := range cases {
+			err := c.call()
+			assert.ErrorIs(t, err, c.want, c.name)
+		}
+		assert.Empty(t, keysOf(t, rdb, prefix))
 
-	bad := producer.New(rdb, producer.WithPrefix("a{b}"))
-	_, err := bad.SendFixedTime(ctx, ft, []byte("x"), soon)
-	assert.ErrorIs(t, err, slots.ErrInvalidPrefix)
+		bad := producer.New(rdb, producer.WithPrefix("a{b}"))
+		_, err := bad.SendFixedTime(ctx, ft, []byte("x"), soon)
+		assert.ErrorIs(t, err, slots.ErrInvalidPrefix)
+	})
 }
 
 func TestTopicConflictIsRefused(t *testing.T) {
-	p, rdb, prefix := setup(t)
-	ctx := context.Background()
-	_, err := p.SendFixedTime(ctx, topic.MustNew("orders", topic.FixedTime, 16), []byte("x"), time.Now())
-	require.NoError(t, err)
+	forEachBackend(t, func(t *testing.T, backend string) {
+		p, rdb, prefix := setup(t, backend)
+		ctx := context.Background()
+		_, err := p.SendFixedTime(ctx, topic.MustNew("orders", topic.FixedTime, 16), []byte("x"), time.Now())
+		require.NoError(t, err)
 
-	other := producer.New(rdb, producer.WithPrefix(prefix))
-	_, err = other.SendPriority(ctx, topic.MustNew("orders", topic.Priority, 16), []byte("x"), 20)
-	assert.ErrorIs(t, err, topic.ErrConflict)
-	_, err = other.SendFixedTime(ctx, topic.MustNew("orders", topic.FixedTime, 32), []byte("x"), time.Now())
-	assert.ErrorIs(t, err, producer.ErrTopicConflict)
-	_, err = p.SendFixedTime(ctx, topic.MustNew("orders", topic.FixedTime, 32), []byte("x"), time.Now())
-	assert.ErrorIs(t, err, topic.ErrConflict, "the producer's own cache refuses too")
+		other := producer.New(rdb, producer.WithPrefix(prefix))
+		_, err = other.SendPriority(ctx, topic.MustNew("orders", topic.Priority, 16), []byte("x"), 20)
+		assert.ErrorIs(t, err, topic.ErrConflict)
+		_, err = other.SendFixedTime(ctx, topic.MustNew("orders", topic.FixedTime, 32), []byte("x"), time.Now())
+		assert.ErrorIs(t, err, producer.ErrTopicConflict)
+		_, err = p.SendFixedTime(ctx, topic.MustNew("orders", topic.FixedTime, 32), []byte("x"), time.Now())
+		assert.ErrorIs(t, err, topic.ErrConflict, "the producer's own cache refuses too")
+	})
 }
 
 func TestIDsAndSlots(t *testing.T) {
-	p, rdb, prefix := setup(t)
-	ctx := context.Background()
-	tp := topic.MustNew("ids", topic.FixedTime, 16)
-	at := time.Now().Add(time.Hour)
+	forEachBackend(t, func(t *testing.T, backend string) {
+		p, rdb, prefix := setup(t, backend)
+		ctx := context.Background()
+		tp := topic.MustNew("ids", topic.FixedTime, 16)
+		at := time.Now().Add(time.Hour)
 
-	id, err := p.SendFixedTime(ctx, tp, []byte("hello"), at)
-	require.NoError(t, err)
-	assert.Equal(t, producer.BodyID([]byte("hello")), id)
-	assert.Len(t, id, 12)
-	k := slots.KeysFor(prefix, tp, slots.Index([]byte("hello"), 16))
-	assert.NoError(t, rdb.ZScore(ctx, k.Store, id).Err(), "body-derived id lives in the slot of the body")
+		id, err := p.SendFixedTime(ctx, tp, []byte("hello"), at)
+		require.NoError(t, err)
+		assert.Equal(t, producer.BodyID([]byte("hello")), id)
+		assert.Len(t, id, 12)
+		k := slots.KeysFor(prefix, tp, slots.Index([]byte("hello"), 16))
+		assert.NoError(t, rdb.ZScore(ctx, k.Store, id).Err(), "body-derived id lives in the slot of the body")
 
-	id, err = p.SendFixedTime(ctx, tp, []byte("x"), at, producer.WithKey("order-42"))
-	require.NoError(t, err)
-	assert.Equal(t, "order-42", id)
-	k = slots.KeysFor(prefix, tp, slots.IndexString("order-42", 16))
-	assert.NoError(t, rdb.ZScore(ctx, k.Store, id).Err(), "a key is its own slot basis")
+		id, err = p.SendFixedTime(ctx, tp, []byte("x"), at, producer.WithKey("order-42"))
+		require.NoError(t, err)
+		assert.Equal(t, "order-42", id)
+		k = slots.KeysFor(prefix, tp, slots.IndexString("order-42", 16))
+		assert.NoError(t, rdb.ZScore(ctx, k.Store, id).Err(), "a key is its own slot basis")
 
-	_, err = p.SendFixedTime(ctx, tp, []byte("y"), at, producer.WithKey("line-1"), producer.WithSlotBasis([]byte("order-42")))
-	require.NoError(t, err)
-	assert.NoError(t, rdb.ZScore(ctx, k.Store, "line-1").Err(), "the slot basis picks the slot")
+		_, err = p.SendFixedTime(ctx, tp, []byte("y"), at, producer.WithKey("line-1"), producer.WithSlotBasis([]byte("order-42")))
+		require.NoError(t, err)
+		assert.NoError(t, rdb.ZScore(ctx, k.Store, "line-1").Err(), "the slot basis picks the slot")
+	})
 }
 
 func TestRemove(t *testing.T) {
-	p, rdb, prefix := setup(t)
-	ctx := context.Background()
-	tp := topic.MustNew("rm", topic.FixedTime, 16)
-	at := time.Now().Add(time.Hour)
+	forEachBackend(t, func(t *testing.T, backend string) {
+		p, rdb, prefix := setup(t, backend)
+		ctx := context.Background()
+		tp := topic.MustNew("rm", topic.FixedTime, 16)
+		at := time.Now().Add(time.Hour)
 
-	ok, err := p.Remove(ctx, tp, "unknown")
-	require.NoError(t, err)
-	assert.False(t, ok)
+		ok, err := p.Remove(ctx, tp, "unknown")
+		require.NoError(t, err)
+		assert.False(t, ok)
 
-	_, err = p.SendFixedTime(ctx, tp, []byte("x"), at, producer.WithKey("k1"))
-	require.NoError(t, err)
-	ok, err = p.Remove(ctx, tp, "k1")
-	require.NoError(t, err)
-	assert.True(t, ok)
-	ok, err = p.Remove(ctx, tp, "k1")
-	require.NoError(t, err)
-	assert.False(t, ok, "second remove finds nothing")
+		_, err = p.SendFixedTime(ctx, tp, []byte("x"), at, producer.WithKey("k1"))
+		require.NoError(t, err)
+		ok, err = p.Remove(ctx, tp, "k1")
+		require.NoError(t, err)
+		assert.True(t, ok)
+		ok, err = p.Remove(ctx, tp, "k1")
+		require.NoError(t, err)
+		assert.False(t, ok, "second remove finds nothing")
 
-	id, err := p.SendFixedTime(ctx, tp, []byte("body-derived"), at)
-	require.NoError(t, err)
-	ok, err = p.Remove(ctx, tp, id)
-	require.NoError(t, err)
-	assert.True(t, ok, "a body-derived id is found in its body's slot")
+		id, err := p.SendFixedTime(ctx, tp, []byte("body-derived"), at)
+		require.NoError(t, err)
+		ok, err = p.Remove(ctx, tp, id)
+		require.NoError(t, err)
+		assert.True(t, ok, "a body-derived id is found in its body's slot")
 
-	_, err = p.SendFixedTime(ctx, tp, []byte("z"), at, producer.WithKey("k2"), producer.WithSlotBasis([]byte("group")))
-	require.NoError(t, err)
-	ok, err = p.Remove(ctx, tp, "k2", producer.WithSlotBasis([]byte("group")))
-	require.NoError(t, err)
-	assert.True(t, ok)
+		_, err = p.SendFixedTime(ctx, tp, []byte("z"), at, producer.WithKey("k2"), producer.WithSlotBasis([]byte("group")))
+		require.NoError(t, err)
+		ok, err = p.Remove(ctx, tp, "k2", producer.WithSlotBasis([]byte("group")))
+		require.NoError(t, err)
+		assert.True(t, ok)
 
-	// Only the topic definition is left: bodies went with the messages.
-	assert.Equal(t, []string{slots.TopicsKey(prefix)}, keysOf(t, rdb, prefix))
+		// Only the topic definition is left: bodies went with the messages.
+		assert.Equal(t, []string{slots.TopicsKey(prefix)}, keysOf(t, rdb, prefix))
+	})
 }
 
 // A reply lost after Redis ran the send script makes go-redis run it again

@@ -21,7 +21,7 @@ import (
 var scriptsBySHA = func() map[string]string {
 	m := map[string]string{}
 	for name, s := range map[string]*redis.Script{
-		"sendbatch":              luascripts.SendBatch,
+		"sendbatch":             luascripts.SendBatch,
 		luascripts.NameFetch:    luascripts.Fetch,
 		luascripts.NameAck:      luascripts.Ack,
 		luascripts.NameRollback: luascripts.Rollback,

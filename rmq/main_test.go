@@ -7,8 +7,9 @@ import (
 	"github.com/rmq-go/rmq/internal/redistest"
 )
 
-// TestMain runs the tests against one shared redis-server, or, when the
-// environment asks for it, plays the consumer worker that kill_test.go
+// TestMain runs the tests against one shared redis-server and one shared
+// Redis cluster (both started on first use, stopped at the end), or, when
+// the environment asks for it, plays the consumer worker that kill_test.go
 // re-executes this binary as (and kills with SIGKILL).
 func TestMain(m *testing.M) {
 	if os.Getenv(workerEnv) == "1" {

@@ -109,12 +109,16 @@ type tagKey struct {
 // tags caches computed tags, one per topic slot and process.
 var tags sync.Map // tagKey -> string
 
-// sufCRC holds CRC16 of the decimal numbers below tagTries. CRC-16/XMODEM
+// sufCRC holds CRC16 of the decimal numbers below sufTable. CRC-16/XMODEM
 // is linear (no initial value, no final xor), so the CRC of head+suffix is
 // the CRC of head followed by len(suffix) zero bytes, xor the suffix's own
-// CRC: the search for a suffix costs one table read per candidate.
+// CRC: the search for a suffix costs one table read per candidate (a
+// number past the table, needed once in some 20000 tags, is hashed as it
+// comes).
+const sufTable = 10000
+
 var sufCRC = sync.OnceValue(func() []uint16 {
-	t := make([]uint16, tagTries)
+	t := make([]uint16, sufTable)
 	var buf [8]byte
 	for n := range t {
 		t[n] = crc16b(0, strconv.AppendInt(buf[:0], int64(n), 10))
@@ -150,7 +154,14 @@ func placedTag(topicName string, index int) string {
 		if n == next {
 			digits, next = digits+1, next*10
 		}
-		hs := int(shifted[digits]^suf[n]) % NumHashSlots
+		var sc uint16
+		if n < sufTable {
+			sc = suf[n]
+		} else {
+			var buf [8]byte
+			sc = crc16b(0, strconv.AppendInt(buf[:0], int64(n), 10))
+		}
+		hs := int(shifted[digits]^sc) % NumHashSlots
 		if hs >= lo && hs < lo+tagSpan {
 			break
 		}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -48,12 +49,15 @@ func TestTagPlacement(t *testing.T) {
 				seen[lo] = true
 			}
 		}
-		for i := range 2048 {
+		for i := range 1100 {
 			tag := Tag(name, i)
 			hs := HashSlot("rmq:" + tag + ":store")
 			lo := TagRange(name, i)
 			require.True(t, hs >= lo && hs < lo+16, "%s: hash slot %d outside [%d,%d)", tag, hs, lo, lo+16)
-			require.Regexp(t, `^\{`+name+`:`+strconv.Itoa(i)+`:\d+\}$`, tag)
+			n, ok := strings.CutPrefix(tag, "{"+name+":"+strconv.Itoa(i)+":")
+			require.True(t, ok && strings.HasSuffix(n, "}"), tag)
+			_, err := strconv.Atoi(strings.TrimSuffix(n, "}"))
+			require.NoError(t, err, tag)
 		}
 	}
 	// Slot 0 of a topic sits where the topic name itself hashes.
@@ -85,7 +89,7 @@ func perMaster(n int, tag func(i int) string) [3]int {
 // "{topic:index}" tags are off by up to half a share. The figures go to
 // the test log (docs/cluster.md quotes them).
 func TestTagSpreadOverThreeMasters(t *testing.T) {
-	const topics = 500
+	const topics = 200
 	for _, n := range []int{16, 64, 256} {
 		worstPlain, worstPlaced := [3]int{}, [3]int{}
 		spread := func(c [3]int) int { return max(c[0], c[1], c[2]) - min(c[0], c[1], c[2]) }

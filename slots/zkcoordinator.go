@@ -226,12 +226,12 @@ func (z *ZKCoordinator) Member() string {
 }
 
 // Owned returns the slots of a topic this process consumes now, with their
-// owner epochs.
+// owner epochs: none while its ownership is not vouched for.
 func (z *ZKCoordinator) Owned(topicName string) map[int]int64 {
 	z.mu.Lock()
 	defer z.mu.Unlock()
 	out := map[int]int64{}
-	if t := z.byName[topicName]; t != nil {
+	if t := z.byName[topicName]; t != nil && z.Vouched() {
 		for s, sl := range t.slots {
 			if sl.active {
 				out[s] = sl.epoch

@@ -59,9 +59,12 @@ func TestFleetPerKeyOrder(t *testing.T) {
 // repeats), nothing is lost and per-key order holds.
 func TestFleetKillWorker(t *testing.T) {
 	f := newFleet(t, slotAmount, 300, 30)
+	f.base.WorkMin, f.base.WorkMax = 2*time.Millisecond, 8*time.Millisecond
 	a, b, c := f.start("a"), f.start("b"), f.start("c")
+	f.waitBalanced(3)
 	sending := f.produce(fleetCtx(t))
-	f.waitProgress(0.3, drainWait)
+	f.waitProgress(0.2, drainWait)
+	b.waitBusy(5, drainWait)
 	b.kill9()
 	f.waitDrained(sending, drainWait)
 	f.stopAll()
@@ -96,12 +99,14 @@ func TestFleetKillWorker(t *testing.T) {
 // handled by two workers at once (check verifies the per-slot handover).
 func TestFleetJoinWorker(t *testing.T) {
 	f := newFleet(t, slotAmount, 300, 30)
+	f.base.WorkMin, f.base.WorkMax = 2*time.Millisecond, 8*time.Millisecond // a backlog to hand over
 	f.start("a")
 	f.start("b")
+	c := f.prepare("c")
 	sending := f.produce(fleetCtx(t))
 	f.waitProgress(0.3, drainWait)
 	joined := time.Now()
-	c := f.start("c")
+	c.join()
 	f.waitDrained(sending, drainWait)
 	// Let the fleet settle if the run ended before the handover did.
 	require.Eventually(t, func() bool {
@@ -122,8 +127,17 @@ func TestFleetJoinWorker(t *testing.T) {
 			break
 		}
 	}
-	t.Logf("join: c owned its share (%d slots) %v after it started; %d handlings, slot epochs per slot up to %d",
-		r.lastOwned()[c.name], settled.Round(time.Millisecond), rep.handlings, rep.maxEpochs)
+	byC := 0
+	for _, h := range r.hs {
+		if h.worker == c.name {
+			byC++
+		}
+	}
+	assert.Positive(t, byC, "c handled messages after joining")
+	assert.Equal(t, 2, rep.maxEpochs, "slots were handed over under load")
+	t.Logf("join: c owned its share (%d slots) %v after it was told to join and handled %d of %d messages; "+
+		"up to %d owner epochs per slot; no slot handled by two workers at once",
+		r.lastOwned()[c.name], settled.Round(time.Millisecond), byC, rep.handlings, rep.maxEpochs)
 }
 
 // SIGSTOP of a worker for longer than its session timeout, then SIGCONT:
@@ -139,12 +153,16 @@ func TestFleetFrozenWorker(t *testing.T) {
 	f.start("a")
 	b := f.start("b")
 	f.start("c")
+	f.waitBalanced(3)
 	sending := f.produce(fleetCtx(t))
-	f.waitProgress(0.3, drainWait)
+	f.waitProgress(0.2, drainWait)
+	b.waitBusy(5, drainWait)
 	b.freeze(2*sessionTimeout + time.Second)
 	f.waitDrained(sending, drainWait)
+	// Snapshots b wrote in its first moments after SIGCONT may still show
+	// the slots it owned before (its coordinator had not run yet).
 	require.Eventually(t, func() bool {
-		return shareOK(f.records().lastOwned()[b.name], 3)
+		return shareOK(f.records().ownedSince(b.name, b.resumed.Add(sessionTimeout)), 3)
 	}, 30*time.Second, 100*time.Millisecond, "b did not rejoin with a fair share")
 	f.stopAll()
 	r := f.records()
@@ -182,6 +200,7 @@ func TestFleetFrozenWorker(t *testing.T) {
 	}
 	assert.Zero(t, accepted)
 	assert.Positive(t, frozen, "b was busy when it froze")
+	assert.Positive(t, cancelled, "the frozen handlers saw their contexts cancelled on waking")
 	// On waking, b cancels the contexts of its handlers: a frozen handler
 	// whose work was already over by then (its timer expired during the
 	// freeze) may finish first, but none keeps running after the first
@@ -217,14 +236,20 @@ func TestFleetZooKeeperRestart(t *testing.T) {
 	}
 	sending := f.produce(fleetCtx(t))
 	f.waitProgress(0.3, drainWait)
-	p0, err := f.pending()
-	require.NoError(t, err)
 	down := time.Now()
 	require.NoError(t, f.zk.Shutdown())
+	// From here on the server is gone and the workers' connections broke.
+	p0, err := f.pending()
+	require.NoError(t, err)
+	sent0 := f.sent.Load()
 	time.Sleep(sessionTimeout)
 	p1, err := f.pending()
 	require.NoError(t, err)
 	sent := f.sent.Load()
+	// The workers paused on the disconnect: what they consumed meanwhile is
+	// at most what was in flight (one delivery per slot).
+	consumedWhileDown := (sent - p1) - (sent0 - p0)
+	assert.LessOrEqual(t, consumedWhileDown, int64(2*slotAmount), "the workers kept consuming while ZooKeeper was down")
 	require.NoError(t, f.zk.Restart(fleetCtx(t)))
 	downFor := time.Since(down)
 	f.waitDrained(sending, drainWait)
@@ -233,6 +258,6 @@ func TestFleetZooKeeperRestart(t *testing.T) {
 	rep := f.check(r)
 	assert.Zero(t, rep.overlaps)
 	assert.Zero(t, rep.repeats)
-	t.Logf("ZooKeeper down %v: pending %d -> %d while down (%d sent by then); %d handlings, up to %d epochs per slot; outcomes %v",
-		downFor.Round(time.Millisecond), p0, p1, sent, rep.handlings, rep.maxEpochs, r.outcomes)
+	t.Logf("ZooKeeper down %v: %d consumed while down, pending %d -> %d (%d sent by then); %d handlings, up to %d epochs per slot; outcomes %v",
+		downFor.Round(time.Millisecond), max(consumedWhileDown, 0), p0, p1, sent, rep.handlings, rep.maxEpochs, r.outcomes)
 }

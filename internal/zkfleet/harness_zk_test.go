@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -54,6 +55,8 @@ type worker struct {
 	f        *fleet
 	name     string
 	cmd      *exec.Cmd
+	stdin    io.WriteCloser
+	loaded   chan struct{}
 	out      string
 	stderr   *tailBuffer
 	member   string
@@ -99,8 +102,49 @@ func newFleet(t *testing.T, slotAmount, keys, perKey int) *fleet {
 // start launches a worker process and waits until it joined the fleet.
 func (f *fleet) start(name string) *worker {
 	f.t.Helper()
+	w := f.spawn(name, false)
+	w.waitReady()
+	return w
+}
+
+// prepare launches a deferred worker: ready to join, not joined yet.
+func (f *fleet) prepare(name string) *worker {
+	f.t.Helper()
+	w := f.spawn(name, true)
+	select {
+	case <-w.loaded:
+	case <-w.exited:
+		f.t.Fatalf("worker %s exited before loading:\n%s", name, w.stderr.String())
+	case <-time.After(60 * time.Second):
+		f.t.Fatalf("worker %s did not load within 60 s:\n%s", name, w.stderr.String())
+	}
+	return w
+}
+
+// join lets a deferred worker join the fleet and waits until it did.
+func (w *worker) join() {
+	w.f.t.Helper()
+	_, err := io.WriteString(w.stdin, "join\n")
+	require.NoError(w.f.t, err)
+	w.waitReady()
+}
+
+func (w *worker) waitReady() {
+	w.f.t.Helper()
+	select {
+	case <-w.ready:
+	case <-w.exited:
+		w.f.t.Fatalf("worker %s exited before joining:\n%s", w.name, w.stderr.String())
+	case <-time.After(60 * time.Second):
+		w.f.t.Fatalf("worker %s did not join within 60 s:\n%s", w.name, w.stderr.String())
+	}
+}
+
+func (f *fleet) spawn(name string, deferred bool) *worker {
+	f.t.Helper()
 	cfg := f.base
 	cfg.Name = name
+	cfg.Deferred = deferred
 	cfg.Out = filepath.Join(f.base.Out, name+".rec")
 	raw, err := json.Marshal(cfg)
 	require.NoError(f.t, err)
@@ -110,9 +154,11 @@ func (f *fleet) start(name string) *worker {
 	cmd.Env = append(os.Environ(), workerEnv+"="+string(raw))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	w := &worker{f: f, name: name, cmd: cmd, out: cfg.Out, stderr: &tailBuffer{max: 64 << 10},
-		ready: make(chan struct{}), exited: make(chan struct{})}
+		ready: make(chan struct{}), loaded: make(chan struct{}), exited: make(chan struct{})}
 	cmd.Stderr = w.stderr
 	stdout, err := cmd.StdoutPipe()
+	require.NoError(f.t, err)
+	w.stdin, err = cmd.StdinPipe()
 	require.NoError(f.t, err)
 	require.NoError(f.t, cmd.Start())
 	f.workers = append(f.workers, w)
@@ -121,6 +167,8 @@ func (f *fleet) start(name string) *worker {
 		for sc.Scan() {
 			line := sc.Text()
 			switch {
+			case line == "loaded":
+				close(w.loaded)
 			case strings.HasPrefix(line, "ready "):
 				w.member = strings.TrimPrefix(line, "ready ")
 				close(w.ready)
@@ -131,13 +179,6 @@ func (f *fleet) start(name string) *worker {
 		_ = cmd.Wait()
 		close(w.exited)
 	}()
-	select {
-	case <-w.ready:
-	case <-w.exited:
-		f.t.Fatalf("worker %s exited before joining:\n%s", name, w.stderr.String())
-	case <-time.After(60 * time.Second):
-		f.t.Fatalf("worker %s did not join within 60 s:\n%s", name, w.stderr.String())
-	}
 	return w
 }
 
@@ -286,6 +327,57 @@ func (f *fleet) waitDrained(sending <-chan error, within time.Duration) {
 		f.t.Fatalf("sending did not finish within %v", within)
 	}
 	f.waitProgress(1, within)
+}
+
+// waitBalanced waits until every live worker reports a fair share.
+func (f *fleet) waitBalanced(n int) {
+	f.t.Helper()
+	require.Eventually(f.t, func() bool {
+		last := f.records().lastOwned()
+		total := 0
+		for _, w := range f.workers {
+			if w.killedAt.IsZero() {
+				k := last[w.name]
+				if k != f.tp.SlotAmount()/n && k != (f.tp.SlotAmount()+n-1)/n {
+					return false
+				}
+				total += k
+			}
+		}
+		return total == f.tp.SlotAmount()
+	}, 60*time.Second, 50*time.Millisecond, "the fleet did not balance")
+}
+
+// waitBusy waits until the worker has at least n handlers running (starts
+// without an end in its record file), so a kill or a freeze cuts handlers
+// off mid-way.
+func (w *worker) waitBusy(n int, within time.Duration) {
+	w.f.t.Helper()
+	file, err := os.Open(w.out)
+	require.NoError(w.f.t, err)
+	defer file.Close()
+	r := bufio.NewReader(file)
+	open, partial := 0, ""
+	deadline := time.Now().Add(within)
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil { // at the end (possibly mid-line): wait for more
+			partial += line
+			require.True(w.f.t, time.Now().Before(deadline), "worker %s never had %d handlers running", w.name, n)
+			time.Sleep(200 * time.Microsecond)
+			continue
+		}
+		line, partial = partial+line, ""
+		switch line[0] {
+		case 'S':
+			open++
+		case 'E':
+			open--
+		}
+		if open >= n {
+			return
+		}
+	}
 }
 
 // stopAll ends every live worker with SIGTERM (a graceful Close).
@@ -559,6 +651,18 @@ func (r *records) lastOwned() map[string]int {
 		}
 	}
 	return out
+}
+
+// ownedSince returns a worker's last ownership snapshot taken after since,
+// -1 if there is none.
+func (r *records) ownedSince(worker string, since time.Time) int {
+	n := -1
+	for _, o := range r.owned[worker] {
+		if o.at > since.UnixNano() {
+			n = o.n
+		}
+	}
+	return n
 }
 
 // tailBuffer keeps the last max bytes written to it.

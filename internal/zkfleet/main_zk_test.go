@@ -3,6 +3,7 @@
 package zkfleet
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -49,6 +50,10 @@ type workerConfig struct {
 	WorkMax        time.Duration
 	Concurrency    int
 	Out            string // record file
+	// Deferred workers get everything ready, print "loaded" and join the
+	// fleet only when "join" arrives on stdin, so the test picks the moment
+	// independently of how long a process takes to start.
+	Deferred bool
 }
 
 // record writes the worker's records, one line per write(2), so a SIGKILL
@@ -131,14 +136,19 @@ func runWorker(raw string) int {
 		if cfg.WorkMax > cfg.WorkMin {
 			work += rand.N(cfg.WorkMax - cfg.WorkMin)
 		}
+		// The work goes in steps of at most 1 ms, checking the context in
+		// between, like real work does: a handler frozen mid-way still has
+		// steps left when the process wakes up.
 		var cause error
-		t := time.NewTimer(work)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			cause = context.Cause(ctx)
+		for left := work; left > 0 && cause == nil; left -= time.Millisecond {
+			t := time.NewTimer(min(left, time.Millisecond))
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				cause = context.Cause(ctx)
+			}
+			t.Stop()
 		}
-		t.Stop()
 		rec.line("E %s %d %s %d %d %s", cfg.Name, m.Slot, m.ID, m.Epoch, time.Now().UnixNano(), causeName(cause))
 		// Like a handler whose work cannot be undone, it reports success even
 		// when its context was cancelled: the ack is what fencing must refuse.
@@ -147,6 +157,13 @@ func runWorker(raw string) int {
 	if err := c.Register(tp, handler, consumer.WithConcurrency(cfg.Concurrency), consumer.WithObserver(rec)); err != nil {
 		fmt.Fprintln(os.Stderr, "worker:", err)
 		return 2
+	}
+	if cfg.Deferred {
+		fmt.Println("loaded")
+		if line, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil || line != "join\n" {
+			fmt.Fprintln(os.Stderr, "worker: no join order:", err)
+			return 2
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	err = c.Start(ctx)

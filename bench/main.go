@@ -1,0 +1,210 @@
+// Command bench runs the same cases against hibiken/asynq and RMQ for Go in
+// one run, against one throwaway local redis-server that it starts on a free
+// loopback port (no persistence) and stops, and prints one table with the
+// ratios, the machine and the command line.
+//
+// Cases (128-byte bodies, one message type per system: asynq tasks and RMQ
+// FixedTime messages):
+//
+//   - produce with single calls from 1 and from 32 goroutines (asynq
+//     Client.Enqueue, RMQ SendFixedTime);
+//   - produce with the batch API (RMQ SendBatch; asynq has none);
+//   - consume+ack a backlog with a no-op handler and 32 workers;
+//   - firing lateness (handler call − due time) p50/p99/max and early
+//     firings at 1,000 and 20,000 msgs/s coming due (asynq ProcessAt);
+//   - optionally (-huge) the same lateness with 10 million far-future
+//     messages waiting in the same queue;
+//   - Redis memory per waiting message (INFO memory delta / count).
+//
+// Throughput and lateness figures are medians of -runs runs; the systems
+// alternate within each case. Per-message costs (Redis commands, round
+// trips, bytes on the wire, client and Redis CPU) are measured in the same
+// timed sections.
+//
+//	cd bench && go run .              # ≈ 2 minutes
+//	cd bench && go run . -huge        # + 10M waiting messages (RMQ)
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+type options struct {
+	runs       int
+	n          int
+	batchN     int
+	batch      int
+	batchG     int
+	producers  int
+	workers    int
+	body       int
+	slots      int
+	late       []latSpec
+	lead       time.Duration
+	memN       int
+	huge       bool
+	hugeN      int
+	hugeAsynq  bool
+	asynqCheck time.Duration
+	systems    map[string]bool
+	cases      map[string]bool
+	redisBin   string
+	verbose    bool
+	cpuProfile string
+	resp       int
+	cmdStats   bool
+	rawArgs    []string
+}
+
+type latSpec struct {
+	rate     int
+	duration time.Duration
+}
+
+var allCases = []string{"produce1", "produce32", "batch", "consume", "lateness", "memory"}
+
+func parseFlags() (options, error) {
+	var o options
+	var late, systems, cases string
+	flag.IntVar(&o.runs, "runs", 3, "runs of each throughput and lateness case; the table shows medians")
+	flag.IntVar(&o.n, "n", 20000, "messages per single-send produce case and per consume backlog")
+	flag.IntVar(&o.batchN, "batch-n", 200000, "messages in the batch produce case")
+	flag.IntVar(&o.batch, "batch", 1000, "messages per SendBatch call")
+	flag.IntVar(&o.batchG, "batch-goroutines", 4, "goroutines calling SendBatch")
+	flag.IntVar(&o.producers, "producers", 32, "goroutines of the 32-goroutine produce case and of the lateness senders")
+	flag.IntVar(&o.workers, "workers", 32, "handlers (asynq Concurrency, RMQ consumer.WithConcurrency)")
+	flag.IntVar(&o.body, "body", 128, "body bytes")
+	flag.IntVar(&o.slots, "slots", 16, "slots of each RMQ topic")
+	flag.StringVar(&late, "late", "1000:2s,20000:1s", "lateness cases, rate:duration (msgs/s coming due, for how long)")
+	flag.DurationVar(&o.lead, "lead", time.Second, "each lateness message is sent this long before it is due")
+	flag.IntVar(&o.memN, "mem-n", 200000, "waiting messages for the memory case (the issue's figure is for 1000000)")
+	flag.BoolVar(&o.huge, "huge", false, "also measure lateness with -huge-n far-future messages waiting (loads them with SendBatch; needs ~3 GB)")
+	flag.IntVar(&o.hugeN, "huge-n", 10_000_000, "far-future messages for -huge")
+	flag.BoolVar(&o.hugeAsynq, "huge-asynq", false, "run -huge for asynq too (one Enqueue per task: ~10 min and ~7 GB for 10M)")
+	flag.DurationVar(&o.asynqCheck, "asynq-check", 0, "asynq TaskCheckInterval and DelayedTaskCheckInterval (0: asynq's defaults, 1s and 5s)")
+	flag.StringVar(&systems, "systems", "asynq,rmq", "systems to run")
+	flag.StringVar(&cases, "cases", strings.Join(allCases, ","), "cases to run")
+	flag.StringVar(&o.redisBin, "redis-server", "redis-server", "redis-server binary")
+	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of each timed throughput section to PREFIX-<case>-<system>-r<run>.pprof")
+	flag.IntVar(&o.resp, "resp", 3, "RESP version of the go-redis client (3 is go-redis's default; 2 skips its push-notification checks)")
+	flag.BoolVar(&o.cmdStats, "cmdstats", false, "also print INFO commandstats per message for each throughput case")
+	flag.BoolVar(&o.verbose, "v", false, "log RMQ warnings and asynq errors to stderr")
+	flag.Parse()
+	o.rawArgs = os.Args[1:]
+	if flag.NArg() > 0 {
+		return o, fmt.Errorf("unexpected arguments: %s", strings.Join(flag.Args(), " "))
+	}
+	o.systems, o.cases = map[string]bool{}, map[string]bool{}
+	for _, s := range strings.Split(systems, ",") {
+		if s = strings.TrimSpace(s); s != "asynq" && s != "rmq" {
+			return o, fmt.Errorf("-systems: unknown %q (asynq, rmq)", s)
+		}
+		o.systems[s] = true
+	}
+	for _, c := range strings.Split(cases, ",") {
+		c = strings.TrimSpace(c)
+		known := false
+		for _, k := range allCases {
+			known = known || k == c
+		}
+		if !known {
+			return o, fmt.Errorf("-cases: unknown %q (%s)", c, strings.Join(allCases, ", "))
+		}
+		o.cases[c] = true
+	}
+	for _, spec := range strings.Split(late, ",") {
+		r, d, ok := strings.Cut(strings.TrimSpace(spec), ":")
+		rate, err1 := strconv.Atoi(r)
+		dur, err2 := time.ParseDuration(d)
+		if !ok || err1 != nil || err2 != nil || rate < 1 || dur <= 0 {
+			return o, fmt.Errorf("-late: bad %q (want rate:duration, e.g. 1000:2s)", spec)
+		}
+		o.late = append(o.late, latSpec{rate, dur})
+	}
+	switch {
+	case o.resp != 2 && o.resp != 3:
+		return o, errors.New("-resp must be 2 or 3")
+	case o.runs < 1, o.n < 1, o.batchN < 1, o.batch < 1, o.batchG < 1, o.producers < 1, o.workers < 1, o.body < 32, o.hugeN < 1, o.memN < 0:
+		return o, errors.New("counts must be positive (-body at least 32)")
+	}
+	return o, nil
+}
+
+func main() {
+	o, err := parseFlags()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err = run(ctx, o)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func progress(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "bench: "+format+"\n", args...)
+}
+
+func run(ctx context.Context, o options) error {
+	began := time.Now()
+	srv, err := startRedis(ctx, o.redisBin)
+	if err != nil {
+		return err
+	}
+	defer srv.stop()
+	progress("started redis-server on %s", srv.addr)
+
+	cnt := &counters{}
+	rdb := redis.NewClient(&redis.Options{Addr: srv.addr, PoolSize: 64, Protocol: o.resp, Dialer: countingDialer(cnt)})
+	defer rdb.Close()
+	rdb.AddHook(countingHook{cnt})
+	// The admin client reads INFO and flushes: FLUSHALL of 10M messages
+	// takes longer than go-redis's default 3 s read timeout.
+	admin := redis.NewClient(&redis.Options{Addr: srv.addr, ReadTimeout: 5 * time.Minute, WriteTimeout: time.Minute})
+	defer admin.Close()
+	if err := admin.Ping(ctx).Err(); err != nil {
+		return err
+	}
+
+	level := slog.LevelError + 1
+	if o.verbose {
+		level = slog.LevelWarn
+	}
+	s := settings{body: o.body, producers: o.producers, workers: o.workers}
+	env := readEnv(ctx, admin, srv.addr)
+	asys := &asynqSys{rdb: rdb, admin: admin, s: s, checkInterval: o.asynqCheck, version: env.asynqVersion}
+	rsys := &rmqSys{rdb: rdb, admin: admin, s: s, slots: o.slots, log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))}
+	var systems []system
+	if o.systems["asynq"] {
+		systems = append(systems, asys)
+	}
+	if o.systems["rmq"] {
+		systems = append(systems, rsys)
+	}
+	b := &runner{o: o, rdb: rdb, admin: admin, cnt: cnt, res: newResults()}
+	err = b.all(ctx, systems)
+	env.elapsed = time.Since(began)
+	env.loadAfter = loadAvg()
+	if err != nil {
+		// Print what was measured before the failure.
+		fmt.Fprintln(os.Stdout, "INCOMPLETE: bench stopped early:", err)
+	}
+	printReport(os.Stdout, o, env, systems, b.res)
+	return err
+}
