@@ -173,7 +173,6 @@ func (c *Consumer) ackCall(slot int, ds []*delivery) ([]string, []any) {
 	return keys, args
 }
 
-
 // Rollback outcomes, as rollback.lua returns them.
 const (
 	rollbackStale      = 0
