@@ -180,7 +180,7 @@ local function send_one(store, prepare, msg, typ, id, score_arg, nonce, body, no
   if result ~= 2 then
     redis.call('ZADD', store, e.score, id)
   end
-  return result
+  return result, e.score
 end
 
 -- head_of returns the store's first id and score in consume order.
@@ -194,15 +194,6 @@ local function head_of(store, time_based)
   return h[1], h[2]
 end
 
--- wake_if_new_head publishes the head's score when the head is not the one
--- seen before the writes (so sleeping fetchers re-plan).
-local function wake_if_new_head(cmd, channel, store, time_based, before_id, before_score)
-  if cmd == '' then return end
-  local id, score = head_of(store, time_based)
-  if id and (id ~= before_id or score ~= before_score) then
-    redis.call(cmd, channel, score)
-  end
-end
 
 -- fence returns an RMQFENCED error reply when epoch (the caller's owner
 -- epoch, a decimal string) is not the one stored at key, nil when the call
