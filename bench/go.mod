@@ -6,6 +6,7 @@ replace github.com/rmq-go/rmq => ../
 
 require (
 	github.com/hibiken/asynq v0.26.0
+	github.com/redis/go-redis/v9 v9.23.0
 	github.com/rmq-go/rmq v0.0.0-00010101000000-000000000000
 )
 
@@ -19,7 +20,6 @@ require (
 	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
-	github.com/redis/go-redis/v9 v9.23.0 // indirect
 	github.com/robfig/cron/v3 v3.0.1 // indirect
 	github.com/spf13/cast v1.10.0 // indirect
 	go.uber.org/atomic v1.12.0 // indirect

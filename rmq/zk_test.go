@@ -123,8 +123,11 @@ func waitPartition(t *testing.T, tp topic.Topic, clients ...*rmq.Client) []int {
 // client closes, the other takes its slots over.
 func TestZKClientsSplitSlotsAndKeepKeyOrder(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
 	srv := startZK(t)
+	forEachBackend(t, func(t *testing.T, e *env) { testZKSplitAndOrder(t, e, srv) })
+}
+
+func testZKSplitAndOrder(t *testing.T, e *env, srv *zkserver.Server) {
 	ctx := ctxT(t)
 	tp := mustTopic(t, "zkorder", topic.FixedTime, 16)
 	var log zkLog
@@ -390,4 +393,23 @@ func TestZKCloseLeavesNoGoroutine(t *testing.T) {
 	defer cancel()
 	require.NoError(t, c.Close(ctx))
 	goleak.VerifyNone(t, ignore)
+}
+
+// Start fails within its context when ZooKeeper cannot be reached, and
+// leaves the consumers closed.
+func TestZKStartWithoutZooKeeperFails(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	l.Close() // nothing listens there now
+	c := e.client(rmq.WithZooKeeper([]string{addr}, rmq.ZKSessionTimeout(time.Second)))
+	require.NoError(t, c.Register(mustTopic(t, "zknone", topic.FixedTime, 2), newRecorder(nil)))
+	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	defer cancel()
+	begin := time.Now()
+	err = c.Start(ctx)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Less(t, time.Since(begin), 5*time.Second)
 }
