@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/rmq-go/rmq/internal/procutil"
 	"net"
 	"os"
 	"path/filepath"
@@ -64,7 +65,7 @@ type Server struct {
 	nodeTimeout time.Duration
 
 	mu        sync.Mutex
-	p         *proc
+	p         *procutil.Proc
 	stopped   bool
 	suspended bool
 }
@@ -108,7 +109,7 @@ func start(ctx context.Context, cfg Config, co *clusterOpts) (*Server, error) {
 	var lastErr error
 	for attempt := range startAttempts {
 		if cfg.Port == 0 {
-			if s.port, err = freePort(); err != nil {
+			if s.port, err = procutil.FreePort(); err != nil {
 				break
 			}
 		} else {
@@ -118,7 +119,7 @@ func start(ctx context.Context, cfg Config, co *clusterOpts) (*Server, error) {
 			}
 		}
 		if s.cluster {
-			if s.busPort, err = freePort(); err != nil {
+			if s.busPort, err = procutil.FreePort(); err != nil {
 				break
 			}
 		}
@@ -127,7 +128,7 @@ func start(ctx context.Context, cfg Config, co *clusterOpts) (*Server, error) {
 			s.logf("redisserver: started %s (pid %d, dir %s)", s.Addr(), s.Pid(), s.dir)
 			return s, nil
 		}
-		if !isAddrInUse(lastErr) || ctx.Err() != nil {
+		if !procutil.IsAddrInUse(lastErr) || ctx.Err() != nil {
 			break
 		}
 		s.logf("redisserver: port %d or %d taken, retrying", s.port, s.busPort)
@@ -185,27 +186,27 @@ func (s *Server) args() []string {
 // launch starts the process and waits for PING. Callers hold s.mu or own s
 // exclusively.
 func (s *Server) launch(ctx context.Context) error {
-	p, err := startProc(s.bin, s.args(), s.dir, s.LogPath())
+	p, err := procutil.Start(s.bin, s.args(), s.dir, s.LogPath())
 	if err != nil {
 		return err
 	}
 	s.p = p
 	s.suspended = false
 	if err := waitPing(ctx, s.Addr(), p); err != nil {
-		_ = p.kill()
+		_ = p.Kill()
 		return err
 	}
 	return nil
 }
 
-func waitPing(ctx context.Context, addr string, p *proc) error {
+func waitPing(ctx context.Context, addr string, p *procutil.Proc) error {
 	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
 	defer cancel()
 	// Whoever holds a taken port may accept our connection and never answer;
 	// stop waiting for that answer as soon as our process is known dead.
 	go func() {
 		select {
-		case <-p.done:
+		case <-p.Done():
 			cancel()
 		case <-ctx.Done():
 		}
@@ -214,19 +215,19 @@ func waitPing(ctx context.Context, addr string, p *proc) error {
 	defer tick.Stop()
 	var last error
 	for {
-		if p.exited() {
-			return &errExited{err: p.waitErr, tail: p.tail(30)}
+		if p.Exited() {
+			return &procutil.ExitedError{Err: p.WaitErr(), Tail: p.Tail(30)}
 		}
 		if last = ping(ctx, addr); last == nil {
 			return nil
 		}
-		if p.exited() {
-			return &errExited{err: p.waitErr, tail: p.tail(30)}
+		if p.Exited() {
+			return &procutil.ExitedError{Err: p.WaitErr(), Tail: p.Tail(30)}
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("no PONG from %s (%v, last: %v); log tail:\n%s", addr, ctx.Err(), last, p.tail(30))
-		case <-p.done:
+			return fmt.Errorf("no PONG from %s (%v, last: %v); log tail:\n%s", addr, ctx.Err(), last, p.Tail(30))
+		case <-p.Done():
 		case <-tick.C:
 		}
 	}
@@ -272,7 +273,7 @@ func (s *Server) Dir() string { return s.dir }
 func (s *Server) LogPath() string { return filepath.Join(s.dir, fmt.Sprintf("redis-%d.log", s.port)) }
 
 // LogTail returns the last n lines of the log, for failure messages.
-func (s *Server) LogTail(n int) string { return logTail(s.LogPath(), 0, n) }
+func (s *Server) LogTail(n int) string { return procutil.LogTail(s.LogPath(), 0, n) }
 
 // Pid is the process id of the current run, or 0.
 func (s *Server) Pid() int {
@@ -281,14 +282,14 @@ func (s *Server) Pid() int {
 	if s.p == nil {
 		return 0
 	}
-	return s.p.pid()
+	return s.p.Pid()
 }
 
 // Running reports whether the process is alive (possibly suspended).
 func (s *Server) Running() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.p != nil && !s.p.exited()
+	return s.p != nil && !s.p.Exited()
 }
 
 // Stop shuts the server down (SIGTERM, SIGKILL after 10 s) and removes the
@@ -303,7 +304,7 @@ func (s *Server) Stop() error {
 	s.stopped = true
 	var err error
 	if s.p != nil {
-		err = s.p.terminate(stopGrace)
+		err = s.p.Terminate(stopGrace)
 	}
 	if s.ownsDir {
 		if rerr := os.RemoveAll(s.dir); err == nil {
@@ -322,7 +323,7 @@ func (s *Server) Shutdown() error {
 	if s.p == nil {
 		return nil
 	}
-	return s.p.terminate(stopGrace)
+	return s.p.Terminate(stopGrace)
 }
 
 // Kill simulates a crash: SIGKILL, no chance to flush anything that was not
@@ -334,7 +335,7 @@ func (s *Server) Kill() error {
 		return nil
 	}
 	s.logf("redisserver: killing %s", s.Addr())
-	return s.p.kill()
+	return s.p.Kill()
 }
 
 // Restart starts the server again on the same port and directory and waits
@@ -346,7 +347,7 @@ func (s *Server) Restart(ctx context.Context) error {
 		return fmt.Errorf("redisserver: Restart of %s after Stop", s.Addr())
 	}
 	if s.p != nil {
-		if err := s.p.terminate(stopGrace); err != nil {
+		if err := s.p.Terminate(stopGrace); err != nil {
 			return fmt.Errorf("redisserver: restart %s: %w", s.Addr(), err)
 		}
 	}
@@ -354,7 +355,7 @@ func (s *Server) Restart(ctx context.Context) error {
 	// The port cannot change (clients and cluster peers know it), so wait
 	// for it instead of picking another one.
 	for range 30 {
-		if err = s.launch(ctx); err == nil || !isAddrInUse(err) || ctx.Err() != nil {
+		if err = s.launch(ctx); err == nil || !procutil.IsAddrInUse(err) || ctx.Err() != nil {
 			break
 		}
 		time.Sleep(100 * time.Millisecond)
@@ -362,7 +363,7 @@ func (s *Server) Restart(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("redisserver: restart %s: %w", s.Addr(), err)
 	}
-	s.logf("redisserver: restarted %s (pid %d)", s.Addr(), s.p.pid())
+	s.logf("redisserver: restarted %s (pid %d)", s.Addr(), s.p.Pid())
 	return nil
 }
 
@@ -371,10 +372,10 @@ func (s *Server) Restart(ctx context.Context) error {
 func (s *Server) Suspend() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.p == nil || s.p.exited() {
+	if s.p == nil || s.p.Exited() {
 		return fmt.Errorf("redisserver: Suspend of %s: not running", s.Addr())
 	}
-	if err := sigStop(s.p.pid()); err != nil {
+	if err := procutil.SigStop(s.p.Pid()); err != nil {
 		return err
 	}
 	s.suspended = true
@@ -385,10 +386,10 @@ func (s *Server) Suspend() error {
 func (s *Server) Resume() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.p == nil || s.p.exited() {
+	if s.p == nil || s.p.Exited() {
 		return fmt.Errorf("redisserver: Resume of %s: not running", s.Addr())
 	}
-	if err := sigCont(s.p.pid()); err != nil {
+	if err := procutil.SigCont(s.p.Pid()); err != nil {
 		return err
 	}
 	s.suspended = false
@@ -399,7 +400,7 @@ func (s *Server) Resume() error {
 func (s *Server) Suspended() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.suspended && s.p != nil && !s.p.exited()
+	return s.suspended && s.p != nil && !s.p.Exited()
 }
 
 func (s *Server) logf(format string, args ...any) {

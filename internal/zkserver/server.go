@@ -16,6 +16,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/rmq-go/rmq/internal/procutil"
 	"io"
 	"net"
 	"os"
@@ -85,7 +86,7 @@ type Server struct {
 	port    int
 
 	mu        sync.Mutex
-	p         *proc
+	p         *procutil.Proc
 	stopped   bool
 	suspended bool
 }
@@ -146,7 +147,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	var lastErr error
 	for attempt := range startAttempts {
 		if cfg.Port == 0 {
-			if s.port, err = freePort(); err != nil {
+			if s.port, err = procutil.FreePort(); err != nil {
 				break
 			}
 		} else {
@@ -168,7 +169,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 				s.Addr(), s.Pid(), s.dir, cfg.TickTime, s.MinSessionTimeout(), s.MaxSessionTimeout())
 			return s, nil
 		}
-		if !isAddrInUse(lastErr) || ctx.Err() != nil {
+		if !procutil.IsAddrInUse(lastErr) || ctx.Err() != nil {
 			break
 		}
 		s.logf("zkserver: port %d taken, retrying", s.port)
@@ -252,14 +253,14 @@ func (s *Server) args() []string {
 }
 
 func (s *Server) launch(ctx context.Context) error {
-	p, err := startProc(s.java, s.args(), s.dir, s.LogPath())
+	p, err := procutil.Start(s.java, s.args(), s.dir, s.LogPath())
 	if err != nil {
 		return err
 	}
 	s.p = p
 	s.suspended = false
 	if err := waitServing(ctx, s.Addr(), p); err != nil {
-		_ = p.kill()
+		_ = p.Kill()
 		return err
 	}
 	return nil
@@ -269,12 +270,12 @@ func (s *Server) launch(ctx context.Context) error {
 // mode. ruok alone is not enough: it answers imok as soon as the port is
 // open, while srvr still says "This ZooKeeper instance is not currently
 // serving requests" for a few tens of milliseconds.
-func waitServing(ctx context.Context, addr string, p *proc) error {
+func waitServing(ctx context.Context, addr string, p *procutil.Proc) error {
 	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
 	defer cancel()
 	go func() {
 		select {
-		case <-p.done:
+		case <-p.Done():
 			cancel()
 		case <-ctx.Done():
 		}
@@ -283,18 +284,18 @@ func waitServing(ctx context.Context, addr string, p *proc) error {
 	defer tick.Stop()
 	var last error
 	for {
-		if p.exited() {
-			return &errExited{err: p.waitErr, tail: p.tail(30)}
+		if p.Exited() {
+			return &procutil.ExitedError{Err: p.WaitErr(), Tail: p.Tail(30)}
 		}
 		if last = checkServing(ctx, addr); last == nil {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
-			if p.exited() {
-				return &errExited{err: p.waitErr, tail: p.tail(30)}
+			if p.Exited() {
+				return &procutil.ExitedError{Err: p.WaitErr(), Tail: p.Tail(30)}
 			}
-			return fmt.Errorf("%s not serving (%v, last: %v); log tail:\n%s", addr, ctx.Err(), last, p.tail(30))
+			return fmt.Errorf("%s not serving (%v, last: %v); log tail:\n%s", addr, ctx.Err(), last, p.Tail(30))
 		case <-tick.C:
 		}
 	}
@@ -373,7 +374,7 @@ func (s *Server) MaxSessionTimeout() time.Duration {
 func (s *Server) LogPath() string { return filepath.Join(s.dir, "zookeeper.log") }
 
 // LogTail returns the last n lines of the log, for failure messages.
-func (s *Server) LogTail(n int) string { return logTail(s.LogPath(), 0, n) }
+func (s *Server) LogTail(n int) string { return procutil.LogTail(s.LogPath(), 0, n) }
 
 // Pid is the process id of the current run, or 0.
 func (s *Server) Pid() int {
@@ -382,14 +383,14 @@ func (s *Server) Pid() int {
 	if s.p == nil {
 		return 0
 	}
-	return s.p.pid()
+	return s.p.Pid()
 }
 
 // Running reports whether the process is alive (possibly suspended).
 func (s *Server) Running() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.p != nil && !s.p.exited()
+	return s.p != nil && !s.p.Exited()
 }
 
 // Stop shuts the server down (SIGTERM, SIGKILL after 10 s) and removes the
@@ -404,7 +405,7 @@ func (s *Server) Stop() error {
 	s.stopped = true
 	var err error
 	if s.p != nil {
-		err = s.p.terminate(stopGrace)
+		err = s.p.Terminate(stopGrace)
 	}
 	if s.ownsDir {
 		if rerr := os.RemoveAll(s.dir); err == nil {
@@ -424,7 +425,7 @@ func (s *Server) Shutdown() error {
 	if s.p == nil {
 		return nil
 	}
-	return s.p.terminate(stopGrace)
+	return s.p.Terminate(stopGrace)
 }
 
 // Kill simulates a crash with SIGKILL; the data directory is kept.
@@ -435,7 +436,7 @@ func (s *Server) Kill() error {
 		return nil
 	}
 	s.logf("zkserver: killing %s", s.Addr())
-	return s.p.kill()
+	return s.p.Kill()
 }
 
 // Restart starts the server again on the same port and data directory and
@@ -447,7 +448,7 @@ func (s *Server) Restart(ctx context.Context) error {
 		return fmt.Errorf("zkserver: Restart of %s after Stop", s.Addr())
 	}
 	if s.p != nil {
-		if err := s.p.terminate(stopGrace); err != nil {
+		if err := s.p.Terminate(stopGrace); err != nil {
 			return fmt.Errorf("zkserver: restart %s: %w", s.Addr(), err)
 		}
 	}
@@ -455,7 +456,7 @@ func (s *Server) Restart(ctx context.Context) error {
 	// Clients know the port, so wait for it rather than moving.
 	for range 30 {
 		if err = portFree(s.port); err == nil {
-			if err = s.launch(ctx); err == nil || !isAddrInUse(err) {
+			if err = s.launch(ctx); err == nil || !procutil.IsAddrInUse(err) {
 				break
 			}
 		}
@@ -467,7 +468,7 @@ func (s *Server) Restart(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("zkserver: restart %s: %w", s.Addr(), err)
 	}
-	s.logf("zkserver: restarted %s (pid %d)", s.Addr(), s.p.pid())
+	s.logf("zkserver: restarted %s (pid %d)", s.Addr(), s.p.Pid())
 	return nil
 }
 
@@ -477,10 +478,10 @@ func (s *Server) Restart(ctx context.Context) error {
 func (s *Server) Suspend() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.p == nil || s.p.exited() {
+	if s.p == nil || s.p.Exited() {
 		return fmt.Errorf("zkserver: Suspend of %s: not running", s.Addr())
 	}
-	if err := sigStop(s.p.pid()); err != nil {
+	if err := procutil.SigStop(s.p.Pid()); err != nil {
 		return err
 	}
 	s.suspended = true
@@ -491,10 +492,10 @@ func (s *Server) Suspend() error {
 func (s *Server) Resume() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.p == nil || s.p.exited() {
+	if s.p == nil || s.p.Exited() {
 		return fmt.Errorf("zkserver: Resume of %s: not running", s.Addr())
 	}
-	if err := sigCont(s.p.pid()); err != nil {
+	if err := procutil.SigCont(s.p.Pid()); err != nil {
 		return err
 	}
 	s.suspended = false
@@ -505,7 +506,7 @@ func (s *Server) Resume() error {
 func (s *Server) Suspended() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.suspended && s.p != nil && !s.p.exited()
+	return s.suspended && s.p != nil && !s.p.Exited()
 }
 
 func (s *Server) logf(format string, args ...any) {

@@ -1,4 +1,4 @@
-package zkserver
+package procutil
 
 import "syscall"
 

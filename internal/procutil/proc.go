@@ -1,4 +1,6 @@
-package zkserver
+// Package procutil runs the server binaries that tests and examples start
+// (redis-server, ZooKeeper): one process group each, killed with its parent.
+package procutil
 
 import (
 	"bytes"
@@ -13,8 +15,8 @@ import (
 	"time"
 )
 
-// proc is one run of a server binary.
-type proc struct {
+// Proc is one run of a server binary.
+type Proc struct {
 	cmd     *exec.Cmd
 	logPath string
 	logOff  int64         // where this run's output starts in logPath
@@ -52,7 +54,7 @@ func spawn(cmd *exec.Cmd) error {
 }
 
 // startProc runs bin with args in dir, appending stdout and stderr to logPath.
-func startProc(bin string, args []string, dir, logPath string) (*proc, error) {
+func Start(bin string, args []string, dir, logPath string) (*Proc, error) {
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
@@ -71,7 +73,7 @@ func startProc(bin string, args []string, dir, logPath string) (*proc, error) {
 	if err := spawn(cmd); err != nil {
 		return nil, err
 	}
-	p := &proc{cmd: cmd, logPath: logPath, logOff: off, done: make(chan struct{})}
+	p := &Proc{cmd: cmd, logPath: logPath, logOff: off, done: make(chan struct{})}
 	go func() {
 		p.waitErr = cmd.Wait()
 		close(p.done)
@@ -79,9 +81,9 @@ func startProc(bin string, args []string, dir, logPath string) (*proc, error) {
 	return p, nil
 }
 
-func (p *proc) pid() int { return p.cmd.Process.Pid }
+func (p *Proc) Pid() int { return p.cmd.Process.Pid }
 
-func (p *proc) exited() bool {
+func (p *Proc) Exited() bool {
 	select {
 	case <-p.done:
 		return true
@@ -91,44 +93,44 @@ func (p *proc) exited() bool {
 }
 
 // terminate asks for a clean shutdown and escalates to SIGKILL after grace.
-func (p *proc) terminate(grace time.Duration) error {
-	if p.exited() {
+func (p *Proc) Terminate(grace time.Duration) error {
+	if p.Exited() {
 		return nil
 	}
-	if err := sigTerm(p.pid()); err != nil {
+	if err := SigTerm(p.Pid()); err != nil {
 		return err
 	}
 	// A SIGSTOPped process keeps SIGTERM pending until it is continued.
-	_ = sigCont(p.pid())
+	_ = SigCont(p.Pid())
 	select {
 	case <-p.done:
 		return nil
 	case <-time.After(grace):
 	}
-	return p.kill()
+	return p.Kill()
 }
 
-func (p *proc) kill() error {
-	if p.exited() {
+func (p *Proc) Kill() error {
+	if p.Exited() {
 		return nil
 	}
-	if err := sigKill(p.pid()); err != nil {
+	if err := SigKill(p.Pid()); err != nil {
 		return err
 	}
 	select {
 	case <-p.done:
 		return nil
 	case <-time.After(10 * time.Second):
-		return fmt.Errorf("process %d did not exit after SIGKILL", p.pid())
+		return fmt.Errorf("process %d did not exit after SIGKILL", p.Pid())
 	}
 }
 
 // tail returns at most the last n lines this run wrote to its log, so that
 // an error from an earlier run in the same directory is not mistaken for ours.
-func (p *proc) tail(n int) string { return logTail(p.logPath, p.logOff, n) }
+func (p *Proc) Tail(n int) string { return LogTail(p.logPath, p.logOff, n) }
 
 // logTail returns at most the last n lines of the file at path after from.
-func logTail(path string, from int64, n int) string {
+func LogTail(path string, from int64, n int) string {
 	f, err := os.Open(path)
 	if err != nil {
 		return ""
@@ -148,17 +150,26 @@ func logTail(path string, from int64, n int) string {
 	return string(bytes.Join(lines, []byte("\n")))
 }
 
-// errExited reports a server that died while we waited for it to answer.
-type errExited struct {
-	err  error
-	tail string
+// ExitedError reports a server that died while we waited for it to answer.
+// ExitedError reports a server that exited while starting, with the end of
+// its log.
+type ExitedError struct {
+	Err  error
+	Tail string
 }
 
-func (e *errExited) Error() string {
-	return fmt.Sprintf("exited during startup (%v); log tail:\n%s", e.err, e.tail)
+func (e *ExitedError) Error() string {
+	return fmt.Sprintf("exited during startup (%v); log tail:\n%s", e.Err, e.Tail)
 }
 
-func isAddrInUse(err error) bool {
-	var ex *errExited
-	return errors.As(err, &ex) && strings.Contains(ex.tail, "Address already in use")
+// IsAddrInUse reports whether a start failed because its port was taken.
+func IsAddrInUse(err error) bool {
+	var ex *ExitedError
+	return errors.As(err, &ex) && strings.Contains(ex.Tail, "Address already in use")
 }
+
+// WaitErr is the process's exit status, once Exited reports true.
+func (p *Proc) WaitErr() error { return p.waitErr }
+
+// Done is closed once the process has exited and been reaped.
+func (p *Proc) Done() <-chan struct{} { return p.done }

@@ -1,4 +1,4 @@
-package zkserver
+package procutil
 
 import (
 	"fmt"
@@ -17,7 +17,7 @@ var (
 // Ports handed out recently by this process are skipped because the kernel may
 // offer the same port again before the first server has bound it, which
 // happens when the six nodes of a cluster start at once.
-func freePort() (int, error) {
+func FreePort() (int, error) {
 	portsMu.Lock()
 	defer portsMu.Unlock()
 	now := time.Now()
@@ -29,7 +29,7 @@ func freePort() (int, error) {
 	for range 50 {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
-			return 0, fmt.Errorf("zkserver: find a free port: %w", err)
+			return 0, fmt.Errorf("procutil: find a free port: %w", err)
 		}
 		port := l.Addr().(*net.TCPAddr).Port
 		l.Close()
@@ -39,5 +39,5 @@ func freePort() (int, error) {
 		recently[port] = now
 		return port, nil
 	}
-	return 0, fmt.Errorf("zkserver: no fresh free port found")
+	return 0, fmt.Errorf("procutil: no fresh free port found")
 }

@@ -1,6 +1,6 @@
 //go:build unix
 
-package zkserver
+package procutil
 
 import (
 	"os/exec"
@@ -25,7 +25,7 @@ func signalGroup(pid int, sig syscall.Signal) error {
 	return nil
 }
 
-func sigTerm(pid int) error { return signalGroup(pid, syscall.SIGTERM) }
-func sigKill(pid int) error { return signalGroup(pid, syscall.SIGKILL) }
-func sigStop(pid int) error { return signalGroup(pid, syscall.SIGSTOP) }
-func sigCont(pid int) error { return signalGroup(pid, syscall.SIGCONT) }
+func SigTerm(pid int) error { return signalGroup(pid, syscall.SIGTERM) }
+func SigKill(pid int) error { return signalGroup(pid, syscall.SIGKILL) }
+func SigStop(pid int) error { return signalGroup(pid, syscall.SIGSTOP) }
+func SigCont(pid int) error { return signalGroup(pid, syscall.SIGCONT) }

@@ -1,6 +1,6 @@
 //go:build unix && !linux
 
-package zkserver
+package procutil
 
 import "syscall"
 

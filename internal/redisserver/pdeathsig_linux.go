@@ -1,5 +1,0 @@
-package redisserver
-
-import "syscall"
-
-func setPdeathsig(a *syscall.SysProcAttr) { a.Pdeathsig = syscall.SIGKILL }

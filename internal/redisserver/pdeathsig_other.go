@@ -1,7 +1,0 @@
-//go:build unix && !linux
-
-package redisserver
-
-import "syscall"
-
-func setPdeathsig(*syscall.SysProcAttr) {}
