@@ -1,6 +1,9 @@
 // Package rmq is the entry point of RMQ for Go: a Client wires a Redis
-// client, a producer and the consumers of registered topics, and owns their
-// lifecycle (Start, Close).
+// client (a single node or a cluster), a producer and the consumers of
+// registered topics, and owns their lifecycle (Start, Close). WithZooKeeper
+// turns competing consumers into serial per-slot consumption across a fleet;
+// WithMetrics registers Prometheus metrics; Inspector reads queue sizes and
+// lists, requeues and deletes dead messages.
 //
 // A minimal program:
 //
