@@ -247,6 +247,9 @@ func (f *fetcher) fetch(ctx context.Context, reqs []fetchReq) {
 	select {
 	case <-ctx.Done():
 	case <-t.C:
+	case <-c.waker.signal:
+		// A wake-up (a resubscription after a failover, say) means Redis
+		// answers again: try now rather than sleep out the backoff.
 	}
 }
 

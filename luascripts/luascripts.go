@@ -9,6 +9,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"regexp"
 	"sort"
 	"strings"
 
@@ -46,7 +47,7 @@ var (
 // their sources.
 var registry = map[string]*redis.Script{}
 
-var lib = mustRead("lib")
+var lib = parseLib(mustRead("lib"))
 
 func mustRead(name string) string {
 	b, err := files.ReadFile(name + ".lua")
@@ -56,12 +57,77 @@ func mustRead(name string) string {
 	return string(b)
 }
 
-// load builds a script as lib.lua followed by the script's own file (whose
-// header names its KEYS and ARGV); lib only adds functions.
+// load builds a script as the lib.lua definitions it uses followed by its
+// own file (whose header names its KEYS and ARGV). Redis defines every
+// prepended function on every call, so unused ones are left out.
 func load(name string) *redis.Script {
-	s := redis.NewScript(lib + "\n" + mustRead(name))
+	body := mustRead(name)
+	s := redis.NewScript(lib.prelude(body) + "\n" + body)
 	registry[name] = s
 	return s
+}
+
+// libDef is one top-level definition of lib.lua ("local function f" or
+// "local NAME ="), with the comment lines above it.
+type libDef struct {
+	name string
+	text string
+}
+
+type libFile []libDef
+
+var libDefStart = regexp.MustCompile(`^local (?:function )?([A-Za-z_][A-Za-z0-9_]*)`)
+
+func parseLib(src string) libFile {
+	var defs libFile
+	var pending []string // comments and blank lines before the next definition
+	for _, line := range strings.Split(src, "\n") {
+		if m := libDefStart.FindStringSubmatch(line); m != nil {
+			defs = append(defs, libDef{name: m[1], text: strings.Join(append(pending, line), "\n")})
+			pending = nil
+			continue
+		}
+		if len(defs) > 0 && (strings.HasPrefix(line, " ") || line == "end") {
+			defs[len(defs)-1].text += "\n" + line
+			continue
+		}
+		pending = append(pending, line)
+	}
+	return defs
+}
+
+// prelude returns, in lib.lua's order, the definitions body uses, directly
+// or through other definitions.
+func (l libFile) prelude(body string) string {
+	uses := func(text, name string) bool {
+		return regexp.MustCompile(`\b` + name + `\b`).MatchString(text)
+	}
+	need := map[string]bool{}
+	for changed := true; changed; {
+		changed = false
+		for _, d := range l {
+			if need[d.name] {
+				continue
+			}
+			if uses(body, d.name) {
+				need[d.name], changed = true, true
+				continue
+			}
+			for _, o := range l {
+				if need[o.name] && o.name != d.name && uses(o.text, d.name) {
+					need[d.name], changed = true, true
+					break
+				}
+			}
+		}
+	}
+	var out []string
+	for _, d := range l {
+		if need[d.name] {
+			out = append(out, d.text)
+		}
+	}
+	return strings.Join(out, "\n")
 }
 
 // FileSource returns the text of one .lua file as written, without lib.
