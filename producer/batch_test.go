@@ -22,21 +22,6 @@ import (
 // scriptCounter counts script calls that reach Redis, pipelined or not.
 type scriptCounter struct{ calls, messages atomic.Int64 }
 
-func (c *scriptCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (c *scriptCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		c.count(cmd)
-		return next(ctx, cmd)
-	}
-}
-func (c *scriptCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		for _, cmd := range cmds {
-			c.count(cmd)
-		}
-		return next(ctx, cmds)
-	}
-}
 func (c *scriptCounter) count(cmd redis.Cmder) {
 	args := cmd.Args()
 	if len(args) > 1 && (cmd.Name() == "evalsha" || cmd.Name() == "eval") && args[1] == luascripts.SendBatch.Hash() {
@@ -51,7 +36,7 @@ func (c *scriptCounter) count(cmd redis.Cmder) {
 func TestGroupCommitCoalescesConcurrentSends(t *testing.T) {
 	rdb := redistest.Client(t, redistest.Shared(t))
 	counter := &scriptCounter{}
-	rdb.AddHook(counter)
+	rdb.AddHook(redistest.Observer{Before: counter.count})
 	prefix := redistest.Prefix(t)
 	p := producer.New(rdb, producer.WithPrefix(prefix))
 	ctx := context.Background()
@@ -94,7 +79,7 @@ func TestGroupCommitCoalescesConcurrentSends(t *testing.T) {
 func TestSendBatch(t *testing.T) {
 	rdb := redistest.Client(t, redistest.Shared(t))
 	counter := &scriptCounter{}
-	rdb.AddHook(counter)
+	rdb.AddHook(redistest.Observer{Before: counter.count})
 	prefix := redistest.Prefix(t)
 	p := producer.New(rdb, producer.WithPrefix(prefix))
 	ctx := context.Background()

@@ -28,27 +28,6 @@ type clusterHook struct {
 	noScript atomic.Int64
 }
 
-func (h *clusterHook) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (h *clusterHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		h.before(cmd)
-		err := next(ctx, cmd)
-		h.after(cmd)
-		return err
-	}
-}
-func (h *clusterHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		for _, c := range cmds {
-			h.before(c)
-		}
-		err := next(ctx, cmds)
-		for _, c := range cmds {
-			h.after(c)
-		}
-		return err
-	}
-}
 func (h *clusterHook) before(cmd redis.Cmder) {
 	if cmd.Name() != "evalsha" && cmd.Name() != "eval" {
 		return
@@ -85,7 +64,7 @@ func clusterSetup(t *testing.T) (*producer.Producer, *redis.ClusterClient, *clus
 	t.Helper()
 	cc := redistest.ClusterClient(t, redistest.SharedCluster(t))
 	h := &clusterHook{}
-	cc.AddHook(h)
+	cc.AddHook(redistest.Observer{Before: h.before, After: h.after})
 	t.Cleanup(func() { h.verify(t) })
 	prefix := redistest.Prefix(t)
 	return producer.New(cc, producer.WithPrefix(prefix)), cc, h, prefix

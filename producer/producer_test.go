@@ -36,7 +36,7 @@ func setup(t *testing.T, backend string, opts ...producer.Option) (*producer.Pro
 	}
 	// Every script call names keys of one cluster hash slot (clusterHook).
 	h := &clusterHook{}
-	rdb.AddHook(h)
+	rdb.AddHook(redistest.Observer{Before: h.before, After: h.after})
 	t.Cleanup(func() { h.verify(t) })
 	prefix := redistest.Prefix(t)
 	return producer.New(rdb, append([]producer.Option{producer.WithPrefix(prefix)}, opts...)...), rdb, prefix

@@ -1,7 +1,6 @@
 package rmq_test
 
 import (
-	"context"
 	"crypto/sha1"
 	"encoding/hex"
 	"fmt"
@@ -51,24 +50,6 @@ type keySlotCheck struct {
 }
 
 func newKeySlotCheck() *keySlotCheck { return &keySlotCheck{calls: map[string]int{}} }
-
-func (h *keySlotCheck) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (h *keySlotCheck) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		h.observe(cmd)
-		return next(ctx, cmd)
-	}
-}
-
-func (h *keySlotCheck) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		for _, c := range cmds {
-			h.observe(c)
-		}
-		return next(ctx, cmds)
-	}
-}
 
 func (h *keySlotCheck) observe(cmd redis.Cmder) {
 	args := cmd.Args()

@@ -337,23 +337,6 @@ type noScriptCounter struct {
 	n  map[string]int
 }
 
-func (h *noScriptCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (h *noScriptCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		err := next(ctx, cmd)
-		h.observe(cmd)
-		return err
-	}
-}
-func (h *noScriptCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		err := next(ctx, cmds)
-		for _, c := range cmds {
-			h.observe(c)
-		}
-		return err
-	}
-}
 func (h *noScriptCounter) observe(cmd redis.Cmder) {
 	if !luascripts.IsNoScript(cmd.Err()) {
 		return
@@ -400,7 +383,7 @@ func TestClusterFailoverLosesNothing(t *testing.T) {
 	t.Parallel()
 	e := newClusterEnvOn(t, redistest.StartCluster(t, redisserver.ClusterConfig{}))
 	noScript := &noScriptCounter{}
-	e.rdb.AddHook(noScript)
+	e.rdb.AddHook(redistest.Observer{After: noScript.observe})
 	ctx := ctxT(t)
 	tp := mustTopic(t, "failover", topic.FixedTime, 16)
 	byMaster := mastersOf(t, e, tp)
@@ -487,23 +470,6 @@ func probeWakeUpsDrain(t *testing.T, e *env, tp topic.Topic, n int) {
 // a cluster client see (the cluster client follows them quietly).
 type redirects struct{ moved, ask, tryAgain atomic.Int64 }
 
-func (r *redirects) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (r *redirects) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		err := next(ctx, cmd)
-		r.observe(cmd.Err())
-		return err
-	}
-}
-func (r *redirects) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		err := next(ctx, cmds)
-		for _, c := range cmds {
-			r.observe(c.Err())
-		}
-		return err
-	}
-}
 func (r *redirects) observe(err error) {
 	if err == nil {
 		return
@@ -536,11 +502,11 @@ func TestClusterReshardLosesNothing(t *testing.T) {
 	e.rdb = redistest.ClusterClient(t, cl, func(o *redis.ClusterOptions) {
 		o.NewClient = func(opt *redis.Options) *redis.Client {
 			nc := redis.NewClient(opt)
-			nc.AddHook(&redir)
+			nc.AddHook(redistest.Observer{After: func(c redis.Cmder) { redir.observe(c.Err()) }})
 			return nc
 		}
 	})
-	e.rdb.AddHook(e.scripts)
+	e.rdb.AddHook(redistest.Observer{Before: e.scripts.observe})
 	ctx := ctxT(t)
 	tp := mustTopic(t, "reshard", topic.FixedTime, 16)
 	moving := []int{1, 6, 11, 14}

@@ -168,7 +168,7 @@ func (e *env) newRedis() redis.UniversalClient {
 	} else {
 		rdb = redistest.Client(e.t, e.srv)
 	}
-	rdb.AddHook(e.scripts)
+	rdb.AddHook(redistest.Observer{Before: e.scripts.observe})
 	return rdb
 }
 
@@ -419,24 +419,6 @@ type scriptCounter struct {
 }
 
 func newScriptCounter(s *redis.Script) *scriptCounter { return &scriptCounter{sha: s.Hash()} }
-
-func (h *scriptCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (h *scriptCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		h.observe(cmd)
-		return next(ctx, cmd)
-	}
-}
-
-func (h *scriptCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		for _, c := range cmds {
-			h.observe(c)
-		}
-		return next(ctx, cmds)
-	}
-}
 
 func (h *scriptCounter) observe(cmd redis.Cmder) {
 	args := cmd.Args()

@@ -305,26 +305,6 @@ func newZRangeCounter() *zrangeCounter { return &zrangeCounter{} }
 func (h *zrangeCounter) reset()   { h.entries.Store(0) }
 func (h *zrangeCounter) n() int64 { return h.entries.Load() }
 
-func (h *zrangeCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (h *zrangeCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		err := next(ctx, cmd)
-		h.count(cmd)
-		return err
-	}
-}
-
-func (h *zrangeCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		err := next(ctx, cmds)
-		for _, c := range cmds {
-			h.count(c)
-		}
-		return err
-	}
-}
-
 func (h *zrangeCounter) count(cmd redis.Cmder) {
 	name := strings.ToLower(cmd.Name())
 	if !strings.HasPrefix(name, "zrange") && !strings.HasPrefix(name, "zrevrange") {

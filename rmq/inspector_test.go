@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rmq-go/rmq/consumer"
+	"github.com/rmq-go/rmq/internal/redistest"
 	"github.com/rmq-go/rmq/luascripts"
 	"github.com/rmq-go/rmq/rmq"
 	"github.com/rmq-go/rmq/slots"
@@ -162,7 +163,7 @@ func TestInspectorDeadPaging(t *testing.T) {
 
 	rdb := e.newRedis()
 	reads := newZRangeCounter()
-	rdb.AddHook(reads)
+	rdb.AddHook(redistest.Observer{After: reads.count})
 	insp := rmq.NewInspector(rdb, rmq.WithPrefix(e.prefix))
 	for _, limit := range []int{1, 7, 100, 333, 10000} {
 		reads.reset()
@@ -227,7 +228,7 @@ return 1`
 	}
 	rdb := e.newRedis()
 	reads := newZRangeCounter()
-	rdb.AddHook(reads)
+	rdb.AddHook(redistest.Observer{After: reads.count})
 	insp := rmq.NewInspector(rdb, rmq.WithPrefix(e.prefix))
 
 	st, err := insp.Stats(ctx, tp)

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rmq-go/rmq/consumer"
+	"github.com/rmq-go/rmq/internal/redistest"
 	"github.com/rmq-go/rmq/luascripts"
 	"github.com/rmq-go/rmq/producer"
 	"github.com/rmq-go/rmq/topic"
@@ -25,7 +26,7 @@ func TestNoPollingSleepsUntilDue(t *testing.T) {
 		ctx := ctxT(t)
 		rdb := e.newRedis()
 		fetches := newScriptCounter(luascripts.Fetch)
-		rdb.AddHook(fetches)
+		rdb.AddHook(redistest.Observer{Before: fetches.observe})
 		tp := mustTopic(t, "sleepy", topic.FixedTime, 1)
 		c := e.clientOn(rdb)
 		rec := newRecorder(nil)
@@ -54,7 +55,7 @@ func TestNoPollingWakeUp(t *testing.T) {
 		ctx := ctxT(t)
 		rdb := e.newRedis()
 		fetches := newScriptCounter(luascripts.Fetch)
-		rdb.AddHook(fetches)
+		rdb.AddHook(redistest.Observer{Before: fetches.observe})
 		tp := mustTopic(t, "wake", topic.FixedTime, 8)
 		c := e.clientOn(rdb)
 		rec := newRecorder(nil)
@@ -88,7 +89,7 @@ func TestNoPollingBatchFillsCapacity(t *testing.T) {
 		ctx := ctxT(t)
 		rdb := e.newRedis()
 		fetches := newScriptCounter(luascripts.Fetch)
-		rdb.AddHook(fetches)
+		rdb.AddHook(redistest.Observer{Before: fetches.observe})
 		tp := mustTopic(t, "batch", topic.FixedTime, 1)
 		c := e.clientOn(rdb)
 		const total, capacity = 200, 50
