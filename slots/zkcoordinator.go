@@ -304,16 +304,14 @@ func (z *ZKCoordinator) Start(ctx context.Context) error {
 	}
 }
 
-// zkConnect calls zk.Connect with several options: their type is not
-// exported, but a variable of it can hold any func(*zk.Conn).
+// zkConnect calls zk.Connect with several options. Their type is not
+// exported, but a func literal is assignable to it.
 func zkConnect(servers []string, timeout time.Duration, opts []func(*zk.Conn)) (*zk.Conn, <-chan zk.Event, error) {
-	all := zk.WithLogger(nil)
-	all = func(c *zk.Conn) {
+	return zk.Connect(servers, timeout, func(c *zk.Conn) {
 		for _, o := range opts {
 			o(c)
 		}
-	}
-	return zk.Connect(servers, timeout, all)
+	})
 }
 
 // Fenced is told by a handler that Redis refused a call of slot because a
