@@ -16,7 +16,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -64,10 +63,7 @@ type Server struct {
 	busPort     int
 	nodeTimeout time.Duration
 
-	mu        sync.Mutex
-	p         *procutil.Proc
-	stopped   bool
-	suspended bool
+	procutil.Runner // Stop, Shutdown, Kill, Restart, Suspend, Resume ...
 }
 
 // Start launches redis-server and returns once it answers PING.
@@ -106,6 +102,11 @@ func start(ctx context.Context, cfg Config, co *clusterOpts) (*Server, error) {
 		s.dir = abs
 	}
 
+	s.Init(procutil.RunnerConfig{
+		Name: "redisserver", Grace: stopGrace, Addr: s.Addr, Logf: s.logf,
+		Launch: s.launch, BeforeRestart: nil,
+	}, s.dir, s.ownsDir)
+
 	var lastErr error
 	for attempt := range startAttempts {
 		if cfg.Port == 0 {
@@ -123,7 +124,7 @@ func start(ctx context.Context, cfg Config, co *clusterOpts) (*Server, error) {
 				break
 			}
 		}
-		lastErr = s.launch(ctx)
+		lastErr = s.Launch(ctx)
 		if lastErr == nil {
 			s.logf("redisserver: started %s (pid %d, dir %s)", s.Addr(), s.Pid(), s.dir)
 			return s, nil
@@ -136,10 +137,7 @@ func start(ctx context.Context, cfg Config, co *clusterOpts) (*Server, error) {
 	if err == nil {
 		err = lastErr
 	}
-	s.stopped = true
-	if s.ownsDir {
-		os.RemoveAll(s.dir)
-	}
+	s.Abandon()
 	return nil, fmt.Errorf("redisserver: start on port %d: %w", s.port, err)
 }
 
@@ -183,20 +181,17 @@ func (s *Server) args() []string {
 	return append(a, s.cfg.ExtraArgs...)
 }
 
-// launch starts the process and waits for PING. Callers hold s.mu or own s
-// exclusively.
-func (s *Server) launch(ctx context.Context) error {
+// launch starts the process and waits for PING.
+func (s *Server) launch(ctx context.Context) (*procutil.Proc, error) {
 	p, err := procutil.Start(s.bin, s.args(), s.dir, s.LogPath())
 	if err != nil {
-		return err
+		return nil, err
 	}
-	s.p = p
-	s.suspended = false
 	if err := waitPing(ctx, s.Addr(), p); err != nil {
 		_ = p.Kill()
-		return err
+		return nil, err
 	}
-	return nil
+	return p, nil
 }
 
 func waitPing(ctx context.Context, addr string, p *procutil.Proc) error {
@@ -274,134 +269,6 @@ func (s *Server) LogPath() string { return filepath.Join(s.dir, fmt.Sprintf("red
 
 // LogTail returns the last n lines of the log, for failure messages.
 func (s *Server) LogTail(n int) string { return procutil.LogTail(s.LogPath(), 0, n) }
-
-// Pid is the process id of the current run, or 0.
-func (s *Server) Pid() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.p == nil {
-		return 0
-	}
-	return s.p.Pid()
-}
-
-// Running reports whether the process is alive (possibly suspended).
-func (s *Server) Running() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.p != nil && !s.p.Exited()
-}
-
-// Stop shuts the server down (SIGTERM, SIGKILL after 10 s) and removes the
-// directory if Start created it. It is idempotent; the Server cannot be
-// restarted afterwards. Use Shutdown or Kill to keep it restartable.
-func (s *Server) Stop() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.stopped {
-		return nil
-	}
-	s.stopped = true
-	var err error
-	if s.p != nil {
-		err = s.p.Terminate(stopGrace)
-	}
-	if s.ownsDir {
-		if rerr := os.RemoveAll(s.dir); err == nil {
-			err = rerr
-		}
-	}
-	s.logf("redisserver: stopped %s", s.Addr())
-	return err
-}
-
-// Shutdown terminates the process gracefully (SIGTERM) but keeps the
-// directory, so Restart can bring the same data back.
-func (s *Server) Shutdown() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.p == nil {
-		return nil
-	}
-	return s.p.Terminate(stopGrace)
-}
-
-// Kill simulates a crash: SIGKILL, no chance to flush anything that was not
-// already written. The directory is kept for Restart.
-func (s *Server) Kill() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.p == nil {
-		return nil
-	}
-	s.logf("redisserver: killing %s", s.Addr())
-	return s.p.Kill()
-}
-
-// Restart starts the server again on the same port and directory and waits
-// for PING. A still-running process is shut down gracefully first.
-func (s *Server) Restart(ctx context.Context) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.stopped {
-		return fmt.Errorf("redisserver: Restart of %s after Stop", s.Addr())
-	}
-	if s.p != nil {
-		if err := s.p.Terminate(stopGrace); err != nil {
-			return fmt.Errorf("redisserver: restart %s: %w", s.Addr(), err)
-		}
-	}
-	var err error
-	// The port cannot change (clients and cluster peers know it), so wait
-	// for it instead of picking another one.
-	for range 30 {
-		if err = s.launch(ctx); err == nil || !procutil.IsAddrInUse(err) || ctx.Err() != nil {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	if err != nil {
-		return fmt.Errorf("redisserver: restart %s: %w", s.Addr(), err)
-	}
-	s.logf("redisserver: restarted %s (pid %d)", s.Addr(), s.p.Pid())
-	return nil
-}
-
-// Suspend freezes the process with SIGSTOP: connections stay open but
-// nothing is answered, like a long GC pause or a stalled VM.
-func (s *Server) Suspend() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.p == nil || s.p.Exited() {
-		return fmt.Errorf("redisserver: Suspend of %s: not running", s.Addr())
-	}
-	if err := procutil.SigStop(s.p.Pid()); err != nil {
-		return err
-	}
-	s.suspended = true
-	return nil
-}
-
-// Resume continues a suspended process (SIGCONT).
-func (s *Server) Resume() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.p == nil || s.p.Exited() {
-		return fmt.Errorf("redisserver: Resume of %s: not running", s.Addr())
-	}
-	if err := procutil.SigCont(s.p.Pid()); err != nil {
-		return err
-	}
-	s.suspended = false
-	return nil
-}
-
-// Suspended reports whether the process is stopped by Suspend.
-func (s *Server) Suspended() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.suspended && s.p != nil && !s.p.Exited()
-}
 
 func (s *Server) logf(format string, args ...any) {
 	if s.cfg.Logf != nil {

@@ -24,7 +24,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -85,10 +84,7 @@ type Server struct {
 	ownsDir bool
 	port    int
 
-	mu        sync.Mutex
-	p         *procutil.Proc
-	stopped   bool
-	suspended bool
+	procutil.Runner // Stop, Shutdown, Kill, Restart, Suspend, Resume ...
 }
 
 // LookPath returns the java binary and the class path for ZooKeeper.
@@ -144,6 +140,11 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		}
 	}
 
+	s.Init(procutil.RunnerConfig{
+		Name: "zkserver", Grace: stopGrace, Addr: s.Addr, Logf: s.logf,
+		Launch: s.launch, BeforeRestart: func() error { return portFree(s.port) },
+	}, s.dir, s.ownsDir)
+
 	var lastErr error
 	for attempt := range startAttempts {
 		if cfg.Port == 0 {
@@ -163,7 +164,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		if err = s.writeConfig(); err != nil {
 			break
 		}
-		lastErr = s.launch(ctx)
+		lastErr = s.Launch(ctx)
 		if lastErr == nil {
 			s.logf("zkserver: started %s (pid %d, dir %s, tick %v, session timeouts %v..%v)",
 				s.Addr(), s.Pid(), s.dir, cfg.TickTime, s.MinSessionTimeout(), s.MaxSessionTimeout())
@@ -177,10 +178,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if err == nil {
 		err = lastErr
 	}
-	s.stopped = true
-	if s.ownsDir {
-		os.RemoveAll(s.dir)
-	}
+	s.Abandon()
 	return nil, fmt.Errorf("zkserver: start on port %d: %w", s.port, err)
 }
 
@@ -252,18 +250,16 @@ func (s *Server) args() []string {
 	}
 }
 
-func (s *Server) launch(ctx context.Context) error {
+func (s *Server) launch(ctx context.Context) (*procutil.Proc, error) {
 	p, err := procutil.Start(s.java, s.args(), s.dir, s.LogPath())
 	if err != nil {
-		return err
+		return nil, err
 	}
-	s.p = p
-	s.suspended = false
 	if err := waitServing(ctx, s.Addr(), p); err != nil {
 		_ = p.Kill()
-		return err
+		return nil, err
 	}
-	return nil
+	return p, nil
 }
 
 // waitServing waits for `ruok` to answer `imok` and for `srvr` to report a
@@ -375,139 +371,6 @@ func (s *Server) LogPath() string { return filepath.Join(s.dir, "zookeeper.log")
 
 // LogTail returns the last n lines of the log, for failure messages.
 func (s *Server) LogTail(n int) string { return procutil.LogTail(s.LogPath(), 0, n) }
-
-// Pid is the process id of the current run, or 0.
-func (s *Server) Pid() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.p == nil {
-		return 0
-	}
-	return s.p.Pid()
-}
-
-// Running reports whether the process is alive (possibly suspended).
-func (s *Server) Running() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.p != nil && !s.p.Exited()
-}
-
-// Stop shuts the server down (SIGTERM, SIGKILL after 10 s) and removes the
-// directory if Start created it. It is idempotent; the Server cannot be
-// restarted afterwards. Use Shutdown or Kill to keep it restartable.
-func (s *Server) Stop() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.stopped {
-		return nil
-	}
-	s.stopped = true
-	var err error
-	if s.p != nil {
-		err = s.p.Terminate(stopGrace)
-	}
-	if s.ownsDir {
-		if rerr := os.RemoveAll(s.dir); err == nil {
-			err = rerr
-		}
-	}
-	s.logf("zkserver: stopped %s", s.Addr())
-	return err
-}
-
-// Shutdown stops the process with SIGTERM but keeps the data directory.
-// Sessions survive it: they are part of the persisted state, and clients
-// that reconnect within their timeout after Restart keep them.
-func (s *Server) Shutdown() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.p == nil {
-		return nil
-	}
-	return s.p.Terminate(stopGrace)
-}
-
-// Kill simulates a crash with SIGKILL; the data directory is kept.
-func (s *Server) Kill() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.p == nil {
-		return nil
-	}
-	s.logf("zkserver: killing %s", s.Addr())
-	return s.p.Kill()
-}
-
-// Restart starts the server again on the same port and data directory and
-// waits until it serves. A still-running process is shut down first.
-func (s *Server) Restart(ctx context.Context) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.stopped {
-		return fmt.Errorf("zkserver: Restart of %s after Stop", s.Addr())
-	}
-	if s.p != nil {
-		if err := s.p.Terminate(stopGrace); err != nil {
-			return fmt.Errorf("zkserver: restart %s: %w", s.Addr(), err)
-		}
-	}
-	var err error
-	// Clients know the port, so wait for it rather than moving.
-	for range 30 {
-		if err = portFree(s.port); err == nil {
-			if err = s.launch(ctx); err == nil || !procutil.IsAddrInUse(err) {
-				break
-			}
-		}
-		if ctx.Err() != nil {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	if err != nil {
-		return fmt.Errorf("zkserver: restart %s: %w", s.Addr(), err)
-	}
-	s.logf("zkserver: restarted %s (pid %d)", s.Addr(), s.p.Pid())
-	return nil
-}
-
-// Suspend freezes the server with SIGSTOP: connections stay open but nothing
-// is answered and no session expires. Clients see a timeout and reconnect
-// attempts that hang.
-func (s *Server) Suspend() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.p == nil || s.p.Exited() {
-		return fmt.Errorf("zkserver: Suspend of %s: not running", s.Addr())
-	}
-	if err := procutil.SigStop(s.p.Pid()); err != nil {
-		return err
-	}
-	s.suspended = true
-	return nil
-}
-
-// Resume continues a suspended server (SIGCONT).
-func (s *Server) Resume() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.p == nil || s.p.Exited() {
-		return fmt.Errorf("zkserver: Resume of %s: not running", s.Addr())
-	}
-	if err := procutil.SigCont(s.p.Pid()); err != nil {
-		return err
-	}
-	s.suspended = false
-	return nil
-}
-
-// Suspended reports whether the process is stopped by Suspend.
-func (s *Server) Suspended() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.suspended && s.p != nil && !s.p.Exited()
-}
 
 func (s *Server) logf(format string, args ...any) {
 	if s.cfg.Logf != nil {
