@@ -71,7 +71,8 @@ func (c *Consumer) ackOne(ctx context.Context, d *delivery) (refused bool, err e
 	return r.refused, r.err
 }
 
-// ackRound acks a batch: one ack.lua call per slot, pipelined.
+// ackRound acks a batch: one ack.lua call for all its slots where they can
+// share one (c.merged), otherwise one per slot, pipelined.
 func (c *Consumer) ackRound(ctx context.Context, batch []*ackReq) {
 	bySlot := map[int][]*ackReq{}
 	var order []int
@@ -82,23 +83,37 @@ func (c *Consumer) ackRound(ctx context.Context, batch []*ackReq) {
 		}
 		bySlot[s] = append(bySlot[s], r)
 	}
-	cmds := c.runPipelined(ctx, len(order), func(pipe redis.Pipeliner, i int, _ bool) *redis.Cmd {
-		rs := bySlot[order[i]]
-		ds := make([]*delivery, len(rs))
-		for j, r := range rs {
-			ds[j] = r.d
+	// calls[i] lists the slots of call i.
+	var calls [][]int
+	if c.merged {
+		calls = [][]int{order}
+	} else {
+		for _, s := range order {
+			calls = append(calls, []int{s})
 		}
-		keys, args := c.ackCall(order[i], ds)
+	}
+	cmds := c.runPipelined(ctx, len(calls), func(pipe redis.Pipeliner, i int, _ bool) *redis.Cmd {
+		ds := make([][]*delivery, len(calls[i]))
+		for j, s := range calls[i] {
+			for _, r := range bySlot[s] {
+				ds[j] = append(ds[j], r.d)
+			}
+		}
+		keys, args := c.ackCall(calls[i], ds)
 		return runScript(ctx, c.rdb, pipe, luascripts.Ack, keys, args)
 	})
 	for i, cmd := range cmds {
 		res, err := cmd.Int64Slice()
-		for j, r := range bySlot[order[i]] {
-			switch {
-			case err != nil:
-				r.err = fmt.Errorf("rmq: ack on %s slot %d: %w", c.topic.Name(), order[i], err)
-			case j < len(res) && res[j] != 1:
-				r.refused = true
+		k := 0
+		for _, s := range calls[i] {
+			for _, r := range bySlot[s] {
+				switch {
+				case err != nil:
+					r.err = fmt.Errorf("rmq: ack on %s slot %d: %w", c.topic.Name(), s, err)
+				case k < len(res) && res[k] != 1:
+					r.refused = true
+				}
+				k++
 			}
 		}
 	}

@@ -49,6 +49,10 @@ type Consumer struct {
 	acks  acker
 
 	own *ownership // WithAssignedSlots (ZooKeeper mode); nil: every slot
+
+	// merged: one script call may name several slots (a single node, no
+	// fencing), so fetches and acks take all their slots in one call.
+	merged bool
 }
 
 // delivery is one message being handled here.
@@ -91,6 +95,8 @@ func New(rdb redis.UniversalClient, t topic.Topic, l MessageListener, opts ...Op
 	if cfg.assigned {
 		c.own = newOwnership(c)
 	}
+	_, single := rdb.(*redis.Client)
+	c.merged = single && c.own == nil
 	// The backoff of attempt a is entry a; attempts past the table use its last.
 	n := cfg.maxRetries + 1
 	c.backoffArgs = append(c.backoffArgs, n)

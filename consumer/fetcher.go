@@ -59,11 +59,11 @@ func (f *fetcher) run(wg *sync.WaitGroup) {
 		if free := c.freeCapacity(); free > 0 {
 			nowMs := c.clock.now().UnixMilli()
 			if unknown := f.unknownSlots(); len(unknown) > 0 {
-				f.fetch(ctx, unknownReqs(unknown))
+				f.fetch(ctx, unknownReqs(unknown), 0)
 				continue
 			}
 			if reqs := f.plan(ctx, nowMs, free); len(reqs) > 0 {
-				f.fetch(ctx, reqs)
+				f.fetch(ctx, reqs, free)
 				continue
 			}
 			if at := f.earliest(); at != never {
@@ -205,9 +205,9 @@ func (f *fetcher) earliest() int64 {
 	return e
 }
 
-func (f *fetcher) fetch(ctx context.Context, reqs []fetchReq) {
+func (f *fetcher) fetch(ctx context.Context, reqs []fetchReq, total int) {
 	c := f.c
-	results := c.fetch(ctx, reqs)
+	results := c.fetch(ctx, reqs, total)
 	failed := false
 	for _, r := range results {
 		if r.nowUs > 0 {

@@ -9,7 +9,9 @@ import (
 )
 
 // plan decides the next fetch. Messages must leave a topic in order across
-// its slots (earliest due, or highest priority, first). With one free
+// its slots (earliest due, or highest priority, first). Where one script
+// call may name several slots (c.merged), the due slots go to fetch.lua
+// together and it takes the best messages across them. Otherwise, with one free
 // handler, or one due slot, that is one fetch from the best slot bounded by
 // the next-best head. With more capacity and several due slots, fetching
 // run by run would cost a round trip per message, so plan first reads the
@@ -21,13 +23,21 @@ func (f *fetcher) plan(ctx context.Context, nowMs int64, free int) []fetchReq {
 	if len(due) == 0 {
 		return nil
 	}
-	if free == 1 || len(due) == 1 {
-		return f.planOne(due, free)
-	}
 	// Only slots whose head is among the best `free` heads can hold one of
 	// the best `free` messages.
 	if len(due) > free {
 		due = due[:free]
+	}
+	if f.c.merged {
+		// One script call merges the slots itself (fetch.lua).
+		reqs := make([]fetchReq, len(due))
+		for i, s := range due {
+			reqs[i] = fetchReq{slot: s, n: min(free, f.c.slotFree(s))}
+		}
+		return reqs
+	}
+	if free == 1 || len(due) == 1 {
+		return f.planOne(due, free)
 	}
 	type entry struct {
 		slot  int

@@ -18,8 +18,8 @@ import (
 
 type fetchReq struct {
 	slot  int
-	n     int    // 0 only reads the slot's head
-	bound string // "" or the next-best slot's head score
+	n     int    // the most to take from this slot; 0 only reads its head
+	bound string // "" or the next-best slot's head score (slot-by-slot fetching)
 	epoch int64  // owner epoch (ZooKeeper mode), set by fetch
 }
 
@@ -27,7 +27,6 @@ type fetchResult struct {
 	slot    int
 	nowUs   int64   // Redis clock when the script ran
 	head    float64 // first unblocked score in consume order; -1 empty, -2 all blocked
-	blocked int
 	msgs    []*Message
 	err     error
 	epoch   int64 // owner epoch the fetch named (ZooKeeper mode)
@@ -72,12 +71,23 @@ func runScript(ctx context.Context, rdb redis.UniversalClient, pipe redis.Pipeli
 	return s.EvalSha(ctx, pipe, keys, args...)
 }
 
-func (c *Consumer) fetch(ctx context.Context, reqs []fetchReq) []fetchResult {
-	timeBased := "0"
-	if c.topic.Type().TimeBased() {
-		timeBased = "1"
-	}
+// fetch moves up to total messages from the requested slots to prepare.
+// When the slots can share a script call (c.merged), that is one call, which
+// takes the best messages across them in consume order; otherwise one call
+// per slot, pipelined, each taking up to its req.n.
+func (c *Consumer) fetch(ctx context.Context, reqs []fetchReq, total int) []fetchResult {
 	lease := c.cfg.leaseSeconds()
+	timeBased := c.topic.Type().TimeBased()
+	if c.merged && len(reqs) > 1 {
+		call := luascripts.FetchCall{TimeBased: timeBased, N: total, LeaseSec: lease, Window: mergedWindow(total, len(reqs))}
+		for _, r := range reqs {
+			k := c.keys[r.slot]
+			call.Groups = append(call.Groups, luascripts.FetchGroup{Store: k.Store, Prepare: k.Prepare, Msg: k.Msg, Max: r.n})
+		}
+		keys, args := call.Args()
+		cmd := luascripts.Fetch.Run(ctx, c.rdb, keys, args...)
+		return c.decodeFetch(reqs, cmd, time.Now())
+	}
 	var skipped []fetchResult
 	if c.own != nil {
 		// ZooKeeper mode: fetch only owned slots, naming the term's epoch.
@@ -92,83 +102,109 @@ func (c *Consumer) fetch(ctx context.Context, reqs []fetchReq) []fetchResult {
 		reqs = run
 	}
 	cmds := c.runPipelined(ctx, len(reqs), func(pipe redis.Pipeliner, i int, _ bool) *redis.Cmd {
-		k := c.keys[reqs[i].slot]
-		keys := []string{k.Store, k.Prepare, k.Msg}
-		args := []any{timeBased, reqs[i].n, lease, reqs[i].n + 4, reqs[i].bound}
+		r := reqs[i]
+		k := c.keys[r.slot]
+		call := luascripts.FetchCall{TimeBased: timeBased, N: r.n, LeaseSec: lease, Window: r.n + 4, Bound: r.bound,
+			Groups: []luascripts.FetchGroup{{Store: k.Store, Prepare: k.Prepare, Msg: k.Msg, Max: r.n}}}
 		if c.own != nil {
-			keys = append(keys, c.own.epochKeys[reqs[i].slot])
-			args = append(args, reqs[i].epoch)
+			call.EpochKey, call.Epoch = c.own.epochKeys[r.slot], r.epoch
 		}
+		keys, args := call.Args()
 		return runScript(ctx, c.rdb, pipe, luascripts.Fetch, keys, args)
 	})
 	received := time.Now()
-	out := make([]fetchResult, len(reqs), len(reqs)+len(skipped))
+	out := make([]fetchResult, 0, len(reqs)+len(skipped))
 	for i, cmd := range cmds {
-		out[i] = c.decodeFetch(reqs[i].slot, reqs[i].epoch, cmd, received)
+		out = append(out, c.decodeFetch(reqs[i:i+1], cmd, received)...)
 	}
 	return append(out, skipped...)
 }
 
-func (c *Consumer) decodeFetch(slot int, epoch int64, cmd *redis.Cmd, received time.Time) fetchResult {
-	r := fetchResult{slot: slot, head: -1, epoch: epoch}
+// mergedWindow is how many entries of each slot a merged fetch reads at a
+// time: twice an even share of the messages wanted, so that one read per
+// slot usually settles the order, plus room for a few blocked ids.
+func mergedWindow(total, slots int) int {
+	return 2*((total+slots-1)/slots) + 2
+}
+
+// decodeFetch turns a fetch.lua reply for reqs (its groups, in order) into
+// one result per slot.
+func (c *Consumer) decodeFetch(reqs []fetchReq, cmd *redis.Cmd, received time.Time) []fetchResult {
+	out := make([]fetchResult, len(reqs))
+	for i, r := range reqs {
+		out[i] = fetchResult{slot: r.slot, head: -1, epoch: r.epoch}
+	}
+	fail := func(err error) []fetchResult {
+		for i := range out {
+			out[i].err = err
+		}
+		return out
+	}
 	vals, err := cmd.Slice()
 	if err != nil {
-		r.err = err
-		return r
+		return fail(err)
 	}
-	if len(vals) < 4 || (len(vals)-4)%4 != 0 {
-		r.err = fmt.Errorf("rmq: fetch: unexpected reply of %d values", len(vals))
-		return r
+	reply, err := luascripts.ParseFetchReply(vals)
+	if err == nil && len(reply.Heads) != len(reqs) {
+		err = fmt.Errorf("rmq: fetch: %d heads for %d slots", len(reply.Heads), len(reqs))
 	}
-	r.nowUs = toInt(vals[0])
-	r.head = toFloat(vals[1])
-	r.blocked = int(toInt(vals[2]))
-	for j := 4; j < len(vals); j += 4 {
-		id, _ := vals[j].(string)
-		raw, _ := vals[j+1].(string)
-		env, err := luascripts.DecodeEnvelope([]byte(raw))
+	if err != nil {
+		return fail(err)
+	}
+	for i := range out {
+		out[i].nowUs = reply.NowUs
+		out[i].head = reply.Heads[i]
+	}
+	for _, f := range reply.Msgs {
+		r := &out[f.Group]
+		env, err := luascripts.DecodeEnvelope([]byte(f.Envelope))
 		if err != nil {
-			r.err = fmt.Errorf("rmq: fetch %s: %w", id, err)
+			r.err = fmt.Errorf("rmq: fetch %s: %w", f.ID, err)
 			continue
 		}
-		token := toInt(vals[j+2])
 		m := &Message{
-			ID:          id,
+			ID:          f.ID,
 			Topic:       c.topic.Name(),
-			Slot:        slot,
+			Slot:        r.slot,
 			Type:        c.topic.Type(),
 			Body:        env.Body,
-			Attempt:     int(token % 1000),
+			Attempt:     int(f.Token % 1000),
 			FirstSentAt: time.UnixMilli(int64(env.FirstSentMs)),
 			FetchedAt:   received,
 			LastError:   env.LastError,
-			Token:       token,
-			Epoch:       epoch,
+			Token:       f.Token,
+			Epoch:       r.epoch,
 		}
-		score := toFloat(vals[j+3])
 		if c.topic.Type().TimeBased() {
-			m.DueAt = time.UnixMilli(int64(score))
+			m.DueAt = time.UnixMilli(int64(f.Score))
 		} else {
 			m.Priority = int64(env.OrigScore)
 		}
 		r.msgs = append(r.msgs, m)
 	}
-	return r
+	return out
 }
 
 // ackCall returns the KEYS and ARGV of one ack.lua call for deliveries of
-// one slot (with ZooKeeper, fenced by the slot's owner epoch).
-func (c *Consumer) ackCall(slot int, ds []*delivery) ([]string, []any) {
-	k := c.keys[slot]
-	args := make([]any, 0, 2+2*len(ds))
+// the given slots, bySlot[i] of slots[i] (with ZooKeeper: one slot, fenced
+// by its owner epoch).
+func (c *Consumer) ackCall(slotList []int, bySlot [][]*delivery) ([]string, []any) {
+	keys := make([]string, 0, 4*len(slotList)+1)
+	args := make([]any, 0, 2+len(slotList)+4*len(bySlot[0]))
 	args = append(args, c.wakeCmd)
-	for _, d := range ds {
-		args = append(args, d.msg.ID, d.msg.Token)
+	for i, s := range slotList {
+		k := c.keys[s]
+		keys = append(keys, k.Store, k.Prepare, k.Msg, k.Wake)
+		args = append(args, len(bySlot[i]))
 	}
-	keys := []string{k.Store, k.Prepare, k.Msg, k.Wake}
-	if c.own != nil && len(ds) > 0 {
-		keys = append(keys, c.own.epochKeys[slot])
-		args = append(args, ds[0].msg.Epoch)
+	for _, ds := range bySlot {
+		for _, d := range ds {
+			args = append(args, d.msg.ID, d.msg.Token)
+		}
+	}
+	if c.own != nil && len(bySlot[0]) > 0 {
+		keys = append(keys, c.own.epochKeys[slotList[0]])
+		args = append(args, bySlot[0][0].msg.Epoch)
 	}
 	return keys, args
 }

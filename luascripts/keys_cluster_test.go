@@ -29,7 +29,7 @@ import (
 // in a script must be looked at (and added) here.
 var keyPositions = map[string]string{
 	"TIME": "none",
-	"ZADD": "first", "ZREM": "first", "ZSCORE": "first", "ZRANGE": "first", "ZCARD": "first",
+	"ZADD": "first", "ZREM": "first", "ZSCORE": "first", "ZMSCORE": "first", "ZRANGE": "first", "ZCARD": "first",
 	"ZRANGEBYSCORE": "first", "ZREVRANGE": "first", "ZREVRANGEBYSCORE": "first", "ZCOUNT": "first",
 	"HGET": "first", "HSET": "first", "HDEL": "first", "HEXISTS": "first", "HLEN": "first", "HMGET": "first",
 	"GET": "first", "SET": "first", "INCR": "first",
@@ -305,6 +305,9 @@ func (f *keyFlow) mustBeKey(fn *luaFunc, r [2]int, why string) {
 	switch {
 	case len(t) == 4 && t[0].text == "KEYS" && t[1].text == "[" && t[2].kind == "number" && t[3].text == "]":
 		return
+	case len(t) > 4 && t[0].text == "KEYS" && t[1].text == "[" && t[len(t)-1].text == "]" && arithmetic(t[2:len(t)-1]):
+		// KEYS[3 * g - 2]: a slot group's key in a multi-group call.
+		return
 	case len(t) == 1 && t[0].kind == "ident":
 		f.identIsKey(fn, t[0].text, "", why)
 	case len(t) == 3 && t[0].kind == "ident" && t[1].text == "." && t[2].kind == "ident":
@@ -312,6 +315,20 @@ func (f *keyFlow) mustBeKey(fn *luaFunc, r [2]int, why string) {
 	default:
 		f.failf("%s: in %s, %q is not a key from KEYS", why, name, f.text(r))
 	}
+}
+
+// arithmetic reports whether t is an index expression of numbers, names and
+// arithmetic operators only (no table access, call or concatenation).
+func arithmetic(t []tok) bool {
+	for _, x := range t {
+		switch {
+		case x.kind == "number", x.kind == "ident" && x.text != "KEYS" && x.text != "ARGV":
+		case x.kind == "op" && strings.Contains("+-*()", x.text):
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // identIsKey checks that identifier id (or its field, when field is not
@@ -458,6 +475,8 @@ f(2, ARGV[1])`,
 local function g(t) redis.call('HDEL', t.msg, 'id') end
 g(k)`,
 		"all keys":        `redis.call('UNLINK', KEYS[1], 'other')`,
+		"index from argv": `redis.call('GET', KEYS[ARGV[1]])`,
+		"two keys joined": `redis.call('GET', KEYS[1] .. KEYS[2])`,
 		"unknown command": `redis.call('KEYS', '*')`,
 		"computed cmd":    `redis.call(ARGV[1], ARGV[2], 'x')`,
 	}
@@ -473,21 +492,23 @@ local function one(k, id) redis.call('ZREM', k.store, id); wake(ARGV[1], k.wake,
 local store = KEYS[1]
 one(k, ARGV[2])
 redis.call('UNLINK', KEYS[1], store)
-local t = redis.call('TIME')`
+local t = redis.call('TIME')
+for g = 1, #KEYS / 2 do redis.call('ZREM', KEYS[2 * g - 1], 'm') end`
 	f, err := newKeyFlow(good)
 	require.NoError(t, err)
 	f.check()
 	assert.Empty(t, f.errs)
-	assert.Equal(t, 4, f.calls)
+	assert.Equal(t, 5, f.calls)
 
 	// Mutations of the real scripts are caught too.
 	lib, err := luascripts.FileSource("lib")
 	require.NoError(t, err)
 	for _, m := range []struct{ script, file, from, to string }{
 		{"ack", "lib", "redis.call('GET', key)", "redis.call('GET', 'x' .. key)"},
-		{"sendbatch", "sendbatch", "send_one(KEYS[1], KEYS[2]", "send_one(KEYS[1], ARGV[2]"},
+		{"sendbatch", "sendbatch", "local msg = KEYS[4 * g - 1]", "local msg = ARGV[4 * g - 1]"},
 		{"rollback", "rollback", "prepare = KEYS[2]", "prepare = ARGV[2]"},
-		{"fetch", "fetch", "redis.call('ZSCORE', KEYS[2], id)", "redis.call('ZSCORE', KEYS[2] .. id, id)"},
+		{"fetch", "fetch", "redis.call('ZMSCORE', KEYS[3 * g - 1], unpack(ids))", "redis.call('ZMSCORE', KEYS[3 * g - 1] .. 'x', unpack(ids))"},
+		{"ack", "ack", "mcall('HDEL', KEYS[4 * g - 1], gone)", "mcall('HDEL', ARGV[3], gone)"},
 	} {
 		src, err := luascripts.FileSource(m.script)
 		require.NoError(t, err)

@@ -135,7 +135,7 @@ local function parse_backoff(argv, at)
 end
 
 -- send_one stores one message or merges it into the one with the same id
--- (send.lua documents the rules and the result codes). now is Redis's ms.
+-- (sendbatch.lua lists the result codes). now is Redis's ms.
 -- It publishes nothing: callers wake the slot once, after all their sends.
 local function send_one(store, prepare, msg, typ, id, score_arg, nonce, body, now)
   -- An envelope exists only for a waiting or in-flight id, so a new id
@@ -214,4 +214,30 @@ local function int_cmp(a, b)
   if #a ~= #b then return #a < #b and -1 or 1 end
   if a == b then return 0 end
   return a < b and -1 or 1
+end
+
+-- MCHUNK bounds the arguments one variadic call takes: unpack pushes them
+-- all on Lua's C stack, which holds about 8,000.
+local MCHUNK = 512
+
+-- mcall runs a variadic command (ZMSCORE, HMGET, ZREM, HDEL, ZADD, HSET)
+-- on key over args, step arguments per element (2 for ZADD and HSET), in
+-- chunks. One call per chunk instead of one per element is most of what a
+-- script spends per message. Array replies come back concatenated, integer
+-- replies summed.
+local function mcall(cmd, key, args, step)
+  step = step or 1
+  local out, sum = {}, 0
+  local i, n = 1, #args
+  while i <= n do
+    local j = math.min(i + MCHUNK * step - 1, n)
+    local r = redis.call(cmd, key, unpack(args, i, j))
+    if type(r) == 'table' then
+      for k = 1, #r do out[#out + 1] = r[k] end
+    else
+      sum = sum + r
+    end
+    i = j + 1
+  end
+  return out, sum
 end

@@ -52,26 +52,79 @@ func runModel(t *testing.T, typ int, steps int, seed uint64) {
 		id := ids[rng.IntN(len(ids))]
 		st := m[id]
 		var op string
-		switch r := rng.IntN(100); {
-		case r < 30:
-			op = "send"
-			res := s.send(id, score(), fmt.Sprintf("%s-%d", id, step))
+		// sent checks one send's result against the model and applies it.
+		sent := func(st *model, res int64, what string) {
 			switch {
 			case st.waiting:
-				require.Contains(t, []int64{2, 3}, res, "step %d: merge", step)
+				require.Contains(t, []int64{2, 3}, res, "step %d: merge %s", step, what)
 			case st.token != 0:
-				require.EqualValues(t, 4, res, "step %d: re-send during prepare", step)
+				require.EqualValues(t, 4, res, "step %d: re-send during prepare %s", step, what)
 				st.resent = true
 				st.fails = 0
 			default:
-				require.EqualValues(t, 1, res, "step %d: new", step)
+				require.EqualValues(t, 1, res, "step %d: new %s", step, what)
 				st.fails = 0
 			}
 			st.waiting = true
+		}
+		// acked checks one ack's result against the model and applies it.
+		acked := func(st *model, token, res int64, what string) {
+			if st.token == 0 || token != st.token {
+				require.EqualValues(t, 0, res, "step %d: stale ack %s", step, what)
+				return
+			}
+			require.EqualValues(t, 1, res, "step %d: ack %s", step, what)
+			st.oldToken = append(st.oldToken, st.token)
+			st.token = 0
+			if !st.waiting {
+				st.fails = 0
+			}
+		}
+		switch r := rng.IntN(100); {
+		case r < 20:
+			op = "send"
+			sent(st, s.send(id, score(), fmt.Sprintf("%s-%d", id, step)), id)
+		case r < 30:
+			// Several sends in one call, an id possibly more than once: each
+			// must come out as if sent by a call of its own, in order.
+			op = "send-batch"
+			var bids, bodies []string
+			var scores []float64
+			for range 2 + rng.IntN(5) {
+				bid := ids[rng.IntN(len(ids))]
+				bids = append(bids, bid)
+				scores = append(scores, score())
+				bodies = append(bodies, fmt.Sprintf("%s-%d-%d", bid, step, len(bids)))
+			}
+			res := s.sendAll(bids, scores, bodies)
+			for i, bid := range bids {
+				sent(m[bid], res[i], bid)
+			}
+		case r < 35:
+			// Several acks in one call: current, stale and repeated ones.
+			op = "ack-batch"
+			var aids []string
+			var tokens []int64
+			for range 2 + rng.IntN(4) {
+				aid := ids[rng.IntN(len(ids))]
+				tok := m[aid].token
+				if tok == 0 || rng.IntN(4) == 0 {
+					tok = staleToken(m[aid], rng)
+				}
+				aids = append(aids, aid)
+				tokens = append(tokens, tok)
+			}
+			res := s.ackAll(aids, tokens)
+			for i, aid := range aids {
+				acked(m[aid], tokens[i], res[i], aid)
+			}
 		case r < 50:
 			op = "fetch"
 			n := 1 + rng.IntN(3)
-			_, _, got := s.fetch(n, 30)
+			// Windows as small as n make fetch read several of them when
+			// ids are blocked, and find the head in what it read.
+			head, got := s.fetchWindow(n, 30, n+rng.IntN(3))
+			require.Equal(t, s.head(), head, "step %d: head after fetch", step)
 			eligible := 0
 			for _, x := range m {
 				if x.waiting && x.token == 0 {
@@ -83,21 +136,17 @@ func runModel(t *testing.T, typ int, steps int, seed uint64) {
 				x := m[d.id]
 				require.True(t, x.waiting && x.token == 0, "step %d: fetched %s which was not fetchable", step, d.id)
 				require.EqualValues(t, x.fails+1, d.token%1000, "step %d: attempt of %s", step, d.id)
+				require.Equal(t, d.env.Score, d.score, "step %d: store score of %s", step, d.id)
 				x.waiting, x.token, x.resent = false, d.token, false
 			}
 		case r < 65:
 			op = "ack"
-			if st.token == 0 {
+			tok := st.token
+			if tok == 0 {
 				op = "stale-ack"
-				require.EqualValues(t, 0, s.ack(id, staleToken(st, rng)), "step %d", step)
-				break
+				tok = staleToken(st, rng)
 			}
-			require.EqualValues(t, 1, s.ack(id, st.token), "step %d", step)
-			st.oldToken = append(st.oldToken, st.token)
-			st.token = 0
-			if !st.waiting {
-				st.fails = 0
-			}
+			acked(st, tok, s.ack(id, tok), id)
 		case r < 80:
 			op = "rollback"
 			if st.token == 0 {
@@ -167,5 +216,7 @@ func staleToken(st *model, rng *rand.Rand) int64 {
 	if len(st.oldToken) > 0 && rng.IntN(2) == 0 {
 		return st.oldToken[rng.IntN(len(st.oldToken))]
 	}
-	return int64(999000 + rng.IntN(999))
+	// Attempt 0 is never delivered, so this token cannot be a live one
+	// (a salt-and-attempt guess such as 999001 could be: salts run 0-999).
+	return int64(rng.IntN(1000) * 1000)
 }

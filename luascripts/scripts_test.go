@@ -38,6 +38,7 @@ type delivered struct {
 	env   luascripts.Envelope
 	token int64
 	score float64
+	group int // index of the slot group in a multi-slot fetch
 }
 
 func newSlot(t *testing.T, typ int) *slot {
@@ -50,10 +51,38 @@ func newSlot(t *testing.T, typ int) *slot {
 func (s *slot) sendNonce(id string, score float64, body, nonce string) int64 {
 	s.t.Helper()
 	n, err := luascripts.SendBatch.Run(s.ctx, s.rdb, []string{s.k.Store, s.k.Prepare, s.k.Msg, s.k.Wake},
-		"PUBLISH", s.typ, id, strconv.FormatFloat(score, 'f', -1, 64), nonce, body).Int64Slice()
+		"PUBLISH", s.typ, 1, id, strconv.FormatFloat(score, 'f', -1, 64), nonce, body).Int64Slice()
 	require.NoError(s.t, err)
 	require.Len(s.t, n, 1)
 	return n[0]
+}
+
+// sendAll stores several messages in one sendbatch.lua call, as a flush of
+// the producer does, and returns one result each.
+func (s *slot) sendAll(ids []string, scores []float64, bodies []string) []int64 {
+	s.t.Helper()
+	args := []any{"PUBLISH", s.typ, len(ids)}
+	for i, id := range ids {
+		s.nonce++
+		args = append(args, id, strconv.FormatFloat(scores[i], 'f', -1, 64), strconv.Itoa(s.nonce), bodies[i])
+	}
+	n, err := luascripts.SendBatch.Run(s.ctx, s.rdb, []string{s.k.Store, s.k.Prepare, s.k.Msg, s.k.Wake}, args...).Int64Slice()
+	require.NoError(s.t, err)
+	require.Len(s.t, n, len(ids))
+	return n
+}
+
+// ackAll acks several deliveries in one ack.lua call, as the acker does.
+func (s *slot) ackAll(ids []string, tokens []int64) []int64 {
+	s.t.Helper()
+	args := []any{"PUBLISH", len(ids)}
+	for i, id := range ids {
+		args = append(args, id, tokens[i])
+	}
+	res, err := luascripts.Ack.Run(s.ctx, s.rdb, []string{s.k.Store, s.k.Prepare, s.k.Msg, s.k.Wake}, args...).Int64Slice()
+	require.NoError(s.t, err)
+	require.Len(s.t, res, len(ids))
+	return res
 }
 
 func (s *slot) send(id string, score float64, body string) int64 {
@@ -61,27 +90,45 @@ func (s *slot) send(id string, score float64, body string) int64 {
 	return s.sendNonce(id, score, body, strconv.Itoa(s.nonce))
 }
 
-func (s *slot) fetch(n, leaseSec int) (head float64, blocked int, out []delivered) {
+func (s *slot) fetch(n, leaseSec int) (head float64, out []delivered) {
 	s.t.Helper()
-	tb := "1"
-	if s.typ == 2 {
-		tb = "0"
-	}
-	vals, err := luascripts.Fetch.Run(s.ctx, s.rdb, []string{s.k.Store, s.k.Prepare, s.k.Msg}, tb, n, leaseSec, n+64, "").Slice()
+	return s.fetchWindow(n, leaseSec, n+64)
+}
+
+// fetchWindow fetches reading window store entries at a time.
+func (s *slot) fetchWindow(n, leaseSec, window int) (head float64, out []delivered) {
+	s.t.Helper()
+	r := s.fetchGroups(luascripts.FetchCall{N: n, LeaseSec: int64(leaseSec), Window: window,
+		Groups: []luascripts.FetchGroup{{Store: s.k.Store, Prepare: s.k.Prepare, Msg: s.k.Msg, Max: n}}})
+	return r.Heads[0], deliveries(s.t, r)
+}
+
+func (s *slot) fetchGroups(call luascripts.FetchCall) luascripts.FetchReply {
+	s.t.Helper()
+	call.TimeBased = s.typ != 2
+	keys, args := call.Args()
+	vals, err := luascripts.Fetch.Run(s.ctx, s.rdb, keys, args...).Slice()
 	require.NoError(s.t, err)
-	head = toF(vals[1])
-	blocked = int(toF(vals[2]))
-	for i := 4; i < len(vals); i += 4 {
-		env, err := luascripts.DecodeEnvelope([]byte(vals[i+1].(string)))
-		require.NoError(s.t, err)
-		out = append(out, delivered{id: vals[i].(string), env: env, token: vals[i+2].(int64), score: toF(vals[i+3])})
+	r, err := luascripts.ParseFetchReply(vals)
+	require.NoError(s.t, err)
+	require.Len(s.t, r.Heads, len(call.Groups))
+	return r
+}
+
+func deliveries(t *testing.T, r luascripts.FetchReply) []delivered {
+	t.Helper()
+	var out []delivered
+	for _, m := range r.Msgs {
+		env, err := luascripts.DecodeEnvelope([]byte(m.Envelope))
+		require.NoError(t, err)
+		out = append(out, delivered{id: m.ID, env: env, token: m.Token, score: m.Score, group: m.Group})
 	}
-	return head, blocked, out
+	return out
 }
 
 func (s *slot) ack(id string, token int64) int64 {
 	s.t.Helper()
-	res, err := luascripts.Ack.Run(s.ctx, s.rdb, []string{s.k.Store, s.k.Prepare, s.k.Msg, s.k.Wake}, "PUBLISH", id, token).Int64Slice()
+	res, err := luascripts.Ack.Run(s.ctx, s.rdb, []string{s.k.Store, s.k.Prepare, s.k.Msg, s.k.Wake}, "PUBLISH", 1, id, token).Int64Slice()
 	require.NoError(s.t, err)
 	return res[0]
 }
@@ -134,6 +181,27 @@ func (s *slot) expire(id string) {
 	require.NoError(s.t, s.rdb.ZAdd(s.ctx, s.k.Prepare, redis.Z{Score: past, Member: id}).Err())
 }
 
+// head is what fetch.lua must report as the head: the score of the first
+// store entry in consume order whose id is not in prepare; -1 for an empty
+// store, -2 when the first 64 are all in prepare.
+func (s *slot) head() float64 {
+	s.t.Helper()
+	args := redis.ZRangeArgs{Key: s.k.Store, Start: 0, Stop: 63, Rev: s.typ == 2}
+	zs, err := s.rdb.ZRangeArgsWithScores(s.ctx, args).Result()
+	require.NoError(s.t, err)
+	if len(zs) == 0 {
+		return -1
+	}
+	for _, z := range zs {
+		err := s.rdb.ZScore(s.ctx, s.k.Prepare, z.Member.(string)).Err()
+		if err == redis.Nil {
+			return z.Score
+		}
+		require.NoError(s.t, err)
+	}
+	return -2
+}
+
 type where struct{ store, prepare, dead, msg, deadmsg bool }
 
 func (s *slot) where(id string) where {
@@ -181,6 +249,7 @@ func past() float64 { return float64(time.Now().Add(-time.Second).UnixMilli()) }
 func TestScriptHeaders(t *testing.T) {
 	keyUse := regexp.MustCompile(`KEYS\[(\d+)\]`)
 	keyDoc := regexp.MustCompile(`(?m)^-- KEYS\[(\d+)\] ->`)
+	groupKeyUse := regexp.MustCompile(`KEYS\[(\d+) \* g(?: - (\d+))?\]`)
 	for _, name := range luascripts.Names() {
 		src, err := luascripts.FileSource(name)
 		require.NoError(t, err)
@@ -201,6 +270,12 @@ func TestScriptHeaders(t *testing.T) {
 		for _, m := range keyUse.FindAllStringSubmatch(body, -1) {
 			used[m[1]] = true
 		}
+		// KEYS[3 * g - 2] in a multi-group script is group 1's KEYS[1].
+		for _, m := range groupKeyUse.FindAllStringSubmatch(body, -1) {
+			k, _ := strconv.Atoi(m[1])
+			j, _ := strconv.Atoi(m[2])
+			used[strconv.Itoa(k-j)] = true
+		}
 		assert.Equal(t, documented, used, "%s: KEYS documented vs used", name)
 		assert.NotRegexp(t, `redis\.call\('\w+', ARGV`, body, "%s builds a key from ARGV", name)
 	}
@@ -220,7 +295,7 @@ func TestResendDuringPrepareIsNotSwallowed(t *testing.T) {
 				score = 100
 			}
 			require.EqualValues(t, 1, s.send("a", score, "v1"))
-			_, _, got := s.fetch(10, 30)
+			_, got := s.fetch(10, 30)
 			require.Len(t, got, 1)
 			require.Equal(t, "v1", string(got[0].env.Body))
 
@@ -228,15 +303,14 @@ func TestResendDuringPrepareIsNotSwallowed(t *testing.T) {
 			assert.Equal(t, where{store: true, prepare: true, msg: true}, s.where("a"))
 
 			// The re-sent message waits for the in-flight one: not fetched now.
-			head, blocked, again := s.fetch(10, 30)
+			head, again := s.fetch(10, 30)
 			assert.Empty(t, again)
-			assert.Equal(t, 1, blocked)
 			assert.EqualValues(t, -2, head)
 
 			require.EqualValues(t, 1, s.ack("a", got[0].token))
 			assert.Equal(t, where{store: true, msg: true}, s.where("a"), "ack kept the re-sent message and its body")
 
-			_, _, next := s.fetch(10, 30)
+			_, next := s.fetch(10, 30)
 			require.Len(t, next, 1)
 			assert.Equal(t, "v2", string(next[0].env.Body))
 			assert.EqualValues(t, 1, next[0].token%1000, "a re-send starts at attempt 1")
@@ -251,12 +325,12 @@ func TestResendDuringPrepareIsNotSwallowed(t *testing.T) {
 func TestRollbackWhileResendWaits(t *testing.T) {
 	s := newSlot(t, 3)
 	s.send("a", past(), "v1")
-	_, _, got := s.fetch(1, 30)
+	_, got := s.fetch(1, 30)
 	require.Len(t, got, 1)
 	s.send("a", past(), "v2")
 	require.EqualValues(t, 2, s.rollback(0, "a", got[0].token, "boom"), "superseded, not dead")
 	assert.Equal(t, where{store: true, msg: true}, s.where("a"))
-	_, _, next := s.fetch(1, 30)
+	_, next := s.fetch(1, 30)
 	require.Len(t, next, 1)
 	assert.Equal(t, "v2", string(next[0].env.Body))
 	assert.EqualValues(t, 1, next[0].token%1000)
@@ -267,11 +341,11 @@ func TestRollbackWhileResendWaits(t *testing.T) {
 func TestStaleAckAndRollbackAreInert(t *testing.T) {
 	s := newSlot(t, 3)
 	s.send("a", past(), "v1")
-	_, _, first := s.fetch(1, 30)
+	_, first := s.fetch(1, 30)
 	require.Len(t, first, 1)
 	s.expire("a")
 	require.EqualValues(t, 1, s.sweep(16))
-	_, _, second := s.fetch(1, 30)
+	_, second := s.fetch(1, 30)
 	require.Len(t, second, 1)
 	assert.EqualValues(t, 2, second[0].token%1000, "the expired lease counted as an attempt")
 	before, err := s.rdb.ZScore(s.ctx, s.k.Prepare, "a").Result()
@@ -303,7 +377,7 @@ func TestScriptsAreSafeToRunTwice(t *testing.T) {
 
 	// A rerun of a send whose first run was already fetched must not store
 	// the message again.
-	_, _, got := s.fetch(1, 30)
+	_, got := s.fetch(1, 30)
 	require.Len(t, got, 1)
 	assert.EqualValues(t, 0, s.sendNonce("a", due, "v1", "77"))
 	assert.Equal(t, where{prepare: true, msg: true}, s.where("a"))
@@ -312,7 +386,7 @@ func TestScriptsAreSafeToRunTwice(t *testing.T) {
 	assert.EqualValues(t, 0, s.rollback(16, "a", got[0].token, "boom"), "a rerun counts no second attempt")
 	assert.Equal(t, 1, s.envelope(s.k.Msg, "a").Failures)
 
-	_, _, got = s.fetch(1, 30)
+	_, got = s.fetch(1, 30)
 	require.Len(t, got, 1)
 	assert.EqualValues(t, 2, got[0].token%1000)
 	assert.EqualValues(t, 1, s.extend(30, "a", got[0].token))
@@ -329,12 +403,12 @@ func TestScriptsUseRedisClock(t *testing.T) {
 	s := newSlot(t, 3)
 	due := float64(time.Now().Add(3 * time.Second).UnixMilli())
 	s.send("later", due, "x")
-	head, _, got := s.fetch(10, 30)
+	head, got := s.fetch(10, 30)
 	assert.Empty(t, got)
 	assert.Equal(t, due, head)
 
 	s.send("now", past(), "y")
-	_, _, got = s.fetch(10, 5)
+	_, got = s.fetch(10, 5)
 	require.Len(t, got, 1)
 	assert.EqualValues(t, 0, s.sweep(16), "a live lease is not swept")
 	assert.Equal(t, where{prepare: true, msg: true}, s.where("now"))
@@ -346,7 +420,7 @@ func TestFetchTakesAtMostNInOrder(t *testing.T) {
 	for i := 99; i >= 0; i-- {
 		s.send(fmt.Sprintf("m%02d", i), float64(base+int64(i)), "b")
 	}
-	_, _, got := s.fetch(10, 30)
+	_, got := s.fetch(10, 30)
 	require.Len(t, got, 10)
 	for i, d := range got {
 		assert.Equal(t, fmt.Sprintf("m%02d", i), d.id)
@@ -359,7 +433,7 @@ func TestFetchTakesAtMostNInOrder(t *testing.T) {
 func TestPriorityRetryRanksBelowFresh(t *testing.T) {
 	s := newSlot(t, 2)
 	s.send("hi", 1000, "x")
-	_, _, got := s.fetch(1, 30)
+	_, got := s.fetch(1, 30)
 	require.Len(t, got, 1)
 	require.EqualValues(t, 4, s.rollback(16, "hi", got[0].token, "boom"))
 	score, err := s.rdb.ZScore(s.ctx, s.k.Store, "hi").Result()
@@ -367,7 +441,7 @@ func TestPriorityRetryRanksBelowFresh(t *testing.T) {
 	assert.EqualValues(t, 15, score, "remaining retries")
 	assert.EqualValues(t, 1000, s.envelope(s.k.Msg, "hi").OrigScore, "the original priority is kept")
 	s.send("low", 17, "y")
-	_, _, got = s.fetch(2, 30)
+	_, got = s.fetch(2, 30)
 	require.Len(t, got, 2)
 	assert.Equal(t, "low", got[0].id)
 	assert.Equal(t, "hi", got[1].id)
@@ -378,7 +452,7 @@ func TestDeadAfterMaxRetriesWithRetention(t *testing.T) {
 	for _, id := range []string{"a", "b", "c"} {
 		s.send(id, past(), "body-"+id)
 		for attempt := 1; attempt <= 2; attempt++ {
-			_, _, got := s.fetch(1, 30)
+			_, got := s.fetch(1, 30)
 			require.Len(t, got, 1)
 			args := append(s.rollbackArgs(1, 0, 2), id, got[0].token, fmt.Sprintf("fail %d", attempt))
 			res, err := luascripts.Rollback.Run(s.ctx, s.rdb, s.allKeys(), args...).Int64Slice()

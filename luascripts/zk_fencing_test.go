@@ -30,21 +30,21 @@ func (f *fenced) takeover(epoch int64) ([]int64, error) {
 }
 
 func (f *fenced) fetchE(epoch int64, n int) ([]delivered, error) {
-	vals, err := luascripts.Fetch.Run(f.ctx, f.rdb, []string{f.k.Store, f.k.Prepare, f.k.Msg, f.epochKey}, "1", n, 30, n+64, "", epoch).Slice()
+	keys, args := luascripts.FetchCall{TimeBased: true, N: n, LeaseSec: 30, Window: n + 64,
+		Groups:   []luascripts.FetchGroup{{Store: f.k.Store, Prepare: f.k.Prepare, Msg: f.k.Msg, Max: n}},
+		EpochKey: f.epochKey, Epoch: epoch}.Args()
+	vals, err := luascripts.Fetch.Run(f.ctx, f.rdb, keys, args...).Slice()
 	if err != nil {
 		return nil, err
 	}
-	var out []delivered
-	for i := 4; i < len(vals); i += 4 {
-		env, err := luascripts.DecodeEnvelope([]byte(vals[i+1].(string)))
-		require.NoError(f.t, err)
-		out = append(out, delivered{id: vals[i].(string), env: env, token: vals[i+2].(int64), score: toF(vals[i+3])})
-	}
+	r, err := luascripts.ParseFetchReply(vals)
+	require.NoError(f.t, err)
+	out := deliveries(f.t, r)
 	return out, nil
 }
 
 func (f *fenced) ackE(epoch int64, id string, token int64) ([]int64, error) {
-	return luascripts.Ack.Run(f.ctx, f.rdb, []string{f.k.Store, f.k.Prepare, f.k.Msg, f.k.Wake, f.epochKey}, "PUBLISH", id, token, epoch).Int64Slice()
+	return luascripts.Ack.Run(f.ctx, f.rdb, []string{f.k.Store, f.k.Prepare, f.k.Msg, f.k.Wake, f.epochKey}, "PUBLISH", 1, id, token, epoch).Int64Slice()
 }
 
 func (f *fenced) rollbackE(epoch int64, id string, token int64) ([]int64, error) {

@@ -17,9 +17,11 @@ import (
 // takes them all. The role of flushing passes to a queued sender, so no
 // caller keeps flushing other callers' messages.
 
-// maxGroup bounds one script call (messages), maxFlushBytes one flush.
+// maxGroup bounds the messages of one slot in a script call, maxCall those
+// of a script call, maxFlushBytes the bodies of one flush.
 const (
 	maxGroup      = 512
+	maxCall       = 4096
 	maxFlushBytes = 8 << 20
 )
 
@@ -127,29 +129,48 @@ func (p *Producer) group(items []*pending) []slotCall {
 	return calls
 }
 
+// invocations packs slot calls into script calls: on a single node one
+// script call may carry several slots (up to maxCall messages), on a
+// cluster each slot needs its own.
+func (p *Producer) invocations(calls []slotCall) [][]slotCall {
+	var out [][]slotCall
+	n := 0
+	for _, c := range calls {
+		if len(out) == 0 || !p.merged || n+len(c.batch) > maxCall {
+			out = append(out, nil)
+			n = 0
+		}
+		out[len(out)-1] = append(out[len(out)-1], c)
+		n += len(c.batch)
+	}
+	return out
+}
+
 // runCalls runs script calls, pipelined when there are several, and
 // records each message's result. A pipelined EVALSHA does not fall back to
 // EVAL, so on NOSCRIPT the scripts are loaded and the calls run again (a
 // rerun is safe: each message carries its send nonce).
 func (p *Producer) runCalls(ctx context.Context, calls []slotCall) error {
-	if len(calls) == 1 {
-		c := calls[0]
-		cmd := luascripts.SendBatch.Run(ctx, p.rdb, sendKeys(c.keys), sendArgs(p.wakeCmd, c.topic, c.batch)...)
-		record(cmd, c.batch)
+	inv := p.invocations(calls)
+	if len(inv) == 1 {
+		keys, args := sendCall(p.wakeCmd, inv[0])
+		cmd := luascripts.SendBatch.Run(ctx, p.rdb, keys, args...)
+		record(cmd, inv[0])
 		return cmd.Err()
 	}
 	for attempt := 0; ; attempt++ {
 		pipe := p.rdb.Pipeline()
-		cmds := make([]*redis.Cmd, len(calls))
-		for i, c := range calls {
-			cmds[i] = luascripts.SendBatch.EvalSha(ctx, pipe, sendKeys(c.keys), sendArgs(p.wakeCmd, c.topic, c.batch)...)
+		cmds := make([]*redis.Cmd, len(inv))
+		for i, groups := range inv {
+			keys, args := sendCall(p.wakeCmd, groups)
+			cmds[i] = luascripts.SendBatch.EvalSha(ctx, pipe, keys, args...)
 		}
 		_, _ = pipe.Exec(ctx)
 		noScript := false
 		var firstErr error
 		for i, cmd := range cmds {
 			noScript = noScript || luascripts.IsNoScript(cmd.Err())
-			record(cmd, calls[i].batch)
+			record(cmd, inv[i])
 			if firstErr == nil {
 				firstErr = cmd.Err()
 			}
@@ -163,25 +184,35 @@ func (p *Producer) runCalls(ctx context.Context, calls []slotCall) error {
 	}
 }
 
-func sendKeys(k slots.Keys) []string { return []string{k.Store, k.Prepare, k.Msg, k.Wake} }
-
-func sendArgs(wakeCmd string, t topic.Topic, batch []*pending) []any {
-	args := make([]any, 0, 2+4*len(batch))
-	args = append(args, wakeCmd, int(t.Type()))
-	for _, b := range batch {
-		args = append(args, b.id, b.score, b.nonce, b.body)
+// sendCall returns the KEYS and ARGV of one sendbatch.lua call.
+func sendCall(wakeCmd string, groups []slotCall) ([]string, []any) {
+	keys := make([]string, 0, 4*len(groups))
+	args := make([]any, 0, 1+2*len(groups))
+	args = append(args, wakeCmd)
+	for _, g := range groups {
+		keys = append(keys, g.keys.Store, g.keys.Prepare, g.keys.Msg, g.keys.Wake)
+		args = append(args, int(g.topic.Type()), len(g.batch))
 	}
-	return args
+	for _, g := range groups {
+		for _, b := range g.batch {
+			args = append(args, b.id, b.score, b.nonce, b.body)
+		}
+	}
+	return keys, args
 }
 
-func record(cmd *redis.Cmd, batch []*pending) {
+func record(cmd *redis.Cmd, groups []slotCall) {
 	res, err := cmd.Int64Slice()
-	for i, b := range batch {
-		switch {
-		case err != nil:
-			b.err = err
-		case i < len(res):
-			b.res = SendResult(res[i])
+	i := 0
+	for _, g := range groups {
+		for _, b := range g.batch {
+			switch {
+			case err != nil:
+				b.err = err
+			case i < len(res):
+				b.res = SendResult(res[i])
+			}
+			i++
 		}
 	}
 }

@@ -33,6 +33,8 @@ type Producer struct {
 	wakeCmd string
 	defined sync.Map // topic name -> definition already checked against Redis
 	gc      groupCommit
+	// merged: one script call may name several slots (a single node).
+	merged bool
 }
 
 // New returns a producer on rdb, a single node or a cluster client. A bad
@@ -42,7 +44,8 @@ func New(rdb redis.UniversalClient, opts ...Option) *Producer {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	p := &Producer{rdb: rdb, cfg: cfg, wakeCmd: WakeCommand(rdb)}
+	_, single := rdb.(*redis.Client)
+	p := &Producer{rdb: rdb, cfg: cfg, wakeCmd: WakeCommand(rdb), merged: single}
 	p.err = slots.ValidatePrefix(cfg.prefix)
 	return p
 }

@@ -138,7 +138,7 @@ func (e *env) init() {
 	e.prefix = testPrefix(t)
 	e.log = &syncBuffer{}
 	e.logger = slog.New(slog.NewTextHandler(e.log, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	e.scripts = newKeySlotCheck()
+	e.scripts = newKeySlotCheck(e.backend != cluster)
 	e.rdb = e.newRedis()
 	t.Cleanup(func() {
 		if t.Failed() {

@@ -266,20 +266,31 @@ func fetchOne(t *testing.T, e *env, tp topic.Topic, slot int, id string) (luascr
 	if tp.Type().TimeBased() {
 		tb = "1"
 	}
-	vals, err := luascripts.Fetch.Run(context.Background(), e.rdb, []string{k.Store, k.Prepare, k.Msg}, tb, 1, 30, 65, "").Slice()
+	r := fetchDirect(t, e.rdb, k, tb == "1", 1, 30)
+	require.Len(t, r.Msgs, 1, "nothing fetched")
+	require.Equal(t, id, r.Msgs[0].ID)
+	env, err := luascripts.DecodeEnvelope([]byte(r.Msgs[0].Envelope))
 	require.NoError(t, err)
-	require.Len(t, vals, 8, "nothing fetched")
-	require.Equal(t, id, vals[4])
-	env, err := luascripts.DecodeEnvelope([]byte(vals[5].(string)))
+	return env, r.Msgs[0].Token
+}
+
+// fetchDirect runs fetch.lua on one slot as a consumer would.
+func fetchDirect(t *testing.T, rdb redis.UniversalClient, k slots.Keys, timeBased bool, n int, leaseSec int64) luascripts.FetchReply {
+	t.Helper()
+	keys, args := luascripts.FetchCall{TimeBased: timeBased, N: n, LeaseSec: leaseSec, Window: n + 64,
+		Groups: []luascripts.FetchGroup{{Store: k.Store, Prepare: k.Prepare, Msg: k.Msg, Max: n}}}.Args()
+	vals, err := luascripts.Fetch.Run(context.Background(), rdb, keys, args...).Slice()
 	require.NoError(t, err)
-	return env, vals[6].(int64)
+	r, err := luascripts.ParseFetchReply(vals)
+	require.NoError(t, err)
+	return r
 }
 
 // ackOne acks a delivery made by fetchOne with the real ack script.
 func ackOne(t *testing.T, e *env, tp topic.Topic, slot int, id string, token int64) {
 	t.Helper()
 	k := e.keys(tp, slot)
-	res, err := luascripts.Ack.Run(context.Background(), e.rdb, []string{k.Store, k.Prepare, k.Msg, k.Wake}, "", id, token).Int64Slice()
+	res, err := luascripts.Ack.Run(context.Background(), e.rdb, []string{k.Store, k.Prepare, k.Msg, k.Wake}, "", 1, id, token).Int64Slice()
 	require.NoError(t, err)
 	require.Equal(t, []int64{1}, res, "ack refused")
 }

@@ -624,11 +624,10 @@ func TestInspectorOnCluster(t *testing.T) {
 	}
 	for s := range tp.SlotAmount() {
 		k := slots.KeysFor(prefix, tp, s)
-		vals, err := luascripts.Fetch.Run(ctx, cc, []string{k.Store, k.Prepare, k.Msg}, "1", 64, 30, 128, "").Slice()
-		require.NoError(t, err)
+		r := fetchDirect(t, cc, k, true, 64, 30)
 		args := []any{"SPUBLISH", 0, 0, 0, 0}
-		for j := 4; j < len(vals); j += 4 {
-			args = append(args, vals[j], vals[j+2], "no")
+		for _, m := range r.Msgs {
+			args = append(args, m.ID, m.Token, "no")
 		}
 		if len(args) > 5 {
 			require.NoError(t, luascripts.Rollback.Run(ctx, cc, []string{k.Store, k.Prepare, k.Msg, k.Dead, k.DeadMsg, k.Wake}, args...).Err())

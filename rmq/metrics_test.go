@@ -13,7 +13,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rmq-go/rmq/consumer"
-	"github.com/rmq-go/rmq/luascripts"
 	"github.com/rmq-go/rmq/producer"
 	"github.com/rmq-go/rmq/rmq"
 	"github.com/rmq-go/rmq/topic"
@@ -192,9 +191,8 @@ func TestMetricsLeaseExpired(t *testing.T) {
 		_, err := p.SendFixedTime(ctx, tp, []byte("x"), time.Now().Add(-time.Second), producer.WithKey("x"))
 		require.NoError(t, err)
 		k := e.keys(tp, 0)
-		vals, err := luascripts.Fetch.Run(ctx, e.rdb, []string{k.Store, k.Prepare, k.Msg}, "1", 1, 1, 65, "").Slice()
-		require.NoError(t, err)
-		require.Len(t, vals, 8)
+		r := fetchDirect(t, e.rdb, k, true, 1, 1)
+		require.Len(t, r.Msgs, 1)
 	}
 	c := e.client(rmq.WithMetrics(reg))
 	opts := []consumer.Option{consumer.WithPrepareTimeout(time.Second), consumer.WithSweepInterval(100 * time.Millisecond), consumer.WithRetryBackoff(noBackoff)}

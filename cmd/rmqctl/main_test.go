@@ -408,11 +408,15 @@ func TestRmqctlCluster(t *testing.T) {
 	}
 	for s := range tp.SlotAmount() {
 		k := slots.KeysFor(prefix, tp, s)
-		vals, err := luascripts.Fetch.Run(ctx, cc, []string{k.Store, k.Prepare, k.Msg}, "1", 64, 30, 128, "").Slice()
+		keys, fargs := luascripts.FetchCall{TimeBased: true, N: 64, LeaseSec: 30, Window: 128,
+			Groups: []luascripts.FetchGroup{{Store: k.Store, Prepare: k.Prepare, Msg: k.Msg, Max: 64}}}.Args()
+		vals, err := luascripts.Fetch.Run(ctx, cc, keys, fargs...).Slice()
+		require.NoError(t, err)
+		r, err := luascripts.ParseFetchReply(vals)
 		require.NoError(t, err)
 		args := []any{"SPUBLISH", 0, 0, 0, 0}
-		for j := 4; j < len(vals); j += 4 {
-			args = append(args, vals[j], vals[j+2], "failed on the cluster")
+		for _, m := range r.Msgs {
+			args = append(args, m.ID, m.Token, "failed on the cluster")
 		}
 		if len(args) > 5 {
 			require.NoError(t, luascripts.Rollback.Run(ctx, cc, []string{k.Store, k.Prepare, k.Msg, k.Dead, k.DeadMsg, k.Wake}, args...).Err())

@@ -1,0 +1,112 @@
+package luascripts
+
+import (
+	"fmt"
+	"strconv"
+)
+
+// FetchCall describes one fetch.lua call. Groups are slots of one topic;
+// more than one group is for a single node only (on a cluster every call
+// must stay within one hash slot), and fencing allows one group.
+type FetchCall struct {
+	TimeBased bool
+	N         int    // the most messages to move in all
+	LeaseSec  int64  // lease of each delivery
+	Window    int    // store entries of a group read at a time
+	Bound     string // "" or the score not to go past (see fetch.lua)
+	Groups    []FetchGroup
+	EpochKey  string // ZooKeeper mode: the slot's owner epoch key, with Epoch
+	Epoch     int64
+}
+
+// FetchGroup is one slot of a FetchCall.
+type FetchGroup struct {
+	Store, Prepare, Msg string
+	Max                 int // the most to move from this slot; 0 reads its head only
+}
+
+// Args returns the KEYS and ARGV of the call.
+func (f FetchCall) Args() ([]string, []any) {
+	keys := make([]string, 0, 3*len(f.Groups)+1)
+	tb := "0"
+	if f.TimeBased {
+		tb = "1"
+	}
+	args := make([]any, 0, 6+len(f.Groups))
+	args = append(args, tb, f.N, f.LeaseSec, f.Window, f.Bound)
+	for _, g := range f.Groups {
+		keys = append(keys, g.Store, g.Prepare, g.Msg)
+		args = append(args, g.Max)
+	}
+	if f.EpochKey != "" {
+		keys = append(keys, f.EpochKey)
+		args = append(args, f.Epoch)
+	}
+	return keys, args
+}
+
+// FetchReply is fetch.lua's reply.
+type FetchReply struct {
+	NowUs int64     // Redis's clock when the script ran
+	Heads []float64 // per group: first unblocked score; -1 empty, -2 all blocked
+	Msgs  []Fetched // in consume order
+}
+
+// Fetched is one message moved to prepare.
+type Fetched struct {
+	Group    int // index into FetchCall.Groups
+	ID       string
+	Envelope string
+	Token    int64
+	Score    float64 // its store score
+}
+
+// ParseFetchReply reads the reply of a fetch.lua call.
+func ParseFetchReply(vals []any) (FetchReply, error) {
+	bad := func() (FetchReply, error) {
+		return FetchReply{}, fmt.Errorf("rmq: fetch: unexpected reply of %d values", len(vals))
+	}
+	if len(vals) < 2 {
+		return bad()
+	}
+	g := int(toInt(vals[1]))
+	if g < 0 || len(vals) < 2+g || (len(vals)-2-g)%5 != 0 {
+		return bad()
+	}
+	r := FetchReply{NowUs: toInt(vals[0]), Heads: make([]float64, g)}
+	for i := range g {
+		r.Heads[i] = toFloat(vals[2+i])
+	}
+	for j := 2 + g; j < len(vals); j += 5 {
+		grp := int(toInt(vals[j])) - 1
+		if grp < 0 || grp >= g {
+			return bad()
+		}
+		id, _ := vals[j+1].(string)
+		env, _ := vals[j+2].(string)
+		r.Msgs = append(r.Msgs, Fetched{Group: grp, ID: id, Envelope: env, Token: toInt(vals[j+3]), Score: toFloat(vals[j+4])})
+	}
+	return r, nil
+}
+
+func toInt(v any) int64 {
+	switch x := v.(type) {
+	case int64:
+		return x
+	case string:
+		n, _ := strconv.ParseFloat(x, 64)
+		return int64(n)
+	}
+	return 0
+}
+
+func toFloat(v any) float64 {
+	switch x := v.(type) {
+	case int64:
+		return float64(x)
+	case string:
+		f, _ := strconv.ParseFloat(x, 64)
+		return f
+	}
+	return 0
+}
