@@ -1,0 +1,123 @@
+// Package groupcommit runs requests that arrive together in shared rounds:
+// a request that finds a free round slot starts a round at once (no timer,
+// no added latency), and requests that arrive while the rounds in flight
+// are busy queue up and ride the next round together. The producer's
+// sends and the consumer's acks use it.
+//
+// A caller that gives up (its context ends) before its request ran leaves
+// the request queued: it is still run by a later round, as after any
+// timeout. Whoever leaves makes sure the queue is not left without a
+// caller to run it.
+package groupcommit
+
+import (
+	"context"
+	"sync"
+)
+
+// Group batches values of type T into rounds. The zero value is not
+// usable; make one with New.
+type Group[T any] struct {
+	run      func(ctx context.Context, batch []T)
+	take     func(queued []T) int
+	inFlight int // the most rounds running at once
+
+	mu      sync.Mutex
+	q       []*entry[T]
+	running int
+}
+
+type entry[T any] struct {
+	v    T
+	done bool          // guarded by Group.mu
+	wake chan struct{} // non-nil while its caller waits; closed to wake it
+}
+
+// New returns a group that runs a round with run, at most inFlight rounds
+// at a time. take, when not nil, says how many of the queued values the
+// next round takes (at least one); nil takes them all. run records each
+// value's result in the value itself; it must not keep the slice.
+func New[T any](inFlight int, run func(ctx context.Context, batch []T), take func(queued []T) int) *Group[T] {
+	return &Group[T]{run: run, take: take, inFlight: max(inFlight, 1)}
+}
+
+// Do queues v and returns when a round has run it (nil), or when ctx ends
+// first (ctx's error; v may still run later). Rounds run with a context
+// that carries ctx's values but not its cancellation, so one caller giving
+// up does not fail the others of its round.
+func (g *Group[T]) Do(ctx context.Context, v T) error {
+	e := &entry[T]{v: v}
+	g.mu.Lock()
+	g.q = append(g.q, e)
+	var err error
+	for !e.done {
+		if g.running < g.inFlight && len(g.q) > 0 {
+			g.roundLocked(ctx)
+			continue
+		}
+		wake := make(chan struct{})
+		e.wake = wake
+		g.mu.Unlock()
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
+		g.mu.Lock()
+		e.wake = nil
+		if err != nil && !e.done {
+			break
+		}
+		err = nil
+	}
+	g.leaveLocked(ctx)
+	g.mu.Unlock()
+	return err
+}
+
+// roundLocked runs one round of the queue's head; g.mu is held on entry
+// and on return, not while the round runs.
+func (g *Group[T]) roundLocked(ctx context.Context) {
+	n := len(g.q)
+	if g.take != nil {
+		vals := make([]T, len(g.q))
+		for i, e := range g.q {
+			vals[i] = e.v
+		}
+		n = min(max(g.take(vals), 1), len(g.q))
+	}
+	batch := append([]*entry[T](nil), g.q[:n]...)
+	g.q = g.q[n:]
+	g.running++
+	g.mu.Unlock()
+	vals := make([]T, len(batch))
+	for i, e := range batch {
+		vals[i] = e.v
+	}
+	g.run(context.WithoutCancel(ctx), vals)
+	g.mu.Lock()
+	g.running--
+	for _, e := range batch {
+		e.done = true
+		if e.wake != nil {
+			close(e.wake)
+			e.wake = nil
+		}
+	}
+}
+
+// leaveLocked is called by a caller about to return. If values still
+// queue and a round slot is free, a waiting caller is woken to run it; if
+// no caller waits for any of them (they all gave up), this one runs them.
+func (g *Group[T]) leaveLocked(ctx context.Context) {
+	for len(g.q) > 0 && g.running < g.inFlight {
+		for _, e := range g.q {
+			if e.wake != nil {
+				close(e.wake)
+				e.wake = nil
+				return
+			}
+		}
+		g.roundLocked(ctx)
+	}
+}

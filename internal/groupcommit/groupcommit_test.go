@@ -1,0 +1,119 @@
+package groupcommit_test
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rmq-go/rmq/internal/groupcommit"
+)
+
+type req struct {
+	n     int
+	round int // which round ran it; 0: none yet
+}
+
+// recorder runs rounds, numbering them, and tracks how many overlap.
+type recorder struct {
+	mu      sync.Mutex
+	rounds  int
+	sizes   []int
+	running atomic.Int32
+	most    atomic.Int32
+	gate    chan struct{} // when not nil, each round waits for a token
+}
+
+func (r *recorder) run(_ context.Context, batch []*req) {
+	if n := r.running.Add(1); n > r.most.Load() {
+		r.most.Store(n)
+	}
+	if r.gate != nil {
+		<-r.gate
+	}
+	r.mu.Lock()
+	r.rounds++
+	for _, q := range batch {
+		if q.round != 0 {
+			panic("ran twice")
+		}
+		q.round = r.rounds
+	}
+	r.sizes = append(r.sizes, len(batch))
+	r.mu.Unlock()
+	r.running.Add(-1)
+}
+
+func TestEveryRequestRunsOnceWithinTheRoundLimit(t *testing.T) {
+	for _, inFlight := range []int{1, 2, 4} {
+		r := &recorder{}
+		g := groupcommit.New(inFlight, func(ctx context.Context, b []*req) {
+			time.Sleep(time.Millisecond) // rounds overlap with arrivals
+			r.run(ctx, b)
+		}, nil)
+		reqs := make([]*req, 2000)
+		var wg sync.WaitGroup
+		for i := range reqs {
+			reqs[i] = &req{n: i}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				assert.NoError(t, g.Do(context.Background(), reqs[i]))
+				assert.NotZero(t, reqs[i].round, "Do returned before the request ran")
+			}()
+		}
+		wg.Wait()
+		assert.LessOrEqual(t, int(r.most.Load()), inFlight, "rounds at once")
+		assert.Less(t, r.rounds, len(reqs)/4, "requests that arrive together share rounds")
+	}
+}
+
+func TestTakeBoundsARound(t *testing.T) {
+	r := &recorder{gate: make(chan struct{})}
+	g := groupcommit.New(1, r.run, func(q []*req) int { return 3 })
+	var wg sync.WaitGroup
+	first := &req{}
+	wg.Add(1)
+	go func() { defer wg.Done(); _ = g.Do(context.Background(), first) }()
+	require.Eventually(t, func() bool { return r.running.Load() == 1 }, 5*time.Second, time.Millisecond)
+	for range 7 {
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = g.Do(context.Background(), &req{}) }()
+	}
+	time.Sleep(50 * time.Millisecond) // all seven queue behind the first round
+	close(r.gate)
+	wg.Wait()
+	assert.Equal(t, []int{1, 3, 3, 1}, r.sizes)
+}
+
+// A caller that gives up while its request queues must not leave the
+// queue without anyone to run it: its request still runs, and later
+// requests do not wait for it.
+func TestGivingUpDoesNotStallTheQueue(t *testing.T) {
+	r := &recorder{gate: make(chan struct{})}
+	g := groupcommit.New(1, r.run, nil)
+	first := &req{}
+	done := make(chan error, 1)
+	go func() { done <- g.Do(context.Background(), first) }()
+	require.Eventually(t, func() bool { return r.running.Load() == 1 }, 5*time.Second, time.Millisecond)
+
+	gaveUp := &req{}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	err := g.Do(ctx, gaveUp)
+	cancel()
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Zero(t, gaveUp.round)
+
+	close(r.gate) // the first round ends; nobody waits for gaveUp
+	require.NoError(t, <-done)
+	assert.NotZero(t, gaveUp.round, "the first caller ran the abandoned request before it left")
+	later := &req{}
+	ctx, cancel = context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	require.NoError(t, g.Do(ctx, later))
+	assert.NotZero(t, later.round)
+}
