@@ -3,71 +3,36 @@ package consumer
 import (
 	"context"
 	"fmt"
-	"sync"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/rmq-go/rmq/internal/groupcommit"
 	"github.com/rmq-go/rmq/luascripts"
 )
 
-// Acks are group-committed: a handler that finishes while no ack round is in
-// flight sends its ack at once (no added latency, never before the handler
-// returned); handlers finishing meanwhile queue up, and the next round acks
-// them all, one script call per slot, pipelined across slots. The role of
-// making the next round passes to a queued handler.
-type acker struct {
-	mu   sync.Mutex
-	busy bool
-	q    []*ackReq
-}
+// Acks are group-committed (internal/groupcommit): a handler that finishes
+// while a round slot is free sends its ack at once (no added latency, never
+// before the handler returned); handlers finishing meanwhile queue up, and
+// the next round acks them all: one ack.lua call on a single node, one per
+// slot (pipelined) on a cluster. Two rounds may be in flight.
+const ackRoundsInFlight = 2
 
 type ackReq struct {
 	d       *delivery
-	ready   chan struct{} // closed when done, or when promoted to make the next round
-	done    bool          // guarded by acker.mu
-	refused bool
+	refused bool // set by the round
 	err     error
+}
+
+func newAcker(c *Consumer) *groupcommit.Group[*ackReq] {
+	return groupcommit.New(ackRoundsInFlight, c.ackRound, nil)
 }
 
 // ackOne acks one delivery through the current or next round.
 func (c *Consumer) ackOne(ctx context.Context, d *delivery) (refused bool, err error) {
-	a := &c.acks
-	r := &ackReq{d: d, ready: make(chan struct{})}
-	a.mu.Lock()
-	a.q = append(a.q, r)
-	if a.busy {
-		a.mu.Unlock()
-		select {
-		case <-r.ready:
-		case <-ctx.Done():
-			return false, ctx.Err()
-		}
-		a.mu.Lock()
-		if r.done {
-			a.mu.Unlock()
-			return r.refused, r.err
-		}
+	r := &ackReq{d: d}
+	if err := c.acks.Do(ctx, r); err != nil {
+		return false, err
 	}
-	a.busy = true
-	for !r.done {
-		batch := a.q
-		a.q = nil
-		a.mu.Unlock()
-		c.ackRound(context.WithoutCancel(ctx), batch)
-		a.mu.Lock()
-		for _, b := range batch {
-			b.done = true
-			if b != r {
-				close(b.ready)
-			}
-		}
-	}
-	if len(a.q) > 0 {
-		close(a.q[0].ready)
-	} else {
-		a.busy = false
-	}
-	a.mu.Unlock()
 	return r.refused, r.err
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/rmq-go/rmq/internal/groupcommit"
 	"github.com/rmq-go/rmq/luascripts"
 	"github.com/rmq-go/rmq/producer"
 	"github.com/rmq-go/rmq/slots"
@@ -46,7 +47,7 @@ type Consumer struct {
 
 	waker *waker
 	clock clock
-	acks  acker
+	acks  *groupcommit.Group[*ackReq]
 
 	own *ownership // WithAssignedSlots (ZooKeeper mode); nil: every slot
 
@@ -92,6 +93,7 @@ func New(rdb redis.UniversalClient, t topic.Topic, l MessageListener, opts ...Op
 		leaseDone: make(chan struct{}),
 	}
 	c.keys = keysOf(cfg.prefix, c)
+	c.acks = newAcker(c)
 	if cfg.assigned {
 		c.own = newOwnership(c)
 	}

@@ -39,8 +39,9 @@ local function send_group(g, typ, count)
   -- HSET and ZADD gathered into one call each. An id that waits, is in
   -- flight or came earlier in this call goes through send_one, after what
   -- was gathered is written, so it sees the state a call per message would.
-  local waiting = mcall('ZMSCORE', store, ids)
-  local inflight = mcall('ZMSCORE', prepare, ids)
+  -- An envelope exists exactly for a waiting or in-flight id, so one HMGET
+  -- tells the new ids.
+  local known = mcall('HMGET', msg, ids)
   local seen = {}
   local hargs, zargs = {}, {}
   local function write(store, msg)
@@ -55,7 +56,7 @@ local function send_group(g, typ, count)
     local i = first + 4 * (k - 1)
     local id = ids[k]
     local r, score
-    if waiting[k] or inflight[k] or seen[id] then
+    if known[k] or seen[id] then
       write(store, msg)
       r, score = send_one(store, prepare, msg, typ, id, ARGV[i + 1], tonumber(ARGV[i + 2]), ARGV[i + 3], now)
     else

@@ -2,27 +2,30 @@ package producer
 
 import (
 	"context"
-	"sync"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/rmq-go/rmq/internal/groupcommit"
 	"github.com/rmq-go/rmq/luascripts"
 	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
 )
 
-// Group commit: single sends that arrive together ride one pipeline, one
-// script call per slot. A send finding no flush in flight makes one at once
-// (no added latency); sends arriving meanwhile queue up and the next flush
-// takes them all. The role of flushing passes to a queued sender, so no
-// caller keeps flushing other callers' messages.
+// Group commit: single sends that arrive together ride one pipeline (one
+// script call on a single node, one per slot on a cluster). A send that
+// finds a free flush slot flushes at once (no timer, no added latency);
+// sends arriving meanwhile queue up and the next flush takes them all. Two
+// flushes may be in flight, so the client prepares one while Redis runs
+// the other.
 
 // maxGroup bounds the messages of one slot in a script call, maxCall those
-// of a script call, maxFlushBytes the bodies of one flush.
+// of a script call, maxFlushBytes the bodies of one flush; flushesInFlight
+// is how many flushes may run at once.
 const (
-	maxGroup      = 512
-	maxCall       = 4096
-	maxFlushBytes = 8 << 20
+	maxGroup        = 512
+	maxCall         = 4096
+	maxFlushBytes   = 8 << 20
+	flushesInFlight = 2
 )
 
 // pending is one message on its way to Redis.
@@ -34,71 +37,24 @@ type pending struct {
 	nonce string
 	body  []byte
 
-	ready chan struct{} // closed when done, or when promoted to flush next
-	done  bool          // guarded by groupCommit.mu
-	res   SendResult
-	err   error
+	res SendResult // set by the flush
+	err error
 }
 
-type groupCommit struct {
-	mu   sync.Mutex
-	busy bool
-	q    []*pending
+func newGroupCommit(p *Producer) *groupcommit.Group[*pending] {
+	return groupcommit.New(flushesInFlight, func(ctx context.Context, batch []*pending) {
+		_ = p.runCalls(ctx, p.group(batch))
+	}, flushSize)
 }
 
-func (g *groupCommit) send(ctx context.Context, p *Producer, it *pending) (SendResult, error) {
-	it.ready = make(chan struct{})
-	g.mu.Lock()
-	g.q = append(g.q, it)
-	if g.busy {
-		g.mu.Unlock()
-		select {
-		case <-it.ready:
-		case <-ctx.Done():
-			// The message may still be sent by the current flush, as after
-			// any timeout.
-			return 0, ctx.Err()
-		}
-		g.mu.Lock()
-		if it.done {
-			g.mu.Unlock()
-			return it.res, it.err
-		}
-		// Promoted: this sender makes the next flush.
-	}
-	g.busy = true
-	for !it.done {
-		batch := g.take()
-		g.mu.Unlock()
-		// One caller's cancellation must not fail the others in its flush.
-		_ = p.runCalls(context.WithoutCancel(ctx), p.group(batch))
-		g.mu.Lock()
-		for _, b := range batch {
-			b.done = true
-			if b != it {
-				close(b.ready)
-			}
-		}
-	}
-	if len(g.q) > 0 {
-		close(g.q[0].ready)
-	} else {
-		g.busy = false
-	}
-	g.mu.Unlock()
-	return it.res, it.err
-}
-
-// take removes the next flush's worth of messages from the queue.
-func (g *groupCommit) take() []*pending {
+// flushSize is how many queued messages the next flush takes.
+func flushSize(q []*pending) int {
 	n, size := 0, 0
-	for n < len(g.q) && (n == 0 || size+len(g.q[n].body) <= maxFlushBytes) {
-		size += len(g.q[n].body)
+	for n < len(q) && (n == 0 || size+len(q[n].body) <= maxFlushBytes) {
+		size += len(q[n].body)
 		n++
 	}
-	batch := append([]*pending(nil), g.q[:n]...)
-	g.q = g.q[n:]
-	return batch
+	return n
 }
 
 // slotCall is one script call: messages of one topic slot.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/rmq-go/rmq/internal/groupcommit"
 	"github.com/rmq-go/rmq/luascripts"
 	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
@@ -32,7 +33,7 @@ type Producer struct {
 	err     error // a configuration error, returned by every call
 	wakeCmd string
 	defined sync.Map // topic name -> definition already checked against Redis
-	gc      groupCommit
+	gc      *groupcommit.Group[*pending]
 	// merged: one script call may name several slots (a single node).
 	merged bool
 }
@@ -46,6 +47,7 @@ func New(rdb redis.UniversalClient, opts ...Option) *Producer {
 	}
 	_, single := rdb.(*redis.Client)
 	p := &Producer{rdb: rdb, cfg: cfg, wakeCmd: WakeCommand(rdb), merged: single}
+	p.gc = newGroupCommit(p)
 	p.err = slots.ValidatePrefix(cfg.prefix)
 	return p
 }
@@ -113,10 +115,16 @@ func (p *Producer) send(ctx context.Context, t topic.Topic, typ topic.Type, body
 	if err := p.define(ctx, t); err != nil {
 		return "", err
 	}
-	res, err := p.gc.send(ctx, p, it)
+	// A caller that gives up may still see its message sent, as after any
+	// timeout.
+	err = p.gc.Do(ctx, it)
+	if err == nil {
+		err = it.err
+	}
 	if err != nil {
 		return "", fmt.Errorf("rmq: send to %s: %w", t.Name(), err)
 	}
+	res := it.res
 	if p.cfg.observer != nil {
 		p.cfg.observer.Sent(t, res)
 	}

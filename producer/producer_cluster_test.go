@@ -20,8 +20,11 @@ import (
 )
 
 // clusterHook checks, for every script call on a cluster client, that its
-// KEYS share one hash slot, and counts NOSCRIPT replies.
+// KEYS share one hash slot, and counts NOSCRIPT replies. With grouped (a
+// single node, where one sendbatch call may carry several topic slots) it
+// checks each group of four keys instead.
 type clusterHook struct {
+	grouped  bool
 	mu       sync.Mutex
 	bad      []string
 	calls    atomic.Int64 // script calls that ran (not refused with NOSCRIPT)
@@ -34,14 +37,20 @@ func (h *clusterHook) before(cmd redis.Cmder) {
 	}
 	args := cmd.Args()
 	n := int(args[2].(int))
-	seen := map[int]bool{}
-	for _, k := range args[3 : 3+n] {
-		seen[slots.HashSlot(fmt.Sprint(k))] = true
+	size := n
+	if h.grouped && n%4 == 0 {
+		size = 4
 	}
-	if len(seen) != 1 {
-		h.mu.Lock()
-		h.bad = append(h.bad, fmt.Sprint(args[3:3+n]))
-		h.mu.Unlock()
+	for g := 0; g < n; g += size {
+		seen := map[int]bool{}
+		for _, k := range args[3+g : 3+g+size] {
+			seen[slots.HashSlot(fmt.Sprint(k))] = true
+		}
+		if len(seen) != 1 {
+			h.mu.Lock()
+			h.bad = append(h.bad, fmt.Sprint(args[3+g:3+g+size]))
+			h.mu.Unlock()
+		}
 	}
 }
 func (h *clusterHook) after(cmd redis.Cmder) {

@@ -2,6 +2,7 @@ package producer_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"syscall"
 	"testing"
@@ -35,7 +36,7 @@ func setup(t *testing.T, backend string, opts ...producer.Option) (*producer.Pro
 		rdb = redistest.Client(t, redistest.Shared(t))
 	}
 	// Every script call names keys of one cluster hash slot (clusterHook).
-	h := &clusterHook{}
+	h := &clusterHook{grouped: backend != "cluster"}
 	rdb.AddHook(redistest.Observer{Before: h.before, After: h.after})
 	t.Cleanup(func() { h.verify(t) })
 	prefix := redistest.Prefix(t)
@@ -255,4 +256,52 @@ func TestRedisGoneReturnsError(t *testing.T) {
 	h, err := rdb.HLen(ctx, k.Msg).Result()
 	require.NoError(t, err)
 	assert.EqualValues(t, 2, h)
+}
+
+// A sender that gives up while a flush is in flight leaves its message in
+// the queue; the queue must still be flushed, and later sends must not wait
+// for the sender that left.
+func TestCancelledSenderDoesNotStallTheQueue(t *testing.T) {
+	p, rdb, _ := setup(t, "single")
+	ctx := context.Background()
+	tp := topic.MustNew("stall", topic.FixedTime, 4)
+	_, err := p.SendFixedTime(ctx, tp, []byte("warm"), time.Now())
+	require.NoError(t, err)
+
+	// Redis holds every client's commands for a while: the next flush hangs.
+	admin := redistest.Client(t, redistest.Shared(t))
+	require.NoError(t, admin.Do(ctx, "CLIENT", "PAUSE", "700", "ALL").Err())
+	// Senders that fill every flush slot; each sends at once and hangs.
+	busy := make(chan error, 4)
+	for i := range cap(busy) {
+		go func() {
+			_, err := p.SendFixedTime(ctx, tp, []byte(fmt.Sprintf("busy %d", i)), time.Now())
+			busy <- err
+		}()
+		time.Sleep(20 * time.Millisecond)
+	}
+	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	_, err = p.SendFixedTime(short, tp, []byte("gave up"), time.Now())
+	cancel()
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	for range cap(busy) {
+		require.NoError(t, <-busy)
+	}
+
+	later, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	_, err = p.SendFixedTime(later, tp, []byte("later"), time.Now())
+	require.NoError(t, err, "a send after a cancelled one went through")
+	// The message of the sender that gave up was sent too (as after any timeout).
+	ids := map[string]bool{}
+	for i := range tp.SlotAmount() {
+		k := slots.KeysFor(p.Prefix(), tp, i)
+		got, err := rdb.ZRange(ctx, k.Store, 0, -1).Result()
+		require.NoError(t, err)
+		for _, id := range got {
+			ids[id] = true
+		}
+	}
+	require.True(t, ids[producer.BodyID([]byte("gave up"))], "the abandoned message was flushed")
+	require.Len(t, ids, 7)
 }
