@@ -121,10 +121,12 @@ func (c *Consumer) fetch(ctx context.Context, reqs []fetchReq, total int) []fetc
 }
 
 // mergedWindow is how many entries of each slot a merged fetch reads at a
-// time: twice an even share of the messages wanted, so that one read per
-// slot usually settles the order, plus room for a few blocked ids.
+// time: an even share of the messages wanted and one more. Every entry read
+// costs a score formatted by Redis and parsed by Lua; a slot whose share
+// runs out is read again in the same call. Twice the share measured about
+// 7 % slower (consume, 16 slots, 32 handlers).
 func mergedWindow(total, slots int) int {
-	return 2*((total+slots-1)/slots) + 2
+	return (total+slots-1)/slots + 1
 }
 
 // decodeFetch turns a fetch.lua reply for reqs (its groups, in order) into
