@@ -59,22 +59,27 @@ local function better(a, b)
   return a > b
 end
 
--- One state per group. buf holds the unblocked entries of the last window
--- not yet taken (from ptr on); blocked counts the entries left in front of
--- the next window (blocked ones stay in store, taken ones leave it); last is
--- the score the last window reached when it was full: the group may hold
--- unread entries after it, so nothing after it may be taken elsewhere.
+-- One state per group. buf holds the unblocked due entries of the last
+-- window not yet taken (from ptr on); blocked counts the entries left in
+-- front of the next window (blocked ones stay in store, taken ones leave
+-- it); last is the score the last window reached when it was full of due
+-- entries: the group may hold unread entries after it, so nothing after it
+-- may be taken elsewhere. after is the first unblocked entry not yet due
+-- that a time-based window met: the group's head once buf is taken.
 -- Group g's keys are KEYS[3g-2] (store), KEYS[3g-1] (prepare), KEYS[3g] (msg).
 local gs = {}
 for g = 1, G do
   gs[g] = { max = tonumber(ARGV[5 + g]), taken = 0, blocked = 0, buf = {}, ptr = 1, full = true }
 end
+local upto_n = tonumber(upto)
 
 local function read(g)
   local s = gs[g]
   local due
   if time_based then
-    due = redis.call('ZRANGE', KEYS[3 * g - 2], '-inf', upto, 'BYSCORE', 'LIMIT', string.format('%d', s.blocked), window_s, 'WITHSCORES')
+    -- Read by rank, not up to now: the entries after the due ones tell
+    -- the head without another read.
+    due = redis.call('ZRANGE', KEYS[3 * g - 2], '-inf', '+inf', 'BYSCORE', 'LIMIT', string.format('%d', s.blocked), window_s, 'WITHSCORES')
   else
     due = redis.call('ZRANGE', KEYS[3 * g - 2], '+inf', from, 'BYSCORE', 'REV', 'LIMIT', string.format('%d', s.blocked), window_s, 'WITHSCORES')
   end
@@ -86,13 +91,18 @@ local function read(g)
   for i = 1, #due, 2 do ids[#ids + 1] = due[i] end
   local busy = redis.call('ZMSCORE', KEYS[3 * g - 1], unpack(ids))
   for j = 1, cnt do
-    if busy[j] then
+    local num = tonumber(due[2 * j])
+    if time_based and num > upto_n then
+      -- Not due (or past the bound): neither this entry nor any after it.
+      s.full = false
+      if not busy[j] and not s.after then s.after = due[2 * j] end
+    elseif busy[j] then
       s.blocked = s.blocked + 1
     else
-      s.buf[#s.buf + 1] = { id = ids[j], sc = due[2 * j], num = tonumber(due[2 * j]) }
+      s.buf[#s.buf + 1] = { id = ids[j], sc = due[2 * j], num = num }
     end
+    if s.full then s.last = num end
   end
-  s.last = tonumber(due[2 * cnt])
 end
 
 local out = { now_us, G }
@@ -199,6 +209,8 @@ end
 for g, s in ipairs(gs) do
   if s.ptr <= #s.buf then
     out[2 + g] = s.buf[s.ptr].sc
+  elseif s.after then
+    out[2 + g] = s.after
   else
     local look = range(g, 0)
     local busy = look[1] and redis.call('ZMSCORE', KEYS[3 * g - 1], look[1])
