@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -58,6 +60,19 @@ func (b *bench) runType(ctx context.Context, t topic.Type) (result, error) {
 		r.Problems = append(r.Problems, fmt.Sprintf("%s: %d messages sent but %d waiting", t, b.o.n, waiting))
 	}
 
+	if b.o.batchSize > 0 {
+		bt, err := topic.New("bench-"+t.String()+"-batch", t, b.o.slots)
+		if err != nil {
+			return r, err
+		}
+		progress("%s: producing %d messages with SendBatch, %d per call from %d goroutines", t, b.o.n, b.o.batchSize, b.o.batchProd)
+		batch, err := b.batch(ctx, bt)
+		if err != nil {
+			return r, fmt.Errorf("%s: batch: %w", t, err)
+		}
+		r.Batch = &batch
+	}
+
 	progress("%s: draining the backlog with one Client, %d handlers", t, b.o.concurrency)
 	cons, err := b.consume(ctx, tp)
 	if err != nil {
@@ -68,25 +83,209 @@ func (b *bench) runType(ctx context.Context, t topic.Type) (result, error) {
 		r.Problems = append(r.Problems, fmt.Sprintf("%s: %d messages in the backlog, %d handler calls", t, b.o.n, cons.Handled))
 	}
 
+	if b.o.memN > 0 {
+		mt, err := topic.New("bench-"+t.String()+"-memory", t, b.o.slots)
+		if err != nil {
+			return r, err
+		}
+		progress("%s: memory: %d far-future messages", t, b.o.memN)
+		mem, err := b.memory(ctx, mt)
+		if err != nil {
+			return r, fmt.Errorf("%s: memory: %w", t, err)
+		}
+		r.Memory = &mem
+	}
+
 	if t.TimeBased() && b.o.duration > 0 {
 		lt, err := topic.New("bench-"+t.String()+"-lateness", t, b.o.slots)
 		if err != nil {
 			return r, err
 		}
-		progress("%s: lateness: %d msgs/s coming due for %v, each sent %v ahead", t, b.o.rate, b.o.duration, b.o.lead)
-		late, err := b.lateness(ctx, lt)
-		if err != nil {
-			return r, fmt.Errorf("%s: lateness: %w", t, err)
+		waits := []int{0}
+		if b.o.waiting > 0 {
+			waits = append(waits, b.o.waiting)
 		}
-		r.Lateness = &late
-		if late.Early > 0 {
-			r.Problems = append(r.Problems, fmt.Sprintf("%s: %d messages fired before their due time", t, late.Early))
-		}
-		if late.Fired != late.Sent {
-			r.Problems = append(r.Problems, fmt.Sprintf("%s: lateness phase sent %d, fired %d", t, late.Sent, late.Fired))
+		for _, w := range waits {
+			if w > 0 {
+				progress("%s: loading %d far-future messages into the lateness topic", t, w)
+				p := producer.New(b.rdb, producer.WithPrefix(b.prefix))
+				took, err := b.sendBatches(ctx, p, lt, "f", w, true)
+				if err != nil {
+					return r, fmt.Errorf("%s: loading far-future messages: %w", t, err)
+				}
+				progress("%s: loaded at %s msg/s", t, thousands(float64(w)/took.Seconds()))
+			}
+			for _, rate := range b.o.rates {
+				progress("%s: lateness: %d msgs/s coming due for %v, each sent %v ahead, %d waiting", t, rate, b.o.duration, b.o.lead, w)
+				late, err := b.lateness(ctx, lt, rate, int64(w))
+				if err != nil {
+					return r, fmt.Errorf("%s: lateness: %w", t, err)
+				}
+				r.Lateness = append(r.Lateness, late)
+				if late.Early > 0 {
+					r.Problems = append(r.Problems, fmt.Sprintf("%s: %d messages fired before their due time (%d msg/s)", t, late.Early, rate))
+				}
+				if late.Fired != late.Sent {
+					r.Problems = append(r.Problems, fmt.Sprintf("%s: lateness phase at %d msg/s sent %d, fired %d", t, rate, late.Sent, late.Fired))
+				}
+			}
 		}
 	}
 	return r, nil
+}
+
+// batchMessage is message i of a SendBatch phase: due at once, or (far) in
+// about a year.
+func batchMessage(t topic.Topic, body []byte, i int, far bool) producer.BatchMessage {
+	m := producer.BatchMessage{Body: body}
+	switch t.Type() {
+	case topic.RangeMerge:
+		if far {
+			m.TimeRange = 365 * 24 * time.Hour
+		}
+	case topic.Priority:
+		m.Priority = int64(topic.MinPriority + 1 + i%1000)
+	case topic.FixedTime:
+		m.At = time.Now()
+		if far {
+			m.At = m.At.Add(365*24*time.Hour + time.Duration(i)*time.Millisecond)
+		}
+	}
+	return m
+}
+
+// sendBatches sends n messages tagged tag to t with SendBatch calls of
+// -batch-size from -batch-producers goroutines, and returns how long it took.
+func (b *bench) sendBatches(ctx context.Context, p *producer.Producer, t topic.Topic, tag string, n int, far bool) (time.Duration, error) {
+	size := max(b.o.batchSize, 1)
+	calls := (n + size - 1) / size
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, b.o.batchProd)
+	start := time.Now()
+	for range b.o.batchProd {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				c := int(next.Add(1)) - 1
+				if c >= calls {
+					return
+				}
+				lo, hi := c*size, min((c+1)*size, n)
+				msgs := make([]producer.BatchMessage, 0, hi-lo)
+				for i := lo; i < hi; i++ {
+					msgs = append(msgs, batchMessage(t, b.body(nil, tag, i), i, far))
+				}
+				if _, err := p.SendBatch(ctx, t, msgs); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	close(errs)
+	if err := <-errs; err != nil {
+		return 0, err
+	}
+	return elapsed, ctx.Err()
+}
+
+// batch measures SendBatch throughput on t, then deletes t's keys.
+func (b *bench) batch(ctx context.Context, t topic.Topic) (throughput, error) {
+	p := producer.New(b.rdb, producer.WithPrefix(b.prefix))
+	if err := b.define(ctx, p, t); err != nil {
+		return throughput{}, err
+	}
+	elapsed, err := b.sendBatches(ctx, p, t, "b", b.o.n, false)
+	if err != nil {
+		return throughput{}, err
+	}
+	if err := b.deleteTopic(ctx, t); err != nil {
+		return throughput{}, err
+	}
+	return newThroughput(int64(b.o.n), elapsed), nil
+}
+
+// memory measures Redis memory per waiting message over -mem-n far-future
+// messages in t, then deletes t's keys.
+func (b *bench) memory(ctx context.Context, t topic.Topic) (memoryResult, error) {
+	p := producer.New(b.rdb, producer.WithPrefix(b.prefix))
+	if err := b.define(ctx, p, t); err != nil {
+		return memoryResult{}, err
+	}
+	before, err := b.usedMemory(ctx)
+	if err != nil {
+		return memoryResult{}, err
+	}
+	if _, err := b.sendBatches(ctx, p, t, "w", b.o.memN, true); err != nil {
+		return memoryResult{}, err
+	}
+	after, err := b.usedMemory(ctx)
+	if err != nil {
+		return memoryResult{}, err
+	}
+	if err := b.deleteTopic(ctx, t); err != nil {
+		return memoryResult{}, err
+	}
+	n := int64(b.o.memN)
+	return memoryResult{Messages: n, Bytes: after - before, BytesPerMsg: float64(after-before) / float64(n)}, nil
+}
+
+// define stores t's definition (a message sent and removed), so a timed
+// phase measures sends only.
+func (b *bench) define(ctx context.Context, p *producer.Producer, t topic.Topic) error {
+	if err := send(ctx, p, t, []byte("warm-up"), 0); err != nil {
+		return err
+	}
+	if ok, err := p.Remove(ctx, t, producer.BodyID([]byte("warm-up"))); err != nil || !ok {
+		return fmt.Errorf("removing the warm-up message: removed=%v err=%v", ok, err)
+	}
+	return nil
+}
+
+// usedMemory is INFO memory's used_memory without the client buffers.
+func (b *bench) usedMemory(ctx context.Context) (int64, error) {
+	info, err := b.rdb.Info(ctx, "memory").Result()
+	if err != nil {
+		return 0, err
+	}
+	var used, clients int64
+	for _, line := range strings.Split(info, "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok {
+			continue
+		}
+		switch k {
+		case "used_memory":
+			used, _ = strconv.ParseInt(v, 10, 64)
+		case "mem_clients_normal":
+			clients, _ = strconv.ParseInt(v, 10, 64)
+		}
+	}
+	if used == 0 {
+		return 0, errors.New("INFO memory has no used_memory")
+	}
+	return used - clients, nil
+}
+
+// deleteTopic removes the keys of every slot of t.
+func (b *bench) deleteTopic(ctx context.Context, t topic.Topic) error {
+	var keys []string
+	for i := range t.SlotAmount() {
+		k := slots.KeysFor(b.prefix, t, i)
+		keys = append(keys, k.Store, k.Prepare, k.Msg, k.Dead, k.DeadMsg)
+	}
+	for len(keys) > 0 {
+		n := min(len(keys), 500)
+		if err := b.rdb.Unlink(ctx, keys[:n]...).Err(); err != nil {
+			return err
+		}
+		keys = keys[n:]
+	}
+	return nil
 }
 
 // warmUp runs a short produce and consume round on a topic of its own, so
@@ -139,12 +338,8 @@ func send(ctx context.Context, p *producer.Producer, t topic.Topic, body []byte,
 // next index until all are sent.
 func (b *bench) produce(ctx context.Context, t topic.Topic) (throughput, error) {
 	p := producer.New(b.rdb, producer.WithPrefix(b.prefix))
-	// Store the topic definition first so that the timed part measures sends.
-	if err := send(ctx, p, t, []byte("warm-up"), 0); err != nil {
+	if err := b.define(ctx, p, t); err != nil {
 		return throughput{}, err
-	}
-	if ok, err := p.Remove(ctx, t, producer.BodyID([]byte("warm-up"))); err != nil || !ok {
-		return throughput{}, fmt.Errorf("removing the warm-up message: removed=%v err=%v", ok, err)
 	}
 	var next atomic.Int64
 	var wg sync.WaitGroup
@@ -269,8 +464,8 @@ func (b *bench) consume(ctx context.Context, t topic.Topic) (consumeResult, erro
 // lateness schedules rate*duration messages to come due at a steady rate,
 // message i at T0 + i/rate, each sent lead before its due time, and records
 // for every delivery how long after Message.DueAt its handler was called.
-func (b *bench) lateness(ctx context.Context, t topic.Topic) (latenessResult, error) {
-	total := int(math.Round(b.o.duration.Seconds() * float64(b.o.rate)))
+func (b *bench) lateness(ctx context.Context, t topic.Topic, rate int, waiting int64) (latenessResult, error) {
+	total := int(math.Round(b.o.duration.Seconds() * float64(rate)))
 	if total < 1 {
 		total = 1
 	}
@@ -305,7 +500,7 @@ func (b *bench) lateness(ctx context.Context, t topic.Topic) (latenessResult, er
 	p := c.Producer()
 
 	// Message i is due at t0 + i*interval and sent at its due time - lead.
-	interval := time.Duration(float64(time.Second) / float64(b.o.rate))
+	interval := time.Duration(float64(time.Second) / float64(rate))
 	t0 := time.Now().Add(b.o.lead + 100*time.Millisecond)
 	var maxLag atomic.Int64 // ns a send started after its planned time
 	var wg sync.WaitGroup
@@ -375,7 +570,8 @@ func (b *bench) lateness(ctx context.Context, t topic.Topic) (latenessResult, er
 	got := slices.Clone(lat[:n])
 	slices.Sort(got)
 	res := latenessResult{
-		Rate:       b.o.rate,
+		Waiting:    waiting,
+		Rate:       rate,
 		DurationS:  b.o.duration.Seconds(),
 		LeadS:      b.o.lead.Seconds(),
 		Sent:       int64(total),

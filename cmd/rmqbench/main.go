@@ -3,21 +3,27 @@
 //
 //   - produce: single Send… calls (SendRangeMerge, SendPriority,
 //     SendFixedTime) from -producers goroutines, -n messages in all;
+//   - batch: SendBatch calls of -batch-size messages from -batch-producers
+//     goroutines, -n messages in all;
 //   - consume: how fast one Client with -concurrency handlers and a no-op
 //     listener drains that backlog of -n messages, acks included (the clock
 //     stops when store and prepare are both empty);
-//   - lateness (RangeMerge and FixedTime only): messages scheduled to come
-//     due at a steady -rate for -duration, each sent -lead before it is due;
-//     lateness = time the handler is called − Message.DueAt. It reports
-//     p50, p99 and max, and the number of early firings (negative lateness),
-//     which must be 0.
+//   - memory: Redis memory per waiting message (INFO memory used_memory
+//     growth, client buffers excluded) over -mem-n far-future messages;
+//   - lateness (RangeMerge and FixedTime only): for each -rate, messages
+//     scheduled to come due at that steady rate for -duration, each sent
+//     -lead before it is due; lateness = time the handler is called −
+//     Message.DueAt. It reports p50, p99 and max, and the number of early
+//     firings (negative lateness), which must be 0. With -waiting N every
+//     rate runs again with N far-future messages waiting in the same topic.
 //
 // Every run works under a fresh key prefix (rmq.WithPrefix) and deletes its
 // keys at the end. Without -redis it starts a throwaway redis-server on a
 // free loopback port (installing it with apt-get if it is missing).
 //
-//	go run ./cmd/rmqbench                       # all three types, ≈ 20 s
+//	go run ./cmd/rmqbench                       # all three types, ≈ 40 s
 //	go run ./cmd/rmqbench -type fixedtime -rate 20000 -duration 5s
+//	go run ./cmd/rmqbench -type fixedtime -waiting 10000000   # ≈ 4 GB of Redis memory
 //	go run ./cmd/rmqbench -redis 127.0.0.1:6379 -json
 //
 // It exits 1 when a message was lost, handled twice, or fired early.
@@ -32,6 +38,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -51,15 +58,19 @@ type options struct {
 	body        int
 	slots       int
 	duration    time.Duration
-	rate        int
+	rates       []int
 	lead        time.Duration
+	batchSize   int
+	batchProd   int
+	memN        int
+	waiting     int
 	json        bool
 	verbose     bool
 }
 
 func parseFlags() (options, error) {
 	var o options
-	var typ string
+	var typ, rates string
 	flag.StringVar(&o.redisAddr, "redis", "", "Redis address host:port (default: start a throwaway local redis-server)")
 	flag.StringVar(&typ, "type", "all", "message type: rangemerge, priority, fixedtime or all")
 	flag.IntVar(&o.n, "n", 20000, "messages per type for the produce and consume phases")
@@ -68,7 +79,11 @@ func parseFlags() (options, error) {
 	flag.IntVar(&o.body, "body", 128, "message body size in bytes")
 	flag.IntVar(&o.slots, "slots", 16, "slots per topic (a power of two)")
 	flag.DurationVar(&o.duration, "duration", 3*time.Second, "length of the lateness phase per time-based type (0 skips it)")
-	flag.IntVar(&o.rate, "rate", 1000, "messages per second coming due in the lateness phase")
+	flag.StringVar(&rates, "rate", "1000,20000", "messages per second coming due in the lateness phase; a comma-separated list runs one phase each")
+	flag.IntVar(&o.batchSize, "batch-size", 1000, "messages per SendBatch call in the batch phase (0 skips it)")
+	flag.IntVar(&o.batchProd, "batch-producers", 4, "goroutines calling SendBatch concurrently")
+	flag.IntVar(&o.memN, "mem-n", 200000, "far-future messages over which memory per waiting message is measured (0 skips it)")
+	flag.IntVar(&o.waiting, "waiting", 0, "run every lateness phase again with this many far-future messages waiting in the same topic")
 	flag.DurationVar(&o.lead, "lead", time.Second, "how long before its due time each lateness-phase message is sent")
 	flag.BoolVar(&o.json, "json", false, "print the results as JSON on stdout (progress still goes to stderr)")
 	flag.BoolVar(&o.verbose, "v", false, "log the library's info messages to stderr (default: warnings only)")
@@ -79,6 +94,13 @@ func parseFlags() (options, error) {
 	flag.Parse()
 	if flag.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments: %s", strings.Join(flag.Args(), " "))
+	}
+	for _, s := range strings.Split(rates, ",") {
+		r, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || r < 1 {
+			return o, fmt.Errorf("-rate: %q is not a rate of at least 1 msg/s", s)
+		}
+		o.rates = append(o.rates, r)
 	}
 	if typ == "all" {
 		o.types = []topic.Type{topic.RangeMerge, topic.Priority, topic.FixedTime}
@@ -102,8 +124,10 @@ func parseFlags() (options, error) {
 		return o, errors.New("-body must be at least 1")
 	case o.duration < 0:
 		return o, errors.New("-duration must not be negative")
-	case o.duration > 0 && o.rate < 1:
-		return o, errors.New("-rate must be at least 1")
+	case o.batchSize < 0 || o.batchProd < 1:
+		return o, errors.New("-batch-size must not be negative and -batch-producers must be at least 1")
+	case o.memN < 0 || o.waiting < 0:
+		return o, errors.New("-mem-n and -waiting must not be negative")
 	case o.lead < 10*time.Millisecond:
 		return o, errors.New("-lead must be at least 10ms")
 	}
