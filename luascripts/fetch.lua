@@ -59,141 +59,182 @@ local function better(a, b)
   return a > b
 end
 
--- One state per group. buf holds the unblocked due entries of the last
--- window not yet taken (from ptr on); blocked counts the entries left in
--- front of the next window (blocked ones stay in store, taken ones leave
--- it); last is the score the last window reached when it was full of due
--- entries: the group may hold unread entries after it, so nothing after it
--- may be taken elsewhere. after is the first unblocked entry not yet due
--- that a time-based window met: the group's head once buf is taken.
+-- State per group g, in arrays indexed by g (no table per entry: the
+-- interpreter, not the commands, is most of this script's cost).
+-- bid/bsc/bnum[g] hold the unblocked due entries of the last window (id,
+-- score as Redis wrote it, score as a number), not yet taken from ptr[g]
+-- on. blocked[g] counts the entries left in front of the next window
+-- (blocked ones stay in store, taken ones leave it). last[g] is the score
+-- the last window reached when it was full of due entries (full[g]): the
+-- group may hold unread entries after it, so nothing after it may be taken
+-- elsewhere. after[g] is the first unblocked entry not yet due that a
+-- time-based window met: the group's head once its buffer is taken.
 -- Group g's keys are KEYS[3g-2] (store), KEYS[3g-1] (prepare), KEYS[3g] (msg).
-local gs = {}
+local gmax, taken, blocked, full, last, after = {}, {}, {}, {}, {}, {}
+local bid, bsc, bnum, ptr = {}, {}, {}, {}
 for g = 1, G do
-  gs[g] = { max = tonumber(ARGV[5 + g]), taken = 0, blocked = 0, buf = {}, ptr = 1, full = true }
+  gmax[g], taken[g], blocked[g], full[g], ptr[g] = tonumber(ARGV[5 + g]), 0, 0, true, 1
+  bid[g], bsc[g], bnum[g] = {}, {}, {}
 end
 local upto_n = tonumber(upto)
 
 local function read(g)
-  local s = gs[g]
   local due
   if time_based then
     -- Read by rank, not up to now: the entries after the due ones tell
     -- the head without another read.
-    due = redis.call('ZRANGE', KEYS[3 * g - 2], '-inf', '+inf', 'BYSCORE', 'LIMIT', string.format('%d', s.blocked), window_s, 'WITHSCORES')
+    due = redis.call('ZRANGE', KEYS[3 * g - 2], '-inf', '+inf', 'BYSCORE', 'LIMIT', string.format('%d', blocked[g]), window_s, 'WITHSCORES')
   else
-    due = redis.call('ZRANGE', KEYS[3 * g - 2], '+inf', from, 'BYSCORE', 'REV', 'LIMIT', string.format('%d', s.blocked), window_s, 'WITHSCORES')
+    due = redis.call('ZRANGE', KEYS[3 * g - 2], '+inf', from, 'BYSCORE', 'REV', 'LIMIT', string.format('%d', blocked[g]), window_s, 'WITHSCORES')
   end
   local cnt = #due / 2
-  s.buf, s.ptr = {}, 1
-  s.full = cnt == window and s.blocked < 1024
+  local ids, scs, nums = {}, {}, {}
+  bid[g], bsc[g], bnum[g], ptr[g] = ids, scs, nums, 1
+  full[g] = cnt == window and blocked[g] < 1024
   if cnt == 0 then return end
-  local ids = {}
-  for i = 1, #due, 2 do ids[#ids + 1] = due[i] end
-  local busy = redis.call('ZMSCORE', KEYS[3 * g - 1], unpack(ids))
+  local all = {}
+  for j = 1, cnt do all[j] = due[2 * j - 1] end
+  local busy = redis.call('ZMSCORE', KEYS[3 * g - 1], unpack(all))
   for j = 1, cnt do
     local num = tonumber(due[2 * j])
     if time_based and num > upto_n then
       -- Not due (or past the bound): neither this entry nor any after it.
-      s.full = false
-      if not busy[j] and not s.after then s.after = due[2 * j] end
+      full[g] = false
+      if not busy[j] and not after[g] then after[g] = due[2 * j] end
     elseif busy[j] then
-      s.blocked = s.blocked + 1
+      blocked[g] = blocked[g] + 1
     else
-      s.buf[#s.buf + 1] = { id = ids[j], sc = due[2 * j], num = num }
+      local k = #ids + 1
+      ids[k], scs[k], nums[k] = all[j], due[2 * j], num
     end
-    if s.full then s.last = num end
+    if full[g] then last[g] = num end
   end
 end
 
 local out = { now_us, G }
 for g = 1, G do out[2 + g] = -1 end
 local moved = 0
+-- npick[g]: entries of group g picked this round (from ptr[g] on).
+local npick = {}
+-- A binary heap of the groups that may give the next message, ordered by
+-- their next candidate (score, then group): picking costs log(G) each.
+local heap, hn = {}, 0
+local cut, cutg
+local function cand(g)
+  if taken[g] + npick[g] >= gmax[g] then return nil end
+  local num = bnum[g][ptr[g] + npick[g]]
+  if num and (not cut or better(num, cut) or (num == cut and g <= cutg)) then return num end
+  return nil
+end
+local key = {}
+local function less(a, b)
+  local ka, kb = key[a], key[b]
+  if ka ~= kb then return better(ka, kb) end
+  return a < b
+end
+local function sift_down(i)
+  while true do
+    local l, m = 2 * i, i
+    if l <= hn and less(heap[l], heap[m]) then m = l end
+    if l + 1 <= hn and less(heap[l + 1], heap[m]) then m = l + 1 end
+    if m == i then return end
+    heap[i], heap[m] = heap[m], heap[i]
+    i = m
+  end
+end
+local function push(g)
+  hn = hn + 1
+  heap[hn] = g
+  local i = hn
+  while i > 1 do
+    local p = math.floor(i / 2)
+    if not less(heap[i], heap[p]) then return end
+    heap[i], heap[p] = heap[p], heap[i]
+    i = p
+  end
+end
+
 for _ = 1, 64 do
   if moved >= n then break end
-  for g, s in ipairs(gs) do
-    if s.full and s.taken < s.max and s.ptr > #s.buf then read(g) end
+  for g = 1, G do
+    if full[g] and taken[g] < gmax[g] and ptr[g] > #bid[g] then read(g) end
   end
   -- The cut: the earliest score up to which some group may hold entries
   -- not read yet. Equal scores go by group, so at the cut only groups up
   -- to the first one that reached it may be taken from.
-  local cut, cutg
-  for g, s in ipairs(gs) do
-    if s.full and s.taken < s.max and (not cut or better(s.last, cut)) then cut, cutg = s.last, g end
+  cut, cutg = nil, nil
+  for g = 1, G do
+    if full[g] and taken[g] < gmax[g] and (not cut or better(last[g], cut)) then cut, cutg = last[g], g end
   end
-  local cands = {}
-  for g, s in ipairs(gs) do
-    if s.taken < s.max then
-      for j = s.ptr, #s.buf do
-        local e = s.buf[j]
-        if cut and (better(cut, e.num) or (e.num == cut and g > cutg)) then break end
-        cands[#cands + 1] = { g = g, j = j, e = e }
-      end
+  hn = 0
+  for g = 1, G do
+    npick[g] = 0
+    local k = cand(g)
+    if k then
+      key[g] = k
+      push(g)
     end
-  end
-  if #cands > 1 then
-    table.sort(cands, function(a, b)
-      if a.e.num ~= b.e.num then return better(a.e.num, b.e.num) end
-      if a.g ~= b.g then return a.g < b.g end
-      return a.j < b.j
-    end)
   end
   -- Pick in consume order; a group's picks are a run from its ptr.
-  local picks, byg = {}, {}
-  for _, c in ipairs(cands) do
-    if moved + #picks >= n then break end
-    local s = gs[c.g]
-    local ids = byg[c.g]
-    if not ids then
-      ids = {}
-      byg[c.g] = ids
+  local order = {}
+  while hn > 0 and moved + #order < n do
+    local g = heap[1]
+    order[#order + 1] = g
+    npick[g] = npick[g] + 1
+    local k = cand(g)
+    if k then
+      key[g] = k
+    else
+      heap[1] = heap[hn]
+      hn = hn - 1
     end
-    if s.taken + #ids < s.max then
-      ids[#ids + 1] = c.e.id
-      picks[#picks + 1] = c
+    sift_down(1)
+  end
+  -- Move the picks: per group one ZREM, one HMGET and one ZADD.
+  local envs, used, zargs = {}, {}, {}
+  for g = 1, G do
+    if npick[g] > 0 then
+      local from_i, to_i = ptr[g], ptr[g] + npick[g] - 1
+      redis.call('ZREM', KEYS[3 * g - 2], unpack(bid[g], from_i, to_i))
+      envs[g] = redis.call('HMGET', KEYS[3 * g], unpack(bid[g], from_i, to_i))
+      used[g], zargs[g] = 0, {}
     end
   end
-  local envs = {}
-  for g, ids in pairs(byg) do
-    if #ids > 0 then
-      local s = gs[g]
-      redis.call('ZREM', KEYS[3 * g - 2], unpack(ids))
-      local got = redis.call('HMGET', KEYS[3 * g], unpack(ids))
-      for j = 1, #ids do envs[ids[j]] = got[j] end
-      s.ptr = s.ptr + #ids
-      -- Without an envelope (never so under the invariants) the entry is
-      -- only dropped from store.
-      s.taken = s.taken + #ids
-    end
-  end
-  local zargs = {}
-  for _, c in ipairs(picks) do
-    local env = envs[c.e.id]
+  for _, g in ipairs(order) do
+    local j = used[g] + 1
+    used[g] = j
+    local i = ptr[g] + j - 1
+    -- Without an envelope (never so under the invariants) the entry is
+    -- only dropped from store.
+    local env = envs[g][j]
     if env then
       local _, _, fails = struct.unpack('>BBH', env)
       local attempt = math.min(fails + 1, 999)
       local token = ((now_us + moved) % 1000) * 1000 + attempt
-      local z = zargs[c.g]
-      if not z then
-        z = {}
-        zargs[c.g] = z
-      end
+      local z = zargs[g]
       z[#z + 1] = deadline .. string.format('%06d', token)
-      z[#z + 1] = c.e.id
-      out[#out + 1] = c.g
-      out[#out + 1] = c.e.id
+      z[#z + 1] = bid[g][i]
+      out[#out + 1] = g
+      out[#out + 1] = bid[g][i]
       out[#out + 1] = env
       out[#out + 1] = token
-      out[#out + 1] = c.e.sc
+      out[#out + 1] = bsc[g][i]
       moved = moved + 1
     end
   end
-  for g, z in pairs(zargs) do redis.call('ZADD', KEYS[3 * g - 1], unpack(z)) end
-  if #picks == 0 then
+  for g = 1, G do
+    if npick[g] > 0 then
+      if #zargs[g] > 0 then redis.call('ZADD', KEYS[3 * g - 1], unpack(zargs[g])) end
+      ptr[g] = ptr[g] + npick[g]
+      taken[g] = taken[g] + npick[g]
+    end
+  end
+  if #order == 0 then
     -- Nothing more to take unless a group whose window held only blocked
     -- entries reads on.
     local more = false
-    for _, s in ipairs(gs) do
-      if s.full and s.taken < s.max and s.ptr > #s.buf then more = true end
+    for g = 1, G do
+      if full[g] and taken[g] < gmax[g] and ptr[g] > #bid[g] then more = true end
     end
     if not more then break end
   end
@@ -206,11 +247,11 @@ local function range(g, upto_i)
   end
   return redis.call('ZRANGE', KEYS[3 * g - 2], 0, upto_i, 'REV', 'WITHSCORES')
 end
-for g, s in ipairs(gs) do
-  if s.ptr <= #s.buf then
-    out[2 + g] = s.buf[s.ptr].sc
-  elseif s.after then
-    out[2 + g] = s.after
+for g = 1, G do
+  if ptr[g] <= #bid[g] then
+    out[2 + g] = bsc[g][ptr[g]]
+  elseif after[g] then
+    out[2 + g] = after[g]
   else
     local look = range(g, 0)
     local busy = look[1] and redis.call('ZMSCORE', KEYS[3 * g - 1], look[1])
