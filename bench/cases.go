@@ -44,6 +44,7 @@ type settings struct {
 	body      int // body bytes
 	producers int // goroutines sending in the lateness cases
 	workers   int // handlers of the consumer
+	prefetch  int // RMQ: consumer.WithPrefetch
 }
 
 // makeBody returns a unique body of exactly size bytes (when size allows):

@@ -49,6 +49,7 @@ type options struct {
 	batchG     int
 	producers  int
 	workers    int
+	prefetch   int
 	body       int
 	slots      int
 	late       []latSpec
@@ -85,6 +86,7 @@ func parseFlags() (options, error) {
 	flag.IntVar(&o.batchG, "batch-goroutines", 4, "goroutines calling SendBatch")
 	flag.IntVar(&o.producers, "producers", 32, "goroutines of the 32-goroutine produce case and of the lateness senders")
 	flag.IntVar(&o.workers, "workers", 32, "handlers (asynq Concurrency, RMQ consumer.WithConcurrency)")
+	flag.IntVar(&o.prefetch, "prefetch", 0, "RMQ consumer.WithPrefetch: messages fetched beyond the free handlers")
 	flag.IntVar(&o.body, "body", 128, "body bytes")
 	flag.IntVar(&o.slots, "slots", 16, "slots of each RMQ topic")
 	flag.StringVar(&late, "late", "1000:2s,20000:1s", "lateness cases, rate:duration (msgs/s coming due, for how long)")
@@ -186,7 +188,7 @@ func run(ctx context.Context, o options) error {
 	if o.verbose {
 		level = slog.LevelWarn
 	}
-	s := settings{body: o.body, producers: o.producers, workers: o.workers}
+	s := settings{body: o.body, producers: o.producers, workers: o.workers, prefetch: o.prefetch}
 	env := readEnv(ctx, admin, srv.addr)
 	asys := &asynqSys{rdb: rdb, admin: admin, s: s, checkInterval: o.asynqCheck, version: env.asynqVersion}
 	rsys := &rmqSys{rdb: rdb, admin: admin, s: s, slots: o.slots, log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))}

@@ -44,6 +44,7 @@ type Consumer struct {
 	inflight map[*delivery]struct{}
 	perSlot  map[int]int
 	released chan struct{} // a handler finished: capacity is free
+	running  chan struct{} // a token per running listener call (WithPrefetch)
 
 	waker *waker
 	clock clock
@@ -90,6 +91,7 @@ func New(rdb redis.UniversalClient, t topic.Topic, l MessageListener, opts ...Op
 		inflight:  map[*delivery]struct{}{},
 		perSlot:   map[int]int{},
 		released:  make(chan struct{}, 1),
+		running:   make(chan struct{}, cfg.concurrency),
 		leaseDone: make(chan struct{}),
 	}
 	c.keys = keysOf(cfg.prefix, c)
@@ -239,7 +241,7 @@ func (c *Consumer) abandonInflight() {
 func (c *Consumer) freeCapacity() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.cfg.concurrency - len(c.inflight)
+	return c.cfg.concurrency + c.cfg.prefetch - len(c.inflight)
 }
 
 func (c *Consumer) slotFree(slot int) int {
@@ -247,7 +249,7 @@ func (c *Consumer) slotFree(slot int) int {
 		return c.ownedSlotFree(slot)
 	}
 	if c.cfg.slotLimit == 0 {
-		return c.cfg.concurrency
+		return c.cfg.concurrency + c.cfg.prefetch
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -279,6 +281,16 @@ func (c *Consumer) dispatch(msgs []*Message) {
 func (c *Consumer) handle(ctx context.Context, d *delivery) {
 	defer c.handlers.Done()
 	defer d.cancel(nil)
+	// At most concurrency listener calls run at once; with a prefetch,
+	// fetched deliveries wait here for a token, in fetch order.
+	started := false
+	select {
+	case c.running <- struct{}{}:
+		started = true
+		defer func() { <-c.running }()
+	case <-ctx.Done():
+		// Abandoned by Close, or its lease was lost, before it started.
+	}
 	hctx := ctx
 	if c.cfg.handlerTimeout > 0 {
 		var cancel context.CancelFunc
@@ -295,7 +307,9 @@ func (c *Consumer) handle(ctx context.Context, d *delivery) {
 	}
 	began := time.Now()
 	var err error
-	if c.own != nil && !c.vouched() {
+	if !started {
+		err = context.Cause(ctx)
+	} else if c.own != nil && !c.vouched() {
 		// ZooKeeper mode: the ownership lapsed since the fetch (the process
 		// was frozen, or lost ZooKeeper). The listener is not called; the
 		// message stays in prepare for the slot's next term.

@@ -26,6 +26,7 @@ type config struct {
 	maxRetries     int
 	prepareTimeout time.Duration
 	concurrency    int
+	prefetch       int
 	backoff        func(attempt int) time.Duration
 	handlerTimeout time.Duration
 	sweepInterval  time.Duration
@@ -71,6 +72,8 @@ func (c *config) validate() error {
 		return fmt.Errorf("%w: prepare timeout %v (want at least 1s)", ErrInvalidOption, c.prepareTimeout)
 	case c.concurrency < 1:
 		return fmt.Errorf("%w: concurrency %d (want at least 1)", ErrInvalidOption, c.concurrency)
+	case c.prefetch < 0:
+		return fmt.Errorf("%w: prefetch %d (want at least 0)", ErrInvalidOption, c.prefetch)
 	case c.handlerTimeout < 0:
 		return fmt.Errorf("%w: handler timeout %v", ErrInvalidOption, c.handlerTimeout)
 	case c.backoff == nil:
@@ -114,8 +117,19 @@ func WithMaxRetries(n int) Option { return func(c *config) { c.maxRetries = n } 
 func WithPrepareTimeout(d time.Duration) Option { return func(c *config) { c.prepareTimeout = d } }
 
 // WithConcurrency sets how many handlers run at once (default 32). Fetches
-// never take more messages than there are free handlers.
+// never take more messages than there are free handlers, plus the
+// prefetch (WithPrefetch).
 func WithConcurrency(n int) Option { return func(c *config) { c.concurrency = n } }
+
+// WithPrefetch lets fetches take up to n messages beyond the free handlers
+// (default 0). They wait here, leased (the lease is extended as for running
+// handlers), and start in the order they were fetched as handlers free up.
+// Larger fetches cost Redis less per message, which raises throughput when
+// Redis is the bottleneck. The price: a message that comes due, or is sent
+// with a higher priority, after the prefetch was taken waits behind it, and
+// one consumer holds more messages than it is running. A Close that gives
+// up (its context ends) rolls the waiting ones back with the running ones.
+func WithPrefetch(n int) Option { return func(c *config) { c.prefetch = n } }
 
 // WithRetryBackoff sets how long a failed time-based message waits before
 // its next attempt (attempt is the attempt that failed, from 1). A zero
