@@ -375,17 +375,6 @@ func toInt(v any) int64 {
 	return 0
 }
 
-func toFloat(v any) float64 {
-	switch x := v.(type) {
-	case int64:
-		return float64(x)
-	case string:
-		f, _ := strconv.ParseFloat(x, 64)
-		return f
-	}
-	return 0
-}
-
 func keysOf(prefix string, c *Consumer) []slots.Keys {
 	ks := make([]slots.Keys, c.topic.SlotAmount())
 	for i := range ks {

@@ -159,25 +159,35 @@ func batchMessage(t topic.Topic, body []byte, i int, far bool) producer.BatchMes
 func (b *bench) sendBatches(ctx context.Context, p *producer.Producer, t topic.Topic, tag string, n int, far bool) (time.Duration, error) {
 	size := max(b.o.batchSize, 1)
 	calls := (n + size - 1) / size
+	return parallel(ctx, b.o.batchProd, calls, func(_, c int) error {
+		lo, hi := c*size, min((c+1)*size, n)
+		msgs := make([]producer.BatchMessage, 0, hi-lo)
+		for i := lo; i < hi; i++ {
+			msgs = append(msgs, batchMessage(t, b.body(nil, tag, i), i, far))
+		}
+		_, err := p.SendBatch(ctx, t, msgs)
+		return err
+	})
+}
+
+// parallel runs f(worker, i) for every i in [0, n) from workers goroutines,
+// each taking the next i, and returns how long that took and the first
+// error.
+func parallel(ctx context.Context, workers, n int, f func(worker, i int) error) (time.Duration, error) {
 	var next atomic.Int64
 	var wg sync.WaitGroup
-	errs := make(chan error, b.o.batchProd)
+	errs := make(chan error, workers)
 	start := time.Now()
-	for range b.o.batchProd {
+	for w := range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for ctx.Err() == nil {
-				c := int(next.Add(1)) - 1
-				if c >= calls {
+				i := int(next.Add(1)) - 1
+				if i >= n {
 					return
 				}
-				lo, hi := c*size, min((c+1)*size, n)
-				msgs := make([]producer.BatchMessage, 0, hi-lo)
-				for i := lo; i < hi; i++ {
-					msgs = append(msgs, batchMessage(t, b.body(nil, tag, i), i, far))
-				}
-				if _, err := p.SendBatch(ctx, t, msgs); err != nil {
+				if err := f(w, i); err != nil {
 					errs <- err
 					return
 				}
@@ -341,35 +351,12 @@ func (b *bench) produce(ctx context.Context, t topic.Topic) (throughput, error) 
 	if err := b.define(ctx, p, t); err != nil {
 		return throughput{}, err
 	}
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	errs := make(chan error, b.o.producers)
-	start := time.Now()
-	for range b.o.producers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			buf := make([]byte, 0, b.o.body+32)
-			for ctx.Err() == nil {
-				i := int(next.Add(1)) - 1
-				if i >= b.o.n {
-					return
-				}
-				buf = b.body(buf, "m", i)
-				if err := send(ctx, p, t, buf, i); err != nil {
-					errs <- err
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	close(errs)
-	if err := <-errs; err != nil {
-		return throughput{}, err
-	}
-	if err := ctx.Err(); err != nil {
+	bufs := make([][]byte, b.o.producers)
+	elapsed, err := parallel(ctx, b.o.producers, b.o.n, func(w, i int) error {
+		bufs[w] = b.body(bufs[w], "m", i)
+		return send(ctx, p, t, bufs[w], i)
+	})
+	if err != nil {
 		return throughput{}, err
 	}
 	return newThroughput(int64(b.o.n), elapsed), nil
