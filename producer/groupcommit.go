@@ -19,11 +19,12 @@ import (
 // the other.
 
 // maxGroup bounds the messages of one slot in a script call, maxCall those
-// of a script call, maxFlushBytes the bodies of one flush; flushesInFlight
-// is how many flushes may run at once.
+// of a script call (about 8 ms of Redis time, during which Redis serves no
+// one else), maxFlushBytes the bodies of one flush; flushesInFlight is how
+// many flushes may run at once.
 const (
 	maxGroup        = 512
-	maxCall         = 4096
+	maxCall         = 1024
 	maxFlushBytes   = 8 << 20
 	flushesInFlight = 2
 )
