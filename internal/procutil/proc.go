@@ -4,6 +4,7 @@ package procutil
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -173,3 +174,55 @@ func (p *Proc) WaitErr() error { return p.waitErr }
 
 // Done is closed once the process has exited and been reaped.
 func (p *Proc) Done() <-chan struct{} { return p.done }
+
+// ReadyCheck tells whether a started server answers; what counts as ready
+// depends on the server.
+type ReadyCheck func(ctx context.Context) error
+
+// StartReady starts bin like Start and polls ready every interval until it
+// returns nil, the process exits, or timeout (or ctx) ends; on failure the
+// process is killed. what names the awaited state in the error ("PONG").
+func StartReady(ctx context.Context, bin string, args []string, dir, logPath string, timeout, interval time.Duration, what string, ready ReadyCheck) (*Proc, error) {
+	p, err := Start(bin, args, dir, logPath)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.waitReady(ctx, timeout, interval, what, ready); err != nil {
+		_ = p.Kill()
+		return nil, err
+	}
+	return p, nil
+}
+
+func (p *Proc) waitReady(ctx context.Context, timeout, interval time.Duration, what string, ready ReadyCheck) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	// Whoever holds a taken port may accept our connection and never answer;
+	// stop waiting for that answer as soon as our process is known dead.
+	go func() {
+		select {
+		case <-p.Done():
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	var last error
+	for {
+		if p.Exited() {
+			return &ExitedError{Err: p.WaitErr(), Tail: p.Tail(30)}
+		}
+		if last = ready(ctx); last == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			if p.Exited() {
+				return &ExitedError{Err: p.WaitErr(), Tail: p.Tail(30)}
+			}
+			return fmt.Errorf("no %s (%v, last: %v); log tail:\n%s", what, ctx.Err(), last, p.Tail(30))
+		case <-tick.C:
+		}
+	}
+}

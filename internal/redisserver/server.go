@@ -183,49 +183,9 @@ func (s *Server) args() []string {
 
 // launch starts the process and waits for PING.
 func (s *Server) launch(ctx context.Context) (*procutil.Proc, error) {
-	p, err := procutil.Start(s.bin, s.args(), s.dir, s.LogPath())
-	if err != nil {
-		return nil, err
-	}
-	if err := waitPing(ctx, s.Addr(), p); err != nil {
-		_ = p.Kill()
-		return nil, err
-	}
-	return p, nil
-}
-
-func waitPing(ctx context.Context, addr string, p *procutil.Proc) error {
-	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
-	defer cancel()
-	// Whoever holds a taken port may accept our connection and never answer;
-	// stop waiting for that answer as soon as our process is known dead.
-	go func() {
-		select {
-		case <-p.Done():
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	var last error
-	for {
-		if p.Exited() {
-			return &procutil.ExitedError{Err: p.WaitErr(), Tail: p.Tail(30)}
-		}
-		if last = ping(ctx, addr); last == nil {
-			return nil
-		}
-		if p.Exited() {
-			return &procutil.ExitedError{Err: p.WaitErr(), Tail: p.Tail(30)}
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("no PONG from %s (%v, last: %v); log tail:\n%s", addr, ctx.Err(), last, p.Tail(30))
-		case <-p.Done():
-		case <-tick.C:
-		}
-	}
+	addr := s.Addr()
+	return procutil.StartReady(ctx, s.bin, s.args(), s.dir, s.LogPath(), readyTimeout, 20*time.Millisecond,
+		"PONG from "+addr, func(ctx context.Context) error { return ping(ctx, addr) })
 }
 
 // ping speaks raw RESP instead of using go-redis, whose retries and

@@ -250,51 +250,14 @@ func (s *Server) args() []string {
 	}
 }
 
+// launch starts the server and waits until `ruok` answers `imok` and `srvr`
+// reports a mode. ruok alone is not enough: it answers imok as soon as the
+// port is open, while srvr still says "This ZooKeeper instance is not
+// currently serving requests" for a few tens of milliseconds.
 func (s *Server) launch(ctx context.Context) (*procutil.Proc, error) {
-	p, err := procutil.Start(s.java, s.args(), s.dir, s.LogPath())
-	if err != nil {
-		return nil, err
-	}
-	if err := waitServing(ctx, s.Addr(), p); err != nil {
-		_ = p.Kill()
-		return nil, err
-	}
-	return p, nil
-}
-
-// waitServing waits for `ruok` to answer `imok` and for `srvr` to report a
-// mode. ruok alone is not enough: it answers imok as soon as the port is
-// open, while srvr still says "This ZooKeeper instance is not currently
-// serving requests" for a few tens of milliseconds.
-func waitServing(ctx context.Context, addr string, p *procutil.Proc) error {
-	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
-	defer cancel()
-	go func() {
-		select {
-		case <-p.Done():
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	tick := time.NewTicker(25 * time.Millisecond)
-	defer tick.Stop()
-	var last error
-	for {
-		if p.Exited() {
-			return &procutil.ExitedError{Err: p.WaitErr(), Tail: p.Tail(30)}
-		}
-		if last = checkServing(ctx, addr); last == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			if p.Exited() {
-				return &procutil.ExitedError{Err: p.WaitErr(), Tail: p.Tail(30)}
-			}
-			return fmt.Errorf("%s not serving (%v, last: %v); log tail:\n%s", addr, ctx.Err(), last, p.Tail(30))
-		case <-tick.C:
-		}
-	}
+	addr := s.Addr()
+	return procutil.StartReady(ctx, s.java, s.args(), s.dir, s.LogPath(), readyTimeout, 25*time.Millisecond,
+		addr+" serving", func(ctx context.Context) error { return checkServing(ctx, addr) })
 }
 
 func checkServing(ctx context.Context, addr string) error {
