@@ -186,6 +186,16 @@ func (a *app) confirm(question string) bool {
 // parseFlags parses a command's flags, which may come before, between or
 // after its positional arguments ("--" ends the flags), and returns the
 // positional arguments. -h and --help print the command's help.
+// parseArgs parses a command's flags and checks that exactly the
+// positional arguments names were given.
+func (a *app) parseArgs(cmd *command, fs *flag.FlagSet, args []string, names ...string) ([]string, error) {
+	pos, err := a.parseFlags(cmd, fs, args)
+	if err != nil {
+		return nil, err
+	}
+	return pos, wantArgs(cmd, pos, names...)
+}
+
 func (a *app) parseFlags(cmd *command, fs *flag.FlagSet, args []string) ([]string, error) {
 	fs.SetOutput(io.Discard)
 	var pos []string

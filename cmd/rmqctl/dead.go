@@ -15,11 +15,8 @@ func (a *app) deadList(args []string) error {
 	fs := c.flags()
 	limit := fs.Int("limit", defaultLimit, "")
 	cursor := fs.String("cursor", "", "")
-	pos, err := a.parseFlags(c, fs, args)
+	pos, err := a.parseArgs(c, fs, args, "TOPIC")
 	if err != nil {
-		return err
-	}
-	if err := wantArgs(c, pos, "TOPIC"); err != nil {
 		return err
 	}
 	if *limit < 1 || *limit > rmq.MaxListLimit {
@@ -65,11 +62,8 @@ func (a *app) deadList(args []string) error {
 
 func (a *app) deadShow(args []string) error {
 	c := find("dead show")
-	pos, err := a.parseFlags(c, c.flags(), args)
+	pos, err := a.parseArgs(c, c.flags(), args, "TOPIC", "ID")
 	if err != nil {
-		return err
-	}
-	if err := wantArgs(c, pos, "TOPIC", "ID"); err != nil {
 		return err
 	}
 	ctx, cancel := a.context()

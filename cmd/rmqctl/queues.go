@@ -13,11 +13,7 @@ const defaultLimit = 20
 
 func (a *app) topics(args []string) error {
 	c := find("topics")
-	pos, err := a.parseFlags(c, c.flags(), args)
-	if err != nil {
-		return err
-	}
-	if err := wantArgs(c, pos); err != nil {
+	if _, err := a.parseArgs(c, c.flags(), args); err != nil {
 		return err
 	}
 	ctx, cancel := a.context()
@@ -52,11 +48,8 @@ func (a *app) stats(args []string) error {
 	c := find("stats")
 	fs := c.flags()
 	perSlot := fs.Bool("slots", false, "")
-	pos, err := a.parseFlags(c, fs, args)
+	pos, err := a.parseArgs(c, fs, args, "TOPIC")
 	if err != nil {
-		return err
-	}
-	if err := wantArgs(c, pos, "TOPIC"); err != nil {
 		return err
 	}
 	ctx, cancel := a.context()
@@ -127,11 +120,8 @@ func (a *app) peek(args []string) error {
 	c := find("peek")
 	fs := c.flags()
 	limit := fs.Int("limit", defaultLimit, "")
-	pos, err := a.parseFlags(c, fs, args)
+	pos, err := a.parseArgs(c, fs, args, "TOPIC")
 	if err != nil {
-		return err
-	}
-	if err := wantArgs(c, pos, "TOPIC"); err != nil {
 		return err
 	}
 	if *limit < 1 || *limit > rmq.MaxListLimit {
@@ -178,11 +168,8 @@ func (a *app) peek(args []string) error {
 
 func (a *app) remove(args []string) error {
 	c := find("remove")
-	pos, err := a.parseFlags(c, c.flags(), args)
+	pos, err := a.parseArgs(c, c.flags(), args, "TOPIC", "ID")
 	if err != nil {
-		return err
-	}
-	if err := wantArgs(c, pos, "TOPIC", "ID"); err != nil {
 		return err
 	}
 	ctx, cancel := a.context()
