@@ -420,6 +420,16 @@ type scriptCounter struct {
 
 func newScriptCounter(s *redis.Script) *scriptCounter { return &scriptCounter{sha: s.Hash()} }
 
+// clientCountingFetches returns a client on a Redis connection of its own
+// whose fetch.lua calls are counted.
+func (e *env) clientCountingFetches() (*rmq.Client, *scriptCounter) {
+	e.t.Helper()
+	rdb := e.newRedis()
+	fetches := newScriptCounter(luascripts.Fetch)
+	rdb.AddHook(redistest.Observer{Before: fetches.observe})
+	return e.clientOn(rdb), fetches
+}
+
 func (h *scriptCounter) observe(cmd redis.Cmder) {
 	args := cmd.Args()
 	if len(args) < 2 {

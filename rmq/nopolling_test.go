@@ -11,8 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rmq-go/rmq/consumer"
-	"github.com/rmq-go/rmq/internal/redistest"
-	"github.com/rmq-go/rmq/luascripts"
 	"github.com/rmq-go/rmq/producer"
 	"github.com/rmq-go/rmq/topic"
 )
@@ -24,11 +22,8 @@ func TestNoPollingSleepsUntilDue(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, e *env) {
 		ctx := ctxT(t)
-		rdb := e.newRedis()
-		fetches := newScriptCounter(luascripts.Fetch)
-		rdb.AddHook(redistest.Observer{Before: fetches.observe})
 		tp := mustTopic(t, "sleepy", topic.FixedTime, 1)
-		c := e.clientOn(rdb)
+		c, fetches := e.clientCountingFetches()
 		rec := newRecorder(nil)
 		require.NoError(t, c.Register(tp, rec))
 		e.start(c)
@@ -53,11 +48,8 @@ func TestNoPollingWakeUp(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, e *env) {
 		ctx := ctxT(t)
-		rdb := e.newRedis()
-		fetches := newScriptCounter(luascripts.Fetch)
-		rdb.AddHook(redistest.Observer{Before: fetches.observe})
 		tp := mustTopic(t, "wake", topic.FixedTime, 8)
-		c := e.clientOn(rdb)
+		c, fetches := e.clientCountingFetches()
 		rec := newRecorder(nil)
 		require.NoError(t, c.Register(tp, rec))
 		e.start(c)
@@ -87,11 +79,8 @@ func TestNoPollingBatchFillsCapacity(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, e *env) {
 		ctx := ctxT(t)
-		rdb := e.newRedis()
-		fetches := newScriptCounter(luascripts.Fetch)
-		rdb.AddHook(redistest.Observer{Before: fetches.observe})
 		tp := mustTopic(t, "batch", topic.FixedTime, 1)
-		c := e.clientOn(rdb)
+		c, fetches := e.clientCountingFetches()
 		const total, capacity = 200, 50
 		release := make(chan struct{})
 		var running atomic.Int64
