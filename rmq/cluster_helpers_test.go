@@ -1,8 +1,6 @@
 package rmq_test
 
 import (
-	"crypto/sha1"
-	"encoding/hex"
 	"fmt"
 	"sort"
 	"strconv"
@@ -62,17 +60,8 @@ func newKeySlotCheck(grouped bool) *keySlotCheck {
 
 func (h *keySlotCheck) observe(cmd redis.Cmder) {
 	args := cmd.Args()
-	if len(args) < 3 {
-		return
-	}
-	var sha string
-	switch strings.ToLower(fmt.Sprint(args[0])) {
-	case "evalsha", "evalsha_ro":
-		sha = fmt.Sprint(args[1])
-	case "eval", "eval_ro":
-		sum := sha1.Sum([]byte(fmt.Sprint(args[1])))
-		sha = hex.EncodeToString(sum[:])
-	default:
+	sha, ok := scriptSHA(cmd)
+	if !ok || len(args) < 3 {
 		return
 	}
 	name, ok := scriptsBySHA[sha]

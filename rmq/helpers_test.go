@@ -431,21 +431,26 @@ func (e *env) clientCountingFetches() (*rmq.Client, *scriptCounter) {
 }
 
 func (h *scriptCounter) observe(cmd redis.Cmder) {
+	if sha, ok := scriptSHA(cmd); ok && sha == h.sha {
+		h.calls.Add(1)
+	}
+}
+
+// scriptSHA returns the SHA1 of the script an EVAL or EVALSHA (or their _RO
+// forms) runs.
+func scriptSHA(cmd redis.Cmder) (string, bool) {
 	args := cmd.Args()
 	if len(args) < 2 {
-		return
+		return "", false
 	}
 	switch strings.ToLower(fmt.Sprint(args[0])) {
 	case "evalsha", "evalsha_ro":
-		if fmt.Sprint(args[1]) == h.sha {
-			h.calls.Add(1)
-		}
+		return fmt.Sprint(args[1]), true
 	case "eval", "eval_ro":
 		sum := sha1.Sum([]byte(fmt.Sprint(args[1])))
-		if hex.EncodeToString(sum[:]) == h.sha {
-			h.calls.Add(1)
-		}
+		return hex.EncodeToString(sum[:]), true
 	}
+	return "", false
 }
 
 func (h *scriptCounter) n() int64 { return h.calls.Load() }
