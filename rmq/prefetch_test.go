@@ -23,28 +23,16 @@ func TestPrefetchKeepsConcurrency(t *testing.T) {
 		ctx := ctxT(t)
 		tp := mustTopic(t, "prefetch", topic.FixedTime, 4)
 		gate := make(chan struct{})
-		var running, most, calls atomic.Int32
-		seen := make(chan string, 64)
-		c := e.client()
-		err := c.Register(tp, consumer.ListenerFunc(func(ctx context.Context, m *consumer.Message) error {
-			calls.Add(1)
-			n := running.Add(1)
-			for {
-				old := most.Load()
-				if n <= old || most.CompareAndSwap(old, n) {
-					break
-				}
-			}
-			defer running.Add(-1)
+		rec := newRecorder(func(ctx context.Context, m *consumer.Message) error {
 			select {
 			case <-gate:
+				return nil
 			case <-ctx.Done():
 				return ctx.Err()
 			}
-			seen <- m.ID
-			return nil
-		}), consumer.WithConcurrency(2), consumer.WithPrefetch(3))
-		require.NoError(t, err)
+		})
+		c := e.client()
+		require.NoError(t, c.Register(tp, rec, consumer.WithConcurrency(2), consumer.WithPrefetch(3)))
 		for i := range 10 {
 			_, err := c.Producer().SendFixedTime(ctx, tp, []byte(fmt.Sprintf("m%d", i)), time.Now(), producer.WithKey(fmt.Sprintf("k%d", i)))
 			require.NoError(t, err)
@@ -52,27 +40,22 @@ func TestPrefetchKeepsConcurrency(t *testing.T) {
 		e.start(c)
 		// Two handlers run; three more deliveries wait here, leased.
 		e.eventuallyCounts(tp, counts{Store: 5, Prepare: 5, Msg: 10})
-		require.Eventually(t, func() bool { return running.Load() == 2 }, waitLong, time.Millisecond)
+		require.Eventually(t, func() bool { return rec.running.Load() == 2 }, waitLong, time.Millisecond)
 		time.Sleep(100 * time.Millisecond) // the waiting three stay waiting
-		assert.EqualValues(t, 2, running.Load())
+		assert.EqualValues(t, 2, rec.running.Load())
 		assert.Equal(t, counts{Store: 5, Prepare: 5, Msg: 10}, e.counts(tp))
 		close(gate)
 		got := map[string]int{}
-		for range 10 {
-			select {
-			case id := <-seen:
-				got[id]++
-			case <-time.After(waitLong):
-				t.Fatalf("handled %d of 10", len(got))
-			}
+		for _, d := range rec.nextN(t, 10, waitLong) {
+			got[d.ID]++
 		}
 		e.eventuallyCounts(tp, counts{})
+		rec.none(t, 100*time.Millisecond)
 		assert.Len(t, got, 10)
 		for id, n := range got {
 			assert.Equal(t, 1, n, "%s handled %d times", id, n)
 		}
-		assert.EqualValues(t, 2, most.Load(), "listener calls at once")
-		assert.EqualValues(t, 10, calls.Load())
+		assert.EqualValues(t, 2, rec.maxRun.Load(), "listener calls at once")
 	})
 }
 

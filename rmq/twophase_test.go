@@ -356,9 +356,11 @@ func TestTwoPhaseLeaseLost(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, []int64{0}, res, "stale rollback accepted")
 
-		// The first handler returns nil late: its ack must change nothing.
+		// The first handler returns nil late: the consumer knows its lease
+		// was lost and sends no ack, and the live delivery is untouched.
 		close(releaseFirst)
-		time.Sleep(500 * time.Millisecond)
+		require.Eventually(t, func() bool { return strings.Contains(e.log.String(), "lease lost while handling") },
+			waitLong, 10*time.Millisecond, "the first handler never returned")
 		score, ok := e.zscore(k.Prepare, "job")
 		require.True(t, ok, "the live delivery was removed from prepare by a stale ack")
 		_, tok := prepareToken(score)

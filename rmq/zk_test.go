@@ -39,14 +39,21 @@ type zkHandling struct {
 }
 
 type zkLog struct {
-	mu   sync.Mutex
-	hs   []zkHandling
-	done map[string]int
+	mu      sync.Mutex
+	hs      []zkHandling
+	done    map[string]int
+	running map[string]int // client -> handlers running now
 }
 
 func (l *zkLog) listener(client string, work time.Duration) consumer.MessageListener {
 	return consumer.ListenerFunc(func(ctx context.Context, m *consumer.Message) error {
 		h := zkHandling{client: client, id: m.ID, slot: m.Slot, epoch: m.Epoch, attempt: m.Attempt, start: time.Now()}
+		l.mu.Lock()
+		if l.running == nil {
+			l.running = map[string]int{}
+		}
+		l.running[client]++
+		l.mu.Unlock()
 		select {
 		case <-time.After(work):
 		case <-ctx.Done():
@@ -54,6 +61,7 @@ func (l *zkLog) listener(client string, work time.Duration) consumer.MessageList
 		}
 		h.end = time.Now()
 		l.mu.Lock()
+		l.running[client]--
 		l.hs = append(l.hs, h)
 		if l.done == nil {
 			l.done = map[string]int{}
@@ -62,6 +70,13 @@ func (l *zkLog) listener(client string, work time.Duration) consumer.MessageList
 		l.mu.Unlock()
 		return h.cancelled
 	})
+}
+
+// runningAt reports how many handlers of client are running.
+func (l *zkLog) runningAt(client string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.running[client]
 }
 
 func (l *zkLog) count() int {
@@ -284,8 +299,8 @@ func TestZKCutOffWorkerStopsBeforeTakeover(t *testing.T) {
 		_, err := a.Producer().SendPriority(ctx, tp, []byte(key), 100, producer.WithKey(key))
 		require.NoError(t, err)
 	}
-	require.Eventually(t, func() bool { return len(a.OwnedSlots(tp.Name())) == 2 }, waitLong, 10*time.Millisecond)
-	time.Sleep(200 * time.Millisecond) // both handlers are running at a
+	require.Eventually(t, func() bool { return log.runningAt("a") == 2 }, waitLong, 10*time.Millisecond, "both handlers running at a")
+	require.Len(t, a.OwnedSlots(tp.Name()), 2)
 	cutAt := time.Now()
 	net.setCut(true)
 

@@ -29,8 +29,12 @@ type recorder struct {
 }
 
 func (r *recorder) run(_ context.Context, batch []*req) {
-	if n := r.running.Add(1); n > r.most.Load() {
-		r.most.Store(n)
+	n := r.running.Add(1)
+	for {
+		old := r.most.Load()
+		if n <= old || r.most.CompareAndSwap(old, n) {
+			break
+		}
 	}
 	if r.gate != nil {
 		<-r.gate
