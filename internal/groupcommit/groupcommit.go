@@ -78,22 +78,22 @@ func (g *Group[T]) Do(ctx context.Context, v T) error {
 // roundLocked runs one round of the queue's head; g.mu is held on entry
 // and on return, not while the round runs.
 func (g *Group[T]) roundLocked(ctx context.Context) {
+	vals := make([]T, len(g.q))
+	for i, e := range g.q {
+		vals[i] = e.v
+	}
 	n := len(g.q)
 	if g.take != nil {
-		vals := make([]T, len(g.q))
-		for i, e := range g.q {
-			vals[i] = e.v
-		}
 		n = min(max(g.take(vals), 1), len(g.q))
 	}
+	vals = vals[:n:n]
 	batch := append([]*entry[T](nil), g.q[:n]...)
+	// The queue's backing array must not keep finished values (message
+	// bodies) alive until it is reallocated.
+	clear(g.q[:n])
 	g.q = g.q[n:]
 	g.running++
 	g.mu.Unlock()
-	vals := make([]T, len(batch))
-	for i, e := range batch {
-		vals[i] = e.v
-	}
 	g.run(context.WithoutCancel(ctx), vals)
 	g.mu.Lock()
 	g.running--
