@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/rmq-go/rmq/internal/groupcommit"
 	"github.com/rmq-go/rmq/luascripts"
 )
@@ -57,7 +55,7 @@ func (c *Consumer) ackRound(ctx context.Context, batch []*ackReq) {
 			calls = append(calls, []int{s})
 		}
 	}
-	cmds := c.runPipelined(ctx, len(calls), func(pipe redis.Pipeliner, i int, _ bool) *redis.Cmd {
+	cmds := c.runPipelined(ctx, len(calls), func(i int) luascripts.Call {
 		ds := make([][]*delivery, len(calls[i]))
 		for j, s := range calls[i] {
 			for _, r := range bySlot[s] {
@@ -65,7 +63,7 @@ func (c *Consumer) ackRound(ctx context.Context, batch []*ackReq) {
 			}
 		}
 		keys, args := c.ackCall(calls[i], ds)
-		return runScript(ctx, c.rdb, pipe, luascripts.Ack, keys, args)
+		return scriptCall(luascripts.Ack, keys, args)
 	})
 	for i, cmd := range cmds {
 		res, err := cmd.Int64Slice()

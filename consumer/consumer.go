@@ -220,12 +220,16 @@ func (c *Consumer) abandonInflight() {
 			continue
 		}
 		d.abandoned = true
-		bySlot[d.msg.Slot] = append(bySlot[d.msg.Slot], rollbackItem{id: d.msg.ID, token: d.msg.Token, err: ErrShutdown.Error()})
+		// ZooKeeper mode: restoreOwned returns them to store once their
+		// handlers ended, without counting an attempt.
+		if c.own == nil {
+			bySlot[d.msg.Slot] = append(bySlot[d.msg.Slot], rollbackItem{id: d.msg.ID, token: d.msg.Token, err: ErrShutdown.Error()})
+		}
 		d.cancel(ErrShutdown)
 	}
 	c.mu.Unlock()
-	if c.own != nil {
-		return // restoreOwned returns them to store once their handlers ended
+	if len(bySlot) == 0 {
+		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -234,6 +238,15 @@ func (c *Consumer) abandonInflight() {
 			c.log.ErrorContext(ctx, "rmq: roll back on shutdown", "slot", slot, "err", err)
 		}
 	}
+}
+
+// betterScore reports whether score a is consumed before b: the earlier due
+// time, or the higher priority.
+func (c *Consumer) betterScore(a, b float64) bool {
+	if c.topic.Type().TimeBased() {
+		return a < b
+	}
+	return a > b
 }
 
 // freeCapacity reports how many more deliveries may start, overall and for

@@ -104,10 +104,8 @@ func (f *fetcher) applyWakes() {
 			*h = slotHead{}
 		case h.empty:
 			*h = slotHead{known: true, score: score}
-		case f.timeBased():
-			h.score = min(h.score, score)
-		default:
-			h.score = max(h.score, score)
+		case f.c.betterScore(score, h.score):
+			h.score = score
 		}
 		h.recheck = 0
 	}
@@ -167,16 +165,9 @@ func (f *fetcher) betterHead(a, b int) bool {
 		return hb.empty
 	}
 	if ha.score != hb.score {
-		return f.betterScore(ha.score, hb.score)
+		return f.c.betterScore(ha.score, hb.score)
 	}
 	return a < b
-}
-
-func (f *fetcher) betterScore(a, b float64) bool {
-	if f.timeBased() {
-		return a < b
-	}
-	return a > b
 }
 
 // planOne fetches from the slot with the best due head, bounded by the
@@ -210,9 +201,6 @@ func (f *fetcher) fetch(ctx context.Context, reqs []fetchReq, total int) {
 	results := c.fetch(ctx, reqs, total)
 	failed := false
 	for _, r := range results {
-		if r.nowUs > 0 {
-			c.clock.observe(r.nowUs, time.Now())
-		}
 		if r.skipped {
 			continue
 		}

@@ -58,20 +58,20 @@ func (f *fetcher) plan(ctx context.Context, nowMs int64, free int) []fetchReq {
 		}
 		if len(zs) == per {
 			last := zs[len(zs)-1].Score
-			if cut == nil || f.betterScore(last, *cut) {
+			if cut == nil || f.c.betterScore(last, *cut) {
 				cut = &last
 			}
 		}
 	}
 	sort.SliceStable(entries, func(i, j int) bool {
 		if entries[i].score != entries[j].score {
-			return f.betterScore(entries[i].score, entries[j].score)
+			return f.c.betterScore(entries[i].score, entries[j].score)
 		}
 		return entries[i].slot < entries[j].slot
 	})
 	if cut != nil {
 		n := 0
-		for n < len(entries) && !f.betterScore(*cut, entries[n].score) {
+		for n < len(entries) && !f.c.betterScore(*cut, entries[n].score) {
 			n++
 		}
 		entries = entries[:n]

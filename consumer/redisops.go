@@ -33,42 +33,18 @@ type fetchResult struct {
 	skipped bool  // not run: the slot is no longer owned here
 }
 
-// runPipelined runs one script call per element through a pipeline. A
-// pipelined EVALSHA does not fall back to EVAL, so on NOSCRIPT (a restarted
-// or failed-over Redis) the scripts are loaded and the failed calls retried.
-func (c *Consumer) runPipelined(ctx context.Context, n int, add func(pipe redis.Pipeliner, i int, sha bool) *redis.Cmd) []*redis.Cmd {
-	if n == 1 {
-		return []*redis.Cmd{add(nil, 0, false)}
+// runPipelined runs n script calls, pipelined when there are several
+// (luascripts.RunAll: NOSCRIPT is handled there).
+func (c *Consumer) runPipelined(ctx context.Context, n int, at func(i int) luascripts.Call) []*redis.Cmd {
+	calls := make([]luascripts.Call, n)
+	for i := range calls {
+		calls[i] = at(i)
 	}
-	cmds := make([]*redis.Cmd, n)
-	pipe := c.rdb.Pipeline()
-	for i := range cmds {
-		cmds[i] = add(pipe, i, true)
-	}
-	_, _ = pipe.Exec(ctx)
-	var retry []int
-	for i, cmd := range cmds {
-		if luascripts.IsNoScript(cmd.Err()) {
-			retry = append(retry, i)
-		}
-	}
-	if len(retry) > 0 {
-		if err := luascripts.Load(ctx, c.rdb); err == nil {
-			pipe := c.rdb.Pipeline()
-			for _, i := range retry {
-				cmds[i] = add(pipe, i, true)
-			}
-			_, _ = pipe.Exec(ctx)
-		}
-	}
-	return cmds
+	return luascripts.RunAll(ctx, c.rdb, calls)
 }
 
-func runScript(ctx context.Context, rdb redis.UniversalClient, pipe redis.Pipeliner, s *redis.Script, keys []string, args []any) *redis.Cmd {
-	if pipe == nil {
-		return s.Run(ctx, rdb, keys, args...)
-	}
-	return s.EvalSha(ctx, pipe, keys, args...)
+func scriptCall(s *redis.Script, keys []string, args []any) luascripts.Call {
+	return luascripts.Call{Script: s, Keys: keys, Args: args}
 }
 
 // fetch moves up to total messages from the requested slots to prepare.
@@ -101,7 +77,7 @@ func (c *Consumer) fetch(ctx context.Context, reqs []fetchReq, total int) []fetc
 		}
 		reqs = run
 	}
-	cmds := c.runPipelined(ctx, len(reqs), func(pipe redis.Pipeliner, i int, _ bool) *redis.Cmd {
+	cmds := c.runPipelined(ctx, len(reqs), func(i int) luascripts.Call {
 		r := reqs[i]
 		k := c.keys[r.slot]
 		call := luascripts.FetchCall{TimeBased: timeBased, N: r.n, LeaseSec: lease, Window: r.n + 4, Bound: r.bound,
@@ -110,7 +86,7 @@ func (c *Consumer) fetch(ctx context.Context, reqs []fetchReq, total int) []fetc
 			call.EpochKey, call.Epoch = c.own.epochKeys[r.slot], r.epoch
 		}
 		keys, args := call.Args()
-		return runScript(ctx, c.rdb, pipe, luascripts.Fetch, keys, args)
+		return scriptCall(luascripts.Fetch, keys, args)
 	})
 	received := time.Now()
 	out := make([]fetchResult, 0, len(reqs)+len(skipped))
@@ -153,6 +129,8 @@ func (c *Consumer) decodeFetch(reqs []fetchReq, cmd *redis.Cmd, received time.Ti
 	if err != nil {
 		return fail(err)
 	}
+	// One observation of Redis's clock per reply, timed when it arrived.
+	c.clock.observe(reply.NowUs, received)
 	for i := range out {
 		out[i].nowUs = reply.NowUs
 		out[i].head = reply.Heads[i]
@@ -244,10 +222,12 @@ func (c *Consumer) rollback(ctx context.Context, slot int, items []rollbackItem)
 	return res, nil
 }
 
-// retryArgs are the ARGV shared by rollback.lua and sweep.lua up to the
-// backoff table (sweep adds its limit before the table).
-func (c *Consumer) retryArgs() []any {
+// retryArgs are the ARGV shared by rollback.lua and sweep.lua up to and
+// including the backoff table; sweep passes its limit, which goes before
+// the table.
+func (c *Consumer) retryArgs(sweepLimit ...any) []any {
 	args := []any{c.wakeCmd, c.cfg.maxRetries, c.deadMaxLenPerSlot(), c.cfg.deadMaxAge.Milliseconds()}
+	args = append(args, sweepLimit...)
 	return append(args, c.backoffArgs...)
 }
 
@@ -267,7 +247,7 @@ func (c *Consumer) extend(ctx context.Context, bySlot map[int][]*delivery) (lost
 		order = append(order, s)
 	}
 	lease := c.cfg.leaseSeconds()
-	cmds := c.runPipelined(ctx, len(order), func(pipe redis.Pipeliner, i int, _ bool) *redis.Cmd {
+	cmds := c.runPipelined(ctx, len(order), func(i int) luascripts.Call {
 		ds := bySlot[order[i]]
 		args := make([]any, 0, 1+2*len(ds))
 		args = append(args, lease)
@@ -279,7 +259,7 @@ func (c *Consumer) extend(ctx context.Context, bySlot map[int][]*delivery) (lost
 			keys = append(keys, c.own.epochKeys[order[i]])
 			args = append(args, ds[0].msg.Epoch)
 		}
-		return runScript(ctx, c.rdb, pipe, luascripts.Extend, keys, args)
+		return scriptCall(luascripts.Extend, keys, args)
 	})
 	for i, cmd := range cmds {
 		res, e := cmd.Int64Slice()
@@ -304,8 +284,7 @@ func (c *Consumer) extend(ctx context.Context, bySlot map[int][]*delivery) (lost
 // sweep rolls back expired leases on the given slots; it returns how many
 // were rolled back and how many of them died.
 func (c *Consumer) sweep(ctx context.Context, slotList []int) (rolled, died int, err error) {
-	base := []any{c.wakeCmd, c.cfg.maxRetries, c.deadMaxLenPerSlot(), c.cfg.deadMaxAge.Milliseconds(), 1000}
-	args := append(base, c.backoffArgs...)
+	args := c.retryArgs(1000)
 	var epochs []int64
 	if c.own != nil {
 		// ZooKeeper mode: only the owner sweeps a slot, naming its epoch.
@@ -318,13 +297,13 @@ func (c *Consumer) sweep(ctx context.Context, slotList []int) (rolled, died int,
 		}
 		slotList = owned
 	}
-	cmds := c.runPipelined(ctx, len(slotList), func(pipe redis.Pipeliner, i int, _ bool) *redis.Cmd {
+	cmds := c.runPipelined(ctx, len(slotList), func(i int) luascripts.Call {
 		k := c.keys[slotList[i]]
 		keys := []string{k.Store, k.Prepare, k.Msg, k.Dead, k.DeadMsg, k.Wake}
 		if c.own != nil {
-			return runScript(ctx, c.rdb, pipe, luascripts.Sweep, append(keys, c.own.epochKeys[slotList[i]]), append(args[:len(args):len(args)], epochs[i]))
+			return scriptCall(luascripts.Sweep, append(keys, c.own.epochKeys[slotList[i]]), append(args[:len(args):len(args)], epochs[i]))
 		}
-		return runScript(ctx, c.rdb, pipe, luascripts.Sweep, keys, args)
+		return scriptCall(luascripts.Sweep, keys, args)
 	})
 	for i, cmd := range cmds {
 		vals, e := cmd.Slice()
@@ -336,8 +315,13 @@ func (c *Consumer) sweep(ctx context.Context, slotList []int) (rolled, died int,
 			err = e
 			continue
 		}
-		rolled += int(toInt(vals[0]))
-		died += int(toInt(vals[1]))
+		// sweep.lua returns { rolled back, of them dead, ids ... }.
+		if len(vals) >= 2 {
+			r, _ := vals[0].(int64)
+			d, _ := vals[1].(int64)
+			rolled += int(r)
+			died += int(d)
+		}
 	}
 	return rolled, died, err
 }
@@ -362,17 +346,6 @@ func (c *Consumer) expiredCandidates(ctx context.Context, slotList []int, redisN
 		}
 	}
 	return out, nil
-}
-
-func toInt(v any) int64 {
-	switch x := v.(type) {
-	case int64:
-		return x
-	case string:
-		n, _ := strconv.ParseFloat(x, 64)
-		return int64(n)
-	}
-	return 0
 }
 
 func keysOf(prefix string, c *Consumer) []slots.Keys {

@@ -131,13 +131,7 @@ func (w *waker) lookAt(channel string) bool {
 // the earliest due time, or the highest priority. An unparsable score (-1)
 // means "look at the slot" and always wins.
 func (w *waker) better(score, old float64) bool {
-	if score < 0 {
-		return true
-	}
-	if w.c.topic.Type().TimeBased() {
-		return score < old
-	}
-	return score > old && old >= 0
+	return score < 0 || old >= 0 && w.c.betterScore(score, old)
 }
 
 // reset makes the fetcher look at slot again from scratch (its head is

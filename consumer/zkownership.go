@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/rmq-go/rmq/luascripts"
 	"github.com/rmq-go/rmq/slots"
 )
@@ -298,10 +296,10 @@ func (c *Consumer) restoreOwned(ctx context.Context) {
 	if len(list) == 0 {
 		return
 	}
-	cmds := c.runPipelined(ctx, len(list), func(pipe redis.Pipeliner, i int, _ bool) *redis.Cmd {
+	cmds := c.runPipelined(ctx, len(list), func(i int) luascripts.Call {
 		s := list[i]
 		k := c.keys[s]
-		return runScript(ctx, c.rdb, pipe, luascripts.Takeover, []string{k.Store, k.Prepare, k.Msg, c.own.epochKeys[s]}, []any{epochs[s]})
+		return scriptCall(luascripts.Takeover, []string{k.Store, k.Prepare, k.Msg, c.own.epochKeys[s]}, []any{epochs[s]})
 	})
 	for i, cmd := range cmds {
 		res, err := cmd.Int64Slice()

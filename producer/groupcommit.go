@@ -103,42 +103,24 @@ func (p *Producer) invocations(calls []slotCall) [][]slotCall {
 	return out
 }
 
-// runCalls runs script calls, pipelined when there are several, and
-// records each message's result. A pipelined EVALSHA does not fall back to
-// EVAL, so on NOSCRIPT the scripts are loaded and the calls run again (a
-// rerun is safe: each message carries its send nonce).
+// runCalls runs script calls, pipelined when there are several
+// (luascripts.RunAll sends again only calls refused with NOSCRIPT), and
+// records each message's result.
 func (p *Producer) runCalls(ctx context.Context, calls []slotCall) error {
 	inv := p.invocations(calls)
-	if len(inv) == 1 {
-		keys, args := sendCall(p.wakeCmd, inv[0])
-		cmd := luascripts.SendBatch.Run(ctx, p.rdb, keys, args...)
-		record(cmd, inv[0])
-		return cmd.Err()
+	sc := make([]luascripts.Call, len(inv))
+	for i, groups := range inv {
+		keys, args := sendCall(p.wakeCmd, groups)
+		sc[i] = luascripts.Call{Script: luascripts.SendBatch, Keys: keys, Args: args}
 	}
-	for attempt := 0; ; attempt++ {
-		pipe := p.rdb.Pipeline()
-		cmds := make([]*redis.Cmd, len(inv))
-		for i, groups := range inv {
-			keys, args := sendCall(p.wakeCmd, groups)
-			cmds[i] = luascripts.SendBatch.EvalSha(ctx, pipe, keys, args...)
-		}
-		_, _ = pipe.Exec(ctx)
-		noScript := false
-		var firstErr error
-		for i, cmd := range cmds {
-			noScript = noScript || luascripts.IsNoScript(cmd.Err())
-			record(cmd, inv[i])
-			if firstErr == nil {
-				firstErr = cmd.Err()
-			}
-		}
-		if !noScript || attempt > 0 {
-			return firstErr
-		}
-		if err := luascripts.Load(ctx, p.rdb); err != nil {
-			return err
+	var firstErr error
+	for i, cmd := range luascripts.RunAll(ctx, p.rdb, sc) {
+		record(cmd, inv[i])
+		if firstErr == nil {
+			firstErr = cmd.Err()
 		}
 	}
+	return firstErr
 }
 
 // sendCall returns the KEYS and ARGV of one sendbatch.lua call.

@@ -7,7 +7,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/rmq-go/rmq/luascripts"
 	"github.com/rmq-go/rmq/producer"
 	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
@@ -132,55 +131,8 @@ func (i *Inspector) Remove(ctx context.Context, t topic.Topic, id string) (bool,
 }
 
 // script is one script call on one slot.
-type script struct {
-	s    *redis.Script
-	keys []string
-	args []any
-}
-
 // pipelineChunk bounds how many commands go into one pipeline.
 const pipelineChunk = 512
-
-// runScripts runs the calls, pipelined when there are several. A pipelined
-// EVALSHA does not fall back to EVAL, so on NOSCRIPT (a restarted Redis) the
-// scripts are loaded and the refused calls sent again. A call that ran is
-// never sent twice by this function.
-func (i *Inspector) runScripts(ctx context.Context, calls []script) []*redis.Cmd {
-	if len(calls) == 1 {
-		c := calls[0]
-		return []*redis.Cmd{c.s.Run(ctx, i.rdb, c.keys, c.args...)}
-	}
-	cmds := make([]*redis.Cmd, len(calls))
-	send := func(idx []int) {
-		for len(idx) > 0 {
-			n := min(len(idx), pipelineChunk)
-			pipe := i.rdb.Pipeline()
-			for _, j := range idx[:n] {
-				c := calls[j]
-				cmds[j] = c.s.EvalSha(ctx, pipe, c.keys, c.args...)
-			}
-			_, _ = pipe.Exec(ctx)
-			idx = idx[n:]
-		}
-	}
-	all := make([]int, len(calls))
-	for j := range all {
-		all[j] = j
-	}
-	send(all)
-	var retry []int
-	for j, cmd := range cmds {
-		if luascripts.IsNoScript(cmd.Err()) {
-			retry = append(retry, j)
-		}
-	}
-	if len(retry) > 0 {
-		if err := luascripts.Load(ctx, i.rdb); err == nil {
-			send(retry)
-		}
-	}
-	return cmds
-}
 
 // pipelined runs add for n items in pipelines of at most pipelineChunk
 // items, and returns the first error other than redis.Nil.

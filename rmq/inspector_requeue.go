@@ -60,7 +60,7 @@ func (i *Inspector) Requeue(ctx context.Context, t topic.Topic, ids ...string) (
 		return 0, fmt.Errorf("rmq: requeue on %s: %w", t.Name(), err)
 	}
 	head := []any{i.wakeCmd, nonce(), 0, 0}
-	var calls []script
+	var calls []luascripts.Call
 	for _, slot := range sortedSlots(found) {
 		k := i.keys(t, slot)
 		keys := []string{k.Store, k.Prepare, k.Msg, k.Dead, k.DeadMsg, k.Wake}
@@ -69,12 +69,12 @@ func (i *Inspector) Requeue(ctx context.Context, t topic.Topic, ids ...string) (
 			for _, h := range batch {
 				args = append(args, h.id)
 			}
-			calls = append(calls, script{s: luascripts.Requeue, keys: keys, args: args})
+			calls = append(calls, luascripts.Call{Script: luascripts.Requeue, Keys: keys, Args: args})
 		}
 	}
 	n := 0
 	var errs []error
-	for _, cmd := range i.runScripts(ctx, calls) {
+	for _, cmd := range luascripts.RunAll(ctx, i.rdb, calls) {
 		codes, err := cmd.Int64Slice()
 		if err != nil {
 			errs = append(errs, err)
@@ -112,14 +112,14 @@ func (i *Inspector) RequeueAll(ctx context.Context, t topic.Topic) (int, error) 
 	args := []any{i.wakeCmd, nonce(), scriptBatch, now.UnixMilli()}
 	total := 0
 	for len(active) > 0 {
-		calls := make([]script, len(active))
+		calls := make([]luascripts.Call, len(active))
 		for j, slot := range active {
 			k := i.keys(t, slot)
-			calls[j] = script{s: luascripts.Requeue, keys: []string{k.Store, k.Prepare, k.Msg, k.Dead, k.DeadMsg, k.Wake}, args: args}
+			calls[j] = luascripts.Call{Script: luascripts.Requeue, Keys: []string{k.Store, k.Prepare, k.Msg, k.Dead, k.DeadMsg, k.Wake}, Args: args}
 		}
 		var next []int
 		var errs []error
-		for j, cmd := range i.runScripts(ctx, calls) {
+		for j, cmd := range luascripts.RunAll(ctx, i.rdb, calls) {
 			res, err := cmd.Int64Slice()
 			if err != nil || len(res) != 3 {
 				errs = append(errs, fmt.Errorf("slot %d: %w", active[j], errors.Join(err, errors.New("unexpected reply"))))
@@ -155,7 +155,7 @@ func (i *Inspector) DeleteDead(ctx context.Context, t topic.Topic, ids ...string
 	if err != nil {
 		return 0, fmt.Errorf("rmq: delete dead on %s: %w", t.Name(), err)
 	}
-	var calls []script
+	var calls []luascripts.Call
 	for _, slot := range sortedSlots(found) {
 		k := i.keys(t, slot)
 		for batch := range slices.Chunk(found[slot], scriptBatch) {
@@ -163,7 +163,7 @@ func (i *Inspector) DeleteDead(ctx context.Context, t topic.Topic, ids ...string
 			for _, h := range batch {
 				args = append(args, h.id)
 			}
-			calls = append(calls, script{s: luascripts.DeleteDead, keys: []string{k.Dead, k.DeadMsg}, args: args})
+			calls = append(calls, luascripts.Call{Script: luascripts.DeleteDead, Keys: []string{k.Dead, k.DeadMsg}, Args: args})
 		}
 	}
 	return i.sumDeleted(ctx, t, calls)
@@ -179,18 +179,18 @@ func (i *Inspector) PurgeDead(ctx context.Context, t topic.Topic) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("rmq: purge dead on %s: %w", t.Name(), err)
 	}
-	calls := make([]script, len(active))
+	calls := make([]luascripts.Call, len(active))
 	for j, slot := range active {
 		k := i.keys(t, slot)
-		calls[j] = script{s: luascripts.DeleteDead, keys: []string{k.Dead, k.DeadMsg}, args: []any{"all"}}
+		calls[j] = luascripts.Call{Script: luascripts.DeleteDead, Keys: []string{k.Dead, k.DeadMsg}, Args: []any{"all"}}
 	}
 	return i.sumDeleted(ctx, t, calls)
 }
 
-func (i *Inspector) sumDeleted(ctx context.Context, t topic.Topic, calls []script) (int, error) {
+func (i *Inspector) sumDeleted(ctx context.Context, t topic.Topic, calls []luascripts.Call) (int, error) {
 	n := 0
 	var errs []error
-	for _, cmd := range i.runScripts(ctx, calls) {
+	for _, cmd := range luascripts.RunAll(ctx, i.rdb, calls) {
 		d, err := cmd.Int64()
 		if err != nil {
 			errs = append(errs, err)

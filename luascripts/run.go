@@ -1,0 +1,60 @@
+package luascripts
+
+import (
+	"context"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Call is one script call.
+type Call struct {
+	Script *redis.Script
+	Keys   []string
+	Args   []any
+}
+
+// pipelineChunk bounds the calls of one pipeline.
+const pipelineChunk = 512
+
+// RunAll runs the calls and returns one command each, in order. A single
+// call goes through Script.Run (EVALSHA, falling back to EVAL); several are
+// pipelined, at most 512 to a pipeline. A pipelined EVALSHA does not fall
+// back to EVAL, so on NOSCRIPT (a restarted or failed-over Redis) the
+// scripts are loaded and only the refused calls are sent again: a call that
+// ran is never sent twice.
+func RunAll(ctx context.Context, rdb redis.UniversalClient, calls []Call) []*redis.Cmd {
+	if len(calls) == 1 {
+		c := calls[0]
+		return []*redis.Cmd{c.Script.Run(ctx, rdb, c.Keys, c.Args...)}
+	}
+	cmds := make([]*redis.Cmd, len(calls))
+	send := func(idx []int) {
+		for len(idx) > 0 {
+			n := min(len(idx), pipelineChunk)
+			pipe := rdb.Pipeline()
+			for _, j := range idx[:n] {
+				c := calls[j]
+				cmds[j] = c.Script.EvalSha(ctx, pipe, c.Keys, c.Args...)
+			}
+			_, _ = pipe.Exec(ctx)
+			idx = idx[n:]
+		}
+	}
+	all := make([]int, len(calls))
+	for j := range all {
+		all[j] = j
+	}
+	send(all)
+	var retry []int
+	for j, cmd := range cmds {
+		if IsNoScript(cmd.Err()) {
+			retry = append(retry, j)
+		}
+	}
+	if len(retry) > 0 {
+		if err := Load(ctx, rdb); err == nil {
+			send(retry)
+		}
+	}
+	return cmds
+}
