@@ -48,17 +48,21 @@ local function token_of(score)
   return math.fmod(tonumber(score), TOKEN_MOD)
 end
 
+-- head_of returns the store's first id and score in consume order.
+local function head_of(store, time_based)
+  local h
+  if time_based then
+    h = redis.call('ZRANGE', store, 0, 0, 'WITHSCORES')
+  else
+    h = redis.call('ZRANGE', store, -1, -1, 'WITHSCORES')
+  end
+  return h[1], h[2]
+end
+
 -- wake_if_head publishes on the slot channel when id is now the first
 -- message a fetcher would take, so sleeping fetchers re-plan.
 local function wake_if_head(cmd, channel, store, time_based, id, score)
-  if cmd == '' then return end
-  local head
-  if time_based then
-    head = redis.call('ZRANGE', store, 0, 0)
-  else
-    head = redis.call('ZRANGE', store, -1, -1)
-  end
-  if head[1] == id then
+  if cmd ~= '' and head_of(store, time_based) == id then
     redis.call(cmd, channel, fmt_score(score))
   end
 end
@@ -183,16 +187,6 @@ local function send_one(store, prepare, msg, typ, id, score_arg, nonce, body, no
   return result, e.score
 end
 
--- head_of returns the store's first id and score in consume order.
-local function head_of(store, time_based)
-  local h
-  if time_based then
-    h = redis.call('ZRANGE', store, 0, 0, 'WITHSCORES')
-  else
-    h = redis.call('ZRANGE', store, -1, -1, 'WITHSCORES')
-  end
-  return h[1], h[2]
-end
 
 
 -- fence returns an RMQFENCED error reply when epoch (the caller's owner

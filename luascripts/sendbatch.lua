@@ -37,8 +37,9 @@ local function send_group(g, typ, count)
   at = at + 4 * count
   -- A new id (the common case) is written without send_one's reads, its
   -- HSET and ZADD gathered into one call each. An id that waits, is in
-  -- flight or came earlier in this call goes through send_one, after what
-  -- was gathered is written, so it sees the state a call per message would.
+  -- flight or came earlier in this call goes through send_one; for an id
+  -- that came earlier, what was gathered is written first, so it sees the
+  -- state a call per message would.
   -- An envelope exists exactly for a waiting or in-flight id, so one HMGET
   -- tells the new ids.
   local known = mcall('HMGET', msg, ids)
@@ -57,7 +58,9 @@ local function send_group(g, typ, count)
     local id = ids[k]
     local r, score
     if known[k] or seen[id] then
-      write(store, msg)
+      -- What is gathered holds only other ids, unless this one came
+      -- earlier in the call: only then must it be written first.
+      if seen[id] then write(store, msg) end
       r, score = send_one(store, prepare, msg, typ, id, ARGV[i + 1], tonumber(ARGV[i + 2]), ARGV[i + 3], now)
     else
       -- env_encode of a fresh message, inlined: this loop is most of the

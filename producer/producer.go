@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"strconv"
 	"sync"
@@ -138,9 +137,6 @@ func (p *Producer) item(t topic.Topic, body []byte, score float64, sc sendConfig
 	}
 	if len(body) > p.cfg.maxBodySize {
 		return nil, fmt.Errorf("%w: %d bytes (limit %d)", ErrBodyTooLarge, len(body), p.cfg.maxBodySize)
-	}
-	if math.IsNaN(score) || math.IsInf(score, 0) {
-		return nil, fmt.Errorf("%w: score %v", ErrInvalidTime, score)
 	}
 	it := &pending{topic: t, id: sc.key, body: body, score: strconv.FormatFloat(score, 'f', -1, 64), nonce: nonce()}
 	if !sc.hasKey {
