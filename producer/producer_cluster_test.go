@@ -165,3 +165,50 @@ func TestClusterBatchReloadsScripts(t *testing.T) {
 		return err
 	}))
 }
+
+// resultCounter counts the send results an Observer is told.
+type resultCounter struct {
+	mu  sync.Mutex
+	got map[producer.SendResult]int
+}
+
+func (r *resultCounter) Sent(_ topic.Topic, res producer.SendResult) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.got == nil {
+		r.got = map[producer.SendResult]int{}
+	}
+	r.got[res]++
+}
+
+func (r *resultCounter) Removed(topic.Topic, bool) {}
+
+// When only one master lost its scripts, only the calls sent there are
+// refused; the calls that ran are not sent again, so every message reports
+// what its one run did (stored), not a rerun's "duplicate". Not parallel:
+// it flushes the scripts of a master shared by this package's tests.
+func TestClusterReloadSendsOnlyRefusedCalls(t *testing.T) {
+	cc := redistest.ClusterClient(t, redistest.SharedCluster(t))
+	h := &clusterHook{}
+	cc.AddHook(redistest.Observer{Before: h.before, After: h.after})
+	prefix := redistest.Prefix(t)
+	results := &resultCounter{}
+	p := producer.New(cc, producer.WithPrefix(prefix), producer.WithObserver(results))
+	ctx := context.Background()
+	tp := topic.MustNew("reloadone", topic.FixedTime, 16)
+	require.NoError(t, luascripts.Load(ctx, cc))
+	var one sync.Once
+	require.NoError(t, cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) (err error) {
+		one.Do(func() { err = c.ScriptFlush(ctx).Err() }) // one master only
+		return err
+	}))
+	msgs := make([]producer.BatchMessage, 64)
+	for i := range msgs {
+		msgs[i] = producer.BatchMessage{Body: []byte(fmt.Sprintf("m%d", i)), Key: fmt.Sprintf("m%d", i), At: time.Now().Add(time.Hour)}
+	}
+	_, err := p.SendBatch(ctx, tp, msgs)
+	require.NoError(t, err)
+	assert.Positive(t, h.noScript.Load(), "no NOSCRIPT: the scripts were not flushed?")
+	assert.Equal(t, map[producer.SendResult]int{producer.SendStored: 64}, results.got)
+	assert.EqualValues(t, 64, storeSizes(t, cc, prefix, tp))
+}
