@@ -12,7 +12,6 @@ import (
 
 	"github.com/rmq-go/rmq/internal/groupcommit"
 	"github.com/rmq-go/rmq/luascripts"
-	"github.com/rmq-go/rmq/producer"
 	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
 )
@@ -87,7 +86,7 @@ func New(rdb redis.UniversalClient, t topic.Topic, l MessageListener, opts ...Op
 		listener:  l,
 		cfg:       cfg,
 		log:       cfg.logger.With("topic", t.Name()),
-		wakeCmd:   producer.WakeCommand(rdb),
+		wakeCmd:   luascripts.WakeCommand(rdb),
 		inflight:  map[*delivery]struct{}{},
 		perSlot:   map[int]int{},
 		released:  make(chan struct{}, 1),

@@ -58,26 +58,17 @@ func (p *Producer) SendBatch(ctx context.Context, t topic.Topic, msgs []BatchMes
 
 func (p *Producer) batchItem(t topic.Topic, m BatchMessage) (*pending, error) {
 	var score float64
+	var err error
 	switch t.Type() {
 	case topic.RangeMerge:
-		if m.TimeRange < 0 || m.TimeRange > maxRange {
-			return nil, fmt.Errorf("%w: %v", ErrInvalidRange, m.TimeRange)
-		}
-		score = float64(m.TimeRange.Milliseconds())
+		score, err = rangeScore(m.TimeRange)
 	case topic.Priority:
-		if m.Priority <= topic.MinPriority || m.Priority > maxScore {
-			return nil, fmt.Errorf("%w: %d", ErrInvalidPriority, m.Priority)
-		}
-		score = float64(m.Priority)
+		score, err = priorityScore(m.Priority)
 	case topic.FixedTime:
-		if m.At.IsZero() {
-			return nil, fmt.Errorf("%w: zero time", ErrInvalidTime)
-		}
-		ms := m.At.UnixMilli()
-		if ms < 0 || ms > maxScore {
-			return nil, fmt.Errorf("%w: %v out of range", ErrInvalidTime, m.At)
-		}
-		score = float64(ms)
+		score, err = fixedScore(m.At)
+	}
+	if err != nil {
+		return nil, err
 	}
 	var opts []SendOption
 	if m.Key != "" {

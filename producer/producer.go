@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"fmt"
-	"math/rand/v2"
 	"strconv"
 	"sync"
 	"time"
@@ -45,20 +44,10 @@ func New(rdb redis.UniversalClient, opts ...Option) *Producer {
 		o(&cfg)
 	}
 	_, single := rdb.(*redis.Client)
-	p := &Producer{rdb: rdb, cfg: cfg, wakeCmd: WakeCommand(rdb), merged: single}
+	p := &Producer{rdb: rdb, cfg: cfg, wakeCmd: luascripts.WakeCommand(rdb), merged: single}
 	p.gc = newGroupCommit(p)
 	p.err = slots.ValidatePrefix(cfg.prefix)
 	return p
-}
-
-// WakeCommand returns the publish command that wakes fetchers: sharded
-// pub/sub on a cluster (the channel lives on the slot's own node), plain
-// pub/sub on a single node.
-func WakeCommand(rdb redis.UniversalClient) string {
-	if _, ok := rdb.(*redis.ClusterClient); ok {
-		return "SPUBLISH"
-	}
-	return "PUBLISH"
 }
 
 // Prefix returns the key prefix.
@@ -68,34 +57,61 @@ func (p *Producer) Prefix() string { return p.cfg.prefix }
 // message with the same id sent while this one waits merges into it: one
 // delivery, at the first send's due time, with the latest body.
 func (p *Producer) SendRangeMerge(ctx context.Context, t topic.Topic, body []byte, timeRange time.Duration, opts ...SendOption) (string, error) {
-	if timeRange < 0 || timeRange > maxRange {
-		return "", fmt.Errorf("%w: %v", ErrInvalidRange, timeRange)
+	score, err := rangeScore(timeRange)
+	if err != nil {
+		return "", err
 	}
-	return p.send(ctx, t, topic.RangeMerge, body, float64(timeRange.Milliseconds()), opts)
+	return p.send(ctx, t, topic.RangeMerge, body, score, opts)
 }
 
 // SendPriority sends a message delivered before every waiting message of
 // lower priority. priority must be above 16 (topic.MinPriority). A message
 // with the same id that is still waiting takes the new priority and body.
 func (p *Producer) SendPriority(ctx context.Context, t topic.Topic, body []byte, priority int64, opts ...SendOption) (string, error) {
-	if priority <= topic.MinPriority || priority > maxScore {
-		return "", fmt.Errorf("%w: %d (want %d < priority <= 2^53)", ErrInvalidPriority, priority, topic.MinPriority)
+	score, err := priorityScore(priority)
+	if err != nil {
+		return "", err
 	}
-	return p.send(ctx, t, topic.Priority, body, float64(priority), opts)
+	return p.send(ctx, t, topic.Priority, body, score, opts)
 }
 
 // SendFixedTime sends a message due at at (millisecond precision); a time
 // in the past is due at once. A message with the same id that is still
 // waiting takes the new time and body: last write wins.
 func (p *Producer) SendFixedTime(ctx context.Context, t topic.Topic, body []byte, at time.Time, opts ...SendOption) (string, error) {
+	score, err := fixedScore(at)
+	if err != nil {
+		return "", err
+	}
+	return p.send(ctx, t, topic.FixedTime, body, score, opts)
+}
+
+// rangeScore, priorityScore and fixedScore check the scheduling argument
+// of each type and return what the script receives (for range-merge the
+// range in ms; the script adds Redis's clock).
+func rangeScore(d time.Duration) (float64, error) {
+	if d < 0 || d > maxRange {
+		return 0, fmt.Errorf("%w: %v", ErrInvalidRange, d)
+	}
+	return float64(d.Milliseconds()), nil
+}
+
+func priorityScore(priority int64) (float64, error) {
+	if priority <= topic.MinPriority || priority > maxScore {
+		return 0, fmt.Errorf("%w: %d (want %d < priority <= 2^53)", ErrInvalidPriority, priority, topic.MinPriority)
+	}
+	return float64(priority), nil
+}
+
+func fixedScore(at time.Time) (float64, error) {
 	if at.IsZero() {
-		return "", fmt.Errorf("%w: zero time", ErrInvalidTime)
+		return 0, fmt.Errorf("%w: zero time", ErrInvalidTime)
 	}
 	ms := at.UnixMilli()
 	if ms < 0 || ms > maxScore {
-		return "", fmt.Errorf("%w: %v out of range", ErrInvalidTime, at)
+		return 0, fmt.Errorf("%w: %v out of range", ErrInvalidTime, at)
 	}
-	return p.send(ctx, t, topic.FixedTime, body, float64(ms), opts)
+	return float64(ms), nil
 }
 
 func (p *Producer) send(ctx context.Context, t topic.Topic, typ topic.Type, body []byte, score float64, opts []SendOption) (string, error) {
@@ -138,7 +154,7 @@ func (p *Producer) item(t topic.Topic, body []byte, score float64, sc sendConfig
 	if len(body) > p.cfg.maxBodySize {
 		return nil, fmt.Errorf("%w: %d bytes (limit %d)", ErrBodyTooLarge, len(body), p.cfg.maxBodySize)
 	}
-	it := &pending{topic: t, id: sc.key, body: body, score: strconv.FormatFloat(score, 'f', -1, 64), nonce: nonce()}
+	it := &pending{topic: t, id: sc.key, body: body, score: strconv.FormatFloat(score, 'f', -1, 64), nonce: luascripts.Nonce()}
 	if !sc.hasKey {
 		it.id = BodyID(body)
 	}
@@ -205,12 +221,6 @@ func sendOptions(opts []SendOption) (sendConfig, error) {
 func BodyID(body []byte) string {
 	sum := sha256.Sum256(body)
 	return base64.RawURLEncoding.EncodeToString(sum[:9])
-}
-
-// nonce names one producer call, so a script that go-redis runs twice for
-// that call (after a lost reply) knows the second run for what it is.
-func nonce() string {
-	return strconv.FormatUint(rand.Uint64()>>11, 10)
 }
 
 // Remove deletes a waiting message and its body. It returns false when no

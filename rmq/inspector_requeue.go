@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"slices"
-	"strconv"
 
 	"github.com/redis/go-redis/v9"
 
@@ -59,7 +57,7 @@ func (i *Inspector) Requeue(ctx context.Context, t topic.Topic, ids ...string) (
 	if err != nil {
 		return 0, fmt.Errorf("rmq: requeue on %s: %w", t.Name(), err)
 	}
-	head := []any{i.wakeCmd, nonce(), 0, 0}
+	head := []any{i.wakeCmd, luascripts.Nonce(), 0, 0}
 	var calls []luascripts.Call
 	for _, slot := range sortedSlots(found) {
 		k := i.keys(t, slot)
@@ -109,7 +107,7 @@ func (i *Inspector) RequeueAll(ctx context.Context, t topic.Topic) (int, error) 
 	if err != nil {
 		return 0, fmt.Errorf("rmq: requeue all on %s: %w", t.Name(), err)
 	}
-	args := []any{i.wakeCmd, nonce(), scriptBatch, now.UnixMilli()}
+	args := []any{i.wakeCmd, luascripts.Nonce(), scriptBatch, now.UnixMilli()}
 	total := 0
 	for len(active) > 0 {
 		calls := make([]luascripts.Call, len(active))
@@ -242,11 +240,4 @@ func uniqueIDs(ids []string) []string {
 		}
 	}
 	return out
-}
-
-// nonce names one Inspector call in the envelopes it writes, so a script
-// that go-redis runs twice for that call recognises its own work. Like a
-// producer's send nonce, it fits a double exactly (53 bits).
-func nonce() string {
-	return strconv.FormatUint(rand.Uint64()>>11, 10)
 }
