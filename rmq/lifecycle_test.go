@@ -35,8 +35,7 @@ func TestCloseWaitsForInflight(t *testing.T) {
 		ignore := leakBaseline(t, e)
 		ctx := ctxT(t)
 		tp := mustTopic(t, "close", topic.FixedTime, 4)
-		c, err := rmq.New(e.rdb, rmq.WithPrefix(e.prefix), rmq.WithLogger(e.logger))
-		require.NoError(t, err)
+		c := e.client()
 		release := make(chan struct{})
 		rec := newRecorder(func(ctx context.Context, m *consumer.Message) error {
 			<-release
@@ -94,8 +93,7 @@ func TestCloseDeadlineRollsBack(t *testing.T) {
 		ignore := leakBaseline(t, e)
 		ctx := ctxT(t)
 		tp := mustTopic(t, "close", topic.FixedTime, 4)
-		c, err := rmq.New(e.rdb, rmq.WithPrefix(e.prefix), rmq.WithLogger(e.logger))
-		require.NoError(t, err)
+		c := e.client()
 		causes := make(chan error, 1)
 		rec := newRecorder(func(ctx context.Context, m *consumer.Message) error {
 			<-ctx.Done()
@@ -103,7 +101,7 @@ func TestCloseDeadlineRollsBack(t *testing.T) {
 			return ctx.Err()
 		})
 		require.NoError(t, c.Register(tp, rec))
-		_, err = c.Producer().SendFixedTime(ctx, tp, []byte("stuck"), time.Now(), producer.WithKey("stuck"))
+		_, err := c.Producer().SendFixedTime(ctx, tp, []byte("stuck"), time.Now(), producer.WithKey("stuck"))
 		require.NoError(t, err)
 		e.start(c)
 		d := rec.next(t, waitLong)
@@ -142,11 +140,10 @@ func TestCloseDeadlineRollsBack(t *testing.T) {
 func TestRegisterAfterStart(t *testing.T) {
 	forEachBackendSerial(t, func(t *testing.T, e *env) {
 		ignore := leakBaseline(t, e)
-		c, err := rmq.New(e.rdb, rmq.WithPrefix(e.prefix), rmq.WithLogger(e.logger))
-		require.NoError(t, err)
+		c := e.client()
 		rec := newRecorder(nil)
 		require.NoError(t, c.Register(mustTopic(t, "a", topic.Priority, 2), rec))
-		err = c.Register(mustTopic(t, "a", topic.Priority, 2), rec)
+		err := c.Register(mustTopic(t, "a", topic.Priority, 2), rec)
 		assert.ErrorIs(t, err, rmq.ErrDuplicateTopic)
 		e.start(c)
 		assert.ErrorIs(t, c.Register(mustTopic(t, "b", topic.Priority, 2), rec), rmq.ErrStarted)
