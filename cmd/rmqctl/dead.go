@@ -161,41 +161,35 @@ func (a *app) parseBatch(ctx context.Context, c *command, verb string, args []st
 }
 
 func (a *app) deadRequeue(args []string) error {
-	ctx, cancel := a.context()
-	defer cancel()
-	b, err := a.parseBatch(ctx, find("dead requeue"), "Requeue", args)
-	if err != nil {
-		return err
-	}
-	var n int
-	if b.all {
-		n, err = a.insp.RequeueAll(ctx, b.t)
-	} else {
-		n, err = a.insp.Requeue(ctx, b.t, b.ids...)
-	}
-	if err != nil {
-		return err
-	}
-	return a.reportCount(b, n, "requeued")
+	return a.deadBatch(args, "dead requeue", "Requeue", "requeued", (*rmq.Inspector).RequeueAll, (*rmq.Inspector).Requeue)
 }
 
 func (a *app) deadDelete(args []string) error {
+	return a.deadBatch(args, "dead delete", "Delete", "deleted", (*rmq.Inspector).PurgeDead, (*rmq.Inspector).DeleteDead)
+}
+
+// deadBatch runs a dead-queue command on the messages parseBatch selected:
+// all of them with all, the ids named with some. They are method
+// expressions: the Inspector exists only once parseBatch connected.
+func (a *app) deadBatch(args []string, name, question, verb string,
+	all func(*rmq.Inspector, context.Context, topic.Topic) (int, error),
+	some func(*rmq.Inspector, context.Context, topic.Topic, ...string) (int, error)) error {
 	ctx, cancel := a.context()
 	defer cancel()
-	b, err := a.parseBatch(ctx, find("dead delete"), "Delete", args)
+	b, err := a.parseBatch(ctx, find(name), question, args)
 	if err != nil {
 		return err
 	}
 	var n int
 	if b.all {
-		n, err = a.insp.PurgeDead(ctx, b.t)
+		n, err = all(a.insp, ctx, b.t)
 	} else {
-		n, err = a.insp.DeleteDead(ctx, b.t, b.ids...)
+		n, err = some(a.insp, ctx, b.t, b.ids...)
 	}
 	if err != nil {
 		return err
 	}
-	return a.reportCount(b, n, "deleted")
+	return a.reportCount(b, n, verb)
 }
 
 // reportCount prints how many messages a batch changed. Naming ids that
@@ -224,11 +218,12 @@ func (a *app) reportCount(b *batch, n int, verb string) error {
 	return nil
 }
 
+// uniq counts ids as the Inspector does: empty ones and repeats dropped.
 func uniq(ids []string) []string {
 	seen := map[string]bool{}
 	var out []string
 	for _, id := range ids {
-		if !seen[id] {
+		if id != "" && !seen[id] {
 			seen[id] = true
 			out = append(out, id)
 		}
