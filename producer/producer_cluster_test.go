@@ -12,7 +12,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/rmq-go/rmq/internal/redistest"
 	"github.com/rmq-go/rmq/luascripts"
 	"github.com/rmq-go/rmq/producer"
 	"github.com/rmq-go/rmq/slots"
@@ -69,20 +68,17 @@ func (h *clusterHook) verify(t *testing.T) {
 	assert.Empty(t, h.bad, "script calls whose KEYS span hash slots")
 }
 
-func clusterSetup(t *testing.T) (*producer.Producer, *redis.ClusterClient, *clusterHook, string) {
+func clusterSetup(t *testing.T, opts ...producer.Option) (*producer.Producer, *redis.ClusterClient, *clusterHook, string) {
 	t.Helper()
-	cc := redistest.ClusterClient(t, redistest.SharedCluster(t))
-	h := &clusterHook{}
-	cc.AddHook(redistest.Observer{Before: h.before, After: h.after})
-	t.Cleanup(func() { h.verify(t) })
-	prefix := redistest.Prefix(t)
-	return producer.New(cc, producer.WithPrefix(prefix)), cc, h, prefix
+	p, rdb, h, prefix := setupHooked(t, "cluster", opts...)
+	return p, rdb.(*redis.ClusterClient), h, prefix
 }
 
-func storeSizes(t *testing.T, cc *redis.ClusterClient, prefix string, tp topic.Topic) (total int64) {
+// storeSizes sums the store sizes of every slot of tp.
+func storeSizes(t *testing.T, rdb redis.UniversalClient, prefix string, tp topic.Topic) (total int64) {
 	t.Helper()
 	for s := range tp.SlotAmount() {
-		n, err := cc.ZCard(context.Background(), slots.KeysFor(prefix, tp, s).Store).Result()
+		n, err := rdb.ZCard(context.Background(), slots.KeysFor(prefix, tp, s).Store).Result()
 		require.NoError(t, err)
 		total += n
 	}
@@ -188,12 +184,8 @@ func (r *resultCounter) Removed(topic.Topic, bool) {}
 // what its one run did (stored), not a rerun's "duplicate". Not parallel:
 // it flushes the scripts of a master shared by this package's tests.
 func TestClusterReloadSendsOnlyRefusedCalls(t *testing.T) {
-	cc := redistest.ClusterClient(t, redistest.SharedCluster(t))
-	h := &clusterHook{}
-	cc.AddHook(redistest.Observer{Before: h.before, After: h.after})
-	prefix := redistest.Prefix(t)
 	results := &resultCounter{}
-	p := producer.New(cc, producer.WithPrefix(prefix), producer.WithObserver(results))
+	p, cc, h, prefix := clusterSetup(t, producer.WithObserver(results))
 	ctx := context.Background()
 	tp := topic.MustNew("reloadone", topic.FixedTime, 16)
 	require.NoError(t, luascripts.Load(ctx, cc))

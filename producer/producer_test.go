@@ -29,6 +29,14 @@ var backends = []string{"single", "cluster"}
 
 func setup(t *testing.T, backend string, opts ...producer.Option) (*producer.Producer, redis.UniversalClient, string) {
 	t.Helper()
+	p, rdb, _, prefix := setupHooked(t, backend, opts...)
+	return p, rdb, prefix
+}
+
+// setupHooked is setup, also returning the hook that checks key slots and
+// counts NOSCRIPT replies.
+func setupHooked(t *testing.T, backend string, opts ...producer.Option) (*producer.Producer, redis.UniversalClient, *clusterHook, string) {
+	t.Helper()
 	var rdb redis.UniversalClient
 	if backend == "cluster" {
 		rdb = redistest.ClusterClient(t, redistest.SharedCluster(t))
@@ -40,7 +48,7 @@ func setup(t *testing.T, backend string, opts ...producer.Option) (*producer.Pro
 	rdb.AddHook(redistest.Observer{Before: h.before, After: h.after})
 	t.Cleanup(func() { h.verify(t) })
 	prefix := redistest.Prefix(t)
-	return producer.New(rdb, append([]producer.Option{producer.WithPrefix(prefix)}, opts...)...), rdb, prefix
+	return producer.New(rdb, append([]producer.Option{producer.WithPrefix(prefix)}, opts...)...), rdb, h, prefix
 }
 
 // forEachBackend runs f as a subtest on each backend.
