@@ -206,6 +206,22 @@ type faultRun struct {
 	retried int
 }
 
+// handledCount is how many distinct messages the run has handled.
+func (r *faultRun) handledCount() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.handled)
+}
+
+// waitHandled waits until the run has handled n more messages than now:
+// traffic flows.
+func (r *faultRun) waitHandled(t *testing.T, n int) {
+	t.Helper()
+	want := r.handledCount() + n
+	require.Eventually(t, func() bool { return r.handledCount() >= want }, waitLong, 10*time.Millisecond,
+		"the run handled fewer than %d more messages", n)
+}
+
 func startFaultRun(t *testing.T, e *env, tp topic.Topic) *faultRun {
 	t.Helper()
 	r := &faultRun{e: e, tp: tp, stop: make(chan struct{}), acked: map[string]bool{}, handled: map[string]int{}}
@@ -309,9 +325,13 @@ func probeWakeUps(t *testing.T, e *env, tp topic.Topic) {
 }
 
 // keyInSlot returns a key whose topic slot is slot.
-func keyInSlot(tp topic.Topic, slot int) string {
+func keyInSlot(tp topic.Topic, slot int) string { return keyWithPrefixInSlot(tp, "k", slot) }
+
+// keyWithPrefixInSlot returns a key starting with prefix whose topic slot
+// is slot.
+func keyWithPrefixInSlot(tp topic.Topic, prefix string, slot int) string {
 	for i := 0; ; i++ {
-		if k := fmt.Sprintf("k%d", i); slotOfKey(tp, k) == slot {
+		if k := fmt.Sprintf("%s%d", prefix, i); slotOfKey(tp, k) == slot {
 			return k
 		}
 	}
@@ -389,7 +409,7 @@ func TestClusterFailoverLosesNothing(t *testing.T) {
 	require.Len(t, byMaster, 3, "the topic's slots span the three masters")
 
 	run := startFaultRun(t, e, tp)
-	time.Sleep(1500 * time.Millisecond)
+	run.waitHandled(t, 200) // the failover hits a running load
 	var victim string
 	for m := range byMaster {
 		victim = m
@@ -399,7 +419,7 @@ func TestClusterFailoverLosesNothing(t *testing.T) {
 	promoted, err := e.cl.Failover(ctx, victim)
 	require.NoError(t, err)
 	t.Logf("failover of %s (topic slots %v) to %s took %v", victim, byMaster[victim], promoted, time.Since(began))
-	time.Sleep(1500 * time.Millisecond)
+	run.waitHandled(t, 200) // traffic flows again after it
 	run.finish(t)
 	require.NoError(t, run.c.Close(ctx))
 	probeWakeUps(t, e, tp)
@@ -523,17 +543,25 @@ func TestClusterReshardLosesNothing(t *testing.T) {
 	// Messages waiting in the moving slots, due once the moves are done.
 	p := producer.New(e.rdb, producer.WithPrefix(e.prefix))
 	waitingDue := time.Now().Add(4 * time.Second)
+	var waiting []string
 	for _, s := range moving {
 		for j := range 10 {
 			id := fmt.Sprintf("waiting-%d-%d", s, j)
 			_, err := p.SendFixedTime(ctx, tp, []byte(id), waitingDue, producer.WithKey(id), producer.WithSlotBasis([]byte(keyInSlot(tp, s))))
 			require.NoError(t, err)
+			waiting = append(waiting, id)
 		}
 	}
 
 	run := startFaultRun(t, e, tp)
+	// finish waits for the waiting messages too, once they come due.
+	run.mu.Lock()
+	for _, id := range waiting {
+		run.acked[id] = true
+	}
+	run.mu.Unlock()
 	masters := cl.MasterAddrs()
-	time.Sleep(500 * time.Millisecond)
+	run.waitHandled(t, 50) // the moves hit a running load
 	began := time.Now()
 	for _, s := range moving {
 		hs := slots.HashSlot(e.keys(tp, s).Store)
@@ -545,14 +573,7 @@ func TestClusterReshardLosesNothing(t *testing.T) {
 	}
 	t.Logf("4 hash slots moved in %v; redirects: %d MOVED, %d ASK, %d TRYAGAIN",
 		time.Since(began), redir.moved.Load(), redir.ask.Load(), redir.tryAgain.Load())
-	time.Sleep(time.Until(waitingDue) + 500*time.Millisecond)
-	for _, s := range moving {
-		for j := range 10 {
-			run.mu.Lock()
-			run.acked[fmt.Sprintf("waiting-%d-%d", s, j)] = true
-			run.mu.Unlock()
-		}
-	}
+	run.waitHandled(t, 200) // traffic flows after the moves
 	run.finish(t)
 	require.NoError(t, run.c.Close(ctx))
 	probeWakeUps(t, e, tp)

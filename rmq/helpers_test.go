@@ -370,14 +370,21 @@ func (e *env) counts(tp topic.Topic) counts {
 // eventuallyCounts waits until the topic's counts are want.
 func (e *env) eventuallyCounts(tp topic.Topic, want counts) {
 	e.t.Helper()
+	e.eventuallyCountsAre(tp, func(got counts) bool { return got == want }, fmt.Sprintf("%+v", want))
+}
+
+// eventuallyCountsAre waits until ok holds for the topic's counts; want
+// describes ok in the failure message.
+func (e *env) eventuallyCountsAre(tp topic.Topic, ok func(counts) bool, want string) {
+	e.t.Helper()
 	deadline := time.Now().Add(waitLong)
 	for {
 		got := e.counts(tp)
-		if got == want {
+		if ok(got) {
 			return
 		}
 		if time.Now().After(deadline) {
-			e.t.Fatalf("counts of %s: got %+v, want %+v", tp.Name(), got, want)
+			e.t.Fatalf("counts of %s: got %+v, want %s", tp.Name(), got, want)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -186,17 +186,7 @@ func (e *env) makeDead(tp topic.Topic, keys ...string) {
 // waitDead waits until tp's dead queues hold n messages.
 func (e *env) waitDead(tp topic.Topic, n int64) {
 	e.t.Helper()
-	deadline := time.Now().Add(waitLong)
-	for {
-		got := e.counts(tp)
-		if got.Dead == n && got.DeadMsg == n {
-			return
-		}
-		if time.Now().After(deadline) {
-			e.t.Fatalf("dead of %s: got %+v, want %d", tp.Name(), got, n)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	e.eventuallyCountsAre(tp, func(got counts) bool { return got.Dead == n && got.DeadMsg == n }, fmt.Sprintf("Dead and DeadMsg %d", n))
 }
 
 // fakeDead writes dead entries straight into a slot, as rollback.lua would

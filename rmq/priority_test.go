@@ -231,13 +231,7 @@ func TestPriorityWakeUpsCoalesced(t *testing.T) {
 		})
 		require.NoError(t, c.Register(tp, rec, consumer.WithConcurrency(1)))
 
-		keyIn := func(slot int, prefix string) string {
-			for i := 0; ; i++ {
-				if k := fmt.Sprintf("%s%d", prefix, i); slotOfKey(tp, k) == slot {
-					return k
-				}
-			}
-		}
+		keyIn := func(slot int, prefix string) string { return keyWithPrefixInSlot(tp, prefix, slot) }
 		send := func(key string, prio int64) {
 			_, err := e.client().Producer().SendPriority(ctx, tp, []byte(key), prio, producer.WithKey(key))
 			require.NoError(t, err)
