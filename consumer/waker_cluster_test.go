@@ -55,9 +55,6 @@ func newShardFixture(t *testing.T) *shardFixture {
 	cl := redistest.StartCluster(t, redisserver.ClusterConfig{})
 	cc := redistest.ClusterClient(t, cl)
 	prefix := redistest.Prefix(t)
-	if len(prefix) > 64 {
-		prefix = prefix[:64]
-	}
 	f := &shardFixture{t: t, cl: cl, cc: cc, tp: topic.MustNew("wake", topic.FixedTime, 16), got: make(chan string, 256)}
 	for i := 0; len(f.keys) < 16 || containsEmpty(f.keys); i++ {
 		if f.keys == nil {

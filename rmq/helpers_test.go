@@ -148,13 +148,9 @@ func (e *env) init() {
 	t.Cleanup(func() { e.scripts.verify(t) })
 }
 
-// testPrefix is redistest.Prefix cut to the 64 characters a key prefix may
-// have (the random part at its start keeps it unique).
+// testPrefix is redistest.Prefix, checked to be a valid key prefix.
 func testPrefix(t *testing.T) string {
 	p := redistest.Prefix(t)
-	if len(p) > 64 {
-		p = p[:64]
-	}
 	require.NoError(t, slots.ValidatePrefix(p))
 	return p
 }

@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -28,15 +29,37 @@ import (
 	"github.com/rmq-go/rmq/topic"
 )
 
-func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }
+func TestMain(m *testing.M) {
+	code := redistest.Main(m)
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
 
-// buildBinary compiles rmqctl into dir, as a user would run it.
-func buildBinary(t *testing.T, dir string) string {
+// The rmqctl binary, built once for every test that runs it.
+var (
+	buildOnce sync.Once
+	binDir    string
+	binPath   string
+	buildErr  error
+)
+
+// buildBinary compiles rmqctl, as a user would run it, once per test binary.
+func buildBinary(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(dir, "rmqctl")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	require.NoError(t, err, "go build: %s", out)
-	return bin
+	buildOnce.Do(func() {
+		if binDir, buildErr = os.MkdirTemp("", "rmqctl-test-"); buildErr != nil {
+			return
+		}
+		binPath = filepath.Join(binDir, "rmqctl")
+		var out []byte
+		if out, buildErr = exec.Command("go", "build", "-o", binPath, ".").CombinedOutput(); buildErr != nil {
+			buildErr = fmt.Errorf("go build: %w: %s", buildErr, out)
+		}
+	})
+	require.NoError(t, buildErr)
+	return binPath
 }
 
 // ctl runs the binary against one Redis and prefix.
@@ -110,13 +133,10 @@ func columnsAligned(t *testing.T, table string, columns ...string) {
 // shows, pages, requeues, deletes and removes them, with the output and exit
 // codes a user and a script rely on.
 func TestRmqctlEndToEnd(t *testing.T) {
-	bin := buildBinary(t, t.TempDir())
+	bin := buildBinary(t)
 	srv := redistest.Shared(t)
 	rdb := redistest.Client(t, srv)
 	prefix := redistest.Prefix(t)
-	if len(prefix) > 64 {
-		prefix = prefix[:64]
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
@@ -391,13 +411,10 @@ func TestRmqctlEndToEnd(t *testing.T) {
 // the nodes; dead ones are made with the consumer's fetch and rollback
 // scripts.
 func TestRmqctlCluster(t *testing.T) {
-	bin := buildBinary(t, t.TempDir())
+	bin := buildBinary(t)
 	cl := redistest.SharedCluster(t)
 	cc := redistest.ClusterClient(t, cl)
 	prefix := redistest.Prefix(t)
-	if len(prefix) > 64 {
-		prefix = prefix[:64]
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	tp := topic.MustNew("cl", topic.FixedTime, 8)

@@ -20,9 +20,6 @@ func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }
 func TestObservabilityScrape(t *testing.T) {
 	rdb := redistest.Client(t, redistest.Shared(t))
 	prefix := redistest.Prefix(t)
-	if len(prefix) > 64 {
-		prefix = prefix[:64]
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var out bytes.Buffer

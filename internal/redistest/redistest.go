@@ -201,8 +201,9 @@ func ClusterClient(tb testing.TB, c *redisserver.Cluster, opts ...func(*redis.Cl
 }
 
 // Prefix returns a key prefix unique to this test run: "t", eight random
-// characters, "-" and the test name reduced to [A-Za-z0-9._-]. It has no
-// hash tag, so keys built on it spread over a cluster.
+// characters, "-" and the end of the test name reduced to [A-Za-z0-9._-],
+// at most the 64 characters a key prefix may have. It has no hash tag, so
+// keys built on it spread over a cluster.
 func Prefix(tb testing.TB) string {
 	const alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
 	var b strings.Builder
@@ -212,8 +213,9 @@ func Prefix(tb testing.TB) string {
 	}
 	b.WriteByte('-')
 	name := tb.Name()
-	if len(name) > 60 { // the random part keeps it unique; the name is for humans
-		name = name[len(name)-60:]
+	// The random part keeps it unique; the name is for humans.
+	if room := 64 - b.Len(); len(name) > room {
+		name = name[len(name)-room:]
 	}
 	for _, r := range name {
 		switch {
