@@ -67,6 +67,40 @@ local function wake_if_head(cmd, channel, store, time_based, id, score)
   end
 end
 
+-- MCHUNK bounds the arguments one variadic call takes: unpack pushes them
+-- all on Lua's C stack, which holds about 8,000.
+local MCHUNK = 512
+
+-- mcall runs a variadic command (ZMSCORE, HMGET, ZREM, HDEL, ZADD, HSET)
+-- on key over args, step arguments per element (2 for ZADD and HSET), in
+-- chunks. One call per chunk instead of one per element is most of what a
+-- script spends per message. Array replies come back concatenated, integer
+-- replies summed.
+local function mcall(cmd, key, args, step)
+  step = step or 1
+  local out, sum = {}, 0
+  local i, n = 1, #args
+  while i <= n do
+    local j = math.min(i + MCHUNK * step - 1, n)
+    local r = redis.call(cmd, key, unpack(args, i, j))
+    if type(r) == 'table' then
+      for k = 1, #r do out[#out + 1] = r[k] end
+    else
+      sum = sum + r
+    end
+    i = j + 1
+  end
+  return out, sum
+end
+
+-- dead_trim deletes the given dead ids of slot k, bodies with them.
+local function dead_trim(k, old)
+  if #old > 0 then
+    mcall('ZREM', k.dead, old)
+    mcall('HDEL', k.deadmsg, old)
+  end
+end
+
 -- rollback_one ends delivery `token` of `id` as failed. It changes nothing
 -- unless the prepare entry still carries that token (a stale or repeated
 -- call is inert). Returns 0 stale, 2 superseded by a re-send that waits in
@@ -97,21 +131,11 @@ local function rollback_one(k, id, token, err, now, max_retries, backoff, dead_m
     redis.call('HDEL', k.msg, id)
     -- Retention: oldest first, body with it.
     if dead_age > 0 then
-      local old = redis.call('ZRANGE', k.dead, '-inf', '(' .. (now - dead_age), 'BYSCORE')
-      for _, d in ipairs(old) do
-        redis.call('ZREM', k.dead, d)
-        redis.call('HDEL', k.deadmsg, d)
-      end
+      dead_trim(k, redis.call('ZRANGE', k.dead, '-inf', '(' .. (now - dead_age), 'BYSCORE'))
     end
     if dead_max > 0 then
       local n = redis.call('ZCARD', k.dead)
-      if n > dead_max then
-        local old = redis.call('ZRANGE', k.dead, 0, n - dead_max - 1)
-        for _, d in ipairs(old) do
-          redis.call('ZREM', k.dead, d)
-          redis.call('HDEL', k.deadmsg, d)
-        end
-      end
+      if n > dead_max then dead_trim(k, redis.call('ZRANGE', k.dead, 0, n - dead_max - 1)) end
     end
     return 3
   end
@@ -208,30 +232,4 @@ local function int_cmp(a, b)
   if #a ~= #b then return #a < #b and -1 or 1 end
   if a == b then return 0 end
   return a < b and -1 or 1
-end
-
--- MCHUNK bounds the arguments one variadic call takes: unpack pushes them
--- all on Lua's C stack, which holds about 8,000.
-local MCHUNK = 512
-
--- mcall runs a variadic command (ZMSCORE, HMGET, ZREM, HDEL, ZADD, HSET)
--- on key over args, step arguments per element (2 for ZADD and HSET), in
--- chunks. One call per chunk instead of one per element is most of what a
--- script spends per message. Array replies come back concatenated, integer
--- replies summed.
-local function mcall(cmd, key, args, step)
-  step = step or 1
-  local out, sum = {}, 0
-  local i, n = 1, #args
-  while i <= n do
-    local j = math.min(i + MCHUNK * step - 1, n)
-    local r = redis.call(cmd, key, unpack(args, i, j))
-    if type(r) == 'table' then
-      for k = 1, #r do out[#out + 1] = r[k] end
-    else
-      sum = sum + r
-    end
-    i = j + 1
-  end
-  return out, sum
 end
