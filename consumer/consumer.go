@@ -355,12 +355,8 @@ func (c *Consumer) handle(ctx context.Context, d *delivery) {
 		// reorder the key); the slot's next term returns the message.
 		outcome = Revoked
 	case err == nil:
-		outcome = c.finish(d, func(ctx context.Context) (Outcome, error) {
+		outcome = c.finish(d, "ack", func(ctx context.Context) (Outcome, error) {
 			refused, err := c.ackOne(ctx, d)
-			if luascripts.IsFenced(err) {
-				c.fenced(d.msg.Slot, d.msg.Epoch, "ack")
-				return Fenced, nil
-			}
 			if err != nil {
 				return Failed, err
 			}
@@ -371,12 +367,8 @@ func (c *Consumer) handle(ctx context.Context, d *delivery) {
 			return Acked, nil
 		})
 	default:
-		outcome = c.finish(d, func(ctx context.Context) (Outcome, error) {
+		outcome = c.finish(d, "rollback", func(ctx context.Context) (Outcome, error) {
 			res, rerr := c.rollback(ctx, d.msg.Slot, []rollbackItem{{id: d.msg.ID, token: d.msg.Token, err: err.Error(), epoch: d.msg.Epoch}})
-			if luascripts.IsFenced(rerr) {
-				c.fenced(d.msg.Slot, d.msg.Epoch, "rollback")
-				return Fenced, nil
-			}
 			if rerr != nil {
 				return Failed, rerr
 			}
@@ -397,13 +389,18 @@ func (c *Consumer) handle(ctx context.Context, d *delivery) {
 	}
 }
 
-// finish runs an ack or rollback. It outlives a cancelled handler context
-// (the outcome must still reach Redis) but not a Redis that stays away: the
-// lease then runs out and the sweeper rolls the message back.
-func (c *Consumer) finish(d *delivery, op func(ctx context.Context) (Outcome, error)) Outcome {
+// finish runs an ack or rollback (what). It outlives a cancelled handler
+// context (the outcome must still reach Redis) but not a Redis that stays
+// away: the lease then runs out and the sweeper rolls the message back. A
+// call refused for a stale owner epoch (ZooKeeper mode) is Fenced.
+func (c *Consumer) finish(d *delivery, what string, op func(ctx context.Context) (Outcome, error)) Outcome {
 	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.prepareTimeout)
 	defer cancel()
 	outcome, err := op(ctx)
+	if luascripts.IsFenced(err) {
+		c.fenced(d.msg.Slot, d.msg.Epoch, what)
+		return Fenced
+	}
 	if err != nil {
 		c.log.ErrorContext(ctx, "rmq: could not end delivery; its lease will expire", "id", d.msg.ID, "slot", d.msg.Slot, "err", err)
 	}
