@@ -40,10 +40,11 @@ type Consumer struct {
 	leaseDone chan struct{}
 
 	mu       sync.Mutex
-	inflight map[*delivery]struct{}
-	perSlot  map[int]int
-	released chan struct{} // a handler finished: capacity is free
-	running  chan struct{} // a token per running listener call (WithPrefetch)
+	inflight map[*delivery]struct{} // until the ack or rollback is done
+	busy     int                    // deliveries whose listener call has not returned
+	perSlot  map[int]int            // inflight per slot
+	released chan struct{}          // a handler finished: capacity is free
+	running  chan struct{}          // a token per running listener call (WithPrefetch)
 
 	waker *waker
 	clock clock
@@ -248,12 +249,21 @@ func (c *Consumer) betterScore(a, b float64) bool {
 	return a > b
 }
 
-// freeCapacity reports how many more deliveries may start, overall and for
-// one slot.
+// freeCapacity reports how many more deliveries may be fetched. A delivery
+// counts from its fetch until its listener call returns: its ack then runs
+// in a round shared with others while a new delivery takes the handler, so
+// a slow ack round does not idle the handlers, and acks that queue up ride
+// one call. With a prefetch, fetching waits until at most half of it is
+// still waiting to start, so each fetch moves at least half a prefetch:
+// one large fetch costs Redis far less per message than many small ones,
+// and the waiting half keeps the handlers busy meanwhile.
 func (c *Consumer) freeCapacity() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.cfg.concurrency + c.cfg.prefetch - len(c.inflight)
+	if p := c.cfg.prefetch; p > 0 && c.busy-len(c.running) > p/2 {
+		return 0
+	}
+	return c.cfg.concurrency + c.cfg.prefetch - c.busy
 }
 
 func (c *Consumer) slotFree(slot int) int {
@@ -282,6 +292,7 @@ func (c *Consumer) dispatch(msgs []*Message) {
 			continue
 		}
 		c.inflight[d] = struct{}{}
+		c.busy++
 		c.perSlot[m.Slot]++
 		c.mu.Unlock()
 		c.cfg.observer.Delivered(m)
@@ -299,7 +310,6 @@ func (c *Consumer) handle(ctx context.Context, d *delivery) {
 	select {
 	case c.running <- struct{}{}:
 		started = true
-		defer func() { <-c.running }()
 	case <-ctx.Done():
 		// Abandoned by Close, or its lease was lost, before it started.
 	}
@@ -333,6 +343,10 @@ func (c *Consumer) handle(ctx context.Context, d *delivery) {
 		err = c.call(hctx, d.msg)
 	}
 	took := time.Since(began)
+	if started {
+		<-c.running
+	}
+	c.returned()
 
 	c.mu.Lock()
 	// The AfterFunc that marks a timeout runs on its own goroutine and may
@@ -383,6 +397,19 @@ func (c *Consumer) handle(ctx context.Context, d *delivery) {
 		c.slotIdleLocked(d.msg.Slot)
 	}
 	c.mu.Unlock()
+	c.wakeFetcher()
+}
+
+// returned frees the handler capacity of a delivery whose listener call
+// returned (or never started); its slot stays taken until the delivery ends.
+func (c *Consumer) returned() {
+	c.mu.Lock()
+	c.busy--
+	c.mu.Unlock()
+	c.wakeFetcher()
+}
+
+func (c *Consumer) wakeFetcher() {
 	select {
 	case c.released <- struct{}{}:
 	default:

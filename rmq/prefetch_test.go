@@ -3,14 +3,18 @@ package rmq_test
 import (
 	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/rmq-go/rmq/consumer"
+	"github.com/rmq-go/rmq/internal/redistest"
+	"github.com/rmq-go/rmq/luascripts"
 	"github.com/rmq-go/rmq/producer"
 	"github.com/rmq-go/rmq/topic"
 )
@@ -91,5 +95,121 @@ func TestPrefetchRejectsNegative(t *testing.T) {
 		c := e.client()
 		err := c.Register(mustTopic(t, "prefetchbad", topic.FixedTime, 2), consumer.ListenerFunc(func(context.Context, *consumer.Message) error { return nil }), consumer.WithPrefetch(-1))
 		require.ErrorIs(t, err, consumer.ErrInvalidOption)
+	})
+}
+
+// finishObserver records which deliveries have finished (acked or rolled back).
+type finishObserver struct {
+	mu       sync.Mutex
+	finished map[string]consumer.Outcome
+}
+
+func (o *finishObserver) Delivered(*consumer.Message) {}
+
+func (o *finishObserver) Finished(m *consumer.Message, _ time.Duration, out consumer.Outcome) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.finished[m.ID] = out
+}
+
+func (o *finishObserver) LeasesExpired(string, int, int) {}
+
+func (o *finishObserver) outcome(id string) (consumer.Outcome, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	out, ok := o.finished[id]
+	return out, ok
+}
+
+// A handler whose listener returned takes the next delivery while its ack
+// is still on its way: a slow ack round does not idle the handlers. Writes
+// are paused in Redis while the first message is handled, so its ack waits
+// the pause out; the second listener call must come before that ack ends.
+// A server of its own: the pause would stall every test on a shared one.
+func TestNextDeliveryStartsWhileAckIsInFlight(t *testing.T) {
+	e := newEnvOn(t, startDedicated(t))
+	ctx := ctxT(t)
+	tp := mustTopic(t, "ackoverlap", topic.FixedTime, 1)
+	obs := &finishObserver{finished: map[string]consumer.Outcome{}}
+	var firstID string
+	type seen struct {
+		id            string
+		firstFinished bool
+	}
+	calls := make(chan seen, 2)
+	c := e.client()
+	require.NoError(t, c.Register(tp, consumer.ListenerFunc(func(ctx context.Context, m *consumer.Message) error {
+		if firstID == "" {
+			firstID = m.ID
+			require.NoError(t, e.rdb.Do(ctx, "CLIENT", "PAUSE", 1500, "WRITE").Err())
+			calls <- seen{id: m.ID}
+			return nil
+		}
+		_, done := obs.outcome(firstID)
+		calls <- seen{id: m.ID, firstFinished: done}
+		return nil
+	}), consumer.WithConcurrency(1), consumer.WithPrefetch(1), consumer.WithObserver(obs)))
+	for i := range 2 {
+		_, err := c.Producer().SendFixedTime(ctx, tp, []byte(fmt.Sprintf("m%d", i)), time.Now(), producer.WithKey(fmt.Sprintf("k%d", i)))
+		require.NoError(t, err)
+	}
+	e.start(c)
+	first := <-calls
+	var second seen
+	select {
+	case second = <-calls:
+	case <-time.After(waitLong):
+		t.Fatal("the second message was not handled")
+	}
+	assert.NotEqual(t, first.id, second.id)
+	assert.False(t, second.firstFinished, "the second listener call waited for the first ack")
+	require.Eventually(t, func() bool {
+		a, okA := obs.outcome(first.id)
+		b, okB := obs.outcome(second.id)
+		return okA && okB && a == consumer.Acked && b == consumer.Acked
+	}, waitLong, 5*time.Millisecond, "both acked once the pause ends")
+	e.eventuallyCounts(tp, counts{})
+}
+
+// With a prefetch of p and a backlog, a fetch waits until at most p/2
+// fetched messages still wait to start, so each fetch moves at least p/2:
+// a few large script calls instead of one per freed handler.
+func TestPrefetchFetchesInLargeBatches(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		ctx := ctxT(t)
+		tp := mustTopic(t, "prefetchbatch", topic.FixedTime, 1)
+		const n, prefetch = 400, 32
+		var fetches atomic.Int64
+		rdb := e.newRedis()
+		rdb.AddHook(redistest.Observer{Before: func(cmd redis.Cmder) {
+			if args := cmd.Args(); len(args) > 1 && cmd.Name() == "evalsha" && args[1] == luascripts.Fetch.Hash() {
+				fetches.Add(1)
+			}
+		}})
+		c := e.clientOn(rdb)
+		rec := newRecorder(func(context.Context, *consumer.Message) error {
+			time.Sleep(200 * time.Microsecond)
+			return nil
+		})
+		require.NoError(t, c.Register(tp, rec, consumer.WithConcurrency(2), consumer.WithPrefetch(prefetch)))
+		msgs := make([]producer.BatchMessage, n)
+		for i := range msgs {
+			msgs[i] = producer.BatchMessage{Body: []byte(fmt.Sprintf("m%d", i)), At: time.Now()}
+		}
+		_, err := c.Producer().SendBatch(ctx, tp, msgs)
+		require.NoError(t, err)
+		e.start(c)
+		got := map[string]int{}
+		for _, d := range rec.nextN(t, n, waitLong) {
+			got[d.ID]++
+		}
+		e.eventuallyCounts(tp, counts{})
+		assert.Len(t, got, n, "every message handled")
+		for id, k := range got {
+			assert.Equal(t, 1, k, "%s handled %d times", id, k)
+		}
+		// n/(p/2) full fetches, and a few that find the slot's head or
+		// nothing left.
+		assert.LessOrEqual(t, fetches.Load(), int64(n/(prefetch/2)+6), "fetch calls")
 	})
 }
