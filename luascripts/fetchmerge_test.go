@@ -23,8 +23,8 @@ import (
 // scores, messages not yet due, ids blocked by their own delivery), fetches
 // from all of them in one call with small windows and per-slot limits, and
 // compares with the order computed here from what Redis holds: the best
-// messages across slots, none skipped, each slot's limit kept, and every
-// slot's new head reported.
+// messages across slots (equal scores in any order between slots), none
+// skipped, each slot's limit kept, and every slot's new head reported.
 func TestFetchMergesSlotsInConsumeOrder(t *testing.T) {
 	srv := redistest.Shared(t)
 	rdb := redistest.Client(t, srv)
@@ -88,16 +88,14 @@ func TestFetchMergesSlotsInConsumeOrder(t *testing.T) {
 				for _, k := range ks {
 					call.Groups = append(call.Groups, luascripts.FetchGroup{Store: k.Store, Prepare: k.Prepare, Msg: k.Msg, Max: rng.IntN(6)})
 				}
-				want, wantHeads := expectFetch(t, rdb, call)
+				model := modelFetch(t, rdb, call)
 
 				keys, args := call.Args()
 				vals, err := luascripts.Fetch.Run(ctx, rdb, keys, args...).Slice()
 				require.NoError(t, err)
 				r, err := luascripts.ParseFetchReply(vals)
 				require.NoError(t, err)
-				var got []string
 				for _, m := range r.Msgs {
-					got = append(got, fmt.Sprintf("%d:%s", m.Group, m.ID))
 					env, err := luascripts.DecodeEnvelope([]byte(m.Envelope))
 					require.NoError(t, err)
 					require.Equal(t, "body-"+m.ID, string(env.Body))
@@ -106,8 +104,7 @@ func TestFetchMergesSlotsInConsumeOrder(t *testing.T) {
 					_, tok := luascripts.SplitPrepareScore(in)
 					require.Equal(t, m.Token, tok)
 				}
-				require.Equal(t, want, got, "trial %d: %+v", trial, call)
-				require.Equal(t, wantHeads, r.Heads, "trial %d: heads", trial)
+				model.check(t, r, trial)
 
 				// One ack call for every slot: each delivery acked once, a
 				// repeated pair and a stale token refused.
@@ -151,69 +148,114 @@ func TestFetchMergesSlotsInConsumeOrder(t *testing.T) {
 	}
 }
 
-// expectFetch computes what fetch.lua must take, from Redis's state before
-// the call, and each slot's head after it.
-func expectFetch(t *testing.T, rdb *redis.Client, call luascripts.FetchCall) (want []string, heads []float64) {
+// fetchModel is what fetch.lua may take, computed from Redis's state
+// before the call.
+type fetchModel struct {
+	call     luascripts.FetchCall
+	perGroup [][]redis.Z       // each group's store in consume order
+	blocked  []map[string]bool // ids whose delivery is in prepare
+	eligible [][]redis.Z       // each group's due, unblocked entries, in order
+	scores   []float64         // the scores taken in any valid answer, in consume order
+}
+
+func (m *fetchModel) better(a, b float64) bool {
+	if m.call.TimeBased {
+		return a < b
+	}
+	return a > b
+}
+
+// modelFetch reads the groups of call and takes, in consume order, the best
+// messages across them within each group's limit. Equal scores in different
+// groups have no order between them, so which groups give the last tied
+// entries may differ; the scores taken may not.
+func modelFetch(t *testing.T, rdb *redis.Client, call luascripts.FetchCall) *fetchModel {
 	ctx := context.Background()
+	m := &fetchModel{call: call}
 	type entry struct {
-		group, pos int
-		id         string
-		score      float64
+		group int
+		score float64
 	}
 	var all []entry
-	perGroup := make([][]redis.Z, len(call.Groups))
-	blocked := make([]map[string]bool, len(call.Groups))
 	now := float64(time.Now().UnixMilli())
 	for g, grp := range call.Groups {
 		zs, err := rdb.ZRangeArgsWithScores(ctx, redis.ZRangeArgs{Key: grp.Store, Start: 0, Stop: -1, Rev: !call.TimeBased}).Result()
 		require.NoError(t, err)
-		perGroup[g] = zs
-		blocked[g] = map[string]bool{}
-		for pos, z := range zs {
+		m.perGroup = append(m.perGroup, zs)
+		m.blocked = append(m.blocked, map[string]bool{})
+		m.eligible = append(m.eligible, nil)
+		for _, z := range zs {
 			id := z.Member.(string)
 			if rdb.ZScore(ctx, grp.Prepare, id).Err() == nil {
-				blocked[g][id] = true
+				m.blocked[g][id] = true
 				continue
 			}
 			if call.TimeBased && z.Score > now {
 				continue
 			}
-			all = append(all, entry{g, pos, id, z.Score})
+			m.eligible[g] = append(m.eligible[g], z)
+			all = append(all, entry{g, z.Score})
 		}
 	}
 	slices.SortStableFunc(all, func(a, b entry) int {
-		if a.score != b.score {
-			if call.TimeBased {
-				return cmp.Compare(a.score, b.score)
-			}
-			return cmp.Compare(b.score, a.score)
+		if call.TimeBased {
+			return cmp.Compare(a.score, b.score)
 		}
-		return cmp.Or(cmp.Compare(a.group, b.group), cmp.Compare(a.pos, b.pos))
+		return cmp.Compare(b.score, a.score)
 	})
 	taken := make([]int, len(call.Groups))
-	gone := map[string]bool{}
 	for _, e := range all {
-		if len(want) == call.N {
+		if len(m.scores) == call.N {
 			break
 		}
 		if taken[e.group] < call.Groups[e.group].Max {
 			taken[e.group]++
-			want = append(want, fmt.Sprintf("%d:%s", e.group, e.id))
-			gone[want[len(want)-1]] = true
+			m.scores = append(m.scores, e.score)
 		}
 	}
-	for g, zs := range perGroup {
+	return m
+}
+
+// check compares a reply with the model: the same scores taken, in consume
+// order; each group's messages a run from the front of its due, unblocked
+// entries, within its limit; and every group's new head.
+func (m *fetchModel) check(t *testing.T, r luascripts.FetchReply, trial int) {
+	t.Helper()
+	var scores []float64
+	perGroup := make([][]string, len(m.call.Groups))
+	for i, f := range r.Msgs {
+		if i > 0 {
+			require.False(t, m.better(f.Score, r.Msgs[i-1].Score), "trial %d: message %d (%v) is out of consume order", trial, i, f.Score)
+		}
+		scores = append(scores, f.Score)
+		perGroup[f.Group] = append(perGroup[f.Group], f.ID)
+	}
+	require.Equal(t, m.scores, scores, "trial %d: scores taken, %+v", trial, m.call)
+	var heads []float64
+	for g, ids := range perGroup {
+		require.LessOrEqual(t, len(ids), m.call.Groups[g].Max, "trial %d: group %d's limit", trial, g)
+		var want []string
+		for _, z := range m.eligible[g][:len(ids)] {
+			want = append(want, z.Member.(string))
+		}
+		require.Equal(t, want, ids, "trial %d: group %d takes from its front", trial, g)
+	}
+	for g, zs := range m.perGroup {
+		gone := map[string]bool{}
+		for _, id := range perGroup[g] {
+			gone[id] = true
+		}
 		head := -1.0
 		looked := 0
 		for _, z := range zs {
 			id := z.Member.(string)
-			if gone[fmt.Sprintf("%d:%s", g, id)] {
+			if gone[id] {
 				continue
 			}
 			if looked++; looked > 64 {
 				break
 			}
-			if !blocked[g][id] {
+			if !m.blocked[g][id] {
 				head = z.Score
 				break
 			}
@@ -221,5 +263,5 @@ func expectFetch(t *testing.T, rdb *redis.Client, call luascripts.FetchCall) (wa
 		}
 		heads = append(heads, head)
 	}
-	return want, heads
+	require.Equal(t, heads, r.Heads, "trial %d: heads", trial)
 }
