@@ -30,7 +30,9 @@ type system interface {
 	produceBatch(ctx context.Context, m *meter, q string, n, g, batch int) error
 	// consume loads a backlog of n due messages (not timed), then drains it
 	// with a no-op handler (timed until the queue is empty, acks included).
-	consume(ctx context.Context, m *meter, q string, n int) error
+	// prefetch > 0 sets RMQ's consumer.WithPrefetch (errUnsupported for
+	// asynq, which has no such setting).
+	consume(ctx context.Context, m *meter, q string, n, prefetch int) error
 	// lateness starts a consumer, sends messages to come due at a steady
 	// rate and records how late each one fired.
 	lateness(ctx context.Context, q string, lc latCase) (latResult, error)
@@ -44,7 +46,6 @@ type settings struct {
 	body      int // body bytes
 	producers int // goroutines sending in the lateness cases
 	workers   int // handlers of the consumer
-	prefetch  int // RMQ: consumer.WithPrefetch
 }
 
 // makeBody returns a unique body of exactly size bytes (when size allows):

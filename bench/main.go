@@ -9,7 +9,9 @@
 //   - produce with single calls from 1 and from 32 goroutines (asynq
 //     Client.Enqueue, RMQ SendFixedTime);
 //   - produce with the batch API (RMQ SendBatch; asynq has none);
-//   - consume+ack a backlog with a no-op handler and 32 workers;
+//   - consume+ack a backlog with a no-op handler and 32 workers, with
+//     each library's defaults, and for RMQ again with
+//     consumer.WithPrefetch(-prefetch);
 //   - firing lateness (handler call − due time) p50/p99/max and early
 //     firings at 1,000 and 20,000 msgs/s coming due (asynq ProcessAt);
 //   - optionally (-huge) the same lateness with 10 million far-future
@@ -74,7 +76,7 @@ type latSpec struct {
 	duration time.Duration
 }
 
-var allCases = []string{"produce1", "produce32", "batch", "consume", "lateness", "memory"}
+var allCases = []string{"produce1", "produce32", "batch", "consume", "consumepf", "lateness", "memory"}
 
 func parseFlags() (options, error) {
 	var o options
@@ -86,7 +88,7 @@ func parseFlags() (options, error) {
 	flag.IntVar(&o.batchG, "batch-goroutines", 4, "goroutines calling SendBatch")
 	flag.IntVar(&o.producers, "producers", 32, "goroutines of the 32-goroutine produce case and of the lateness senders")
 	flag.IntVar(&o.workers, "workers", 32, "handlers (asynq Concurrency, RMQ consumer.WithConcurrency)")
-	flag.IntVar(&o.prefetch, "prefetch", 0, "RMQ consumer.WithPrefetch: messages fetched beyond the free handlers")
+	flag.IntVar(&o.prefetch, "prefetch", 2048, "RMQ consumer.WithPrefetch of the consumepf case: messages fetched beyond the free handlers")
 	flag.IntVar(&o.body, "body", 128, "body bytes")
 	flag.IntVar(&o.slots, "slots", 16, "slots of each RMQ topic")
 	flag.StringVar(&late, "late", "1000:2s,20000:1s", "lateness cases, rate:duration (msgs/s coming due, for how long)")
@@ -188,7 +190,7 @@ func run(ctx context.Context, o options) error {
 	if o.verbose {
 		level = slog.LevelWarn
 	}
-	s := settings{body: o.body, producers: o.producers, workers: o.workers, prefetch: o.prefetch}
+	s := settings{body: o.body, producers: o.producers, workers: o.workers}
 	env := readEnv(ctx, admin, srv.addr)
 	asys := &asynqSys{rdb: rdb, admin: admin, s: s, checkInterval: o.asynqCheck, version: env.asynqVersion}
 	rsys := &rmqSys{rdb: rdb, admin: admin, s: s, slots: o.slots, log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))}

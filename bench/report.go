@@ -202,6 +202,8 @@ func printReport(w io.Writer, o options, env environment, systems []system, res 
 		switch {
 		case smp == nil:
 			return math.NaN(), "not run", false
+		case smp.unsupported && id == "consumepf":
+			return math.NaN(), "n/a (no prefetch)", true
 		case smp.unsupported:
 			return math.NaN(), "n/a (no batch API)", true
 		}
@@ -218,6 +220,9 @@ func printReport(w io.Writer, o options, env environment, systems []system, res 
 		return t + "  MISSED"
 	}
 	var rows []row
+	// A case asynq has no API for is compared with its nearest one: batch
+	// with its 32-goroutine Enqueue (¹), prefetch with its plain consume (⁵).
+	nearest := map[string]string{"batch": "produce32 ¹", "consumepf": "consume ⁵"}
 	tp := func(id, label, tgt string, min float64) {
 		if !o.cases[id] {
 			return
@@ -225,10 +230,9 @@ func printReport(w io.Writer, o options, env environment, systems []system, res 
 		av, as, unsup := rate(id, asys)
 		rv, rs, _ := rate(id, rsys)
 		adv := ratio(rv, av)
-		if unsup {
-			// Against asynq's fastest way in: 32 goroutines of Enqueue.
-			if v, _, _ := rate("produce32", asys); !math.IsNaN(v) {
-				adv = ratio(rv, v) + " ¹"
+		if near, mark, ok := strings.Cut(nearest[id], " "); unsup && ok {
+			if v, _, _ := rate(near, asys); !math.IsNaN(v) {
+				adv = ratio(rv, v) + " " + mark
 			}
 		}
 		t := ""
@@ -240,7 +244,8 @@ func printReport(w io.Writer, o options, env environment, systems []system, res 
 	tp("produce1", "produce, single calls, 1 goroutine", "", 0)
 	tp("produce32", fmt.Sprintf("produce, single calls, %d goroutines", o.producers), "≥ 40,000", 40000)
 	tp("batch", fmt.Sprintf("produce, batch API (%d per call, %d goroutines)", o.batch, o.batchG), "≥ 100,000", 100000)
-	tp("consume", fmt.Sprintf("consume+ack, no-op handler, %d workers", o.workers), "≥ 50,000", 50000)
+	tp("consume", fmt.Sprintf("consume+ack, no-op handler, %d workers, defaults", o.workers), "≥ 50,000", 50000)
+	tp("consumepf", fmt.Sprintf("consume+ack, as above, RMQ WithPrefetch(%d)", o.prefetch), "≥ 50,000", 50000)
 
 	latRows := func(prefix, id string, ls latSpec, tgtP50, tgtP99 float64) {
 		a, r := res.lookup(id, asys), res.lookup(id, rsys)
@@ -332,14 +337,14 @@ func printReport(w io.Writer, o options, env environment, systems []system, res 
 	tw.Flush()
 
 	// Per-message costs of the throughput cases.
-	if !o.cases["produce1"] && !o.cases["produce32"] && !o.cases["batch"] && !o.cases["consume"] {
+	if !o.cases["produce1"] && !o.cases["produce32"] && !o.cases["batch"] && !o.cases["consume"] && !o.cases["consumepf"] {
 		printFooter(w, o, env, aName, asys, res)
 		return
 	}
 	fmt.Fprintf(w, "\nPer message, same timed sections (medians):\n\n")
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "case\tsystem\tmsg/s\tRedis cmds ⁴\tscript calls\tround trips\twire bytes\tclient CPU µs\tRedis CPU µs\t\n")
-	for _, id := range []string{"produce1", "produce32", "batch", "consume"} {
+	for _, id := range []string{"produce1", "produce32", "batch", "consume", "consumepf"} {
 		for _, sys := range []string{asys, rsys} {
 			s := res.lookup(id, sys)
 			if s == nil || len(s.costs) == 0 {
@@ -416,11 +421,14 @@ func printFooter(w io.Writer, o options, env environment, aName, asys string, re
 	fmt.Fprintln(w, "³ INFO memory used_memory growth (client buffers excluded) / messages, far-future messages (asynq: scheduled tasks).")
 	fmt.Fprintln(w, "⁴ commands Redis ran (INFO commandstats, the ones inside scripts included); round trips = client requests (a pipeline is one);")
 	fmt.Fprintln(w, "  wire bytes = both directions incl. wake-up publishes; client CPU = this whole process; Redis CPU = INFO cpu.")
+	if o.cases["consumepf"] && asys != "" {
+		fmt.Fprintln(w, "⁵ asynq has no prefetch setting (each worker dequeues one task); the ratio is against its consume row.")
+	}
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "machine:  %s, nproc %d, %s RAM, %s/%s, %s; load average %s before, %s after\n", env.cpuModel, runtime.NumCPU(), env.memTotal, runtime.GOOS, runtime.GOARCH, runtime.Version(), env.loadBefore, env.loadAfter)
 	fmt.Fprintf(w, "redis:    redis-server %s, throwaway on %s (loopback, --save '' --appendonly no)\n", env.redisVersion, env.redisAddr)
 	fmt.Fprintf(w, "clients:  %s; RMQ for Go %s; one go-redis %s client (pool 64, RESP%d) for both\n", aName, env.rmqTree, env.goRedis, o.resp)
-	fmt.Fprintf(w, "settings: runs=%d n=%d batch-n=%d body=%dB RMQ FixedTime topics of %d slots, workers=%d\n", o.runs, o.n, o.batchN, o.body, o.slots, o.workers)
+	fmt.Fprintf(w, "settings: runs=%d n=%d batch-n=%d body=%dB RMQ FixedTime topics of %d slots, workers=%d, consumepf prefetch=%d\n", o.runs, o.n, o.batchN, o.body, o.slots, o.workers, o.prefetch)
 	fmt.Fprintf(w, "command:  %s   (took %v)\n", commandLine(o.rawArgs), env.elapsed.Round(time.Second))
 }
 
@@ -429,7 +437,7 @@ func printFooter(w io.Writer, o options, env environment, aName, asys string, re
 // (evalsha) include the time of the commands they run.
 func printCmdStats(w io.Writer, res *results, asys, rsys string) {
 	fmt.Fprintf(w, "\nINFO commandstats per message (medians; evalsha includes the commands its scripts run):\n")
-	for _, id := range []string{"produce1", "produce32", "batch", "consume"} {
+	for _, id := range []string{"produce1", "produce32", "batch", "consume", "consumepf"} {
 		for _, sys := range []string{asys, rsys} {
 			s := res.lookup(id, sys)
 			if s == nil || len(s.costs) == 0 {

@@ -67,7 +67,7 @@ func (b *runner) all(ctx context.Context, systems []system) error {
 		if err := s.produce(ctx, b.meter(ctx), "warm", 2000, 32); err != nil {
 			return fmt.Errorf("%s: warm-up: %w", s.name(), err)
 		}
-		if err := s.consume(ctx, b.meter(ctx), "warmc", 2000); err != nil {
+		if err := s.consume(ctx, b.meter(ctx), "warmc", 2000, 0); err != nil {
 			return fmt.Errorf("%s: warm-up: %w", s.name(), err)
 		}
 		if err := b.reset(ctx); err != nil {
@@ -117,7 +117,8 @@ func (b *runner) runOnce(ctx context.Context, r int, systems []system) error {
 		{"batch", o.batchN, func(s system, m *meter, q string) error {
 			return s.produceBatch(ctx, m, q, o.batchN, o.batchG, o.batch)
 		}},
-		{"consume", o.n, func(s system, m *meter, q string) error { return s.consume(ctx, m, q, o.n) }},
+		{"consume", o.n, func(s system, m *meter, q string) error { return s.consume(ctx, m, q, o.n, 0) }},
+		{"consumepf", o.n, func(s system, m *meter, q string) error { return s.consume(ctx, m, q, o.n, o.prefetch) }},
 	}
 	for _, c := range cases {
 		if !o.cases[c.id] {

@@ -55,7 +55,10 @@ func (a *asynqSys) produceBatch(context.Context, *meter, string, int, int, int) 
 	return errUnsupported
 }
 
-func (a *asynqSys) consume(ctx context.Context, m *meter, q string, n int) error {
+func (a *asynqSys) consume(ctx context.Context, m *meter, q string, n, prefetch int) error {
+	if prefetch > 0 {
+		return errUnsupported
+	}
 	c := a.client()
 	defer c.Close()
 	err := parallel(ctx, n, 32, func(_, i int) error {

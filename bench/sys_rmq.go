@@ -107,7 +107,7 @@ func closeRMQ(c *rmq.Client) error {
 	return c.Close(ctx)
 }
 
-func (r *rmqSys) consume(ctx context.Context, m *meter, q string, n int) error {
+func (r *rmqSys) consume(ctx context.Context, m *meter, q string, n, prefetch int) error {
 	t, err := r.topic(q)
 	if err != nil {
 		return err
@@ -130,7 +130,7 @@ func (r *rmqSys) consume(ctx context.Context, m *meter, q string, n int) error {
 			close(all)
 		}
 		return nil
-	}), consumer.WithConcurrency(r.s.workers), consumer.WithPrefetch(r.s.prefetch))
+	}), consumer.WithConcurrency(r.s.workers), consumer.WithPrefetch(prefetch))
 	if err != nil {
 		return err
 	}
@@ -183,7 +183,7 @@ func (r *rmqSys) lateness(ctx context.Context, q string, lc latCase) (latResult,
 	err = c.Register(t, consumer.ListenerFunc(func(ctx context.Context, msg *consumer.Message) error {
 		rec.record(msg.Body)
 		return nil
-	}), consumer.WithConcurrency(r.s.workers), consumer.WithPrefetch(r.s.prefetch))
+	}), consumer.WithConcurrency(r.s.workers))
 	if err != nil {
 		return latResult{}, err
 	}

@@ -73,7 +73,7 @@ func (b *bench) runType(ctx context.Context, t topic.Type) (result, error) {
 		r.Batch = &batch
 	}
 
-	progress("%s: draining the backlog with one Client, %d handlers", t, b.o.concurrency)
+	progress("%s: draining the backlog with one Client, %d handlers, prefetch %d", t, b.o.concurrency, b.o.prefetch)
 	cons, err := b.consume(ctx, tp)
 	if err != nil {
 		return r, fmt.Errorf("%s: consume: %w", t, err)
@@ -395,7 +395,7 @@ func (b *bench) consume(ctx context.Context, t topic.Topic) (consumeResult, erro
 			close(all)
 		}
 		return nil
-	}), consumer.WithConcurrency(b.o.concurrency))
+	}), consumer.WithConcurrency(b.o.concurrency), consumer.WithPrefetch(b.o.prefetch))
 	if err != nil {
 		return consumeResult{}, err
 	}

@@ -5,7 +5,8 @@
 //     SendFixedTime) from -producers goroutines, -n messages in all;
 //   - batch: SendBatch calls of -batch-size messages from -batch-producers
 //     goroutines, -n messages in all;
-//   - consume: how fast one Client with -concurrency handlers and a no-op
+//   - consume: how fast one Client with -concurrency handlers (and a
+//     -prefetch, consumer.WithPrefetch) and a no-op
 //     listener drains that backlog of -n messages, acks included (the clock
 //     stops when store and prepare are both empty);
 //   - memory: Redis memory per waiting message (INFO memory used_memory
@@ -55,6 +56,7 @@ type options struct {
 	n           int
 	producers   int
 	concurrency int
+	prefetch    int
 	body        int
 	slots       int
 	duration    time.Duration
@@ -76,6 +78,7 @@ func parseFlags() (options, error) {
 	flag.IntVar(&o.n, "n", 20000, "messages per type for the produce and consume phases")
 	flag.IntVar(&o.producers, "producers", 32, "goroutines calling Send… concurrently")
 	flag.IntVar(&o.concurrency, "concurrency", 32, "handlers of the consuming Client (consumer.WithConcurrency)")
+	flag.IntVar(&o.prefetch, "prefetch", 0, "messages the consume phase fetches beyond the free handlers (consumer.WithPrefetch; 2048 drains a backlog about twice as fast)")
 	flag.IntVar(&o.body, "body", 128, "message body size in bytes")
 	flag.IntVar(&o.slots, "slots", 16, "slots per topic (a power of two)")
 	flag.DurationVar(&o.duration, "duration", 3*time.Second, "length of the lateness phase per time-based type (0 skips it)")
@@ -120,6 +123,8 @@ func parseFlags() (options, error) {
 		return o, errors.New("-producers must be at least 1")
 	case o.concurrency < 1:
 		return o, errors.New("-concurrency must be at least 1")
+	case o.prefetch < 0:
+		return o, errors.New("-prefetch must be at least 0")
 	case o.body < 1:
 		return o, errors.New("-body must be at least 1")
 	case o.duration < 0:

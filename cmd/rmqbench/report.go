@@ -28,6 +28,7 @@ type config struct {
 	N              int     `json:"n"`
 	Producers      int     `json:"producers"`
 	Concurrency    int     `json:"concurrency"`
+	Prefetch       int     `json:"prefetch"`
 	BodyBytes      int     `json:"body_bytes"`
 	Slots          int     `json:"slots"`
 	BatchSize      int     `json:"batch_size"`
@@ -41,7 +42,7 @@ type config struct {
 
 func configOf(o options) config {
 	return config{
-		N: o.n, Producers: o.producers, Concurrency: o.concurrency, BodyBytes: o.body, Slots: o.slots,
+		N: o.n, Producers: o.producers, Concurrency: o.concurrency, Prefetch: o.prefetch, BodyBytes: o.body, Slots: o.slots,
 		BatchSize: o.batchSize, BatchProducers: o.batchProd, MemN: o.memN,
 		DurationS: o.duration.Seconds(), Rates: o.rates, LeadS: o.lead.Seconds(), Waiting: o.waiting,
 	}
@@ -106,8 +107,8 @@ func printTable(w io.Writer, r report) {
 	}
 	fmt.Fprintf(w, "redis %s at %s (%s), %s %s, %d CPUs\n", r.Env.RedisVersion, r.Env.Redis, server, r.Env.Go, r.Env.OS, r.Env.CPUs)
 	c := r.Config
-	fmt.Fprintf(w, "n=%d producers=%d concurrency=%d body=%dB slots=%d batch=%d×%d mem-n=%d\n\n",
-		c.N, c.Producers, c.Concurrency, c.BodyBytes, c.Slots, c.BatchProducers, c.BatchSize, c.MemN)
+	fmt.Fprintf(w, "n=%d producers=%d concurrency=%d prefetch=%d body=%dB slots=%d batch=%d×%d mem-n=%d\n\n",
+		c.N, c.Producers, c.Concurrency, c.Prefetch, c.BodyBytes, c.Slots, c.BatchProducers, c.BatchSize, c.MemN)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "type\tproduce msg/s\tbatch msg/s\tconsume+ack msg/s\tmemory B/msg\t")
 	for _, res := range r.Results {
