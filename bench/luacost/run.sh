@@ -3,7 +3,9 @@
 # own redis-server on a free loopback port and stops it at the end.
 #   1. memory per waiting message for layout variants (INFO memory delta);
 #   2. Redis CPU per message of sendbatch.lua (with lib.lua, as the producer
-#      loads it) against floor.lua, for batches of 1, 16 and 256 messages.
+#      loads it) against floor.lua, for batches of 1, 16 and 256 messages;
+#   3. Redis CPU per message of fetch.lua and ack.lua by call size
+#      (batchcost/main.go).
 # Usage: bench/luacost/run.sh [count]   (default 200000)
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -54,3 +56,6 @@ for k in 1 16 256; do
     awk -v k="$k" -v f="$(basename "$f")" -v c0="$c0" -v c1="$c1" -v n="$n" 'BEGIN{printf "  k=%-4d %-20s %6.2f us/msg\n", k, f, (c1-c0)*1e6/(n*k)}'
   done
 done
+
+echo
+go run ./batchcost -redis "127.0.0.1:$PORT"
