@@ -37,6 +37,9 @@ func (c *Consumer) ackOne(ctx context.Context, d *delivery) (refused bool, err e
 // ackRound acks a batch: one ack.lua call for all its slots where they can
 // share one (c.merged), otherwise one per slot, pipelined.
 func (c *Consumer) ackRound(ctx context.Context, batch []*ackReq) {
+	// The round's deadline bounds every ack it carries (see finish).
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.prepareTimeout)
+	defer cancel()
 	bySlot := map[int][]*ackReq{}
 	var order []int
 	for _, r := range batch {

@@ -309,9 +309,19 @@ func (c *Consumer) handle(ctx context.Context, d *delivery) {
 	started := false
 	select {
 	case c.running <- struct{}{}:
-		started = true
-	case <-ctx.Done():
-		// Abandoned by Close, or its lease was lost, before it started.
+		// A free token: no need for ctx.Done, whose channel is made on
+		// first use (an allocation per delivery).
+		started = ctx.Err() == nil
+		if !started {
+			<-c.running
+		}
+	default:
+		select {
+		case c.running <- struct{}{}:
+			started = true
+		case <-ctx.Done():
+			// Abandoned by Close, or its lease was lost, before it started.
+		}
 	}
 	hctx := ctx
 	if c.cfg.handlerTimeout > 0 {
@@ -382,6 +392,8 @@ func (c *Consumer) handle(ctx context.Context, d *delivery) {
 		})
 	default:
 		outcome = c.finish(d, "rollback", func(ctx context.Context) (Outcome, error) {
+			ctx, cancel := context.WithTimeout(ctx, c.cfg.prepareTimeout)
+			defer cancel()
 			res, rerr := c.rollback(ctx, d.msg.Slot, []rollbackItem{{id: d.msg.ID, token: d.msg.Token, err: err.Error(), epoch: d.msg.Epoch}})
 			if rerr != nil {
 				return Failed, rerr
@@ -418,11 +430,14 @@ func (c *Consumer) wakeFetcher() {
 
 // finish runs an ack or rollback (what). It outlives a cancelled handler
 // context (the outcome must still reach Redis) but not a Redis that stays
-// away: the lease then runs out and the sweeper rolls the message back. A
-// call refused for a stale owner epoch (ZooKeeper mode) is Fenced.
+// away: each call carries a deadline of the prepare timeout (an ack round
+// sets one for all its acks, so no delivery makes a timer of its own),
+// which ends it where the client honours context deadlines, and its read
+// timeout ends it otherwise. The lease then runs out and the sweeper rolls
+// the message back. A call refused for a stale owner epoch (ZooKeeper
+// mode) is Fenced.
 func (c *Consumer) finish(d *delivery, what string, op func(ctx context.Context) (Outcome, error)) Outcome {
-	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.prepareTimeout)
-	defer cancel()
+	ctx := context.Background()
 	outcome, err := op(ctx)
 	if luascripts.IsFenced(err) {
 		c.fenced(d.msg.Slot, d.msg.Epoch, what)

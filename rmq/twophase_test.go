@@ -376,3 +376,64 @@ func TestTwoPhaseLeaseLost(t *testing.T) {
 		assert.False(t, strings.Contains(e.log.String(), "could not end delivery"), "an ack or rollback failed:\n%s", e.log.String())
 	})
 }
+
+// An ack that Redis does not answer (every client paused) ends at the ack
+// round's deadline, the prepare timeout, even on a client without read
+// timeouts: the delivery ends as Failed rather than hanging, and nothing
+// is lost. Once Redis answers again the lease runs out, the message is
+// rolled back and delivered again, and that delivery is acked. A server of
+// its own, since the pause stalls every client.
+func TestTwoPhaseAckUnansweredRedelivers(t *testing.T) {
+	t.Parallel()
+	e := newEnvOn(t, startDedicated(t))
+	ctx := ctxT(t)
+	tp := mustTopic(t, "ackpause", topic.FixedTime, 1)
+	// No read timeout: only a context deadline can end the call. No
+	// retries: the timed-out ack must not be sent again after the pause.
+	rdb := redis.NewClient(&redis.Options{Addr: e.srv.Addr(), ReadTimeout: -1, ContextTimeoutEnabled: true, MaxRetries: -1, DisableIdentity: true})
+	t.Cleanup(func() { _ = rdb.Close() })
+	outcomes := make(chan consumer.Outcome, 4)
+	c := e.clientOn(rdb)
+	rec := newRecorder(func(ctx context.Context, m *consumer.Message) error {
+		if m.Attempt == 1 {
+			require.NoError(t, e.rdb.Do(ctx, "CLIENT", "PAUSE", 2500, "ALL").Err())
+		}
+		return nil
+	})
+	require.NoError(t, c.Register(tp, rec, consumer.WithPrepareTimeout(time.Second),
+		consumer.WithRetryBackoff(func(int) time.Duration { return 0 }),
+		consumer.WithObserver(outcomeObserver(outcomes))))
+	_, err := c.Producer().SendFixedTime(ctx, tp, []byte("x"), time.Now(), producer.WithKey("m"))
+	require.NoError(t, err)
+	e.start(c)
+
+	first := rec.next(t, waitLong)
+	assert.Equal(t, 1, first.Attempt)
+	select {
+	case out := <-outcomes:
+		assert.Equal(t, consumer.Failed, out, "the unanswered ack")
+	case <-time.After(waitLong):
+		t.Fatal("the unanswered ack never ended")
+	}
+	second := rec.next(t, waitLong)
+	assert.Equal(t, first.ID, second.ID)
+	assert.Equal(t, 2, second.Attempt, "redelivered after the lease ran out")
+	select {
+	case out := <-outcomes:
+		assert.Equal(t, consumer.Acked, out)
+	case <-time.After(waitLong):
+		t.Fatal("the second delivery was not acked")
+	}
+	e.eventuallyCounts(tp, counts{})
+}
+
+// outcomeObserver passes each delivery's outcome on, in order.
+type outcomeObserver chan<- consumer.Outcome
+
+func (o outcomeObserver) Delivered(*consumer.Message) {}
+
+func (o outcomeObserver) Finished(_ *consumer.Message, _ time.Duration, out consumer.Outcome) {
+	o <- out
+}
+
+func (o outcomeObserver) LeasesExpired(string, int, int) {}
