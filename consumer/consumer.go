@@ -323,6 +323,12 @@ func (c *Consumer) handle(ctx context.Context, d *delivery) {
 			// Abandoned by Close, or its lease was lost, before it started.
 		}
 	}
+	if started && c.cfg.prefetch > 0 {
+		// One fewer waits to start: the prefetch may be down to its refill
+		// mark. Otherwise the next wake-up is the end of a delivery, which
+		// waits for its ack round.
+		c.wakeFetcher()
+	}
 	hctx := ctx
 	if c.cfg.handlerTimeout > 0 {
 		var cancel context.CancelFunc

@@ -213,3 +213,39 @@ func TestPrefetchFetchesInLargeBatches(t *testing.T) {
 		assert.LessOrEqual(t, fetches.Load(), int64(n/(prefetch/2)+6), "fetch calls")
 	})
 }
+
+// The prefetch refills while the handlers are busy: with one handler and
+// a prefetch of one, the third message is fetched while the second runs,
+// not once it has returned.
+func TestPrefetchRefillsWhileHandlerRuns(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		ctx := ctxT(t)
+		tp := mustTopic(t, "prefetchrefill", topic.FixedTime, 1)
+		release := make(chan struct{})
+		rec := newRecorder(func(ctx context.Context, m *consumer.Message) error {
+			select {
+			case <-release:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		})
+		c := e.client()
+		require.NoError(t, c.Register(tp, rec, consumer.WithConcurrency(1), consumer.WithPrefetch(1)))
+		for i := range 3 {
+			_, err := c.Producer().SendFixedTime(ctx, tp, []byte(fmt.Sprintf("m%d", i)), time.Now(), producer.WithKey(fmt.Sprintf("k%d", i)))
+			require.NoError(t, err)
+		}
+		e.start(c)
+		first := rec.next(t, waitLong)
+		e.eventuallyCounts(tp, counts{Store: 1, Prepare: 2, Msg: 3}) // one runs, one waits
+		release <- struct{}{}
+		second := rec.next(t, waitLong)
+		assert.NotEqual(t, first.ID, second.ID)
+		// The first is acked; the second runs and the third waits behind it.
+		e.eventuallyCounts(tp, counts{Prepare: 2, Msg: 2})
+		close(release)
+		rec.nextN(t, 1, waitLong)
+		e.eventuallyCounts(tp, counts{})
+	})
+}
