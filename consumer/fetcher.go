@@ -39,6 +39,10 @@ type fetcher struct {
 	c       *Consumer
 	heads   []slotHead
 	errWait time.Duration
+	// yield estimates how many messages a named slot gives a merged fetch
+	// (0: no estimate yet); plan names as many slots as fill the free
+	// handlers by it.
+	yield float64
 }
 
 func newFetcher(c *Consumer) *fetcher {
@@ -63,7 +67,10 @@ func (f *fetcher) run(wg *sync.WaitGroup) {
 				continue
 			}
 			if reqs := f.plan(ctx, nowMs, free); len(reqs) > 0 {
-				f.fetch(ctx, reqs, free)
+				moved := f.fetch(ctx, reqs, free)
+				if c.merged {
+					f.observeYield(moved, free, len(reqs))
+				}
 				continue
 			}
 			if at := f.earliest(); at != never {
@@ -196,7 +203,25 @@ func (f *fetcher) earliest() int64 {
 	return e
 }
 
-func (f *fetcher) fetch(ctx context.Context, reqs []fetchReq, total int) {
+// observeYield folds one merged fetch into f.yield: it moved moved of the
+// wanted messages from named slots. A fetch that got fewer than it wanted
+// measured how much the slots held (due, or within the bound); one that got
+// all it wanted says only that they held at least that much, so it counts
+// double and the next fetch names fewer slots.
+func (f *fetcher) observeYield(moved, wanted, named int) {
+	y := float64(moved) / float64(named)
+	if moved >= wanted {
+		y *= 2
+	}
+	if f.yield == 0 {
+		f.yield = max(y, 0.1)
+		return
+	}
+	f.yield = max(0.7*f.yield+0.3*y, 0.1)
+}
+
+// fetch runs reqs and returns how many messages it moved.
+func (f *fetcher) fetch(ctx context.Context, reqs []fetchReq, total int) (moved int) {
 	c := f.c
 	results := c.fetch(ctx, reqs, total)
 	failed := false
@@ -213,14 +238,15 @@ func (f *fetcher) fetch(ctx context.Context, reqs []fetchReq, total int) {
 			continue
 		}
 		c.dispatch(r.msgs)
+		moved += len(r.msgs)
 		f.heads[r.slot] = f.headOf(r)
 	}
 	if !failed {
 		f.errWait = 0
-		return
+		return moved
 	}
 	if ctx.Err() != nil {
-		return
+		return moved
 	}
 	// Redis is unreachable or failing: back off; the slots stay as they were.
 	f.errWait = min(max(f.errWait*2, 50*time.Millisecond), 5*time.Second)
@@ -239,6 +265,7 @@ func (f *fetcher) fetch(ctx context.Context, reqs []fetchReq, total int) {
 		// A wake-up (a resubscription after a failover, say) means Redis
 		// answers again: try now rather than sleep out the backoff.
 	}
+	return moved
 }
 
 func (f *fetcher) headOf(r fetchResult) slotHead {

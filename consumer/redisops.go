@@ -55,7 +55,7 @@ func (c *Consumer) fetch(ctx context.Context, reqs []fetchReq, total int) []fetc
 	lease := c.cfg.leaseSeconds()
 	timeBased := c.topic.Type().TimeBased()
 	if c.merged && len(reqs) > 1 {
-		call := luascripts.FetchCall{TimeBased: timeBased, N: total, LeaseSec: lease, Window: mergedWindow(total, len(reqs))}
+		call := luascripts.FetchCall{TimeBased: timeBased, N: total, LeaseSec: lease, Window: mergedWindow(total, len(reqs)), Bound: reqs[0].bound}
 		for _, r := range reqs {
 			k := c.keys[r.slot]
 			call.Groups = append(call.Groups, luascripts.FetchGroup{Store: k.Store, Prepare: k.Prepare, Msg: k.Msg, Max: r.n})
