@@ -16,6 +16,7 @@ import (
 	"github.com/rmq-go/rmq/internal/redistest"
 	"github.com/rmq-go/rmq/luascripts"
 	"github.com/rmq-go/rmq/producer"
+	"github.com/rmq-go/rmq/rmq"
 	"github.com/rmq-go/rmq/topic"
 )
 
@@ -27,20 +28,10 @@ func TestPrefetchKeepsConcurrency(t *testing.T) {
 		ctx := ctxT(t)
 		tp := mustTopic(t, "prefetch", topic.FixedTime, 4)
 		gate := make(chan struct{})
-		rec := newRecorder(func(ctx context.Context, m *consumer.Message) error {
-			select {
-			case <-gate:
-				return nil
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		})
+		rec := newRecorder(waitFor(gate))
 		c := e.client()
 		require.NoError(t, c.Register(tp, rec, consumer.WithConcurrency(2), consumer.WithPrefetch(3)))
-		for i := range 10 {
-			_, err := c.Producer().SendFixedTime(ctx, tp, []byte(fmt.Sprintf("m%d", i)), time.Now(), producer.WithKey(fmt.Sprintf("k%d", i)))
-			require.NoError(t, err)
-		}
+		sendDueNow(ctx, t, c, tp, 10)
 		e.start(c)
 		// Two handlers run; three more deliveries wait here, leased.
 		e.eventuallyCounts(tp, counts{Store: 5, Prepare: 5, Msg: 10})
@@ -76,10 +67,7 @@ func TestPrefetchedRollBackOnCloseDeadline(t *testing.T) {
 			<-ctx.Done()
 			return ctx.Err()
 		}), consumer.WithConcurrency(1), consumer.WithPrefetch(2)))
-		for i := range 3 {
-			_, err := c.Producer().SendFixedTime(ctx, tp, []byte(fmt.Sprintf("m%d", i)), time.Now(), producer.WithKey(fmt.Sprintf("k%d", i)))
-			require.NoError(t, err)
-		}
+		sendDueNow(ctx, t, c, tp, 3)
 		e.start(c)
 		e.eventuallyCounts(tp, counts{Prepare: 3, Msg: 3})
 		cctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
@@ -149,10 +137,7 @@ func TestNextDeliveryStartsWhileAckIsInFlight(t *testing.T) {
 		calls <- seen{id: m.ID, firstFinished: done}
 		return nil
 	}), consumer.WithConcurrency(1), consumer.WithPrefetch(1), consumer.WithObserver(obs)))
-	for i := range 2 {
-		_, err := c.Producer().SendFixedTime(ctx, tp, []byte(fmt.Sprintf("m%d", i)), time.Now(), producer.WithKey(fmt.Sprintf("k%d", i)))
-		require.NoError(t, err)
-	}
+	sendDueNow(ctx, t, c, tp, 2)
 	e.start(c)
 	first := <-calls
 	var second seen
@@ -222,20 +207,10 @@ func TestPrefetchRefillsWhileHandlerRuns(t *testing.T) {
 		ctx := ctxT(t)
 		tp := mustTopic(t, "prefetchrefill", topic.FixedTime, 1)
 		release := make(chan struct{})
-		rec := newRecorder(func(ctx context.Context, m *consumer.Message) error {
-			select {
-			case <-release:
-				return nil
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		})
+		rec := newRecorder(waitFor(release))
 		c := e.client()
 		require.NoError(t, c.Register(tp, rec, consumer.WithConcurrency(1), consumer.WithPrefetch(1)))
-		for i := range 3 {
-			_, err := c.Producer().SendFixedTime(ctx, tp, []byte(fmt.Sprintf("m%d", i)), time.Now(), producer.WithKey(fmt.Sprintf("k%d", i)))
-			require.NoError(t, err)
-		}
+		sendDueNow(ctx, t, c, tp, 3)
 		e.start(c)
 		first := rec.next(t, waitLong)
 		e.eventuallyCounts(tp, counts{Store: 1, Prepare: 2, Msg: 3}) // one runs, one waits
@@ -248,4 +223,27 @@ func TestPrefetchRefillsWhileHandlerRuns(t *testing.T) {
 		rec.nextN(t, 1, waitLong)
 		e.eventuallyCounts(tp, counts{})
 	})
+}
+
+// sendDueNow sends n FixedTime messages due now, with keys k0, k1, ...
+// and bodies m0, m1, ...
+func sendDueNow(ctx context.Context, t *testing.T, c *rmq.Client, tp topic.Topic, n int) {
+	t.Helper()
+	for i := range n {
+		_, err := c.Producer().SendFixedTime(ctx, tp, []byte(fmt.Sprintf("m%d", i)), time.Now(), producer.WithKey(fmt.Sprintf("k%d", i)))
+		require.NoError(t, err)
+	}
+}
+
+// waitFor is a listener that returns once it can take a value from ch (or
+// its context ends).
+func waitFor(ch <-chan struct{}) func(ctx context.Context, m *consumer.Message) error {
+	return func(ctx context.Context, _ *consumer.Message) error {
+		select {
+		case <-ch:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
