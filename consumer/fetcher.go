@@ -43,6 +43,10 @@ type fetcher struct {
 	// (0: no estimate yet); plan names as many slots as fill the free
 	// handlers by it.
 	yield float64
+	// turn moves on with every plan: among slots whose heads tie, the one
+	// after it in slot order goes first, so equal scores (one priority, one
+	// due millisecond) are served from every slot in turn, not slot 0 first.
+	turn int
 }
 
 func newFetcher(c *Consumer) *fetcher {
@@ -174,7 +178,8 @@ func (f *fetcher) betterHead(a, b int) bool {
 	if ha.score != hb.score {
 		return f.c.betterScore(ha.score, hb.score)
 	}
-	return a < b
+	n := len(f.heads)
+	return (a-f.turn+n)%n < (b-f.turn+n)%n
 }
 
 // planOne fetches from the slot with the best due head, bounded by the

@@ -20,45 +20,18 @@ import (
 // find the messages that fill the free handlers, and fetches exactly those
 // counts, bounded by the last one's score, from every slot at once.
 func (f *fetcher) plan(ctx context.Context, nowMs int64, free int) []fetchReq {
+	f.turn = (f.turn + 1) % len(f.heads)
 	due := f.dueSlots(nowMs)
 	if len(due) == 0 {
 		return nil
+	}
+	if f.c.merged {
+		return f.planMerged(due, free)
 	}
 	// Only slots whose head is among the best `free` heads can hold one of
 	// the best `free` messages.
 	if len(due) > free {
 		due = due[:free]
-	}
-	if f.c.merged {
-		// One script call merges the slots itself (fetch.lua). It need not
-		// name every due slot: the best k, bounded by the next one's head,
-		// take messages in order as well. Each slot named costs the script
-		// a read and three writes whether it gives one message or fifty,
-		// so k is as many as the last fetches suggest will fill the free
-		// handlers: few when slots hold a backlog, all of them when
-		// messages come due one or two per slot at a time.
-		k := len(due)
-		if f.yield > 0 {
-			k = min(k, max(1, int(math.Ceil(float64(free)/f.yield))))
-		}
-		bound := ""
-		if k < len(due) {
-			if next := f.heads[due[k]]; next.known && !next.empty {
-				bound = formatScore(next.score)
-			} else {
-				k = len(due)
-			}
-		}
-		reqs := make([]fetchReq, 0, k)
-		for i, s := range due {
-			// A slot whose messages were all blocked is due for a second
-			// look (a wake-up may have been missed) and sorts last: it
-			// goes along, so a busy topic cannot keep it waiting.
-			if i < k || f.heads[s].empty {
-				reqs = append(reqs, fetchReq{slot: s, n: min(free, f.c.slotFree(s)), bound: bound})
-			}
-		}
-		return reqs
 	}
 	if free == 1 || len(due) == 1 {
 		return f.planOne(due, free)
@@ -142,4 +115,38 @@ func (f *fetcher) peek(ctx context.Context, slotList []int, n int, nowMs int64) 
 		out[i] = cmd.Val()
 	}
 	return out
+}
+
+// planMerged plans one fetch.lua call across slots (c.merged). It need not
+// name every due slot: the best k, bounded by the next one's head, take
+// messages in order as well. Each slot named costs the script a read and
+// three writes whether it gives one message or fifty, so k is as many as
+// the last fetches suggest will fill the free handlers (and no more than
+// free: only slots whose head is among the best free heads can give one of
+// the best free messages): few when slots hold a backlog, all of them when
+// messages come due one or two per slot at a time.
+func (f *fetcher) planMerged(due []int, free int) []fetchReq {
+	k := min(len(due), free)
+	if f.yield > 0 {
+		k = min(k, max(1, int(math.Ceil(float64(free)/f.yield))))
+	}
+	bound := ""
+	if k < len(due) {
+		if next := f.heads[due[k]]; next.known && !next.empty {
+			bound = formatScore(next.score)
+		} else {
+			// The rest are empty: nothing to bound by.
+			k = len(due)
+		}
+	}
+	reqs := make([]fetchReq, 0, k)
+	for i, s := range due {
+		// A slot whose messages were all blocked is due for a second look
+		// (a wake-up may have been missed) and sorts last: it goes along,
+		// so a busy topic cannot keep it waiting.
+		if i < k || f.heads[s].empty {
+			reqs = append(reqs, fetchReq{slot: s, n: min(free, f.c.slotFree(s)), bound: bound})
+		}
+	}
+	return reqs
 }

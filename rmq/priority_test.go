@@ -264,3 +264,35 @@ func TestPriorityWakeUpsCoalesced(t *testing.T) {
 		require.Equal(t, []int64{500, 200, 150, 100}, order, "not highest first across slots")
 	})
 }
+
+// Messages of one priority in several slots are served from every slot in
+// turn, not one slot drained before the next is looked at.
+func TestPriorityTiesServeEverySlot(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, e *env) {
+		ctx := ctxT(t)
+		const slotCount = 4
+		tp := mustTopic(t, "ties", topic.Priority, slotCount)
+		c := e.client()
+		rec := newRecorder(nil)
+		require.NoError(t, c.Register(tp, rec, consumer.WithConcurrency(1)))
+		const n = 200
+		perSlot := map[int]int{}
+		for i := range n {
+			key := fmt.Sprintf("t%03d", i)
+			_, err := c.Producer().SendPriority(ctx, tp, []byte(key), 17, producer.WithKey(key))
+			require.NoError(t, err)
+			perSlot[slotOfKey(tp, key)]++
+		}
+		require.Len(t, perSlot, slotCount, "the keys cover every slot")
+		e.start(c)
+
+		got := rec.nextN(t, n, waitLong)
+		first := map[int]bool{}
+		for _, d := range got[:4*slotCount] {
+			first[d.Slot] = true
+		}
+		assert.Len(t, first, slotCount, "slots served among the first %d deliveries", 4*slotCount)
+		e.eventuallyCounts(tp, counts{})
+	})
+}
