@@ -3,6 +3,7 @@ package consumer
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/rmq-go/rmq/internal/groupcommit"
 	"github.com/rmq-go/rmq/luascripts"
@@ -25,13 +26,38 @@ func newAcker(c *Consumer) *groupcommit.Group[*ackReq] {
 	return groupcommit.New(ackRoundsInFlight, c.ackRound, nil)
 }
 
-// ackOne acks one delivery through the current or next round.
-func (c *Consumer) ackOne(ctx context.Context, d *delivery) (refused bool, err error) {
+// ackOne acks one delivery through the current or next round. It waits
+// for the round at most about the prepare timeout (ackWaitCtx), even on a
+// client that neither honours context deadlines nor has read timeouts.
+func (c *Consumer) ackOne(d *delivery) (refused bool, err error) {
 	r := &ackReq{d: d}
-	if err := c.acks.Do(ctx, r); err != nil {
+	if err := c.acks.Do(c.ackWaitCtx(), r); err != nil {
 		return false, err
 	}
 	return r.refused, r.err
+}
+
+// ackWait is a deadline that deliveries share for a while.
+type ackWait struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	until  time.Time // handed out until then
+}
+
+// ackWaitCtx returns a context whose deadline is between one and 1.1
+// prepare timeouts from now. Deliveries share it for a tenth of a prepare
+// timeout, so acks cost one timer per interval, not one per delivery.
+func (c *Consumer) ackWaitCtx() context.Context {
+	now := time.Now()
+	if w := c.ackWait.Load(); w != nil && now.Before(w.until) {
+		return w.ctx
+	}
+	// Two callers may both make one; either serves. The one replaced ends
+	// at its deadline, when its timer fires, so deliveries still waiting on
+	// it keep their bound.
+	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.prepareTimeout+c.cfg.prepareTimeout/10)
+	c.ackWait.Store(&ackWait{ctx: ctx, cancel: cancel, until: now.Add(c.cfg.prepareTimeout / 10)})
+	return ctx
 }
 
 // ackRound acks a batch: one ack.lua call for all its slots where they can

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -49,6 +50,9 @@ type Consumer struct {
 	waker *waker
 	clock clock
 	acks  *groupcommit.Group[*ackReq]
+	// ackWait bounds how long a delivery waits for its ack round (see
+	// ackWaitCtx).
+	ackWait atomic.Pointer[ackWait]
 
 	own *ownership // WithAssignedSlots (ZooKeeper mode); nil: every slot
 
@@ -207,6 +211,9 @@ func (c *Consumer) close(ctx context.Context) error {
 	// Leases are kept until the last handler is done.
 	c.stopAll()
 	<-c.leaseDone
+	if w := c.ackWait.Load(); w != nil {
+		w.cancel()
+	}
 	return err
 }
 
@@ -329,6 +336,15 @@ func (c *Consumer) handle(ctx context.Context, d *delivery) {
 		// waits for its ack round.
 		c.wakeFetcher()
 	}
+	// The handler's token and capacity go back as soon as the listener
+	// returns; the deferred call covers a listener that never returns
+	// (runtime.Goexit, as t.FailNow does).
+	listenerReturned := false
+	defer func() {
+		if !listenerReturned {
+			c.giveBack(started)
+		}
+	}()
 	hctx := ctx
 	if c.cfg.handlerTimeout > 0 {
 		var cancel context.CancelFunc
@@ -359,10 +375,8 @@ func (c *Consumer) handle(ctx context.Context, d *delivery) {
 		err = c.call(hctx, d.msg)
 	}
 	took := time.Since(began)
-	if started {
-		<-c.running
-	}
-	c.returned()
+	listenerReturned = true
+	c.giveBack(started)
 
 	c.mu.Lock()
 	// The AfterFunc that marks a timeout runs on its own goroutine and may
@@ -386,7 +400,7 @@ func (c *Consumer) handle(ctx context.Context, d *delivery) {
 		outcome = Revoked
 	case err == nil:
 		outcome = c.finish(d, "ack", func(ctx context.Context) (Outcome, error) {
-			refused, err := c.ackOne(ctx, d)
+			refused, err := c.ackOne(d)
 			if err != nil {
 				return Failed, err
 			}
@@ -418,9 +432,13 @@ func (c *Consumer) handle(ctx context.Context, d *delivery) {
 	c.wakeFetcher()
 }
 
-// returned frees the handler capacity of a delivery whose listener call
-// returned (or never started); its slot stays taken until the delivery ends.
-func (c *Consumer) returned() {
+// giveBack frees the handler token (if the listener started) and the
+// capacity of a delivery whose listener call returned or never started; its
+// slot stays taken until the delivery ends.
+func (c *Consumer) giveBack(started bool) {
+	if started {
+		<-c.running
+	}
 	c.mu.Lock()
 	c.busy--
 	c.mu.Unlock()
@@ -439,8 +457,9 @@ func (c *Consumer) wakeFetcher() {
 // away: each call carries a deadline of the prepare timeout (an ack round
 // sets one for all its acks, so no delivery makes a timer of its own),
 // which ends it where the client honours context deadlines, and its read
-// timeout ends it otherwise. The lease then runs out and the sweeper rolls
-// the message back. A call refused for a stale owner epoch (ZooKeeper
+// timeout ends it otherwise; a delivery waits for its ack round at most
+// about the prepare timeout either way. The lease then runs out and the
+// sweeper rolls the message back. A call refused for a stale owner epoch (ZooKeeper
 // mode) is Fenced.
 func (c *Consumer) finish(d *delivery, what string, op func(ctx context.Context) (Outcome, error)) Outcome {
 	ctx := context.Background()
