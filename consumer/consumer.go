@@ -68,6 +68,7 @@ type delivery struct {
 	timedOut  bool // guarded by Consumer.mu: no more lease extension
 	abandoned bool // guarded by Consumer.mu: Close rolled it back
 	revoked   bool // guarded by Consumer.mu: its slot's ownership was lost
+	ending    bool // guarded by Consumer.mu: the listener returned; its ack or rollback is under way
 }
 
 // New returns a consumer of t. It starts nothing until Start.
@@ -164,7 +165,9 @@ func (c *Consumer) start(ctx context.Context) error {
 }
 
 // Close stops fetching, waits for the handlers in flight until ctx is done,
-// then cancels the rest and rolls them back so nothing stays in prepare. It
+// then cancels the rest and rolls them back so nothing stays in prepare.
+// A delivery whose listener already returned keeps its own ack or rollback
+// (bounded by the prepare timeout), so a reported success is not undone. It
 // returns when every goroutine the consumer started has ended: handlers
 // must return once their context is cancelled. The error is ctx's when the
 // deadline cut handlers short.
@@ -223,7 +226,11 @@ func (c *Consumer) abandonInflight() {
 	c.mu.Lock()
 	bySlot := map[int][]rollbackItem{}
 	for d := range c.inflight {
-		if d.abandoned {
+		if d.abandoned || d.ending {
+			// An ending delivery's own ack or rollback is under way,
+			// bounded by the prepare timeout: a rollback here could undo a
+			// success the listener already reported, and the message would
+			// be handled twice.
 			continue
 		}
 		d.abandoned = true
@@ -325,7 +332,10 @@ func (c *Consumer) handle(ctx context.Context, d *delivery) {
 	default:
 		select {
 		case c.running <- struct{}{}:
-			started = true
+			started = ctx.Err() == nil
+			if !started {
+				<-c.running
+			}
 		case <-ctx.Done():
 			// Abandoned by Close, or its lease was lost, before it started.
 		}
@@ -383,6 +393,7 @@ func (c *Consumer) handle(ctx context.Context, d *delivery) {
 	// not have run yet when the handler returns: ask the context directly.
 	abandoned, revoked := d.abandoned, d.revoked
 	timedOut := d.timedOut || context.Cause(hctx) == ErrHandlerTimeout
+	d.ending = !abandoned
 	c.mu.Unlock()
 	if timedOut {
 		err = fmt.Errorf("%w after %v: %v", ErrHandlerTimeout, c.cfg.handlerTimeout, err)
@@ -436,12 +447,15 @@ func (c *Consumer) handle(ctx context.Context, d *delivery) {
 // capacity of a delivery whose listener call returned or never started; its
 // slot stays taken until the delivery ends.
 func (c *Consumer) giveBack(started bool) {
-	if started {
-		<-c.running
-	}
+	// Under mu first: abandonInflight cancels every delivery under mu, so
+	// a token freed after it cannot go to a waiting delivery it has not
+	// cancelled yet.
 	c.mu.Lock()
 	c.busy--
 	c.mu.Unlock()
+	if started {
+		<-c.running
+	}
 	c.wakeFetcher()
 }
 

@@ -3,14 +3,18 @@ package rmq_test
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
 	"github.com/rmq-go/rmq/consumer"
+	"github.com/rmq-go/rmq/internal/redistest"
+	"github.com/rmq-go/rmq/luascripts"
 	"github.com/rmq-go/rmq/producer"
 	"github.com/rmq-go/rmq/rmq"
 	"github.com/rmq-go/rmq/topic"
@@ -156,4 +160,47 @@ func TestRegisterAfterStart(t *testing.T) {
 		goleak.VerifyNone(t, ignore)
 		assert.ErrorIs(t, c.Start(ctx), rmq.ErrClosed)
 	})
+}
+
+// A Close that gives up while a delivery's ack is still on its way does
+// not roll that delivery back: its listener reported success, so a
+// rollback could only make the message run twice. Writes are paused in
+// Redis as the listener returns, so the ack waits out the pause while
+// Close's deadline passes. A server of its own, since the pause stalls
+// every client.
+func TestCloseDeadlineLetsPendingAckFinish(t *testing.T) {
+	e := newEnvOn(t, startDedicated(t))
+	ctx := ctxT(t)
+	tp := mustTopic(t, "closeack", topic.FixedTime, 1)
+	var rollbacks atomic.Int64
+	rdb := e.newRedis()
+	rdb.AddHook(redistest.Observer{Before: func(cmd redis.Cmder) {
+		if args := cmd.Args(); len(args) > 1 && (cmd.Name() == "evalsha" || cmd.Name() == "eval") && args[1] == luascripts.Rollback.Hash() {
+			rollbacks.Add(1)
+		}
+	}})
+	outcomes := make(chan consumer.Outcome, 2)
+	c := e.clientOn(rdb)
+	returned := make(chan struct{})
+	require.NoError(t, c.Register(tp, consumer.ListenerFunc(func(ctx context.Context, m *consumer.Message) error {
+		require.NoError(t, e.rdb.Do(ctx, "CLIENT", "PAUSE", 1000, "WRITE").Err())
+		close(returned)
+		return nil
+	}), consumer.WithObserver(outcomeObserver(outcomes))))
+	_, err := c.Producer().SendFixedTime(ctx, tp, []byte("x"), time.Now(), producer.WithKey("m"))
+	require.NoError(t, err)
+	e.start(c)
+	<-returned
+
+	cctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	require.ErrorIs(t, c.Close(cctx), context.DeadlineExceeded)
+	select {
+	case out := <-outcomes:
+		assert.Equal(t, consumer.Acked, out)
+	default:
+		t.Fatal("Close returned before the delivery ended")
+	}
+	assert.Zero(t, rollbacks.Load(), "rollback.lua calls")
+	assert.Equal(t, counts{}, e.counts(tp))
 }
