@@ -318,28 +318,7 @@ func (c *Consumer) dispatch(msgs []*Message) {
 func (c *Consumer) handle(ctx context.Context, d *delivery) {
 	defer c.handlers.Done()
 	defer d.cancel(nil)
-	// At most concurrency listener calls run at once; with a prefetch,
-	// fetched deliveries wait here for a token, in fetch order.
-	started := false
-	select {
-	case c.running <- struct{}{}:
-		// A free token: no need for ctx.Done, whose channel is made on
-		// first use (an allocation per delivery).
-		started = ctx.Err() == nil
-		if !started {
-			<-c.running
-		}
-	default:
-		select {
-		case c.running <- struct{}{}:
-			started = ctx.Err() == nil
-			if !started {
-				<-c.running
-			}
-		case <-ctx.Done():
-			// Abandoned by Close, or its lease was lost, before it started.
-		}
-	}
+	started := c.acquire(ctx)
 	if started && c.cfg.prefetch > 0 {
 		// One fewer waits to start: the prefetch may be down to its refill
 		// mark. Otherwise the next wake-up is the end of a delivery, which
@@ -441,6 +420,29 @@ func (c *Consumer) handle(ctx context.Context, d *delivery) {
 	}
 	c.mu.Unlock()
 	c.wakeFetcher()
+}
+
+// acquire takes a listener token: at most concurrency listener calls run
+// at once, and with a prefetch, fetched deliveries wait here for one, in
+// fetch order. It reports false, holding no token, when ctx ended first
+// (Close abandoned the delivery, or its lease was lost).
+func (c *Consumer) acquire(ctx context.Context) bool {
+	select {
+	case c.running <- struct{}{}:
+		// A free token: no need for ctx.Done, whose channel is made on
+		// first use (an allocation per delivery).
+	default:
+		select {
+		case c.running <- struct{}{}:
+		case <-ctx.Done():
+			return false
+		}
+	}
+	if ctx.Err() != nil {
+		<-c.running
+		return false
+	}
+	return true
 }
 
 // giveBack frees the handler token (if the listener started) and the

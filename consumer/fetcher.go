@@ -178,6 +178,12 @@ func (f *fetcher) betterHead(a, b int) bool {
 	if ha.score != hb.score {
 		return f.c.betterScore(ha.score, hb.score)
 	}
+	return f.tieFirst(a, b)
+}
+
+// tieFirst orders slots a and b whose scores tie: the first one at or
+// after f.turn in slot order goes first.
+func (f *fetcher) tieFirst(a, b int) bool {
 	n := len(f.heads)
 	return (a-f.turn+n)%n < (b-f.turn+n)%n
 }

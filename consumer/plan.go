@@ -64,7 +64,7 @@ func (f *fetcher) plan(ctx context.Context, nowMs int64, free int) []fetchReq {
 		if entries[i].score != entries[j].score {
 			return f.c.betterScore(entries[i].score, entries[j].score)
 		}
-		return entries[i].slot < entries[j].slot
+		return f.tieFirst(entries[i].slot, entries[j].slot)
 	})
 	if cut != nil {
 		n := 0
