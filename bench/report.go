@@ -222,7 +222,8 @@ func printReport(w io.Writer, o options, env environment, systems []system, res 
 	var rows []row
 	// A case asynq has no API for is compared with its nearest one: batch
 	// with its 32-goroutine Enqueue (¹), prefetch with its plain consume (⁵).
-	nearest := map[string]string{"batch": "produce32 ¹", "consumepf": "consume ⁵"}
+	type near struct{ id, mark string }
+	nearest := map[string]near{"batch": {"produce32", "¹"}, "consumepf": {"consume", "⁵"}}
 	tp := func(id, label, tgt string, min float64) {
 		if !o.cases[id] {
 			return
@@ -230,9 +231,9 @@ func printReport(w io.Writer, o options, env environment, systems []system, res 
 		av, as, unsup := rate(id, asys)
 		rv, rs, _ := rate(id, rsys)
 		adv := ratio(rv, av)
-		if near, mark, ok := strings.Cut(nearest[id], " "); unsup && ok {
-			if v, _, _ := rate(near, asys); !math.IsNaN(v) {
-				adv = ratio(rv, v) + " " + mark
+		if n, ok := nearest[id]; unsup && ok {
+			if v, _, _ := rate(n.id, asys); !math.IsNaN(v) {
+				adv = ratio(rv, v) + " " + n.mark
 			}
 		}
 		t := ""
