@@ -85,10 +85,7 @@ func TestSendBatch(t *testing.T) {
 	ctx := context.Background()
 	tp := topic.MustNew("batch", topic.Priority, 8)
 
-	msgs := make([]producer.BatchMessage, 1000)
-	for i := range msgs {
-		msgs[i] = producer.BatchMessage{Body: []byte(fmt.Sprintf("job-%d", i)), Key: fmt.Sprintf("k%d", i), Priority: int64(17 + i)}
-	}
+	msgs := priorityJobs(1000)
 	ids, err := p.SendBatch(ctx, tp, msgs)
 	require.NoError(t, err)
 	require.Len(t, ids, 1000)
@@ -108,4 +105,22 @@ func TestSendBatch(t *testing.T) {
 	_, err = p.SendBatch(ctx, tp, msgs)
 	require.NoError(t, err)
 	assert.EqualValues(t, 1000, storeSizes(t, rdb, prefix, tp))
+}
+
+// priorityJobs is n priority messages: body job-i, key ki, priority 17+i.
+func priorityJobs(n int) []producer.BatchMessage {
+	msgs := make([]producer.BatchMessage, n)
+	for i := range msgs {
+		msgs[i] = producer.BatchMessage{Body: []byte(fmt.Sprintf("job-%d", i)), Key: fmt.Sprintf("k%d", i), Priority: int64(17 + i)}
+	}
+	return msgs
+}
+
+// hourAhead is n fixed-time messages due in an hour, body and key mi.
+func hourAhead(n int) []producer.BatchMessage {
+	msgs := make([]producer.BatchMessage, n)
+	for i := range msgs {
+		msgs[i] = producer.BatchMessage{Body: []byte(fmt.Sprintf("m%d", i)), Key: fmt.Sprintf("m%d", i), At: time.Now().Add(time.Hour)}
+	}
+	return msgs
 }

@@ -93,11 +93,7 @@ func TestClusterSends(t *testing.T) {
 	ctx := context.Background()
 	tp := topic.MustNew("batch", topic.Priority, 16)
 
-	msgs := make([]producer.BatchMessage, 500)
-	for i := range msgs {
-		msgs[i] = producer.BatchMessage{Body: []byte(fmt.Sprintf("job-%d", i)), Key: fmt.Sprintf("k%d", i), Priority: int64(17 + i)}
-	}
-	ids, err := p.SendBatch(ctx, tp, msgs)
+	ids, err := p.SendBatch(ctx, tp, priorityJobs(500))
 	require.NoError(t, err)
 	require.Len(t, ids, 500)
 	assert.LessOrEqual(t, h.calls.Load(), int64(16), "one call per slot")
@@ -145,11 +141,7 @@ func TestClusterBatchReloadsScripts(t *testing.T) {
 	require.NoError(t, cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
 		return c.ScriptFlush(ctx).Err()
 	}))
-	msgs := make([]producer.BatchMessage, 64)
-	for i := range msgs {
-		msgs[i] = producer.BatchMessage{Body: []byte(fmt.Sprintf("m%d", i)), Key: fmt.Sprintf("m%d", i), At: time.Now().Add(time.Hour)}
-	}
-	_, err := p.SendBatch(ctx, tp, msgs)
+	_, err := p.SendBatch(ctx, tp, hourAhead(64))
 	require.NoError(t, err)
 	assert.Positive(t, h.noScript.Load(), "no NOSCRIPT: the scripts were not flushed?")
 	assert.EqualValues(t, 64, storeSizes(t, cc, prefix, tp))
@@ -194,11 +186,7 @@ func TestClusterReloadSendsOnlyRefusedCalls(t *testing.T) {
 		one.Do(func() { err = c.ScriptFlush(ctx).Err() }) // one master only
 		return err
 	}))
-	msgs := make([]producer.BatchMessage, 64)
-	for i := range msgs {
-		msgs[i] = producer.BatchMessage{Body: []byte(fmt.Sprintf("m%d", i)), Key: fmt.Sprintf("m%d", i), At: time.Now().Add(time.Hour)}
-	}
-	_, err := p.SendBatch(ctx, tp, msgs)
+	_, err := p.SendBatch(ctx, tp, hourAhead(64))
 	require.NoError(t, err)
 	assert.Positive(t, h.noScript.Load(), "no NOSCRIPT: the scripts were not flushed?")
 	assert.Equal(t, map[producer.SendResult]int{producer.SendStored: 64}, results.got)

@@ -1,7 +1,6 @@
 package rmq_test
 
 import (
-	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -13,7 +12,6 @@ import (
 	"github.com/rmq-go/rmq/consumer"
 	"github.com/rmq-go/rmq/internal/redistest"
 	"github.com/rmq-go/rmq/luascripts"
-	"github.com/rmq-go/rmq/producer"
 	"github.com/rmq-go/rmq/topic"
 )
 
@@ -24,11 +22,10 @@ type fetchGroups struct {
 }
 
 func (f *fetchGroups) observe(cmd redis.Cmder) {
-	args := cmd.Args()
-	if len(args) < 3 || cmd.Name() != "evalsha" || args[1] != luascripts.Fetch.Hash() {
+	if sha, ok := scriptSHA(cmd); !ok || sha != luascripts.Fetch.Hash() {
 		return
 	}
-	nkeys, ok := args[2].(int)
+	nkeys, ok := cmd.Args()[2].(int)
 	if !ok {
 		return
 	}
@@ -54,12 +51,9 @@ func TestBacklogFetchesNameFewSlots(t *testing.T) {
 	require.NoError(t, c.Register(tp, rec, consumer.WithConcurrency(32)))
 	const n = 1600
 	base := time.Now().Add(-time.Minute)
-	msgs := make([]producer.BatchMessage, n)
-	for i := range msgs {
-		// 100 messages per due millisecond, spread over the slots: each
-		// slot holds several of every millisecond.
-		msgs[i] = producer.BatchMessage{Body: []byte(fmt.Sprintf("m%04d", i)), At: base.Add(time.Duration(i/100) * time.Millisecond)}
-	}
+	// 100 messages per due millisecond, spread over the slots: each slot
+	// holds several of every millisecond.
+	msgs := dueBatch(n, func(i int) time.Time { return base.Add(time.Duration(i/100) * time.Millisecond) })
 	_, err := c.Producer().SendBatch(ctx, tp, msgs)
 	require.NoError(t, err)
 	e.start(c)

@@ -464,3 +464,14 @@ func pastScore(score float64) float64 {
 	token := math.Mod(score, luascripts.TokenMod)
 	return float64((time.Now().Unix()-10)*luascripts.TokenMod) + token
 }
+
+// outcomeObserver passes each delivery's outcome on, in order.
+type outcomeObserver chan<- consumer.Outcome
+
+func (o outcomeObserver) Delivered(*consumer.Message) {}
+
+func (o outcomeObserver) Finished(_ *consumer.Message, _ time.Duration, out consumer.Outcome) {
+	o <- out
+}
+
+func (o outcomeObserver) LeasesExpired(string, int, int) {}

@@ -3,11 +3,9 @@ package rmq_test
 import (
 	"context"
 	"fmt"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -172,13 +170,9 @@ func TestCloseDeadlineLetsPendingAckFinish(t *testing.T) {
 	e := newEnvOn(t, startDedicated(t))
 	ctx := ctxT(t)
 	tp := mustTopic(t, "closeack", topic.FixedTime, 1)
-	var rollbacks atomic.Int64
+	rollbacks := newScriptCounter(luascripts.Rollback)
 	rdb := e.newRedis()
-	rdb.AddHook(redistest.Observer{Before: func(cmd redis.Cmder) {
-		if args := cmd.Args(); len(args) > 1 && (cmd.Name() == "evalsha" || cmd.Name() == "eval") && args[1] == luascripts.Rollback.Hash() {
-			rollbacks.Add(1)
-		}
-	}})
+	rdb.AddHook(redistest.Observer{Before: rollbacks.observe})
 	outcomes := make(chan consumer.Outcome, 2)
 	c := e.clientOn(rdb)
 	returned := make(chan struct{})
@@ -201,6 +195,6 @@ func TestCloseDeadlineLetsPendingAckFinish(t *testing.T) {
 	default:
 		t.Fatal("Close returned before the delivery ended")
 	}
-	assert.Zero(t, rollbacks.Load(), "rollback.lua calls")
+	assert.Zero(t, rollbacks.n(), "rollback.lua calls")
 	assert.Equal(t, counts{}, e.counts(tp))
 }

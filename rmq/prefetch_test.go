@@ -3,18 +3,14 @@ package rmq_test
 import (
 	"context"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/rmq-go/rmq/consumer"
-	"github.com/rmq-go/rmq/internal/redistest"
-	"github.com/rmq-go/rmq/luascripts"
 	"github.com/rmq-go/rmq/producer"
 	"github.com/rmq-go/rmq/rmq"
 	"github.com/rmq-go/rmq/topic"
@@ -86,29 +82,6 @@ func TestPrefetchRejectsNegative(t *testing.T) {
 	})
 }
 
-// finishObserver records which deliveries have finished (acked or rolled back).
-type finishObserver struct {
-	mu       sync.Mutex
-	finished map[string]consumer.Outcome
-}
-
-func (o *finishObserver) Delivered(*consumer.Message) {}
-
-func (o *finishObserver) Finished(m *consumer.Message, _ time.Duration, out consumer.Outcome) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.finished[m.ID] = out
-}
-
-func (o *finishObserver) LeasesExpired(string, int, int) {}
-
-func (o *finishObserver) outcome(id string) (consumer.Outcome, bool) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	out, ok := o.finished[id]
-	return out, ok
-}
-
 // A handler whose listener returned takes the next delivery while its ack
 // is still on its way: a slow ack round does not idle the handlers. Writes
 // are paused in Redis while the first message is handled, so its ack waits
@@ -118,8 +91,8 @@ func TestNextDeliveryStartsWhileAckIsInFlight(t *testing.T) {
 	e := newEnvOn(t, startDedicated(t))
 	ctx := ctxT(t)
 	tp := mustTopic(t, "ackoverlap", topic.FixedTime, 1)
-	obs := &finishObserver{finished: map[string]consumer.Outcome{}}
-	var firstID string
+	outcomes := make(chan consumer.Outcome, 2)
+	var first atomic.Bool
 	type seen struct {
 		id            string
 		firstFinished bool
@@ -127,32 +100,34 @@ func TestNextDeliveryStartsWhileAckIsInFlight(t *testing.T) {
 	calls := make(chan seen, 2)
 	c := e.client()
 	require.NoError(t, c.Register(tp, consumer.ListenerFunc(func(ctx context.Context, m *consumer.Message) error {
-		if firstID == "" {
-			firstID = m.ID
+		if first.CompareAndSwap(false, true) {
 			require.NoError(t, e.rdb.Do(ctx, "CLIENT", "PAUSE", 1500, "WRITE").Err())
 			calls <- seen{id: m.ID}
 			return nil
 		}
-		_, done := obs.outcome(firstID)
-		calls <- seen{id: m.ID, firstFinished: done}
+		// Only the first delivery can have finished before this call.
+		calls <- seen{id: m.ID, firstFinished: len(outcomes) > 0}
 		return nil
-	}), consumer.WithConcurrency(1), consumer.WithPrefetch(1), consumer.WithObserver(obs)))
+	}), consumer.WithConcurrency(1), consumer.WithPrefetch(1), consumer.WithObserver(outcomeObserver(outcomes))))
 	sendDueNow(ctx, t, c, tp, 2)
 	e.start(c)
-	first := <-calls
+	firstCall := <-calls
 	var second seen
 	select {
 	case second = <-calls:
 	case <-time.After(waitLong):
 		t.Fatal("the second message was not handled")
 	}
-	assert.NotEqual(t, first.id, second.id)
+	assert.NotEqual(t, firstCall.id, second.id)
 	assert.False(t, second.firstFinished, "the second listener call waited for the first ack")
-	require.Eventually(t, func() bool {
-		a, okA := obs.outcome(first.id)
-		b, okB := obs.outcome(second.id)
-		return okA && okB && a == consumer.Acked && b == consumer.Acked
-	}, waitLong, 5*time.Millisecond, "both acked once the pause ends")
+	for range 2 {
+		select {
+		case out := <-outcomes:
+			assert.Equal(t, consumer.Acked, out, "both acked once the pause ends")
+		case <-time.After(waitLong):
+			t.Fatal("a delivery did not end")
+		}
+	}
 	e.eventuallyCounts(tp, counts{})
 }
 
@@ -164,24 +139,13 @@ func TestPrefetchFetchesInLargeBatches(t *testing.T) {
 		ctx := ctxT(t)
 		tp := mustTopic(t, "prefetchbatch", topic.FixedTime, 1)
 		const n, prefetch = 400, 32
-		var fetches atomic.Int64
-		rdb := e.newRedis()
-		rdb.AddHook(redistest.Observer{Before: func(cmd redis.Cmder) {
-			if args := cmd.Args(); len(args) > 1 && cmd.Name() == "evalsha" && args[1] == luascripts.Fetch.Hash() {
-				fetches.Add(1)
-			}
-		}})
-		c := e.clientOn(rdb)
+		c, fetches := e.clientCountingFetches()
 		rec := newRecorder(func(context.Context, *consumer.Message) error {
 			time.Sleep(200 * time.Microsecond)
 			return nil
 		})
 		require.NoError(t, c.Register(tp, rec, consumer.WithConcurrency(2), consumer.WithPrefetch(prefetch)))
-		msgs := make([]producer.BatchMessage, n)
-		for i := range msgs {
-			msgs[i] = producer.BatchMessage{Body: []byte(fmt.Sprintf("m%d", i)), At: time.Now()}
-		}
-		_, err := c.Producer().SendBatch(ctx, tp, msgs)
+		_, err := c.Producer().SendBatch(ctx, tp, dueBatch(n, func(int) time.Time { return time.Now() }))
 		require.NoError(t, err)
 		e.start(c)
 		got := map[string]int{}
@@ -195,7 +159,7 @@ func TestPrefetchFetchesInLargeBatches(t *testing.T) {
 		}
 		// n/(p/2) full fetches, and a few that find the slot's head or
 		// nothing left.
-		assert.LessOrEqual(t, fetches.Load(), int64(n/(prefetch/2)+6), "fetch calls")
+		assert.LessOrEqual(t, fetches.n(), int64(n/(prefetch/2)+6), "fetch calls")
 	})
 }
 
@@ -246,4 +210,13 @@ func waitFor(ch <-chan struct{}) func(ctx context.Context, m *consumer.Message) 
 			return ctx.Err()
 		}
 	}
+}
+
+// dueBatch is n messages with bodies m0, m1, ... due at(i).
+func dueBatch(n int, at func(i int) time.Time) []producer.BatchMessage {
+	msgs := make([]producer.BatchMessage, n)
+	for i := range msgs {
+		msgs[i] = producer.BatchMessage{Body: []byte(fmt.Sprintf("m%d", i)), At: at(i)}
+	}
+	return msgs
 }

@@ -426,14 +426,3 @@ func TestTwoPhaseAckUnansweredRedelivers(t *testing.T) {
 	}
 	e.eventuallyCounts(tp, counts{})
 }
-
-// outcomeObserver passes each delivery's outcome on, in order.
-type outcomeObserver chan<- consumer.Outcome
-
-func (o outcomeObserver) Delivered(*consumer.Message) {}
-
-func (o outcomeObserver) Finished(_ *consumer.Message, _ time.Duration, out consumer.Outcome) {
-	o <- out
-}
-
-func (o outcomeObserver) LeasesExpired(string, int, int) {}
