@@ -178,7 +178,8 @@ func (r *Runner) Restart(ctx context.Context) error {
 }
 
 // Suspend freezes the process with SIGSTOP: connections stay open but
-// nothing is answered, like a long GC pause or a stalled VM.
+// nothing is answered, like a long GC pause or a stalled VM. On Linux it
+// returns once every thread has stopped.
 func (r *Runner) Suspend() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -188,6 +189,7 @@ func (r *Runner) Suspend() error {
 	if err := SigStop(r.p.Pid()); err != nil {
 		return err
 	}
+	waitStopped(r.p.Pid())
 	r.suspended = true
 	return nil
 }
