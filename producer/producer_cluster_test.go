@@ -125,7 +125,7 @@ func TestClusterSends(t *testing.T) {
 	require.NoError(t, err)
 	removed, err := p.Remove(ctx, ft, id)
 	require.NoError(t, err)
-	assert.True(t, removed)
+	assert.Equal(t, producer.RemovedWaiting, removed)
 	assert.EqualValues(t, 200, storeSizes(t, cc, prefix, ft))
 }
 

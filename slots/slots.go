@@ -57,6 +57,7 @@ type Keys struct {
 	Msg     string // HASH id -> envelope of a waiting or in-flight message
 	DeadMsg string // HASH id -> envelope of a dead message
 	Wake    string // pub/sub channel: the slot's head changed
+	Delayed string // ZSET id -> due time (ms) of a priority message that waits for its time
 }
 
 // Tag returns the hash tag of a slot, braces included: "{topic:index:n}",
@@ -83,6 +84,7 @@ func KeysForName(prefix, topicName string, index int) Keys {
 		Msg:     base + "msg",
 		DeadMsg: base + "deadmsg",
 		Wake:    base + "wake",
+		Delayed: base + "delayed",
 	}
 }
 

@@ -250,7 +250,7 @@ func (b *bench) define(ctx context.Context, p *producer.Producer, t topic.Topic)
 	if err := send(ctx, p, t, []byte("warm-up"), 0); err != nil {
 		return err
 	}
-	if ok, err := p.Remove(ctx, t, producer.BodyID([]byte("warm-up"))); err != nil || !ok {
+	if ok, err := p.Remove(ctx, t, producer.BodyID([]byte("warm-up"))); err != nil || ok != producer.RemovedWaiting {
 		return fmt.Errorf("removing the warm-up message: removed=%v err=%v", ok, err)
 	}
 	return nil

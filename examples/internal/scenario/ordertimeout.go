@@ -129,8 +129,8 @@ func OrderTimeout(ctx context.Context, env Env) (err error) {
 			return err
 		}
 		clk.say("%s PAID → its timeout message is removed (Remove → %v)", id, removed)
-		if !removed {
-			return fmt.Errorf("%s: Remove found no timeout message for an order paid in time", id)
+		if removed != producer.RemovedWaiting {
+			return fmt.Errorf("%s: Remove found no waiting timeout message for an order paid in time", id)
 		}
 		return nil
 	}
