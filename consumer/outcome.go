@@ -53,7 +53,7 @@ func (e *outcomeError) Error() string { return e.err.Error() }
 func (e *outcomeError) Unwrap() error { return e.err }
 
 // rollbackDirective returns what rollback.lua is told for a handler's
-// error: '' (the backoff), 'd', 'r<ms>' or 's<ms>'. Delays round up to the
+// error: ” (the backoff), 'd', 'r<ms>' or 's<ms>'. Delays round up to the
 // ms: never early.
 func rollbackDirective(err error) string {
 	var o *outcomeError

@@ -80,7 +80,7 @@ func (i *Inspector) Stats(ctx context.Context, t topic.Topic) (Stats, error) {
 	nowMs := strconv.FormatInt(now.UnixMilli(), 10)
 	type slotCmds struct {
 		store, prepare, dead, due, delayed *redis.IntCmd
-		head, oldest, newest      *redis.ZSliceCmd
+		head, oldest, newest               *redis.ZSliceCmd
 	}
 	cmds := make([]slotCmds, t.SlotAmount())
 	err = i.pipelined(ctx, t.SlotAmount(), func(pipe redis.Pipeliner, s int) {
