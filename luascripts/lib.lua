@@ -266,12 +266,12 @@ local function rollback_one(k, id, token, err, now, max_retries, backoff, dead_m
   local attempt = token % 1000
   e.err = err
   local waiting = redis.call('ZSCORE', k.store, id)
-  if waiting then
+  if waiting or (k.delayed and redis.call('ZSCORE', k.delayed, id)) then
     -- A send arrived while this delivery ran; that send is delivered next
     -- and keeps its own (fresh) attempt count. It was blocked until now:
-    -- wake the slot as ack.lua does.
+    -- wake the slot as ack.lua does (a delayed one wakes when due).
     redis.call('HSET', k.msg, id, env_rewrite(e))
-    if cmd ~= '' then redis.call(cmd, k.wake, waiting) end
+    if waiting and cmd ~= '' then redis.call(cmd, k.wake, waiting) end
     return 2
   end
   now_up = now_up or now

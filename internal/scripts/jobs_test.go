@@ -131,7 +131,7 @@ func TestDelayedPriority(t *testing.T) {
 	nb := time.Now().Add(300 * time.Millisecond).UnixMilli()
 	require.EqualValues(t, 1, s.sendOpts("later", 900, scripts.Options{NotBeforeMs: nb}, "l"))
 	s.send("now", 100, "n")
-	assert.Equal(t, where{msg: true}, s.where("later"), "not in store")
+	assert.Equal(t, where{msg: true, delayed: true}, s.where("later"), "not in store")
 	d, err := s.rdb.ZScore(s.ctx, s.k.Delayed, "later").Result()
 	require.NoError(t, err)
 	assert.EqualValues(t, nb, d)

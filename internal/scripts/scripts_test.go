@@ -203,7 +203,7 @@ func (s *slot) head() float64 {
 	return -2
 }
 
-type where struct{ store, prepare, dead, msg, deadmsg bool }
+type where struct{ store, prepare, dead, msg, deadmsg, delayed bool }
 
 func (s *slot) where(id string) where {
 	s.t.Helper()
@@ -220,7 +220,7 @@ func (s *slot) where(id string) where {
 		require.NoError(s.t, err)
 		return ok
 	}
-	return where{in(s.k.Store), in(s.k.Prepare), in(s.k.Dead), has(s.k.Msg), has(s.k.DeadMsg)}
+	return where{in(s.k.Store), in(s.k.Prepare), in(s.k.Dead), has(s.k.Msg), has(s.k.DeadMsg), in(s.k.Delayed)}
 }
 
 func (s *slot) envelope(key, id string) scripts.Envelope {
@@ -244,6 +244,8 @@ func toF(v any) float64 {
 }
 
 func past() float64 { return float64(time.Now().Add(-time.Second).UnixMilli()) }
+
+func future() int64 { return time.Now().Add(time.Hour).UnixMilli() }
 
 // TestScriptHeaders checks that every script names each KEYS and ARGV it
 // uses in its header, and that the header lists exactly the KEYS used.
