@@ -414,11 +414,14 @@ func printFooter(w io.Writer, o options, env environment, aName, asys string, rt
 	}
 	lead := fmt.Sprintf("%v", o.lead)
 	fmt.Fprintf(w, "² lateness = handler call − due time (whole ms, asynq ProcessAt / RMQ SendFixedTime, each sent %s ahead from %d goroutines);\n", lead, o.producers)
-	fmt.Fprintf(w, "  early = fired before the due time, summed over the runs (of all fired). asynq: ")
-	if o.asynqCheck == 0 {
-		fmt.Fprintln(w, "default check intervals (TaskCheckInterval 1s, DelayedTaskCheckInterval 5s).")
-	} else {
-		fmt.Fprintf(w, "TaskCheckInterval = DelayedTaskCheckInterval = %v.\n", o.asynqCheck)
+	fmt.Fprintf(w, "  early = fired before the due time, summed over the runs (of all fired).")
+	switch {
+	case asys == "":
+		fmt.Fprintln(w)
+	case o.asynqCheck == 0:
+		fmt.Fprintln(w, " asynq: default check intervals (TaskCheckInterval 1s, DelayedTaskCheckInterval 5s).")
+	default:
+		fmt.Fprintf(w, " asynq: TaskCheckInterval = DelayedTaskCheckInterval = %v.\n", o.asynqCheck)
 	}
 	var lags []string
 	for id, bySys := range res.m {
