@@ -45,6 +45,12 @@ type Config struct {
 	AppendFsync string
 	// ExtraArgs are appended to the command line, e.g. "--maxmemory", "10mb".
 	ExtraArgs []string
+	// Password, ACL, PingUser, PingPassword and TLS are for single nodes:
+	// StartCluster does not pass them on, since redis-cli --cluster create
+	// and the readiness checks of a cluster log in as the default user. A
+	// cluster gets an extra ACL user with ExtraArgs: "--user", "NAME",
+	// "on", ">PASSWORD", rules...
+	//
 	// Password, if set, is requirepass: the password of the default user.
 	// The readiness check authenticates with it unless PingUser is set.
 	Password string
@@ -60,8 +66,7 @@ type Config struct {
 	// TLS, if set, makes the server speak TLS only, on the server's port
 	// (--port 0, --tls-port); clients need not present a certificate. The
 	// readiness check verifies the server against TLS.CAFile, so the
-	// certificate must be valid for 127.0.0.1 (see WriteTLSFiles). Single
-	// nodes only: StartCluster does not pass it on.
+	// certificate must be valid for 127.0.0.1 (see WriteTLSFiles).
 	TLS *TLSFiles
 	// Logf, if set, receives lifecycle messages. It is only called from
 	// within the methods of this package, never from a background goroutine,
