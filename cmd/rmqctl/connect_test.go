@@ -149,6 +149,7 @@ func TestResolveTarget(t *testing.T) {
 		{name: "redis flag", flags: connFlags{redis: "10.0.0.1:7000"}, want: want{addr: "10.0.0.1:7000"}},
 		{name: "url", flags: connFlags{url: "redis://u:p@h:1/3"}, want: want{addr: "h:1", user: "u", pw: "p", db: 3}},
 		{name: "url without port", flags: connFlags{url: "rediss://h"}, want: want{addr: "h:6379", tls: true}},
+		{name: "unix socket", flags: connFlags{url: "unix://:p@/run/redis.sock?db=4"}, want: want{addr: "/run/redis.sock", pw: "p", db: 4}},
 		{name: "url in redis flag", flags: connFlags{redis: "redis://:p@h:1"}, want: want{addr: "h:1", pw: "p"}},
 		{name: "cluster list", flags: connFlags{cluster: "a:1, b:2,"}, want: want{cluster: []string{"a:1", "b:2"}}},
 		{name: "cluster url", flags: connFlags{cluster: "rediss://u:p@a:1?addr=b:2"}, want: want{cluster: []string{"a:1", "b:2"}, user: "u", pw: "p", tls: true}},
