@@ -3,6 +3,7 @@ package rmq_test
 import (
 	"context"
 	"fmt"
+	"net"
 	"slices"
 	"sort"
 	"strconv"
@@ -120,12 +121,19 @@ func TestClusterEveryScriptKeysOneHashSlot(t *testing.T) {
 // slotMap returns, for every hash slot, the master that serves it.
 func slotMap(t *testing.T, cc *redis.ClusterClient) []string {
 	t.Helper()
-	ranges, err := cc.ClusterSlots(context.Background()).Result()
+	shards, err := cc.ClusterShards(context.Background()).Result()
 	require.NoError(t, err)
 	owner := make([]string, keyspace.NumHashSlots)
-	for _, r := range ranges {
-		for hs := r.Start; hs <= r.End; hs++ {
-			owner[hs] = r.Nodes[0].Addr
+	for _, sh := range shards {
+		for _, n := range sh.Nodes {
+			if n.Role != "master" {
+				continue
+			}
+			for _, r := range sh.Slots {
+				for hs := r.Start; hs <= r.End; hs++ {
+					owner[hs] = net.JoinHostPort(n.IP, strconv.FormatInt(n.Port, 10))
+				}
+			}
 		}
 	}
 	return owner

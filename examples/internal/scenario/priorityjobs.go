@@ -16,7 +16,7 @@ import (
 // job is one background job of the story.
 type job struct {
 	name     string
-	priority int64 // above 16 (topic.MinPriority)
+	priority int64 // at least topic.MinPriority (17)
 }
 
 // errGatewayTimeout is how the flaky job fails on its first attempt.
