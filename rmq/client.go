@@ -100,11 +100,9 @@ func (c *Client) Register(t topic.Topic, l consumer.MessageListener, opts ...con
 	}
 	base := []consumer.Option{consumer.WithPrefix(c.cfg.prefix), consumer.WithLogger(c.log)}
 	base = append(base, c.metrics.consumerOptions(t)...)
-	p := consumerctl.Params{Redis: c.rdb, Topic: t, Listener: l, Options: append(base, opts...)}
-	if c.coord != nil {
-		p.Coordinator = c.coord
-	}
-	cons, err := consumerctl.New(p)
+	cons, err := consumerctl.New(consumerctl.Params{
+		Redis: c.rdb, Topic: t, Listener: l, Options: append(base, opts...), Coordinator: c.zkCoordinator(),
+	})
 	if err != nil {
 		return err
 	}

@@ -88,6 +88,15 @@ func (c *Client) initZooKeeper() error {
 	return nil
 }
 
+// zkCoordinator is the coordinator the engines take their slots from: nil
+// (an untyped nil, not a nil *zkcoord.Coordinator) without WithZooKeeper.
+func (c *Client) zkCoordinator() consumerctl.Coordinator {
+	if c.coord == nil {
+		return nil
+	}
+	return c.coord
+}
+
 // zkAddTopic hands a registered topic's engine to the coordinator.
 func (c *Client) zkAddTopic(t topic.Topic, cons consumerctl.Engine) error {
 	if c.coord == nil {
