@@ -14,6 +14,7 @@ import (
 	"github.com/rmq-go/rmq/internal/groupcommit"
 	"github.com/rmq-go/rmq/internal/lifecycle"
 	"github.com/rmq-go/rmq/internal/scripts"
+	"github.com/rmq-go/rmq/internal/topicstore"
 	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
 )
@@ -162,7 +163,7 @@ func (c *engine) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := topic.Define(ctx, c.rdb, slots.TopicsKey(c.cfg.prefix), c.topic); err != nil {
+	if err := topicstore.Define(ctx, c.rdb, slots.TopicsKey(c.cfg.prefix), c.topic); err != nil {
 		return err
 	}
 	if err := scripts.Load(ctx, c.rdb); err != nil {

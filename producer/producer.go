@@ -13,6 +13,7 @@ import (
 
 	"github.com/rmq-go/rmq/internal/groupcommit"
 	"github.com/rmq-go/rmq/internal/scripts"
+	"github.com/rmq-go/rmq/internal/topicstore"
 	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
 )
@@ -192,7 +193,7 @@ func (p *Producer) define(ctx context.Context, t topic.Topic) error {
 		}
 		return fmt.Errorf("%w: %s is %s, given as %s", ErrTopicConflict, t.Name(), def, t.Definition())
 	}
-	if err := topic.Define(ctx, p.rdb, slots.TopicsKey(p.cfg.prefix), t); err != nil {
+	if err := topicstore.Define(ctx, p.rdb, slots.TopicsKey(p.cfg.prefix), t); err != nil {
 		return err
 	}
 	p.defined.Store(t.Name(), t.Definition())

@@ -18,6 +18,7 @@ import (
 	"github.com/rmq-go/rmq/internal/redisserver"
 	"github.com/rmq-go/rmq/internal/redistest"
 	"github.com/rmq-go/rmq/internal/scripts"
+	"github.com/rmq-go/rmq/internal/topicstore"
 	"github.com/rmq-go/rmq/producer"
 	"github.com/rmq-go/rmq/rmq"
 	"github.com/rmq-go/rmq/slots"
@@ -198,7 +199,7 @@ func (e *env) fakeDead(tp topic.Topic, slot int, ids []string, diedMs func(j int
 	e.t.Helper()
 	ctx := context.Background()
 	k := e.keys(tp, slot)
-	require.NoError(e.t, topic.Define(ctx, e.rdb, slots.TopicsKey(e.prefix), tp))
+	require.NoError(e.t, topicstore.Define(ctx, e.rdb, slots.TopicsKey(e.prefix), tp))
 	for from := 0; from < len(ids); from += 1000 {
 		pipe := e.rdb.Pipeline()
 		for j := from; j < min(len(ids), from+1000); j++ {

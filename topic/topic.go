@@ -24,6 +24,11 @@ const (
 	FixedTime
 )
 
+// ErrConflict is returned when a topic is defined with another type or slot
+// amount than the definition already stored in Redis. Changing either would
+// strand messages in slots nobody reads, so it is refused.
+var ErrConflict = errors.New("rmq: topic conflicts with its stored definition")
+
 // MinPriority is the smallest priority a message may be sent with: scores
 // below it (0..16) are reserved for retried priority messages, so every
 // retry ranks below every fresh message.
