@@ -137,7 +137,6 @@ func (z *Coordinator) activate(t *zkTopic, s int, gen uint64, _ int64, _ string)
 		return
 	}
 	sl.active, sl.revoked, sl.fails = true, false, 0
-	t.acquiredN++
 	z.log.Debug("rmq: slot owned", "topic", t.t.Name(), "slot", s, "epoch", epoch)
 }
 

@@ -18,12 +18,11 @@ type zkTopic struct {
 	t topic.Topic
 	h consumerctl.SlotHandler
 
-	members   zkListing
-	holders   zkListing
-	owners    []string // owner member per slot, from holders ("?" unknown)
-	target    []string // Assign result; nil until both listings were read
-	slots     []zkSlot
-	acquiredN int
+	members zkListing
+	holders zkListing
+	owners  []string // owner member per slot, from holders ("?" unknown)
+	target  []string // Assign result; nil until both listings were read
+	slots   []zkSlot
 }
 
 // zkListing is a watched children list.
