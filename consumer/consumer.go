@@ -11,14 +11,20 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/rmq-go/rmq/internal/consumerctl"
 	"github.com/rmq-go/rmq/internal/groupcommit"
+	"github.com/rmq-go/rmq/internal/lifecycle"
 	"github.com/rmq-go/rmq/internal/scripts"
 	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
 )
 
-// Consumer consumes one topic with one listener.
-type Consumer struct {
+// The engine is unexported: a user consumes through rmq.Client.Register,
+// which reaches it through internal/consumerctl (see that package for why).
+func init() { consumerctl.New = newEngineFromParams }
+
+// engine consumes one topic with one listener.
+type engine struct {
 	rdb         redis.UniversalClient
 	topic       topic.Topic
 	listener    MessageListener
@@ -27,18 +33,21 @@ type Consumer struct {
 	keys        []slots.Keys
 	wakeCmd     string
 	backoffArgs []any
+	shards      shardTuning // the shard waker's timing (waker_cluster.go)
 
-	// lifecycle
-	startOnce sync.Once
-	closeOnce sync.Once
-	started   bool
-	runCtx    context.Context // fetcher, waker, sweeper: cancelled first by Close
+	// Lifecycle (internal/lifecycle). Two contexts, stopped in this order
+	// by Close: runCtx ends the fetcher, waker and sweeper (loops), then
+	// handleCtx ends the lease keeper (leases) once the handlers drained,
+	// and the handlers Close gave up on.
+	phase     lifecycle.Phase // guarded by mu
+	live      bool            // guarded by mu: Start succeeded and Close has not begun
+	runCtx    context.Context
 	stopRun   context.CancelFunc
-	handleCtx context.Context // handlers and leases: cancelled when Close gives up
+	handleCtx context.Context
 	stopAll   context.CancelFunc
 	loops     sync.WaitGroup // fetcher, waker, sweeper
+	leases    sync.WaitGroup // lease keeper
 	handlers  sync.WaitGroup // one per delivery in flight
-	leaseDone chan struct{}
 
 	mu       sync.Mutex
 	inflight map[*delivery]struct{} // until the ack or rollback is done
@@ -54,7 +63,9 @@ type Consumer struct {
 	// ackWaitCtx).
 	ackWait atomic.Pointer[ackWait]
 
-	own *ownership // WithAssignedSlots (ZooKeeper mode); nil: every slot
+	// own decides which slots are consumed and fences the script calls
+	// (ownership.go): allSlots, or assignedSlots in ZooKeeper mode.
+	own ownership
 
 	// merged: one script call may name several slots (a single node, no
 	// fencing), so fetches and acks take all their slots in one call.
@@ -65,14 +76,28 @@ type Consumer struct {
 type delivery struct {
 	msg       *Message
 	cancel    context.CancelCauseFunc
-	timedOut  bool // guarded by Consumer.mu: no more lease extension
-	abandoned bool // guarded by Consumer.mu: Close rolled it back
-	revoked   bool // guarded by Consumer.mu: its slot's ownership was lost
-	ending    bool // guarded by Consumer.mu: the listener returned; its ack or rollback is under way
+	timedOut  bool // guarded by engine.mu: no more lease extension
+	abandoned bool // guarded by engine.mu: Close rolled it back
+	revoked   bool // guarded by engine.mu: its slot's ownership was lost
+	ending    bool // guarded by engine.mu: the listener returned; its ack or rollback is under way
 }
 
-// New returns a consumer of t. It starts nothing until Start.
-func New(rdb redis.UniversalClient, t topic.Topic, l MessageListener, opts ...Option) (*Consumer, error) {
+// newEngineFromParams is consumerctl.New.
+func newEngineFromParams(p consumerctl.Params) (consumerctl.Engine, error) {
+	l, ok := p.Listener.(MessageListener)
+	if !ok && p.Listener != nil {
+		return nil, fmt.Errorf("%w: listener of type %T", ErrInvalidOption, p.Listener)
+	}
+	opts, ok := p.Options.([]Option)
+	if !ok && p.Options != nil {
+		return nil, fmt.Errorf("%w: options of type %T", ErrInvalidOption, p.Options)
+	}
+	return newEngine(p.Redis, p.Topic, l, p.Coordinator, opts...)
+}
+
+// newEngine returns an engine of t; coord, if not nil, assigns its slots.
+// It starts nothing until Start.
+func newEngine(rdb redis.UniversalClient, t topic.Topic, l MessageListener, coord consumerctl.Coordinator, opts ...Option) (*engine, error) {
 	if t.IsZero() {
 		return nil, fmt.Errorf("%w: zero Topic", topic.ErrInvalidName)
 	}
@@ -86,26 +111,28 @@ func New(rdb redis.UniversalClient, t topic.Topic, l MessageListener, opts ...Op
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	c := &Consumer{
-		rdb:       rdb,
-		topic:     t,
-		listener:  l,
-		cfg:       cfg,
-		log:       cfg.logger.With("topic", t.Name()),
-		wakeCmd:   scripts.WakeCommand(rdb),
-		inflight:  map[*delivery]struct{}{},
-		perSlot:   map[int]int{},
-		released:  make(chan struct{}, 1),
-		running:   make(chan struct{}, cfg.concurrency),
-		leaseDone: make(chan struct{}),
+	c := &engine{
+		rdb:      rdb,
+		topic:    t,
+		listener: l,
+		cfg:      cfg,
+		log:      cfg.logger.With("topic", t.Name()),
+		wakeCmd:  scripts.WakeCommand(rdb),
+		shards:   defaultShardTuning,
+		inflight: map[*delivery]struct{}{},
+		perSlot:  map[int]int{},
+		released: make(chan struct{}, 1),
+		running:  make(chan struct{}, cfg.concurrency),
 	}
 	c.keys = keysOf(cfg.prefix, c)
 	c.acks = newAcker(c)
-	if cfg.assigned {
-		c.own = newOwnership(c)
+	if coord != nil {
+		c.own = newAssignedSlots(c, coord)
+	} else {
+		c.own = newAllSlots(c)
 	}
 	_, single := rdb.(*redis.Client)
-	c.merged = single && c.own == nil
+	c.merged = single && c.own.merges()
 	// The backoff of attempt a is entry a; attempts past the table use its last.
 	n := cfg.maxRetries + 1
 	c.backoffArgs = append(c.backoffArgs, n)
@@ -116,22 +143,24 @@ func New(rdb redis.UniversalClient, t topic.Topic, l MessageListener, opts ...Op
 }
 
 // Topic returns the consumed topic.
-func (c *Consumer) Topic() topic.Topic { return c.topic }
+func (c *engine) Topic() topic.Topic { return c.topic }
 
-// Start checks the topic definition, subscribes to wake-ups and starts
-// fetching. ctx bounds only the start-up calls; Close stops the consumer.
-func (c *Consumer) Start(ctx context.Context) error {
-	err := ErrStarted
-	c.startOnce.Do(func() { err = c.start(ctx) })
-	return err
+// Slots returns the handler a coordinator drives, nil without one.
+func (c *engine) Slots() consumerctl.SlotHandler {
+	if a, ok := c.own.(*assignedSlots); ok {
+		return a
+	}
+	return nil
 }
 
-func (c *Consumer) start(ctx context.Context) error {
+// Start checks the topic definition, subscribes to wake-ups and starts
+// fetching. ctx bounds only the start-up calls; Close stops the engine.
+func (c *engine) Start(ctx context.Context) error {
 	c.mu.Lock()
-	closed := c.runCtx != nil
+	err := c.phase.Start()
 	c.mu.Unlock()
-	if closed {
-		return ErrClosed
+	if err != nil {
+		return err
 	}
 	if err := topic.Define(ctx, c.rdb, slots.TopicsKey(c.cfg.prefix), c.topic); err != nil {
 		return err
@@ -140,25 +169,20 @@ func (c *Consumer) start(ctx context.Context) error {
 		return err
 	}
 	base := context.WithoutCancel(ctx)
-	c.mu.Lock()
 	c.runCtx, c.stopRun = context.WithCancel(base)
 	c.handleCtx, c.stopAll = context.WithCancel(base)
-	c.mu.Unlock()
 
 	c.waker = newWaker(c)
-	if err := c.waker.subscribe(ctx); err != nil {
+	if err := c.waker.start(ctx, c.runCtx, &c.loops); err != nil {
 		c.stopRun()
 		c.stopAll()
 		return err
 	}
-	f := newFetcher(c)
-	c.loops.Add(3)
-	go c.waker.run(&c.loops)
-	go f.run(&c.loops)
-	go newSweeper(c).run(&c.loops)
-	go newLeaseKeeper(c).run(c.leaseDone)
+	newFetcher(c).start(c.runCtx, &c.loops)
+	newSweeper(c).start(c.runCtx, &c.loops)
+	newLeaseKeeper(c).start(c.handleCtx, &c.leases)
 	c.mu.Lock()
-	c.started = true
+	c.live = true
 	c.mu.Unlock()
 	c.log.DebugContext(ctx, "rmq: consumer started", "slots", c.topic.SlotAmount(), "concurrency", c.cfg.concurrency)
 	return nil
@@ -168,24 +192,16 @@ func (c *Consumer) start(ctx context.Context) error {
 // then cancels the rest and rolls them back so nothing stays in prepare.
 // A delivery whose listener already returned keeps its own ack or rollback
 // (bounded by the prepare timeout), so a reported success is not undone. It
-// returns when every goroutine the consumer started has ended: handlers
+// returns when every goroutine the engine started has ended: handlers
 // must return once their context is cancelled. The error is ctx's when the
-// deadline cut handlers short.
-func (c *Consumer) Close(ctx context.Context) error {
-	var err error
-	c.closeOnce.Do(func() { err = c.close(ctx) })
-	return err
-}
-
-func (c *Consumer) close(ctx context.Context) error {
+// deadline cut handlers short. Only the first Close does anything.
+func (c *engine) Close(ctx context.Context) error {
 	c.mu.Lock()
-	started := c.started
-	if !started {
-		// Mark closed so a later Start refuses.
-		c.runCtx, c.stopRun = context.WithCancel(context.Background())
-	}
+	was := c.phase.Close()
+	started := c.live
+	c.live = false
 	c.mu.Unlock()
-	if !started {
+	if was != lifecycle.Started || !started {
 		return nil
 	}
 	// Senders before receivers: stop fetching first so no new delivery
@@ -203,17 +219,13 @@ func (c *Consumer) close(ctx context.Context) error {
 		c.abandonInflight()
 		<-drained
 	}
-	if c.own != nil {
-		// ZooKeeper mode: what is left in prepare (abandoned deliveries,
-		// fetched ones never started) goes back to store at its original
-		// position, attempt not counted, so per-key order survives.
-		rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		c.restoreOwned(rctx)
-		cancel()
-	}
+	// ZooKeeper mode: what is left in prepare (abandoned deliveries,
+	// fetched ones never started) goes back to store at its original
+	// position, attempt not counted, so per-key order survives.
+	c.own.shutdown()
 	// Leases are kept until the last handler is done.
 	c.stopAll()
-	<-c.leaseDone
+	c.leases.Wait()
 	if w := c.ackWait.Load(); w != nil {
 		w.cancel()
 	}
@@ -222,7 +234,7 @@ func (c *Consumer) close(ctx context.Context) error {
 
 // abandonInflight rolls back every delivery still in flight and cancels its
 // handler; their later acks would be refused anyway (their token is gone).
-func (c *Consumer) abandonInflight() {
+func (c *engine) abandonInflight() {
 	c.mu.Lock()
 	bySlot := map[int][]rollbackItem{}
 	for d := range c.inflight {
@@ -234,9 +246,9 @@ func (c *Consumer) abandonInflight() {
 			continue
 		}
 		d.abandoned = true
-		// ZooKeeper mode: restoreOwned returns them to store once their
-		// handlers ended, without counting an attempt.
-		if c.own == nil {
+		// ZooKeeper mode: the ownership's shutdown returns them to store
+		// once their handlers ended, without counting an attempt.
+		if c.own.rollsBackAbandoned() {
 			bySlot[d.msg.Slot] = append(bySlot[d.msg.Slot], rollbackItem{id: d.msg.ID, token: d.msg.Token, err: ErrShutdown.Error()})
 		}
 		d.cancel(ErrShutdown)
@@ -256,7 +268,7 @@ func (c *Consumer) abandonInflight() {
 
 // betterScore reports whether score a is consumed before b: the earlier due
 // time, or the higher priority.
-func (c *Consumer) betterScore(a, b float64) bool {
+func (c *engine) betterScore(a, b float64) bool {
 	if c.topic.Type().TimeBased() {
 		return a < b
 	}
@@ -271,7 +283,7 @@ func (c *Consumer) betterScore(a, b float64) bool {
 // still waiting to start, so each fetch moves at least half a prefetch:
 // one large fetch costs Redis far less per message than many small ones,
 // and the waiting half keeps the handlers busy meanwhile.
-func (c *Consumer) freeCapacity() int {
+func (c *engine) freeCapacity() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if p := c.cfg.prefetch; p > 0 && c.busy-len(c.running) > p/2 {
@@ -280,25 +292,15 @@ func (c *Consumer) freeCapacity() int {
 	return c.cfg.concurrency + c.cfg.prefetch - c.busy
 }
 
-func (c *Consumer) slotFree(slot int) int {
-	if c.own != nil {
-		return c.ownedSlotFree(slot)
-	}
-	if c.cfg.slotLimit == 0 {
-		return c.cfg.concurrency + c.cfg.prefetch
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.cfg.slotLimit - c.perSlot[slot]
-}
+func (c *engine) slotFree(slot int) int { return c.own.slotFree(slot) }
 
 // dispatch starts a handler goroutine for each fetched message.
-func (c *Consumer) dispatch(msgs []*Message) {
+func (c *engine) dispatch(msgs []*Message) {
 	for _, m := range msgs {
 		ctx, cancel := context.WithCancelCause(c.handleCtx)
 		d := &delivery{msg: m, cancel: cancel}
 		c.mu.Lock()
-		if !c.mayDispatchLocked(m) {
+		if !c.own.mayDispatchLocked(m) {
 			// The slot's term ended while the fetch ran: the message stays
 			// in prepare until the slot's next term returns it to store.
 			c.mu.Unlock()
@@ -315,7 +317,7 @@ func (c *Consumer) dispatch(msgs []*Message) {
 	}
 }
 
-func (c *Consumer) handle(ctx context.Context, d *delivery) {
+func (c *engine) handle(ctx context.Context, d *delivery) {
 	defer c.handlers.Done()
 	defer d.cancel(nil)
 	started := c.acquire(ctx)
@@ -352,7 +354,7 @@ func (c *Consumer) handle(ctx context.Context, d *delivery) {
 	var err error
 	if !started {
 		err = context.Cause(ctx)
-	} else if c.own != nil && !c.vouched() {
+	} else if !c.own.vouched() {
 		// ZooKeeper mode: the ownership lapsed since the fetch (the process
 		// was frozen, or lost ZooKeeper). The listener is not called; the
 		// message stays in prepare for the slot's next term.
@@ -416,7 +418,7 @@ func (c *Consumer) handle(ctx context.Context, d *delivery) {
 	delete(c.inflight, d)
 	if c.perSlot[d.msg.Slot]--; c.perSlot[d.msg.Slot] <= 0 {
 		delete(c.perSlot, d.msg.Slot)
-		c.slotIdleLocked(d.msg.Slot)
+		c.own.slotIdleLocked(d.msg.Slot)
 	}
 	c.mu.Unlock()
 	c.wakeFetcher()
@@ -426,7 +428,7 @@ func (c *Consumer) handle(ctx context.Context, d *delivery) {
 // at once, and with a prefetch, fetched deliveries wait here for one, in
 // fetch order. It reports false, holding no token, when ctx ended first
 // (Close abandoned the delivery, or its lease was lost).
-func (c *Consumer) acquire(ctx context.Context) bool {
+func (c *engine) acquire(ctx context.Context) bool {
 	select {
 	case c.running <- struct{}{}:
 		// A free token: no need for ctx.Done, whose channel is made on
@@ -448,7 +450,7 @@ func (c *Consumer) acquire(ctx context.Context) bool {
 // giveBack frees the handler token (if the listener started) and the
 // capacity of a delivery whose listener call returned or never started; its
 // slot stays taken until the delivery ends.
-func (c *Consumer) giveBack(started bool) {
+func (c *engine) giveBack(started bool) {
 	// Under mu first: abandonInflight cancels every delivery under mu, so
 	// a token freed after it cannot go to a waiting delivery it has not
 	// cancelled yet.
@@ -461,7 +463,7 @@ func (c *Consumer) giveBack(started bool) {
 	c.wakeFetcher()
 }
 
-func (c *Consumer) wakeFetcher() {
+func (c *engine) wakeFetcher() {
 	select {
 	case c.released <- struct{}{}:
 	default:
@@ -477,7 +479,7 @@ func (c *Consumer) wakeFetcher() {
 // about the prepare timeout either way. The lease then runs out and the
 // sweeper rolls the message back. A call refused for a stale owner epoch (ZooKeeper
 // mode) is Fenced.
-func (c *Consumer) finish(d *delivery, what string, op func(ctx context.Context) (Outcome, error)) Outcome {
+func (c *engine) finish(d *delivery, what string, op func(ctx context.Context) (Outcome, error)) Outcome {
 	ctx := context.Background()
 	outcome, err := op(ctx)
 	if scripts.IsFenced(err) {
@@ -503,7 +505,7 @@ func rollbackOutcome(code int64) Outcome {
 }
 
 // call runs the listener and turns a panic into a *PanicError.
-func (c *Consumer) call(ctx context.Context, m *Message) (err error) {
+func (c *engine) call(ctx context.Context, m *Message) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = &PanicError{Value: r, Stack: debug.Stack()}
@@ -514,7 +516,7 @@ func (c *Consumer) call(ctx context.Context, m *Message) (err error) {
 }
 
 // snapshotInflight groups the deliveries whose leases should be extended.
-func (c *Consumer) snapshotInflight() map[int][]*delivery {
+func (c *engine) snapshotInflight() map[int][]*delivery {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := map[int][]*delivery{}
@@ -527,26 +529,18 @@ func (c *Consumer) snapshotInflight() map[int][]*delivery {
 }
 
 // leaseLost cancels handlers whose delivery is no longer current.
-func (c *Consumer) leaseLost(ds []*delivery) {
+func (c *engine) leaseLost(ds []*delivery) {
 	for _, d := range ds {
 		c.log.Warn("rmq: lease lost", "id", d.msg.ID, "slot", d.msg.Slot, "attempt", d.msg.Attempt)
 		d.cancel(ErrLeaseLost)
 	}
 }
 
-func slotList(n int) []int {
-	out := make([]int, n)
-	for i := range out {
-		out[i] = i
+// fenced handles Redis's refusal of a call of slot made with epoch (it
+// names a stale owner epoch: ZooKeeper mode).
+func (c *engine) fenced(slot int, epoch int64, op string) {
+	if fo, ok := c.cfg.observer.(FenceObserver); ok {
+		fo.Fenced(c.topic.Name(), slot, op)
 	}
-	return out
-}
-
-// ownedSlots lists the slots this consumer fetches and sweeps: all of them
-// without a coordinator, the ones it owns now with one.
-func (c *Consumer) ownedSlots() []int {
-	if c.own != nil {
-		return c.activeSlots()
-	}
-	return slotList(c.topic.SlotAmount())
+	c.own.fenced(slot, epoch, op)
 }

@@ -51,9 +51,11 @@ func checkNoOrphans(t *testing.T, rdb redis.UniversalClient, prefix string) {
 		slot  int
 	}
 	allowed := map[string]slotRef{}
+	topics := map[string]topic.Topic{}
 	for name, def := range defs {
 		tp, err := topic.ParseDefinition(name, def)
 		require.NoError(t, err)
+		topics[name] = tp
 		for s := range tp.SlotAmount() {
 			k := slots.KeysFor(prefix, tp, s)
 			ref := slotRef{name, s}
@@ -75,7 +77,7 @@ func checkNoOrphans(t *testing.T, rdb redis.UniversalClient, prefix string) {
 		seen[ref] = true
 	}
 	for ref := range seen {
-		k := slots.KeysForName(prefix, ref.topic, ref.slot)
+		k := slots.KeysFor(prefix, topics[ref.topic], ref.slot)
 		store := zmembers(t, rdb, k.Store)
 		prepare := zmembers(t, rdb, k.Prepare)
 		dead := zmembers(t, rdb, k.Dead)
