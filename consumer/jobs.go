@@ -3,11 +3,13 @@ package consumer
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strconv"
 	"time"
 
 	"github.com/rmq-go/rmq/internal/scripts"
+	"github.com/rmq-go/rmq/slots"
 )
 
 // applyJobFields copies the per-message options of env into m.
@@ -108,4 +110,14 @@ func logOutcome(ctx context.Context, log *slog.Logger, m *Message, outcome Outco
 	default:
 		log.DebugContext(ctx, "rmq: handler failed", "id", m.ID, "slot", m.Slot, "attempt", m.Attempt, "outcome", outcome.String(), "err", err.Error())
 	}
+}
+
+// refreshPaused reads whether the topic is paused (Inspector.Pause).
+func (c *engine) refreshPaused(ctx context.Context) error {
+	paused, err := c.rdb.HExists(ctx, slots.PausedKey(c.cfg.prefix), c.topic.Name()).Result()
+	if err != nil {
+		return fmt.Errorf("rmq: read the pause state of %s: %w", c.topic.Name(), err)
+	}
+	c.paused.Store(paused)
+	return nil
 }

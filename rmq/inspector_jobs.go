@@ -17,10 +17,6 @@ import (
 // message has the id. It is ErrMessageNotFound under a shorter name.
 var ErrNotFound = ErrMessageNotFound
 
-// PausedKey is the HASH of paused topics under a prefix: topic name ->
-// the Redis time (ms) it was paused at.
-func PausedKey(prefix string) string { return prefix + ":paused" }
-
 // Pause and resume payloads on a slot's wake channel. A consumer that does
 // not know them reads them as "look at the slot", which is harmless.
 const (
@@ -53,9 +49,9 @@ func (i *Inspector) setPaused(ctx context.Context, t topic.Topic, paused bool) e
 		if terr != nil {
 			return fmt.Errorf("rmq: pause %s: %w", t.Name(), terr)
 		}
-		err = i.rdb.HSet(ctx, PausedKey(i.prefix), t.Name(), now.UnixMilli()).Err()
+		err = i.rdb.HSet(ctx, slots.PausedKey(i.prefix), t.Name(), now.UnixMilli()).Err()
 	} else {
-		err = i.rdb.HDel(ctx, PausedKey(i.prefix), t.Name()).Err()
+		err = i.rdb.HDel(ctx, slots.PausedKey(i.prefix), t.Name()).Err()
 	}
 	if err != nil {
 		return fmt.Errorf("rmq: pause %s: %w", t.Name(), err)
@@ -85,7 +81,7 @@ func (i *Inspector) Paused(ctx context.Context, t topic.Topic) (bool, error) {
 	if i.err != nil {
 		return false, i.err
 	}
-	ok, err := i.rdb.HExists(ctx, PausedKey(i.prefix), t.Name()).Result()
+	ok, err := i.rdb.HExists(ctx, slots.PausedKey(i.prefix), t.Name()).Result()
 	if err != nil {
 		return false, fmt.Errorf("rmq: paused %s: %w", t.Name(), err)
 	}
