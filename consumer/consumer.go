@@ -74,6 +74,11 @@ type engine struct {
 	// paused: the topic is paused (Inspector.Pause): read from Redis at
 	// start and on every resubscription, told on the wake channels.
 	paused atomic.Bool
+
+	// pull: an engine without a listener that fetches only when asked
+	// (pull.go); onWake is told of every wake-up.
+	pull   bool
+	onWake func()
 }
 
 // delivery is one message being handled here.
@@ -95,6 +100,9 @@ func newEngineFromParams(p consumerctl.Params) (consumerctl.Engine, error) {
 	opts, ok := p.Options.([]Option)
 	if !ok && p.Options != nil {
 		return nil, fmt.Errorf("%w: options of type %T", ErrInvalidOption, p.Options)
+	}
+	if p.Pull {
+		return newPullEngine(p.Redis, p.Topic, p.OnWake, opts...)
 	}
 	return newEngine(p.Redis, p.Topic, l, p.Coordinator, opts...)
 }
@@ -188,9 +196,13 @@ func (c *engine) Start(ctx context.Context) error {
 		c.stopAll()
 		return err
 	}
-	newFetcher(c).start(c.runCtx, &c.loops)
+	// A pull engine fetches when asked and extends no lease by itself; it
+	// still sweeps, so topics that are only pulled are swept too.
+	if !c.pull {
+		newFetcher(c).start(c.runCtx, &c.loops)
+		newLeaseKeeper(c).start(c.handleCtx, &c.leases)
+	}
 	newSweeper(c).start(c.runCtx, &c.loops)
-	newLeaseKeeper(c).start(c.handleCtx, &c.leases)
 	c.mu.Lock()
 	c.live = true
 	c.mu.Unlock()

@@ -169,11 +169,14 @@ func (w *waker) reset(slot int) {
 	w.poke()
 }
 
-// poke wakes the fetcher so it re-plans.
+// poke wakes the fetcher so it re-plans (and a pull engine's waiters).
 func (w *waker) poke() {
 	select {
 	case w.signal <- struct{}{}:
 	default:
+	}
+	if w.c.onWake != nil {
+		w.c.onWake()
 	}
 }
 
