@@ -118,6 +118,26 @@ func (c *engine) refreshPaused(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("rmq: read the pause state of %s: %w", c.topic.Name(), err)
 	}
-	c.paused.Store(paused)
+	c.setPaused(paused)
 	return nil
+}
+
+// setPaused records the pause state and tells a PauseObserver of a change.
+func (c *engine) setPaused(paused bool) {
+	if c.paused.Swap(paused) == paused {
+		return
+	}
+	if o, ok := c.cfg.observer.(PauseObserver); ok {
+		o.Paused(c.topic.Name(), paused)
+	}
+	c.log.Info("rmq: topic paused", "paused", paused)
+}
+
+// Paused tells every member that has the optional method.
+func (m multiObserver) Paused(topic string, paused bool) {
+	for _, o := range m {
+		if p, ok := o.(PauseObserver); ok {
+			p.Paused(topic, paused)
+		}
+	}
 }

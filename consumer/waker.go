@@ -107,7 +107,7 @@ func (w *waker) message(m *redis.Message) bool {
 	switch kind {
 	case wakePause, wakeResume:
 		// Inspector.Pause / Resume of the topic (told on every slot).
-		w.c.paused.Store(kind == wakePause)
+		w.c.setPaused(kind == wakePause)
 		return true
 	case wakeDelayed:
 		w.mu.Lock()
