@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rmq-go/rmq/consumer"
+	"github.com/rmq-go/rmq/internal/faultproxy"
 	"github.com/rmq-go/rmq/internal/scripts"
 	"github.com/rmq-go/rmq/producer"
 	"github.com/rmq-go/rmq/rmq"
@@ -386,4 +387,34 @@ func TestVersion1EnvelopeThroughConsumer(t *testing.T) {
 		assert.Equal(t, 1, d.Attempt)
 		e.eventuallyCounts(tp, counts{})
 	})
+}
+
+// An ack whose reply is lost, which go-redis sends again, reports Acked:
+// the second run finds the delivery gone, not refused.
+func TestResentAckReportsAcked(t *testing.T) {
+	e := newEnv(t)
+	proxy, err := faultproxy.Start(e.srv.Addr())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = proxy.Close() })
+	rdb := redis.NewClient(&redis.Options{Addr: proxy.Addr(), MaxRetries: 3})
+	t.Cleanup(func() { _ = rdb.Close() })
+	tp := mustTopic(t, "lostack", topic.FixedTime, 1)
+	outcomes := make(chan consumer.Outcome, 4)
+	armed := make(chan struct{})
+	c := e.clientOn(rdb)
+	require.NoError(t, c.Register(tp, consumer.ListenerFunc(func(_ context.Context, m *consumer.Message) error {
+		if m.ID == "x" {
+			proxy.DropReplyTo([]byte(scripts.Ack.Hash()))
+			close(armed)
+		}
+		return nil
+	}), consumer.WithObserver(outcomeObserver(outcomes))))
+	e.start(c)
+	send(t, c.Producer(), tp, "warm", "w")
+	assert.Equal(t, consumer.Acked, <-outcomes)
+	send(t, c.Producer(), tp, "x", "b")
+	<-armed
+	assert.Equal(t, consumer.Acked, <-outcomes, "the resent ack counts as acked")
+	assert.EqualValues(t, 1, proxy.Dropped(), "the fault happened")
+	e.eventuallyCounts(tp, counts{})
 }
