@@ -179,7 +179,7 @@ func (c *engine) ackCall(slotList []int, bySlot [][]*delivery) ([]string, []any)
 	args = append(args, c.wakeCmd)
 	for i, s := range slotList {
 		k := c.keys[s]
-		keys = append(keys, k.Store, k.Prepare, k.Msg, k.Wake, k.Delayed)
+		keys = append(keys, k.Store, k.Prepare, k.Msg, k.Wake, c.ackDelayedKey(k))
 		args = append(args, len(bySlot[i]))
 	}
 	for _, ds := range bySlot {
@@ -355,4 +355,14 @@ func keysOf(prefix string, c *engine) []slots.Keys {
 		ks[i] = slots.KeysFor(prefix, c.topic, i)
 	}
 	return ks
+}
+
+// ackDelayedKey is the delayed key an ack call names for slot keys k: the
+// delayed set of a priority topic, the store key again for a time-based
+// one, which has none (ack.lua then reads no delayed set).
+func (c *engine) ackDelayedKey(k slots.Keys) string {
+	if c.topic.Type().TimeBased() {
+		return k.Store
+	}
+	return k.Delayed
 }
