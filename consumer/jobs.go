@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/rmq-go/rmq/internal/scripts"
 	"github.com/rmq-go/rmq/slots"
 )
@@ -114,11 +116,12 @@ func logOutcome(ctx context.Context, log *slog.Logger, m *Message, outcome Outco
 
 // refreshPaused reads whether the topic is paused (Inspector.Pause).
 func (c *engine) refreshPaused(ctx context.Context) error {
-	paused, err := c.rdb.HExists(ctx, slots.PausedKey(c.cfg.prefix), c.topic.Name()).Result()
-	if err != nil {
+	// HGET, not HEXISTS: the least-privilege ACL allows the one.
+	err := c.rdb.HGet(ctx, slots.PausedKey(c.cfg.prefix), c.topic.Name()).Err()
+	if err != nil && !errors.Is(err, redis.Nil) {
 		return fmt.Errorf("rmq: read the pause state of %s: %w", c.topic.Name(), err)
 	}
-	c.setPaused(paused)
+	c.setPaused(err == nil)
 	return nil
 }
 

@@ -55,9 +55,9 @@ for g = 1, G do
         res[#res + 1] = gone and 2 or 0
       elseif not cur[j] then
         -- Refused; tell "gone" apart (rare, so its reads cost nothing on
-        -- the common path).
+        -- the common path). An envelope exists exactly for a waiting,
+        -- delayed or in-flight id, so the sets tell.
         local gone = not redis.call('ZSCORE', KEYS[5 * g - 4], ids[j]) and not redis.call('ZSCORE', KEYS[5 * g], ids[j])
-          and redis.call('HEXISTS', KEYS[5 * g - 2], ids[j]) == 0
         res[#res + 1] = gone and 2 or 0
       else
         res[#res + 1] = 0
@@ -67,9 +67,9 @@ for g = 1, G do
       mcall('ZREM', KEYS[5 * g - 3], acked)
       local waiting = mcall('ZMSCORE', KEYS[5 * g - 4], acked)
       local gone = {}
-      -- One EXISTS per group of a priority topic (time-based topics name
+      -- One ZCARD per group of a priority topic (time-based topics name
       -- no delayed set): it is mostly empty.
-      local has_delayed = KEYS[5 * g] ~= KEYS[5 * g - 4] and redis.call('EXISTS', KEYS[5 * g]) == 1
+      local has_delayed = KEYS[5 * g] ~= KEYS[5 * g - 4] and redis.call('ZCARD', KEYS[5 * g]) > 0
       for j = 1, #acked do
         if waiting[j] then
           -- A send arrived during the delivery: keep its body, let it go next.

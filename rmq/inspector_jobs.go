@@ -81,11 +81,16 @@ func (i *Inspector) Paused(ctx context.Context, t topic.Topic) (bool, error) {
 	if i.err != nil {
 		return false, i.err
 	}
-	ok, err := i.rdb.HExists(ctx, slots.PausedKey(i.prefix), t.Name()).Result()
+	// HGET, not HEXISTS: the least-privilege ACL (docs/operations.md)
+	// allows the one and not the other.
+	err := i.rdb.HGet(ctx, slots.PausedKey(i.prefix), t.Name()).Err()
+	if errors.Is(err, redis.Nil) {
+		return false, nil
+	}
 	if err != nil {
 		return false, fmt.Errorf("rmq: paused %s: %w", t.Name(), err)
 	}
-	return ok, nil
+	return true, nil
 }
 
 // MessageState is where a message is.
@@ -139,18 +144,20 @@ func (i *Inspector) Message(ctx context.Context, t topic.Topic, id string) (Mess
 	}
 	// A body-derived id lives in its body's slot: find the slot whose
 	// hashes hold it.
-	var msgCmds, deadCmds []*redis.BoolCmd
+	var cmds [][4]*redis.FloatCmd
 	err = i.pipelined(ctx, t.SlotAmount(), func(pipe redis.Pipeliner, s int) {
 		k := i.keys(t, s)
-		msgCmds = append(msgCmds, pipe.HExists(ctx, k.Msg, id))
-		deadCmds = append(deadCmds, pipe.HExists(ctx, k.DeadMsg, id))
+		cmds = append(cmds, [4]*redis.FloatCmd{pipe.ZScore(ctx, k.Store, id), pipe.ZScore(ctx, k.Delayed, id),
+			pipe.ZScore(ctx, k.Prepare, id), pipe.ZScore(ctx, k.Dead, id)})
 	})
 	if err != nil {
 		return MessageInfo{}, fmt.Errorf("rmq: message %s of %s: %w", id, t.Name(), err)
 	}
-	for s := range msgCmds {
-		if s != first && (msgCmds[s].Val() || deadCmds[s].Val()) {
-			return i.messageAt(ctx, t, s, id)
+	for s, cs := range cmds {
+		for _, c := range cs {
+			if s != first && c.Err() == nil {
+				return i.messageAt(ctx, t, s, id)
+			}
 		}
 	}
 	return MessageInfo{}, fmt.Errorf("%w: %s in %s", ErrNotFound, id, t.Name())

@@ -207,19 +207,19 @@ func (c *Client) AckByID(ctx context.Context, t topic.Topic, id string) (bool, e
 	if ok || err != nil {
 		return ok, err
 	}
-	// A body-derived id lives in its body's slot: look for its envelope.
-	cmds := make([]*redis.BoolCmd, t.SlotAmount())
+	// A body-derived id lives in its body's slot: look for its delivery.
+	cmds := make([]*redis.FloatCmd, t.SlotAmount())
 	pipe := c.rdb.Pipeline()
 	for s := range cmds {
 		if s != first {
-			cmds[s] = pipe.HExists(ctx, slots.KeysFor(c.cfg.prefix, t, s).Msg, id)
+			cmds[s] = pipe.ZScore(ctx, slots.KeysFor(c.cfg.prefix, t, s).Prepare, id)
 		}
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return false, fmt.Errorf("rmq: ack %s on %s: %w", id, t.Name(), err)
 	}
 	for s, cmd := range cmds {
-		if cmd != nil && cmd.Val() {
+		if cmd != nil && cmd.Err() == nil {
 			return c.ackByIDAt(ctx, t, s, id)
 		}
 	}
