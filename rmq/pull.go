@@ -50,8 +50,8 @@ func WithWait(d time.Duration) PullOption { return func(c *pullConfig) { c.wait 
 // leases pullers let run out, so topics that are only pulled are swept.
 type pullState struct {
 	byTopic map[string]consumerctl.Puller
-	genMu    sync.Mutex
-	gen      chan struct{} // closed and replaced on every wake-up
+	genMu   sync.Mutex
+	gen     chan struct{} // closed and replaced on every wake-up
 }
 
 func (p *pullState) engines() []consumerctl.Engine {
