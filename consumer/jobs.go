@@ -3,11 +3,15 @@ package consumer
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strconv"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/rmq-go/rmq/internal/scripts"
+	"github.com/rmq-go/rmq/slots"
 )
 
 // applyJobFields copies the per-message options of env into m.
@@ -107,5 +111,36 @@ func logOutcome(ctx context.Context, log *slog.Logger, m *Message, outcome Outco
 		log.WarnContext(ctx, "rmq: message moved to the dead queue", "id", m.ID, "slot", m.Slot, "attempts", m.Attempt, "last_error", err.Error())
 	default:
 		log.DebugContext(ctx, "rmq: handler failed", "id", m.ID, "slot", m.Slot, "attempt", m.Attempt, "outcome", outcome.String(), "err", err.Error())
+	}
+}
+
+// refreshPaused reads whether the topic is paused (Inspector.Pause).
+func (c *engine) refreshPaused(ctx context.Context) error {
+	// HGET, not HEXISTS: the least-privilege ACL allows the one.
+	err := c.rdb.HGet(ctx, slots.PausedKey(c.cfg.prefix), c.topic.Name()).Err()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return fmt.Errorf("rmq: read the pause state of %s: %w", c.topic.Name(), err)
+	}
+	c.setPaused(err == nil)
+	return nil
+}
+
+// setPaused records the pause state and tells a PauseObserver of a change.
+func (c *engine) setPaused(paused bool) {
+	if c.paused.Swap(paused) == paused {
+		return
+	}
+	if o, ok := c.cfg.observer.(PauseObserver); ok {
+		o.Paused(c.topic.Name(), paused)
+	}
+	c.log.Info("rmq: topic paused", "paused", paused)
+}
+
+// Paused tells every member that has the optional method.
+func (m multiObserver) Paused(topic string, paused bool) {
+	for _, o := range m {
+		if p, ok := o.(PauseObserver); ok {
+			p.Paused(topic, paused)
+		}
 	}
 }

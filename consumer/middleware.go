@@ -46,3 +46,10 @@ type ExpiryObserver interface {
 type ErrorObserver interface {
 	FinishedWithError(m *Message, took time.Duration, outcome Outcome, err error)
 }
+
+// PauseObserver is an optional interface of an Observer: it is told when
+// this consumer learns that its topic was paused or resumed
+// (Inspector.Pause), for a gauge.
+type PauseObserver interface {
+	Paused(topic string, paused bool)
+}

@@ -4,7 +4,8 @@
 -- KEYS[2] -> prepare ZSET    | of slot group 1; KEYS[5g-4..5g] likewise
 -- KEYS[3] -> msg HASH        | for group g (several groups on a single
 -- KEYS[4] -> wake channel    | node only)
--- KEYS[5] -> delayed ZSET   /
+-- KEYS[5] -> delayed ZSET   /  (time-based topics, which have none, pass
+--            their store key again: then no delayed set is read)
 -- KEYS[6] -> owner epoch STRING, ZooKeeper mode only, with exactly one group
 --            (omit it for no fencing)
 -- ARGV[1] -> wake command: PUBLISH, SPUBLISH or ''
@@ -54,9 +55,9 @@ for g = 1, G do
         res[#res + 1] = gone and 2 or 0
       elseif not cur[j] then
         -- Refused; tell "gone" apart (rare, so its reads cost nothing on
-        -- the common path).
+        -- the common path). An envelope exists exactly for a waiting,
+        -- delayed or in-flight id, so the sets tell.
         local gone = not redis.call('ZSCORE', KEYS[5 * g - 4], ids[j]) and not redis.call('ZSCORE', KEYS[5 * g], ids[j])
-          and redis.call('HEXISTS', KEYS[5 * g - 2], ids[j]) == 0
         res[#res + 1] = gone and 2 or 0
       else
         res[#res + 1] = 0
@@ -66,9 +67,9 @@ for g = 1, G do
       mcall('ZREM', KEYS[5 * g - 3], acked)
       local waiting = mcall('ZMSCORE', KEYS[5 * g - 4], acked)
       local gone = {}
-      -- One EXISTS per group: the delayed set is empty for time-based
-      -- topics and mostly for priority ones.
-      local has_delayed = redis.call('EXISTS', KEYS[5 * g]) == 1
+      -- One ZCARD per group of a priority topic (time-based topics name
+      -- no delayed set): it is mostly empty.
+      local has_delayed = KEYS[5 * g] ~= KEYS[5 * g - 4] and redis.call('ZCARD', KEYS[5 * g]) > 0
       for j = 1, #acked do
         if waiting[j] then
           -- A send arrived during the delivery: keep its body, let it go next.

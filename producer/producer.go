@@ -315,21 +315,24 @@ func (p *Producer) remove(ctx context.Context, t topic.Topic, id string, opts []
 		return r, err
 	}
 	// A body-derived id lives in the slot of its body, which only the
-	// producer that sent it knew: look for it in every slot at once. An
-	// envelope exists exactly for a waiting, delayed or in-flight id.
-	cmds := make([]*redis.BoolCmd, t.SlotAmount())
+	// producer that sent it knew: look for it in every slot at once
+	// (waiting, delayed or in flight).
+	cmds := make([][3]*redis.FloatCmd, t.SlotAmount())
 	pipe := p.rdb.Pipeline()
 	for i := range cmds {
 		if i != first {
-			cmds[i] = pipe.HExists(ctx, slots.KeysFor(p.cfg.prefix, t, i).Msg, id)
+			k := slots.KeysFor(p.cfg.prefix, t, i)
+			cmds[i] = [3]*redis.FloatCmd{pipe.ZScore(ctx, k.Store, id), pipe.ZScore(ctx, k.Delayed, id), pipe.ZScore(ctx, k.Prepare, id)}
 		}
 	}
 	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
 		return NotFound, fmt.Errorf("rmq: remove from %s: %w", t.Name(), err)
 	}
-	for i, c := range cmds {
-		if c != nil && c.Val() {
-			return p.removeAt(ctx, t, i, id)
+	for i, cs := range cmds {
+		for _, c := range cs {
+			if c != nil && c.Err() == nil {
+				return p.removeAt(ctx, t, i, id)
+			}
 		}
 	}
 	return NotFound, nil

@@ -44,6 +44,7 @@ type Client struct {
 	phase     lifecycle.Phase
 	consumers []consumerctl.Engine
 	topics    map[string]topic.Topic
+	pulls     pullState // pull engines, made on first Pull of a topic (pull.go)
 }
 
 // New returns a client on rdb, a *redis.Client or *redis.ClusterClient.
@@ -66,6 +67,9 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 		return nil, err
 	}
 	popts := append([]producer.Option{producer.WithPrefix(cfg.prefix), producer.WithMaxBodySize(cfg.maxBodySize)}, m.producerOptions()...)
+	for _, h := range cfg.sendHooks {
+		popts = append(popts, producer.WithSendHook(h))
+	}
 	c := &Client{
 		rdb:      rdb,
 		cfg:      cfg,
@@ -100,6 +104,10 @@ func (c *Client) Register(t topic.Topic, l consumer.MessageListener, opts ...con
 	}
 	base := []consumer.Option{consumer.WithPrefix(c.cfg.prefix), consumer.WithLogger(c.log)}
 	base = append(base, c.metrics.consumerOptions(t)...)
+	// The client's middleware wraps the topic's own (WithMiddleware).
+	if len(c.cfg.middleware) > 0 {
+		base = append(base, consumer.WithMiddleware(c.cfg.middleware...))
+	}
 	cons, err := consumerctl.New(consumerctl.Params{
 		Redis: c.rdb, Topic: t, Listener: l, Options: append(base, opts...), Coordinator: c.zkCoordinator(),
 	})
@@ -188,6 +196,7 @@ func (c *Client) Close(ctx context.Context) error {
 		return nil
 	}
 	consumers := append([]consumerctl.Engine(nil), c.consumers...)
+	consumers = append(consumers, c.pulls.engines()...)
 	c.mu.Unlock()
 
 	// Shutdown order. ZooKeeper mode: leave the fleet first (no new slots), drain the

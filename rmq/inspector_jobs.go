@@ -17,10 +17,6 @@ import (
 // message has the id. It is ErrMessageNotFound under a shorter name.
 var ErrNotFound = ErrMessageNotFound
 
-// PausedKey is the HASH of paused topics under a prefix: topic name ->
-// the Redis time (ms) it was paused at.
-func PausedKey(prefix string) string { return prefix + ":paused" }
-
 // Pause and resume payloads on a slot's wake channel. A consumer that does
 // not know them reads them as "look at the slot", which is harmless.
 const (
@@ -53,9 +49,9 @@ func (i *Inspector) setPaused(ctx context.Context, t topic.Topic, paused bool) e
 		if terr != nil {
 			return fmt.Errorf("rmq: pause %s: %w", t.Name(), terr)
 		}
-		err = i.rdb.HSet(ctx, PausedKey(i.prefix), t.Name(), now.UnixMilli()).Err()
+		err = i.rdb.HSet(ctx, slots.PausedKey(i.prefix), t.Name(), now.UnixMilli()).Err()
 	} else {
-		err = i.rdb.HDel(ctx, PausedKey(i.prefix), t.Name()).Err()
+		err = i.rdb.HDel(ctx, slots.PausedKey(i.prefix), t.Name()).Err()
 	}
 	if err != nil {
 		return fmt.Errorf("rmq: pause %s: %w", t.Name(), err)
@@ -85,11 +81,16 @@ func (i *Inspector) Paused(ctx context.Context, t topic.Topic) (bool, error) {
 	if i.err != nil {
 		return false, i.err
 	}
-	ok, err := i.rdb.HExists(ctx, PausedKey(i.prefix), t.Name()).Result()
+	// HGET, not HEXISTS: the least-privilege ACL (docs/operations.md)
+	// allows the one and not the other.
+	err := i.rdb.HGet(ctx, slots.PausedKey(i.prefix), t.Name()).Err()
+	if errors.Is(err, redis.Nil) {
+		return false, nil
+	}
 	if err != nil {
 		return false, fmt.Errorf("rmq: paused %s: %w", t.Name(), err)
 	}
-	return ok, nil
+	return true, nil
 }
 
 // MessageState is where a message is.
@@ -143,18 +144,20 @@ func (i *Inspector) Message(ctx context.Context, t topic.Topic, id string) (Mess
 	}
 	// A body-derived id lives in its body's slot: find the slot whose
 	// hashes hold it.
-	var msgCmds, deadCmds []*redis.BoolCmd
+	var cmds [][4]*redis.FloatCmd
 	err = i.pipelined(ctx, t.SlotAmount(), func(pipe redis.Pipeliner, s int) {
 		k := i.keys(t, s)
-		msgCmds = append(msgCmds, pipe.HExists(ctx, k.Msg, id))
-		deadCmds = append(deadCmds, pipe.HExists(ctx, k.DeadMsg, id))
+		cmds = append(cmds, [4]*redis.FloatCmd{pipe.ZScore(ctx, k.Store, id), pipe.ZScore(ctx, k.Delayed, id),
+			pipe.ZScore(ctx, k.Prepare, id), pipe.ZScore(ctx, k.Dead, id)})
 	})
 	if err != nil {
 		return MessageInfo{}, fmt.Errorf("rmq: message %s of %s: %w", id, t.Name(), err)
 	}
-	for s := range msgCmds {
-		if s != first && (msgCmds[s].Val() || deadCmds[s].Val()) {
-			return i.messageAt(ctx, t, s, id)
+	for s, cs := range cmds {
+		for _, c := range cs {
+			if s != first && c.Err() == nil {
+				return i.messageAt(ctx, t, s, id)
+			}
 		}
 	}
 	return MessageInfo{}, fmt.Errorf("%w: %s in %s", ErrNotFound, id, t.Name())

@@ -81,6 +81,11 @@ func KeysFor(prefix string, t topic.Topic, index int) Keys {
 // TopicsKey is the HASH of stored topic definitions: name -> Definition().
 func TopicsKey(prefix string) string { return prefix + ":topics" }
 
+// PausedKey is the HASH of paused topics: name -> Redis time (ms) of the
+// pause. Consumers read it when they start and hear changes on the wake
+// channels.
+func PausedKey(prefix string) string { return prefix + ":paused" }
+
 // ErrOwnershipLost is the cause of handler contexts cancelled in ZooKeeper
 // mode (rmq.WithZooKeeper) because this worker could no longer prove that
 // its ZooKeeper session, and with it the ownership of its slots, is alive.

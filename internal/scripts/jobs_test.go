@@ -142,7 +142,7 @@ func TestDelayedPriority(t *testing.T) {
 	assert.Equal(t, "now", got[0].id)
 	assert.EqualValues(t, nb, r.DelayedHeads[0])
 
-	time.Sleep(time.Until(time.UnixMilli(nb+2)))
+	time.Sleep(time.Until(time.UnixMilli(nb + 2)))
 	s.send("low", 50, "x")
 	r = s.fetchDelayed(5)
 	got = deliveries(t, r)
