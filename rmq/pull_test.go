@@ -118,6 +118,7 @@ func TestPullDeliveries(t *testing.T) {
 
 		// Pause: pulls return nothing.
 		require.NoError(t, c.Inspector().Pause(ctx, tp))
+		time.Sleep(300 * time.Millisecond) // the published pause reaches the pull engine
 		_, err = p.SendFixedTime(ctx, tp, []byte("c"), time.Now(), producer.WithKey("c"))
 		require.NoError(t, err)
 		ds, err = c.Pull(ctx, []topic.Topic{tp}, 1, rmq.WithWait(300*time.Millisecond))
