@@ -95,25 +95,18 @@ local upto_n = tonumber(upto)
 
 -- Delayed priority messages whose time has come enter store at the score
 -- their envelope keeps (the priority, or a retry's rank), so they compete
--- by priority from then on. dhead[g] is the earliest one left.
+-- by priority from then on. dhead[g] is the earliest one left. Only due
+-- entries are read (by score), so a large delayed set costs nothing here.
 local dhead = {}
 if with_delayed then
   for g = 1, G do
     dhead[g] = -3
     if ARGV[5 + G + g] == '1' then
-      dhead[g] = -1
       for _ = 1, 16 do
-        local ents = redis.call('ZRANGE', KEYS[4 * g], 0, 255, 'WITHSCORES')
-        local ids, zargs = {}, {}
-        for j = 1, #ents, 2 do
-          if tonumber(ents[j + 1]) > now then
-            dhead[g] = ents[j + 1]
-            break
-          end
-          ids[#ids + 1] = ents[j]
-        end
+        local ids = redis.call('ZRANGE', KEYS[4 * g], '-inf', upto, 'BYSCORE', 'LIMIT', 0, 256)
         if #ids > 0 then
           local envs = redis.call('HMGET', KEYS[4 * g - 1], unpack(ids))
+          local zargs = {}
           for j = 1, #ids do
             -- Without an envelope the entry is only dropped.
             if envs[j] then
@@ -124,8 +117,10 @@ if with_delayed then
           redis.call('ZREM', KEYS[4 * g], unpack(ids))
           if #zargs > 0 then redis.call('ZADD', KEYS[4 * g - 3], unpack(zargs)) end
         end
-        if dhead[g] ~= -1 or #ents < 512 then break end
+        if #ids < 256 then break end
       end
+      local first = redis.call('ZRANGE', KEYS[4 * g], 0, 0, 'WITHSCORES')
+      dhead[g] = first[2] or -1
     end
   end
 end
