@@ -9,6 +9,7 @@ package rmqotel
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strconv"
 	"time"
 
@@ -54,10 +55,15 @@ func (t *Telemetry) SendHook(ctx context.Context, m *producer.Outgoing) func(id 
 	}
 	ctx, span := t.tracer.Start(ctx, "send "+name, opts...)
 	if !given.IsValid() {
-		if m.Headers == nil {
-			m.Headers = map[string]string{}
+		// A copy: the map may be the sender's own, given to WithHeaders
+		// for many sends; written to, its next send would carry this
+		// span's context as if the sender had put it there.
+		h := maps.Clone(m.Headers)
+		if h == nil {
+			h = map[string]string{}
 		}
-		t.propagator.Inject(ctx, propagation.MapCarrier(m.Headers))
+		t.propagator.Inject(ctx, propagation.MapCarrier(h))
+		m.Headers = h
 	}
 	return func(id string, err error) {
 		if id != "" && m.Key == "" {
