@@ -194,4 +194,19 @@ func TestTraceNewTracesAndGivenContext(t *testing.T) {
 	assert.Equal(t, "b7ad6b7169203331", send.Links[0].SpanContext.SpanID().String())
 	tr.span("process jobs", "given")
 	assert.Equal(t, given, saw("given").headers["traceparent"], "the sender's creation context is left alone")
+
+	// A headers map the sender reuses is not written to: each send gets a
+	// context of its own.
+	shared := map[string]string{"tenant": "a"}
+	for _, id := range []string{"s1", "s2"} {
+		_, err = c.Producer().SendPriority(ctx, tp, []byte(id), 100, producer.WithKey(id), producer.WithHeaders(shared))
+		require.NoError(t, err)
+	}
+	assert.Equal(t, map[string]string{"tenant": "a"}, shared)
+	s1, s2 := tr.span("send jobs", "s1"), tr.span("send jobs", "s2")
+	assert.Empty(t, s1.Links)
+	assert.Empty(t, s2.Links)
+	tr.span("process jobs", "s2")
+	assert.Equal(t, "a", saw("s2").headers["tenant"])
+	assert.Contains(t, saw("s2").headers["traceparent"], s2.SpanContext.SpanID().String())
 }
