@@ -19,6 +19,7 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 
 go vet ./...
+(cd bench && go vet ./...)
 go test -race -count=1 -timeout 18m "$@" ./...
 
 # The optional integrations are modules of their own, which ./... does not
