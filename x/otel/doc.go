@@ -56,6 +56,7 @@
 //	rmq.retried                        rmq_retried_total
 //	rmq.dead                           rmq_dead_total
 //	rmq.lease_expired                  rmq_lease_expired_total
+//	rmq.expired                        rmq_expired_total
 //	messaging.process.duration (s)     rmq_handler_duration_seconds
 //	rmq.firing.lateness (s)            rmq_firing_lateness_seconds
 //	rmq.store.depth                    rmq_store_depth      } read from Redis at

@@ -34,6 +34,7 @@ var (
 type instruments struct {
 	sent, merged, removed                  metric.Int64Counter
 	delivered, acked, retried, dead, swept metric.Int64Counter
+	expired                                metric.Int64Counter
 	handler, lateness                      metric.Float64Histogram
 }
 
@@ -55,6 +56,7 @@ func (in *instruments) init(m metric.Meter) error {
 	in.retried = counter("rmq.retried", "{message}", "Deliveries that failed and went back to store for a retry.")
 	in.dead = counter("rmq.dead", "{message}", "Messages moved to the dead queue.")
 	in.swept = counter("rmq.lease_expired", "{message}", "Deliveries rolled back because their lease expired.")
+	in.expired = counter("rmq.expired", "{message}", "Messages dropped because their TTL or expiry passed before they were acked.")
 	if err != nil {
 		return err
 	}
@@ -103,7 +105,8 @@ func (t *Telemetry) ConsumerObserver(tp topic.Topic) consumer.Observer {
 	return &topicObserver{tel: t, attrs: t.topicAttrs(tp), timeBased: tp.Type().TimeBased()}
 }
 
-// topicObserver is the consumer.Observer of one topic: it counts, and ends
+// topicObserver is the consumer.Observer (and consumer.ExpiryObserver) of
+// one topic: it counts, and ends
 // the process spans the middleware opened with their outcome.
 type topicObserver struct {
 	tel       *Telemetry
@@ -143,3 +146,6 @@ func (o *topicObserver) LeasesExpired(_ string, rolledBack, dead int) {
 	o.tel.inst.swept.Add(bg, int64(rolledBack), o.attrs)
 	o.tel.inst.dead.Add(bg, int64(dead), o.attrs)
 }
+
+// Expired implements consumer.ExpiryObserver.
+func (o *topicObserver) Expired(_ string, n int) { o.tel.inst.expired.Add(bg, int64(n), o.attrs) }

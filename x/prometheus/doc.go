@@ -16,6 +16,8 @@
 //	rmq_dead_total                 messages moved to the dead queue (by a
 //	                               failing handler or an expired lease)
 //	rmq_lease_expired_total        deliveries rolled back by the sweeper
+//	rmq_expired_total              messages dropped because their TTL or
+//	                               expiry passed before they were acked
 //	rmq_handler_duration_seconds   how long listeners ran (histogram)
 //	rmq_firing_lateness_seconds    delivery time minus due time, time-based
 //	                               topics only (histogram)

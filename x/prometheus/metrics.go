@@ -31,6 +31,7 @@ var HandlerBuckets = []float64{.001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 
 type Metrics struct {
 	sent, merged, removed                  *prometheus.CounterVec
 	delivered, acked, retried, dead, swept *prometheus.CounterVec
+	expired                                *prometheus.CounterVec
 	handler, lateness                      *prometheus.HistogramVec
 	depth                                  *depthCollector
 }
@@ -76,6 +77,7 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 		retried:   counter("retried_total", "Deliveries that failed and went back to store for a retry."),
 		dead:      counter("dead_total", "Messages moved to the dead queue."),
 		swept:     counter("lease_expired_total", "Deliveries rolled back because their lease expired."),
+		expired:   counter("expired_total", "Messages dropped because their TTL or expiry passed before they were acked."),
 		handler: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: namespace, Name: "handler_duration_seconds",
 			Help: "How long listeners ran per delivery.", Buckets: HandlerBuckets,
@@ -87,7 +89,7 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 		depth: newDepthCollector(cfg.logger),
 	}
 	var err error
-	for _, c := range []**prometheus.CounterVec{&m.sent, &m.merged, &m.removed, &m.delivered, &m.acked, &m.retried, &m.dead, &m.swept} {
+	for _, c := range []**prometheus.CounterVec{&m.sent, &m.merged, &m.removed, &m.delivered, &m.acked, &m.retried, &m.dead, &m.swept, &m.expired} {
 		if *c, err = register(reg, *c); err != nil {
 			return nil, err
 		}
@@ -161,16 +163,18 @@ func (m *Metrics) ConsumerObserver(t topic.Topic) consumer.Observer {
 		retried:   m.retried.With(l),
 		dead:      m.dead.With(l),
 		swept:     m.swept.With(l),
+		expired:   m.expired.With(l),
 		handler:   m.handler.With(l),
 		lateness:  m.lateness.With(l),
 	}
 }
 
-// topicMetrics is the consumer.Observer of one topic.
+// topicMetrics is the consumer.Observer of one topic (and its optional
+// consumer.ExpiryObserver).
 type topicMetrics struct {
-	timeBased                              bool
-	delivered, acked, retried, dead, swept prometheus.Counter
-	handler, lateness                      prometheus.Observer
+	timeBased                                       bool
+	delivered, acked, retried, dead, swept, expired prometheus.Counter
+	handler, lateness                               prometheus.Observer
 }
 
 // Delivered implements consumer.Observer.
@@ -203,3 +207,6 @@ func (o *topicMetrics) LeasesExpired(_ string, rolledBack, dead int) {
 	o.swept.Add(float64(rolledBack))
 	o.dead.Add(float64(dead))
 }
+
+// Expired implements consumer.ExpiryObserver.
+func (o *topicMetrics) Expired(_ string, n int) { o.expired.Add(float64(n)) }
