@@ -273,3 +273,12 @@ func TestMetricsDepthWhileRedisDown(t *testing.T) {
 	assert.Equal(t, 1.0, m.value("messaging.client.sent.messages", "down"))
 	assert.Contains(t, e.log.String(), "could not read queue depths")
 }
+
+// A nil propagator or logger is refused with the core's sentinel.
+func TestNewRefusesBadOptions(t *testing.T) {
+	t.Parallel()
+	_, err := rmqotel.New(rmqotel.WithPropagator(nil))
+	assert.ErrorIs(t, err, rmq.ErrInvalidOption)
+	_, err = rmqotel.New(rmqotel.WithLogger(nil))
+	assert.ErrorIs(t, err, rmq.ErrInvalidOption)
+}

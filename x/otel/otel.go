@@ -1,7 +1,7 @@
 package rmqotel
 
 import (
-	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 
@@ -75,7 +75,7 @@ func WithNewTraces() Option { return func(c *config) { c.newTraces = true } }
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
 
 // New returns a Telemetry with its instruments created on the meter
-// provider.
+// provider. A nil propagator or logger is refused with rmq.ErrInvalidOption.
 func New(opts ...Option) (*Telemetry, error) {
 	cfg := config{propagator: propagation.TraceContext{}, logger: slog.Default()}
 	for _, o := range opts {
@@ -88,10 +88,10 @@ func New(opts ...Option) (*Telemetry, error) {
 		cfg.mp = otel.GetMeterProvider()
 	}
 	if cfg.propagator == nil {
-		return nil, errors.New("rmqotel: nil propagator")
+		return nil, fmt.Errorf("%w: rmqotel: nil propagator", rmq.ErrInvalidOption)
 	}
 	if cfg.logger == nil {
-		return nil, errors.New("rmqotel: nil logger")
+		return nil, fmt.Errorf("%w: rmqotel: nil logger", rmq.ErrInvalidOption)
 	}
 	t := &Telemetry{
 		tracer:     cfg.tp.Tracer(ScopeName),

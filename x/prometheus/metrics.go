@@ -53,17 +53,18 @@ func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l }
 // clients with rmq.WithObserver. Several clients may share one Metrics, and
 // several Metrics one registry: a metric registered already by another New
 // on reg is counted into rather than registered twice. A registry holding
-// another collector under one of the names is refused.
+// another collector under one of the names is refused; a nil reg or logger
+// is refused with rmq.ErrInvalidOption.
 func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 	if reg == nil {
-		return nil, errors.New("rmqprom: nil Registerer")
+		return nil, fmt.Errorf("%w: rmqprom: nil Registerer", rmq.ErrInvalidOption)
 	}
 	cfg := config{logger: slog.Default()}
 	for _, o := range opts {
 		o(&cfg)
 	}
 	if cfg.logger == nil {
-		return nil, errors.New("rmqprom: nil logger")
+		return nil, fmt.Errorf("%w: rmqprom: nil logger", rmq.ErrInvalidOption)
 	}
 	counter := func(name, help string) *prometheus.CounterVec {
 		return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: name, Help: help}, topicLabels)

@@ -304,3 +304,12 @@ func TestMetricsDepthWhileRedisDown(t *testing.T) {
 	assert.Equal(t, 1.0, value(t, reg, "rmq_sent_total", "down"))
 	assert.Contains(t, e.log.String(), "could not read queue depths")
 }
+
+// A nil registry or logger is refused with the core's sentinel.
+func TestNewRefusesBadOptions(t *testing.T) {
+	t.Parallel()
+	_, err := rmqprom.New(nil)
+	assert.ErrorIs(t, err, rmq.ErrInvalidOption)
+	_, err = rmqprom.New(prometheus.NewRegistry(), rmqprom.WithLogger(nil))
+	assert.ErrorIs(t, err, rmq.ErrInvalidOption)
+}
