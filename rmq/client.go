@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 
@@ -37,7 +38,6 @@ type Client struct {
 	cfg      config
 	log      *slog.Logger
 	producer *producer.Producer
-	metrics  *metrics             // nil without WithMetrics
 	coord    *zkcoord.Coordinator // nil without WithZooKeeper
 
 	mu        sync.Mutex
@@ -62,11 +62,10 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 	if cfg.logger == nil {
 		return nil, fmt.Errorf("%w: nil logger", ErrInvalidOption)
 	}
-	m, err := newMetrics(cfg.metrics, rdb, cfg.prefix, cfg.logger)
-	if err != nil {
-		return nil, err
+	if slices.Contains(cfg.observers, nil) {
+		return nil, fmt.Errorf("%w: nil observer", ErrInvalidOption)
 	}
-	popts := append([]producer.Option{producer.WithPrefix(cfg.prefix), producer.WithMaxBodySize(cfg.maxBodySize)}, m.producerOptions()...)
+	popts := append([]producer.Option{producer.WithPrefix(cfg.prefix), producer.WithMaxBodySize(cfg.maxBodySize)}, producerObserverOptions(cfg.observers)...)
 	for _, h := range cfg.sendHooks {
 		popts = append(popts, producer.WithSendHook(h))
 	}
@@ -75,7 +74,6 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 		cfg:      cfg,
 		log:      cfg.logger,
 		producer: producer.New(rdb, popts...),
-		metrics:  m,
 		topics:   map[string]topic.Topic{},
 	}
 	if err := c.initZooKeeper(); err != nil {
@@ -103,7 +101,7 @@ func (c *Client) Register(t topic.Topic, l consumer.MessageListener, opts ...con
 		return fmt.Errorf("%w: %s", ErrDuplicateTopic, t.Name())
 	}
 	base := []consumer.Option{consumer.WithPrefix(c.cfg.prefix), consumer.WithLogger(c.log)}
-	base = append(base, c.metrics.consumerOptions(t)...)
+	base = append(base, consumerObserverOptions(c.cfg.observers, t)...)
 	// The client's middleware wraps the topic's own (WithMiddleware).
 	if len(c.cfg.middleware) > 0 {
 		base = append(base, consumer.WithMiddleware(c.cfg.middleware...))

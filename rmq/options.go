@@ -3,8 +3,6 @@ package rmq
 import (
 	"log/slog"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/rmq-go/rmq/consumer"
 	"github.com/rmq-go/rmq/producer"
 	"github.com/rmq-go/rmq/slots"
@@ -14,7 +12,7 @@ type config struct {
 	prefix      string
 	logger      *slog.Logger
 	maxBodySize int
-	metrics     prometheus.Registerer // WithMetrics; nil: no metrics
+	observers   []Observer            // WithObserver
 	zk          *zkOptions            // WithZooKeeper; nil: every client consumes every slot
 	middleware  []consumer.Middleware // WithMiddleware
 	sendHooks   []producer.SendHook   // WithSendHook

@@ -170,7 +170,7 @@ func (c *Client) puller(ctx context.Context, t topic.Topic) (consumerctl.Puller,
 		return e, nil
 	}
 	opts := []consumer.Option{consumer.WithPrefix(c.cfg.prefix), consumer.WithLogger(c.log)}
-	opts = append(opts, c.metrics.consumerOptions(t)...)
+	opts = append(opts, consumerObserverOptions(c.cfg.observers, t)...)
 	eng, err := consumerctl.New(consumerctl.Params{Redis: c.rdb, Topic: t, Options: opts, Pull: true, OnWake: c.pulls.wake})
 	if err != nil {
 		return nil, err
