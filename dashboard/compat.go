@@ -14,7 +14,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/rmq-go/rmq/luascripts"
 	"github.com/rmq-go/rmq/rmq"
 	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
@@ -77,6 +76,9 @@ type messageInfo struct {
 	Lease   time.Time
 	Attempt int
 	Died    time.Time
+	// BodyHidden is true when the library gives no way to read the body
+	// (a live message, until Inspector.Message).
+	BodyHidden bool
 }
 
 // errMessageNotFound is what message answers for an id in no state.
@@ -92,43 +94,38 @@ func (h *handler) message(ctx context.Context, t topic.Topic, id string) (messag
 	n := t.SlotAmount()
 	store := make([]*redis.FloatCmd, n)
 	prep := make([]*redis.FloatCmd, n)
-	body := make([]*redis.StringCmd, n)
+	body := make([]*redis.BoolCmd, n)
 	pipe := h.rdb.Pipeline()
 	for s := range n {
 		k := slots.KeysFor(h.cfg.keyPrefix, t, s)
 		store[s] = pipe.ZScore(ctx, k.Store, id)
 		prep[s] = pipe.ZScore(ctx, k.Prepare, id)
-		body[s] = pipe.HGet(ctx, k.Msg, id)
+		body[s] = pipe.HExists(ctx, k.Msg, id)
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return messageInfo{}, err
 	}
+	// Without Inspector.Message the envelope of a live message (body,
+	// attempts, first send, last error) cannot be read here: only what its
+	// sorted-set scores say is shown.
 	live := false
 	for s := range n {
-		raw, err := body[s].Bytes()
-		if err != nil {
+		if !body[s].Val() {
 			continue
 		}
-		env, err := luascripts.DecodeEnvelope(raw)
-		if err != nil {
-			return messageInfo{}, fmt.Errorf("message %s in slot %d: %w", id, s, err)
-		}
 		live = true
-		m.Slot, m.Body, m.Attempts, m.LastError = s, env.Body, env.Failures, env.LastError
-		m.FirstSent = time.UnixMilli(int64(env.FirstSentMs))
+		m.Slot, m.BodyHidden = s, true
 		if sc, err := store[s].Result(); err == nil {
 			m.States = append(m.States, stateWaiting)
 			if t.Type().TimeBased() {
 				m.Due = time.UnixMilli(int64(sc))
+			} else {
+				m.Priority = int64(sc)
 			}
-		}
-		if !t.Type().TimeBased() {
-			m.Priority = int64(env.OrigScore)
 		}
 		if sc, err := prep[s].Result(); err == nil {
 			m.States = append(m.States, stateInFlight)
-			dl, tok := luascripts.SplitPrepareScore(sc)
-			m.Lease, m.Attempt = time.Unix(dl, 0), int(tok%1000)
+			m.Lease, m.Attempt = splitPrepareScore(sc)
 		}
 		break
 	}
@@ -139,6 +136,7 @@ func (h *handler) message(ctx context.Context, t topic.Topic, id string) (messag
 		m.Died = d.DiedAt
 		if !live {
 			m.Slot, m.Body, m.Attempts, m.LastError = d.Slot, d.Body, d.Attempts, d.LastError
+			m.BodyHidden = false
 			m.FirstSent, m.Due, m.Priority = d.FirstSentAt, d.DueAt, d.Priority
 		}
 	case !errors.Is(err, rmq.ErrMessageNotFound):

@@ -19,7 +19,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/rmq-go/rmq/luascripts"
 	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
 )
@@ -237,8 +236,8 @@ func (h *handler) inFlight(ctx context.Context, t topic.Topic, cursor string, li
 	}
 	out := make([]inFlightItem, len(items))
 	for j, it := range items {
-		dl, tok := luascripts.SplitPrepareScore(it.Score)
-		out[j] = inFlightItem{zitem: it, Lease: time.Unix(dl, 0), Attempt: int(tok % 1000)}
+		lease, attempt := splitPrepareScore(it.Score)
+		out[j] = inFlightItem{zitem: it, Lease: lease, Attempt: attempt}
 	}
 	return out, next, nil
 }
@@ -309,4 +308,12 @@ func (h *handler) dueHistogram(ctx context.Context, t topic.Topic, now time.Time
 		}
 	}
 	return out, nil
+}
+
+// splitPrepareScore reads a prepare score, deadlineSeconds*1e6 + token,
+// where the token's last three digits are the attempt (the layout the
+// library's scripts write; it has no exported reader).
+func splitPrepareScore(score float64) (lease time.Time, attempt int) {
+	s := int64(score)
+	return time.Unix(s/1_000_000, 0), int(s % 1_000_000 % 1000)
 }

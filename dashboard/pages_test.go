@@ -298,11 +298,17 @@ func TestMessagePageShowsBodyAsTextJSONAndHex(t *testing.T) {
 	assert.Contains(t, hex, "7b 22 6f 72 64 65 72 22") // {"order"
 
 	// A binary body opens as hex.
-	_, err := e.prod.SendFixedTime(context.Background(), tp, []byte{0xff, 0x00, 0xfe}, time.Now().Add(time.Hour), producer.WithKey("bin"))
-	require.NoError(t, err)
+	e.makeDead(tp, "bad bytes", "bin", "\xff\x00\xfe")
 	bin := e.get("message?topic=orders&id=bin")
 	assert.Contains(t, bin, "ff 00 fe")
-	assert.Contains(t, bin, `<span class="badge state">waiting</span>`)
+
+	// A waiting message shows its due time.
+	due := time.Now().Add(time.Hour)
+	_, err := e.prod.SendFixedTime(context.Background(), tp, []byte("x"), due, producer.WithKey("w"))
+	require.NoError(t, err)
+	w := e.get("message?topic=orders&id=w")
+	assert.Contains(t, w, `<span class="badge state">waiting</span>`)
+	assert.Contains(t, w, due.UTC().Format("2006-01-02 15:04:05.000"))
 }
 
 func TestBodiesAndErrorsAreEscaped(t *testing.T) {
