@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"bytes"
 	"context"
 	"encoding/hex"
 	"encoding/json"
@@ -208,13 +209,10 @@ func (h *handler) messagePage(w http.ResponseWriter, r *http.Request) {
 	}
 	d.ValidUTF8 = utf8.Valid(body)
 	d.Text = string(body) // html/template escapes it; invalid bytes show as U+FFFD
-	var pretty json.RawMessage
-	if !d.Truncated && json.Valid(body) {
-		if b, err := json.MarshalIndent(json.RawMessage(body), "", "  "); err == nil {
-			pretty = b
-		}
+	var pretty bytes.Buffer
+	if !d.Truncated && json.Valid(body) && json.Indent(&pretty, body, "", "  ") == nil {
+		d.JSON = pretty.String() // as sent: json.Indent escapes nothing
 	}
-	d.JSON = string(pretty)
 	switch d.View {
 	case "text", "hex":
 	case "json":

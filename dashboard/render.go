@@ -89,6 +89,7 @@ var funcs = template.FuncMap{
 		return t.UTC().Format("2006-01-02 15:04:05.000")
 	},
 	"rel":  relTime,
+	"dur":  roundDuration,
 	"pct":  func(n, top int64) int64 { return n * 100 / max(top, 1) },
 	"join": strings.Join,
 	"topicURL": func(name string) string {
@@ -97,6 +98,18 @@ var funcs = template.FuncMap{
 	"msgURL": func(t, id string) string {
 		return "message?" + url.Values{"topic": {t}, "id": {id}}.Encode()
 	},
+}
+
+// roundDuration keeps a duration readable: ms below a second, tenths of
+// a second below a minute, seconds above.
+func roundDuration(d time.Duration) time.Duration {
+	switch {
+	case d < time.Second:
+		return d.Round(time.Millisecond)
+	case d < time.Minute:
+		return d.Round(100 * time.Millisecond)
+	}
+	return d.Round(time.Second)
 }
 
 // relTime says how far t is from now, "in 3m12s" or "4.2s ago".
@@ -109,13 +122,5 @@ func relTime(t time.Time) string {
 	if d < 0 {
 		d, suffix, prefix = -d, " ago", ""
 	}
-	switch {
-	case d < time.Second:
-		d = d.Round(time.Millisecond)
-	case d < time.Minute:
-		d = d.Round(100 * time.Millisecond)
-	default:
-		d = d.Round(time.Second)
-	}
-	return prefix + d.String() + suffix
+	return prefix + roundDuration(d).String() + suffix
 }

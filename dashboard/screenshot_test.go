@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rmq-go/rmq/consumer"
+	"github.com/rmq-go/rmq/dashboard"
 	"github.com/rmq-go/rmq/producer"
 	"github.com/rmq-go/rmq/topic"
 )
@@ -27,7 +28,7 @@ func TestScreenshots(t *testing.T) {
 		t.Skip("set RMQ_SCREENSHOTS=1 to regenerate docs/screenshots")
 	}
 	ctx := newBrowser(t)
-	e := newEnv(t)
+	e := newEnv(t, dashboard.WithPageSize(12))
 	demo(t, e)
 
 	// Keep the queues moving while the overview samples them, so the live
@@ -58,7 +59,7 @@ func TestScreenshots(t *testing.T) {
 		sctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 		defer cancel()
 		require.NoError(t, chromedp.Do(sctx, chromedp.Navigate(e.srv.URL+mount+"/"+path), wait))
-		png, err := chromedp.Run(sctx, chromedp.FullScreenshot(90))
+		png, err := chromedp.Run(sctx, chromedp.FullScreenshot(100))
 		require.NoError(t, err)
 		require.NoError(t, os.WriteFile(filepath.Join(dir, name), png, 0o644))
 	}
@@ -74,6 +75,13 @@ func demo(t *testing.T, e *env) {
 	now := time.Now()
 
 	orders := e.topic("orders.timeout", topic.FixedTime, 8)
+	// The dead first: the failing consumer that makes them takes whatever is
+	// due.
+	var dead []string
+	for j := range 9 {
+		dead = append(dead, fmt.Sprintf("ord-%06d", 90000+j), fmt.Sprintf(`{"order_id":"ord-%06d","customer":"cus-%04d","total":"19.90","currency":"EUR"}`, 90000+j, j*37))
+	}
+	e.makeDead(orders, "payments: POST /v1/orders/cancel: 503 Service Unavailable", dead...)
 	var batch []producer.BatchMessage
 	for j := range 640 {
 		at := now.Add(time.Duration(rng.Int64N(int64(3 * time.Hour))))
@@ -90,13 +98,11 @@ func demo(t *testing.T, e *env) {
 	}
 	_, err := e.prod.SendBatch(ctx, orders, batch)
 	require.NoError(t, err)
-	var dead []string
-	for j := range 9 {
-		dead = append(dead, fmt.Sprintf("ord-%06d", 90000+j), fmt.Sprintf(`{"order_id":"ord-%06d","customer":"cus-%04d","total":"19.90","currency":"EUR"}`, 90000+j, j*37))
-	}
-	e.makeDead(orders, "payments: POST /v1/orders/cancel: 503 Service Unavailable", dead...)
 
 	emails := e.topic("emails.send", topic.Priority, 4)
+	e.makeDead(emails, "smtp: 451 4.7.1 greylisted, try again later",
+		"mail-bounce-1", `{"to":"old@example.org","template":"welcome"}`,
+		"mail-bounce-2", `{"to":"nobody@example.net","template":"receipt"}`)
 	batch = batch[:0]
 	for j := range 180 {
 		p := []int64{20, 50, 100, 500, 1000}[rng.IntN(5)]
@@ -105,9 +111,6 @@ func demo(t *testing.T, e *env) {
 	}
 	_, err = e.prod.SendBatch(ctx, emails, batch)
 	require.NoError(t, err)
-	e.makeDead(emails, "smtp: 451 4.7.1 greylisted, try again later",
-		"mail-bounce-1", `{"to":"old@example.org","template":"welcome"}`,
-		"mail-bounce-2", `{"to":"nobody@example.net","template":"receipt"}`)
 
 	prices := e.topic("prices.merge", topic.RangeMerge, 16)
 	batch = batch[:0]
@@ -119,6 +122,9 @@ func demo(t *testing.T, e *env) {
 	require.NoError(t, err)
 
 	invoices := e.topic("invoices.render", topic.FixedTime, 4)
+	e.makeDead(invoices, "pdf renderer: template \"invoice-v3\": line 42: <no value> for .Customer.VATID",
+		"inv-2026-0117", `{"invoice":"inv-2026-0117","customer":{"name":"Müller & Söhne GmbH","vat_id":null},"lines":[{"sku":"sku-00042","qty":3,"price":"12.99"},{"sku":"sku-00108","qty":1,"price":"249.00"}],"due":"2026-12-01"}`,
+		"inv-2026-0118", `{"invoice":"inv-2026-0118","customer":{"name":"ACME Ltd"},"lines":[]}`)
 	batch = batch[:0]
 	for j := range 60 {
 		batch = append(batch, producer.BatchMessage{Key: fmt.Sprintf("inv-2026-%04d", 200+j), At: now.Add(time.Duration(1+rng.IntN(6*24)) * time.Hour),
@@ -126,9 +132,6 @@ func demo(t *testing.T, e *env) {
 	}
 	_, err = e.prod.SendBatch(ctx, invoices, batch)
 	require.NoError(t, err)
-	e.makeDead(invoices, "pdf renderer: template \"invoice-v3\": line 42: <no value> for .Customer.VATID",
-		"inv-2026-0117", `{"invoice":"inv-2026-0117","customer":{"name":"Müller & Söhne GmbH","vat_id":null},"lines":[{"sku":"sku-00042","qty":3,"price":"12.99"},{"sku":"sku-00108","qty":1,"price":"249.00"}],"due":"2026-12-01"}`,
-		"inv-2026-0118", `{"invoice":"inv-2026-0118","customer":{"name":"ACME Ltd"},"lines":[]}`)
 
 	// Three deliveries of orders in flight, held by a slow handler until the
 	// test ends.

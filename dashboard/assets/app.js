@@ -24,6 +24,14 @@
     return Number.isInteger(v) ? String(v) : v.toFixed(1);
   }
 
+  // nice rounds a maximum up to 1, 2 or 5 times a power of ten.
+  function nice(v) {
+    if (v <= 0) return 1;
+    const p = Math.pow(10, Math.floor(Math.log10(v)));
+    for (const m of [1, 2, 5, 10]) if (v <= m * p) return m * p;
+    return 10 * p;
+  }
+
   // series returns, per topic, the points [t, value] of one field, or of
   // its rate of increase per second (a count that fell gives 0: requeued
   // or purged messages are not negative deaths).
@@ -55,15 +63,19 @@
       svg.appendChild(el("text", {x: L, y: H / 2})).textContent = "collecting samples…";
       return;
     }
-    vmax = vmax > 0 ? vmax * 1.1 : 1;
-    const tmin = tmax - keep * every;
+    vmax = nice(vmax);
+    // The x axis spans the samples taken, at least 30 s, at most the 3
+    // minutes kept.
+    let tfirst = tmax;
+    for (const name in data) if (data[name].length) tfirst = Math.min(tfirst, data[name][0][0]);
+    const tmin = tmax - Math.max(30000, tmax - tfirst);
     const x = t => L + (W - L - 4) * (t - tmin) / (tmax - tmin);
     const y = v => (H - B) - (H - B - 6) * v / vmax;
     svg.appendChild(el("line", {class: "axis", x1: L, y1: H - B, x2: W, y2: H - B}));
     svg.appendChild(el("line", {class: "axis", x1: L, y1: 4, x2: L, y2: H - B}));
     svg.appendChild(el("text", {x: 2, y: 12})).textContent = fmt(vmax);
     svg.appendChild(el("text", {x: 2, y: H - B})).textContent = "0";
-    svg.appendChild(el("text", {x: L, y: H - 2})).textContent = "−3 min";
+    svg.appendChild(el("text", {x: L, y: H - 2})).textContent = "−" + Math.round((tmax - tmin) / 1000) + " s";
     svg.appendChild(el("text", {x: W - 24, y: H - 2})).textContent = "now";
     names.forEach((name, i) => {
       const pts = data[name];
