@@ -3,6 +3,7 @@ module github.com/rmq-go/rmq
 go 1.26.8
 
 require (
+	github.com/chromedp/chromedp v0.23.0
 	github.com/go-zookeeper/zk v1.0.4
 	github.com/prometheus/client_golang v1.25.0
 	github.com/redis/go-redis/v9 v9.23.0
@@ -12,7 +13,6 @@ require (
 
 require (
 	github.com/chromedp/cdproto v0.159.0 // indirect
-	github.com/chromedp/chromedp v0.23.0 // indirect
 	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
 )
 
