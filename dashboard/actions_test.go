@@ -166,3 +166,10 @@ func TestReadOnlyShowsNoActionsAndRefusesThem(t *testing.T) {
 func TestPauseAndResume(t *testing.T) {
 	t.Skip("needs Inspector.Pause/Resume of the Jobs issue (#11), not in main yet")
 }
+
+func TestOversizedFormIsRefused(t *testing.T) {
+	e := newEnv(t)
+	form := url.Values{"op": {"delete"}, "topic": {"x"}, "confirm": {"yes"}, "id": {strings.Repeat("a", 5<<20)}}
+	code, _, _ := e.post(form)
+	assert.Equal(t, http.StatusBadRequest, code)
+}

@@ -22,6 +22,8 @@ import (
 const (
 	csrfCookie = "rmq_dashboard_csrf"
 	csrfField  = "csrf"
+	// maxFormBytes bounds the body of an action request.
+	maxFormBytes = 4 << 20
 )
 
 // csrfToken returns the form token of the request's browser, setting the
@@ -61,8 +63,14 @@ func (h *handler) checkUnsafe(w http.ResponseWriter, r *http.Request) bool {
 		h.fail(w, r, http.StatusForbidden, "cross-origin request refused (Origin or Referer must name this host)")
 		return false
 	}
+	// A form names at most maxActionIDs ids: bound what is read.
+	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
+	if err := r.ParseForm(); err != nil {
+		h.fail(w, r, http.StatusBadRequest, "unreadable form: "+err.Error())
+		return false
+	}
 	c, err := r.Cookie(csrfCookie)
-	if err != nil || r.ParseForm() != nil {
+	if err != nil {
 		h.fail(w, r, http.StatusForbidden, "missing CSRF cookie: reload the page and try again")
 		return false
 	}
