@@ -75,6 +75,9 @@ func TestBrowserRequeueAndPause(t *testing.T) {
 	step(t, ctx,
 		chromedp.Navigate(base),
 		chromedp.WaitVisible(chromedp.CSS(`tr[data-topic="orders"]`)),
+		// The live charts run under the page's CSP: two samples drawn.
+		chromedp.Poll[chromedp.Void](`Number(document.getElementById("charts").dataset.samples || 0) >= 2 &&
+			document.querySelectorAll("svg.chart polyline").length > 0`, chromedp.WithPollingTimeout(20*time.Second)),
 		chromedp.Click(chromedp.CSS(`a.topic[href="topic?name=orders"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`#dead-form`)),
 		chromedp.Click(chromedp.CSS(`input[type=checkbox][value="order-1001"]`)),
