@@ -53,6 +53,7 @@ func (h *handler) resume(ctx context.Context, t topic.Topic) error { return errN
 // Message states shown on the message page.
 const (
 	stateWaiting  = "waiting"
+	stateDelayed  = "delayed"
 	stateInFlight = "in flight"
 	stateDead     = "dead"
 )
@@ -76,6 +77,10 @@ type messageInfo struct {
 	Lease   time.Time
 	Attempt int
 	Died    time.Time
+	// The per-message options it was sent with (zero: the consumer's).
+	MaxRetries int // -1: the consumer's
+	Expires    time.Time
+	Timeout    time.Duration
 	// BodyHidden is true when the library gives no way to read the body
 	// (a live message, until Inspector.Message).
 	BodyHidden bool
@@ -90,7 +95,7 @@ func (h *handler) message(ctx context.Context, t topic.Topic, id string) (messag
 	if _, err := h.insp.Topic(ctx, t.Name()); err != nil {
 		return messageInfo{}, err
 	}
-	m := messageInfo{ID: id, Topic: t.Name()}
+	m := messageInfo{ID: id, Topic: t.Name(), MaxRetries: -1}
 	n := t.SlotAmount()
 	store := make([]*redis.FloatCmd, n)
 	prep := make([]*redis.FloatCmd, n)
