@@ -303,7 +303,7 @@ func TestMessagePageShowsBodyAsTextJSONAndHex(t *testing.T) {
 	assert.Contains(t, bin, "ff 00 fe")
 
 	// A waiting message shows its due time.
-	due := time.Now().Add(time.Hour)
+	due := time.Now().Add(time.Hour).Truncate(time.Millisecond)
 	_, err := e.prod.SendFixedTime(context.Background(), tp, []byte("x"), due, producer.WithKey("w"))
 	require.NoError(t, err)
 	w := e.get("message?topic=orders&id=w")
