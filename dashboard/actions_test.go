@@ -2,6 +2,7 @@ package dashboard_test
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/url"
 	"strings"
@@ -167,7 +168,26 @@ func TestReadOnlyShowsNoActionsAndRefusesThem(t *testing.T) {
 }
 
 func TestPauseAndResume(t *testing.T) {
-	t.Skip("needs Inspector.Pause/Resume of the Jobs issue (#11), not in main yet")
+	if !dashboard.PauseAvailable {
+		t.Skip("needs Inspector.Pause/Resume of the Jobs issue (#11), not in main yet")
+	}
+	e := newEnv(t)
+	tp := e.topic("jobs", topic.Priority, 2)
+	e.send(tp, "a", "x")
+	page := e.get("topic?name=jobs")
+	assert.Contains(t, page, `id="pause"`)
+	code, _, confirm := e.post(url.Values{"op": {"pause"}, "topic": {"jobs"}})
+	require.Equal(t, http.StatusOK, code)
+	assert.Contains(t, confirm, "Pause jobs?")
+	assert.False(t, e.paused("jobs"), "nothing changes before the confirmation")
+	assert.Equal(t, "Paused jobs.", e.act(url.Values{"op": {"pause"}, "topic": {"jobs"}}))
+	assert.True(t, e.paused("jobs"))
+	page = e.get("topic?name=jobs")
+	assert.Contains(t, page, `<span class="badge paused" id="state">paused</span>`)
+	assert.Contains(t, page, `id="resume"`)
+	assert.Contains(t, e.get(""), `<span class="badge paused">paused</span>`)
+	assert.Equal(t, "Resumed jobs.", e.act(url.Values{"op": {"resume"}, "topic": {"jobs"}}))
+	assert.False(t, e.paused("jobs"))
 }
 
 func TestOversizedFormIsRefused(t *testing.T) {
@@ -175,4 +195,23 @@ func TestOversizedFormIsRefused(t *testing.T) {
 	form := url.Values{"op": {"delete"}, "topic": {"x"}, "confirm": {"yes"}, "id": {strings.Repeat("a", 5<<20)}}
 	code, _, _ := e.post(form)
 	assert.Equal(t, http.StatusBadRequest, code)
+}
+
+// paused reads the topic's paused flag from the dashboard's JSON snapshot.
+func (e *env) paused(name string) bool {
+	e.t.Helper()
+	var snap struct {
+		Topics []struct {
+			Name   string
+			Paused bool
+		}
+	}
+	require.NoError(e.t, json.Unmarshal([]byte(e.get("api/overview")), &snap))
+	for _, tp := range snap.Topics {
+		if tp.Name == name {
+			return tp.Paused
+		}
+	}
+	e.t.Fatalf("no topic %s in the snapshot", name)
+	return false
 }
