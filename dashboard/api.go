@@ -19,6 +19,11 @@ type apiTopic struct {
 	Paused   bool   `json:"paused"`
 	LagMs    int64  `json:"lag_ms"`
 	Err      string `json:"error,omitempty"`
+	// Counters of this process (WithCounters), since it started.
+	Sent    int64 `json:"sent,omitempty"`
+	Acked   int64 `json:"acked,omitempty"`
+	Retried int64 `json:"retried,omitempty"`
+	Died    int64 `json:"died,omitempty"`
 }
 
 type apiOverview struct {
@@ -39,6 +44,11 @@ func (h *handler) apiOverview(w http.ResponseWriter, r *http.Request) {
 			Name: row.Topic.Name(), Type: row.Topic.Type().String(), Slots: row.Topic.SlotAmount(),
 			Waiting: st.Store, Due: st.Due, Delayed: st.Delayed, InFlight: st.Prepare, Dead: st.Dead,
 			Paused: st.Paused, LagMs: st.Lag().Milliseconds(), Err: row.Err,
+		}
+		if h.cfg.counters != nil {
+			c := h.cfg.counters.snapshot(row.Topic.Name())
+			tp := &out.Topics[j]
+			tp.Sent, tp.Acked, tp.Retried, tp.Died = c.Sent, c.Acked, c.Retried, c.Dead
 		}
 		out.TimeMs = max(out.TimeMs, st.Now.UnixMilli())
 	}

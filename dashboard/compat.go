@@ -156,3 +156,7 @@ func (h *handler) message(ctx context.Context, t topic.Topic, id string) (messag
 func (h *handler) removeWaiting(ctx context.Context, t topic.Topic, id string) (bool, error) {
 	return h.insp.Remove(ctx, t, id)
 }
+
+// Removed implements rmq.Observer; removals are not charted. (The Jobs API
+// changes its second parameter to producer.Removed.)
+func (c *Counters) Removed(topic.Topic, bool) {}

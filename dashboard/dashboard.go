@@ -32,6 +32,7 @@ type config struct {
 	logger     *slog.Logger
 	csrfKey    []byte
 	pageSize   int
+	counters   *Counters
 }
 
 // WithKeyPrefix sets the Redis key prefix of the topics shown (default
@@ -64,6 +65,11 @@ func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l }
 // handler draws a random key, which is right for one process; replicas
 // behind a load balancer must share a key of at least 32 bytes.
 func WithCSRFKey(key []byte) Option { return func(c *config) { c.csrfKey = key } }
+
+// WithCounters adds the charts of sent, acked, retried and dead messages per
+// second and the firing-lateness histogram, drawn from c, which must be
+// attached to the host's rmq.Client (rmq.WithObserver(c)).
+func WithCounters(c *Counters) Option { return func(cfg *config) { cfg.counters = c } }
 
 // defaultPageSize is how many entries a listing page shows.
 const defaultPageSize = 50

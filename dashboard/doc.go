@@ -15,6 +15,15 @@
 //
 // Without StripPrefix, pass the mount path with WithPathPrefix.
 //
+// Redis holds queue depths, not counters: for the charts of messages sent,
+// acked, retried and dead per second and the firing-lateness histogram,
+// attach a Counters to the client and pass it on:
+//
+//	ctr := dashboard.NewCounters()
+//	client, err := rmq.New(rdb, rmq.WithObserver(ctr))
+//	...
+//	h := dashboard.New(rdb, dashboard.WithCounters(ctr))
+//
 // # Safety
 //
 // The dashboard authenticates nobody: WithAuth wraps it in the host's

@@ -24,7 +24,11 @@ type topicRow struct {
 type overviewData struct {
 	Topics []topicRow
 	Redis  []redisNode
-	Err    string
+	// Counters is true when the rate charts of WithCounters are drawn;
+	// Lateness is then the firing-lateness histogram of every topic.
+	Counters    bool
+	Lateness    []dueBucket
+	LatenessMax int64
 }
 
 // snapshot reads every topic's counts: a few commands per slot, all from
@@ -56,7 +60,21 @@ func (h *handler) overview(w http.ResponseWriter, r *http.Request) {
 		h.failErr(w, r, err)
 		return
 	}
-	d := overviewData{Topics: rows, Redis: h.redisNodes(r.Context())}
+	d := overviewData{Topics: rows, Redis: h.redisNodes(r.Context()), Counters: h.cfg.counters != nil}
+	if d.Counters {
+		d.Lateness = make([]dueBucket, len(latenessLabels))
+		for j, l := range latenessLabels {
+			d.Lateness[j].Label = l
+			d.Lateness[j].Overdue = j >= 6 // a second late or more
+		}
+		for _, row := range rows {
+			c := h.cfg.counters.snapshot(row.Topic.Name())
+			for j, n := range c.Late {
+				d.Lateness[j].Count += n
+				d.LatenessMax = max(d.LatenessMax, d.Lateness[j].Count)
+			}
+		}
+	}
 	h.render(w, r, http.StatusOK, "overview", "Overview", d)
 }
 

@@ -42,11 +42,12 @@
       for (let i = 0; i < samples.length; i++) {
         const cur = samples[i].topics[name];
         if (!cur) continue;
-        if (!rate) { pts.push([samples[i].t, cur[field]]); continue; }
+        // A counter the snapshot leaves out is zero.
+        if (!rate) { pts.push([samples[i].t, cur[field] || 0]); continue; }
         const prev = i > 0 ? samples[i - 1].topics[name] : null;
         if (!prev) continue;
         const dt = (samples[i].t - samples[i - 1].t) / 1000;
-        if (dt > 0) pts.push([samples[i].t, Math.max(0, cur[field] - prev[field]) / dt]);
+        if (dt > 0) pts.push([samples[i].t, Math.max(0, (cur[field] || 0) - (prev[field] || 0)) / dt]);
       }
       out[name] = pts;
     }
