@@ -2,11 +2,14 @@ package dashboard_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,6 +19,7 @@ import (
 	"github.com/rmq-go/rmq/consumer"
 	"github.com/rmq-go/rmq/dashboard"
 	"github.com/rmq-go/rmq/producer"
+	"github.com/rmq-go/rmq/rmq"
 	"github.com/rmq-go/rmq/topic"
 )
 
@@ -28,23 +32,35 @@ func TestScreenshots(t *testing.T) {
 		t.Skip("set RMQ_SCREENSHOTS=1 to regenerate docs/screenshots")
 	}
 	ctx := newBrowser(t)
-	e := newEnv(t, dashboard.WithPageSize(12))
+	ctr := dashboard.NewCounters()
+	e := newEnv(t, dashboard.WithPageSize(12), dashboard.WithCounters(ctr))
 	demo(t, e)
 
-	// Keep the queues moving while the overview samples them, so the live
-	// charts show something.
+	// Keep prices moving while the overview samples them, through a client
+	// the counters observe: sends, acks and a few retries.
+	prices := e.topic("prices.merge", topic.RangeMerge, 16)
+	live, err := rmq.New(e.rdb, rmq.WithPrefix(e.prefix), rmq.WithLogger(slog.New(slog.DiscardHandler)), rmq.WithObserver(ctr))
+	require.NoError(t, err)
+	var n atomic.Int64
+	require.NoError(t, live.Register(prices, consumer.ListenerFunc(func(context.Context, *consumer.Message) error {
+		if n.Add(1)%17 == 0 {
+			return errors.New("stale price")
+		}
+		return nil
+	}), consumer.WithRetryBackoff(func(int) time.Duration { return time.Second })))
+	require.NoError(t, live.Start(context.Background()))
+	t.Cleanup(func() { closeClient(t, live) })
 	bg, stop := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		prices := e.topic("prices.merge", topic.RangeMerge, 16)
 		for j := 0; bg.Err() == nil; j++ {
 			var batch []producer.BatchMessage
 			for k := range 20 + j%7*15 {
-				batch = append(batch, producer.BatchMessage{Key: fmt.Sprintf("sku-%d-%d", j, k), Body: []byte(`{"sku":1}`), TimeRange: 5 * time.Minute})
+				batch = append(batch, producer.BatchMessage{Key: fmt.Sprintf("sku-%d-%d", j, k), Body: []byte(`{"sku":1}`), TimeRange: time.Duration(k%10) * 100 * time.Millisecond})
 			}
-			_, _ = e.prod.SendBatch(bg, prices, batch)
+			_, _ = live.Producer().SendBatch(bg, prices, batch)
 			select {
 			case <-bg.Done():
 			case <-time.After(400 * time.Millisecond):
@@ -63,9 +79,12 @@ func TestScreenshots(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, os.WriteFile(filepath.Join(dir, name), png, 0o644))
 	}
-	shot("overview.png", "", chromedp.Poll[chromedp.Void](`Number(document.getElementById("charts").dataset.samples || 0) >= 5`, chromedp.WithPollingTimeout(40*time.Second)))
 	shot("topic.png", "topic?name=orders.timeout", chromedp.WaitVisible(chromedp.CSS("#due-histogram")))
 	shot("message.png", "message?topic=invoices.render&id=inv-2026-0117", chromedp.WaitVisible(chromedp.CSS("#body")))
+	// The overview last, so that the lateness histogram has seen a few
+	// seconds of deliveries.
+	time.Sleep(3 * time.Second)
+	shot("overview.png", "", chromedp.Poll[chromedp.Void](`Number(document.getElementById("charts").dataset.samples || 0) >= 5`, chromedp.WithPollingTimeout(40*time.Second)))
 }
 
 // demo fills four topics the way a small shop's queues might look.
