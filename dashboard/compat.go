@@ -1,37 +1,25 @@
 package dashboard
 
-// This file holds every call to the API of the "Jobs" issue (pause and
-// resume, delayed counts, headers, Inspector.Message), which is not in main
-// yet: until it is, the functions below are stand-ins built on what the
-// library has, so the package compiles and the rest is tested. Wiring the
-// real calls changes this file only.
+// This file maps the library's job API (pause and resume, delayed counts,
+// headers and options, Inspector.Message) onto what the pages show.
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/rmq-go/rmq/rmq"
-	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
 )
 
-// errNotAvailable is what pause and resume answer until the library has
-// them.
-var errNotAvailable = errors.New("dashboard: not available in this version of the library")
-
 // pauseAvailable says whether the pause and resume actions are offered.
-const pauseAvailable = false
+const pauseAvailable = true
 
-// topicStats is rmq.Stats with what the Jobs issue adds to it.
+// topicStats is rmq.Stats with the dashboard's notion of delayed.
 type topicStats struct {
 	rmq.Stats
-	Paused bool
-	// Delayed counts waiting messages not due yet (time-based topics) or
-	// held back by a delay or backoff (priority topics).
+	// Delayed counts waiting messages that are not due yet: in store with a
+	// later due time (time-based topics), or in the delayed set (priority
+	// topics sent with a delay, or retries in their backoff).
 	Delayed int64
 }
 
@@ -40,15 +28,15 @@ func (h *handler) stats(ctx context.Context, t topic.Topic) (topicStats, error) 
 	if err != nil {
 		return topicStats{}, err
 	}
-	ts := topicStats{Stats: st}
+	ts := topicStats{Stats: st, Delayed: st.Delayed}
 	if t.Type().TimeBased() {
-		ts.Delayed = st.Store - st.Due
+		ts.Delayed += st.Store - st.Due
 	}
 	return ts, nil
 }
 
-func (h *handler) pause(ctx context.Context, t topic.Topic) error  { return errNotAvailable }
-func (h *handler) resume(ctx context.Context, t topic.Topic) error { return errNotAvailable }
+func (h *handler) pause(ctx context.Context, t topic.Topic) error  { return h.insp.Pause(ctx, t) }
+func (h *handler) resume(ctx context.Context, t topic.Topic) error { return h.insp.Resume(ctx, t) }
 
 // Message states shown on the message page.
 const (
@@ -58,7 +46,14 @@ const (
 	stateDead     = "dead"
 )
 
-// messageInfo is one message in any state.
+var stateNames = map[rmq.MessageState]string{
+	rmq.StateWaiting:  stateWaiting,
+	rmq.StateDelayed:  stateDelayed,
+	rmq.StateInFlight: stateInFlight,
+	rmq.StateDead:     stateDead,
+}
+
+// messageInfo is one message in any state, as the message page shows it.
 type messageInfo struct {
 	ID, Topic string
 	Slot      int
@@ -68,8 +63,8 @@ type messageInfo struct {
 	Attempts  int
 	LastError string
 	FirstSent time.Time
-	// Due is the due time of a waiting time-based message (zero otherwise);
-	// Priority the priority of a priority message.
+	// Due is when a time-based message is due, or a delayed one enters the
+	// competition by priority; Priority the priority of a priority message.
 	Due      time.Time
 	Priority int64
 	// Lease is the lease deadline of an in-flight delivery, Attempt its
@@ -81,82 +76,36 @@ type messageInfo struct {
 	MaxRetries int // -1: the consumer's
 	Expires    time.Time
 	Timeout    time.Duration
-	// BodyHidden is true when the library gives no way to read the body
-	// (a live message, until Inspector.Message).
+	// BodyHidden is true when the body cannot be read (never, with
+	// Inspector.Message).
 	BodyHidden bool
 }
 
 // errMessageNotFound is what message answers for an id in no state.
-var errMessageNotFound = rmq.ErrMessageNotFound
+var errMessageNotFound = rmq.ErrNotFound
 
-// message finds id in every state. Stand-in for Inspector.Message: the
-// dead queue through Inspector.DeadMessage, the live sets read directly.
 func (h *handler) message(ctx context.Context, t topic.Topic, id string) (messageInfo, error) {
-	if _, err := h.insp.Topic(ctx, t.Name()); err != nil {
+	mi, err := h.insp.Message(ctx, t, id)
+	if err != nil {
 		return messageInfo{}, err
 	}
-	m := messageInfo{ID: id, Topic: t.Name(), MaxRetries: -1}
-	n := t.SlotAmount()
-	store := make([]*redis.FloatCmd, n)
-	prep := make([]*redis.FloatCmd, n)
-	body := make([]*redis.BoolCmd, n)
-	pipe := h.rdb.Pipeline()
-	for s := range n {
-		k := slots.KeysFor(h.cfg.keyPrefix, t, s)
-		store[s] = pipe.ZScore(ctx, k.Store, id)
-		prep[s] = pipe.ZScore(ctx, k.Prepare, id)
-		body[s] = pipe.HExists(ctx, k.Msg, id)
+	m := messageInfo{
+		ID: mi.ID, Topic: t.Name(), Slot: mi.Slot, States: []string{stateNames[mi.State]},
+		Body: mi.Body, Headers: mi.Headers, Attempts: mi.Attempts, LastError: mi.LastError,
+		FirstSent: mi.FirstSentAt, Due: mi.Due, Priority: mi.Priority,
+		Lease: mi.LeaseUntil, Died: mi.DiedAt,
+		MaxRetries: mi.MaxRetries, Expires: mi.ExpiresAt, Timeout: mi.Timeout,
 	}
-	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return messageInfo{}, err
-	}
-	// Without Inspector.Message the envelope of a live message (body,
-	// attempts, first send, last error) cannot be read here: only what its
-	// sorted-set scores say is shown.
-	live := false
-	for s := range n {
-		if !body[s].Val() {
-			continue
-		}
-		live = true
-		m.Slot, m.BodyHidden = s, true
-		if sc, err := store[s].Result(); err == nil {
-			m.States = append(m.States, stateWaiting)
-			if t.Type().TimeBased() {
-				m.Due = time.UnixMilli(int64(sc))
-			} else {
-				m.Priority = int64(sc)
-			}
-		}
-		if sc, err := prep[s].Result(); err == nil {
-			m.States = append(m.States, stateInFlight)
-			m.Lease, m.Attempt = splitPrepareScore(sc)
-		}
-		break
-	}
-	d, err := h.insp.DeadMessage(ctx, t, id)
-	switch {
-	case err == nil:
-		m.States = append(m.States, stateDead)
-		m.Died = d.DiedAt
-		if !live {
-			m.Slot, m.Body, m.Attempts, m.LastError = d.Slot, d.Body, d.Attempts, d.LastError
-			m.BodyHidden = false
-			m.FirstSent, m.Due, m.Priority = d.FirstSentAt, d.DueAt, d.Priority
-		}
-	case !errors.Is(err, rmq.ErrMessageNotFound):
-		return messageInfo{}, err
-	case !live:
-		return messageInfo{}, fmt.Errorf("%w: no message %q in %s", errMessageNotFound, id, t.Name())
+	if mi.State == rmq.StateInFlight {
+		m.Attempt = mi.Attempts + 1
 	}
 	return m, nil
 }
 
-// removeWaiting removes a waiting message.
+// removeWaiting removes a waiting (or delayed) message.
 func (h *handler) removeWaiting(ctx context.Context, t topic.Topic, id string) (bool, error) {
 	return h.insp.Remove(ctx, t, id)
 }
 
-// Removed implements rmq.Observer; removals are not charted. (The Jobs API
-// changes its second parameter to producer.Removed.)
+// Removed implements rmq.Observer; removals are not charted.
 func (c *Counters) Removed(topic.Topic, bool) {}

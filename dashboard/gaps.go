@@ -221,6 +221,20 @@ func (h *handler) waiting(ctx context.Context, t topic.Topic, cursor string, lim
 	return out, next, nil
 }
 
+// delayedItems lists the messages of a priority topic that wait for their
+// time (a delay, or a retry's backoff), the earliest first.
+func (h *handler) delayedItems(ctx context.Context, t topic.Topic, cursor string, limit int) ([]waitingItem, string, error) {
+	items, next, err := h.listZ(ctx, t, func(k slots.Keys) string { return k.Delayed }, zorder{}, cursor, limit)
+	if err != nil {
+		return nil, "", err
+	}
+	out := make([]waitingItem, len(items))
+	for j, it := range items {
+		out[j] = waitingItem{zitem: it, Due: time.UnixMilli(int64(it.Score))}
+	}
+	return out, next, nil
+}
+
 // inFlightItem is a delivery in flight.
 type inFlightItem struct {
 	zitem

@@ -81,12 +81,12 @@ func (h *handler) overview(w http.ResponseWriter, r *http.Request) {
 // pageLinks are the cursors of a topic page's three listings, so that
 // paging one keeps the others where they are.
 type pageLinks struct {
-	name, wc, fc, dc string
+	name, wc, yc, fc, dc string
 }
 
 func (p pageLinks) url() string {
 	v := url.Values{"name": {p.name}}
-	for k, c := range map[string]string{"wc": p.wc, "fc": p.fc, "dc": p.dc} {
+	for k, c := range map[string]string{"wc": p.wc, "yc": p.yc, "fc": p.fc, "dc": p.dc} {
 		if c != "" {
 			v.Set(k, c)
 		}
@@ -100,12 +100,13 @@ type topicData struct {
 	Hist     []dueBucket
 	HistMax  int64
 	Waiting  []waitingItem
+	Delayed  []waitingItem // priority topics: waiting for their time
 	InFlight []inFlightItem
 	Dead     []rmq.DeadMessage
 	// Links to the first and next pages of each listing ("" when none).
-	Self                                   string
-	WaitingFirst, InFlightFirst, DeadFirst string
-	WaitingNext, InFlightNext, DeadNext    string
+	Self                                                 string
+	WaitingFirst, DelayedFirst, InFlightFirst, DeadFirst string
+	WaitingNext, DelayedNext, InFlightNext, DeadNext     string
 }
 
 func (h *handler) lookup(ctx context.Context, name string) (topic.Topic, error) {
@@ -123,7 +124,7 @@ func (h *handler) topicPage(w http.ResponseWriter, r *http.Request) {
 		h.failErr(w, r, err)
 		return
 	}
-	cur := pageLinks{name: t.Name(), wc: q.Get("wc"), fc: q.Get("fc"), dc: q.Get("dc")}
+	cur := pageLinks{name: t.Name(), wc: q.Get("wc"), yc: q.Get("yc"), fc: q.Get("fc"), dc: q.Get("dc")}
 	d := topicData{Topic: t, Self: cur.url()}
 	if d.Stats, err = h.stats(ctx, t); err != nil {
 		h.failErr(w, r, err)
@@ -136,10 +137,16 @@ func (h *handler) topicPage(w http.ResponseWriter, r *http.Request) {
 	for _, b := range d.Hist {
 		d.HistMax = max(d.HistMax, b.Count)
 	}
-	var wNext, fNext, dNext string
+	var wNext, yNext, fNext, dNext string
 	if d.Waiting, wNext, err = h.waiting(ctx, t, cur.wc, h.cfg.pageSize); err != nil {
 		h.failErr(w, r, err)
 		return
+	}
+	if !t.Type().TimeBased() {
+		if d.Delayed, yNext, err = h.delayedItems(ctx, t, cur.yc, h.cfg.pageSize); err != nil {
+			h.failErr(w, r, err)
+			return
+		}
 	}
 	if d.InFlight, fNext, err = h.inFlight(ctx, t, cur.fc, h.cfg.pageSize); err != nil {
 		h.failErr(w, r, err)
@@ -161,6 +168,12 @@ func (h *handler) topicPage(w http.ResponseWriter, r *http.Request) {
 	}
 	if cur.wc != "" {
 		d.WaitingFirst = link(func(p *pageLinks) { p.wc = "" })
+	}
+	if cur.yc != "" {
+		d.DelayedFirst = link(func(p *pageLinks) { p.yc = "" })
+	}
+	if yNext != "" {
+		d.DelayedNext = link(func(p *pageLinks) { p.yc = yNext })
 	}
 	if cur.fc != "" {
 		d.InFlightFirst = link(func(p *pageLinks) { p.fc = "" })

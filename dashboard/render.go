@@ -72,8 +72,6 @@ func (h *handler) failErr(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.Is(err, rmq.ErrInvalidCursor), errors.Is(err, errBadCursor),
 		errors.Is(err, topic.ErrInvalidName), errors.Is(err, rmq.ErrInvalidLimit):
 		status = http.StatusBadRequest
-	case errors.Is(err, errNotAvailable):
-		status = http.StatusNotImplemented
 	}
 	if status == http.StatusInternalServerError {
 		h.log.ErrorContext(r.Context(), "dashboard: request failed", "path", r.URL.Path, "err", err)
