@@ -64,6 +64,9 @@ func (c *Counters) Sent(t topic.Topic, r producer.SendResult) {
 	}
 }
 
+// Removed implements rmq.Observer; removals are not charted.
+func (c *Counters) Removed(topic.Topic, bool) {}
+
 // ConsumerObserver implements rmq.Observer.
 func (c *Counters) ConsumerObserver(t topic.Topic) consumer.Observer {
 	return consumerCounters{c.of(t.Name())}

@@ -1,7 +1,7 @@
 package dashboard
 
-// This file maps the library's job API (pause and resume, delayed counts,
-// headers and options, Inspector.Message) onto what the pages show.
+// This file maps the Inspector's topic statistics, pause and resume, and
+// Inspector.Message onto what the pages show.
 
 import (
 	"context"
@@ -76,9 +76,6 @@ type messageInfo struct {
 	MaxRetries int // -1: the consumer's
 	Expires    time.Time
 	Timeout    time.Duration
-	// BodyHidden is true when the body cannot be read (never, with
-	// Inspector.Message).
-	BodyHidden bool
 }
 
 // errMessageNotFound is what message answers for an id in no state.
@@ -106,6 +103,3 @@ func (h *handler) message(ctx context.Context, t topic.Topic, id string) (messag
 func (h *handler) removeWaiting(ctx context.Context, t topic.Topic, id string) (bool, error) {
 	return h.insp.Remove(ctx, t, id)
 }
-
-// Removed implements rmq.Observer; removals are not charted.
-func (c *Counters) Removed(topic.Topic, bool) {}
