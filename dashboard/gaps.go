@@ -19,6 +19,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/rmq-go/rmq/internal/scripts"
 	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
 )
@@ -324,10 +325,10 @@ func (h *handler) dueHistogram(ctx context.Context, t topic.Topic, now time.Time
 	return out, nil
 }
 
-// splitPrepareScore reads a prepare score, deadlineSeconds*1e6 + token,
-// where the token's last three digits are the attempt (the layout the
-// library's scripts write; it has no exported reader).
+// splitPrepareScore reads a prepare score as the scripts write it: the
+// lease deadline, and the delivery token whose last three digits are the
+// attempt.
 func splitPrepareScore(score float64) (lease time.Time, attempt int) {
-	s := int64(score)
-	return time.Unix(s/1_000_000, 0), int(s % 1_000_000 % 1000)
+	sec, token := scripts.SplitPrepareScore(score)
+	return time.Unix(sec, 0), int(token % 1000)
 }
