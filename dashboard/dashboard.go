@@ -33,6 +33,7 @@ type config struct {
 	csrfKey    []byte
 	pageSize   int
 	counters   *Counters
+	zk         *zkConfig
 }
 
 // WithKeyPrefix sets the Redis key prefix of the topics shown (default
@@ -110,6 +111,9 @@ func New(rdb redis.UniversalClient, opts ...Option) http.Handler {
 	case cfg.csrfKey != nil && len(cfg.csrfKey) < 32:
 		h.initErr = errors.New("dashboard: CSRF key shorter than 32 bytes")
 	}
+	if err := h.initZooKeeper(); err != nil && h.initErr == nil {
+		h.initErr = err
+	}
 	if cfg.csrfKey == nil {
 		h.cfg.csrfKey = make([]byte, 32)
 		_, _ = rand.Read(h.cfg.csrfKey) // never fails (crypto/rand)
@@ -128,7 +132,7 @@ func New(rdb redis.UniversalClient, opts ...Option) http.Handler {
 
 func parsePages() map[string]*template.Template {
 	pages := map[string]*template.Template{}
-	for _, name := range []string{"overview", "topic", "message", "confirm", "error"} {
+	for _, name := range []string{"overview", "topic", "message", "confirm", "error", "zookeeper"} {
 		pages[name] = template.Must(template.New("layout.html").Funcs(funcs).ParseFS(templateFS,
 			"templates/layout.html", "templates/"+name+".html"))
 	}
@@ -143,6 +147,9 @@ func (h *handler) routes() {
 	m.HandleFunc("GET /message", h.messagePage)
 	m.HandleFunc("GET /search", h.search)
 	m.HandleFunc("GET /api/overview", h.apiOverview)
+	if h.cfg.zk != nil {
+		m.HandleFunc("GET /zookeeper", h.zookeeperPage)
+	}
 	m.Handle("GET /assets/", http.StripPrefix("/assets/", http.FileServerFS(assets)))
 	m.HandleFunc("POST /action", h.action)
 	h.mux = m

@@ -21,6 +21,7 @@ type page struct {
 	CSRF           string
 	ReadOnly       bool
 	PauseAvailable bool
+	ZooKeeper      bool // the ZooKeeper page exists
 	Flash          string
 	Now            time.Time
 	D              any
@@ -33,6 +34,7 @@ func (h *handler) render(w http.ResponseWriter, r *http.Request, status int, nam
 		Title:          title,
 		ReadOnly:       h.cfg.readOnly,
 		PauseAvailable: pauseAvailable,
+		ZooKeeper:      h.cfg.zk != nil,
 		Flash:          r.URL.Query().Get("flash"),
 		Now:            time.Now(),
 		D:              d,
