@@ -15,6 +15,9 @@
 //
 // Without StripPrefix, pass the mount path with WithPathPrefix.
 //
+// For workers in ZooKeeper mode, WithZooKeeper adds a page of which worker
+// owns which slot of each topic, and each slot's owner epoch.
+//
 // Redis holds queue depths, not counters: for the charts of messages sent,
 // acked, retried and dead per second and the firing-lateness histogram,
 // attach a Counters to the client and pass it on:
@@ -41,5 +44,7 @@
 // answer in milliseconds on topics with millions of messages. The
 // dashboard starts no goroutine; the live charts are drawn by the browser
 // from a JSON snapshot it polls every two seconds, and cost one snapshot
-// (a few commands per topic slot) per open overview and poll.
+// (a few commands per topic slot) per open overview and poll. The
+// ZooKeeper page opens a ZooKeeper connection per request and closes it,
+// and its goroutines, before it answers.
 package dashboard
