@@ -95,7 +95,8 @@ type handler struct {
 // It takes the Redis client rather than an *rmq.Inspector because the
 // overview shows Redis itself (version, memory, maxmemory-policy), which
 // the Inspector does not expose. A configuration error (a bad key prefix,
-// a nil client, a short CSRF key) is shown by every page with status 500.
+// a nil client, a short CSRF key, a relative ZooKeeper root) is shown by
+// every page with status 500.
 func New(rdb redis.UniversalClient, opts ...Option) http.Handler {
 	cfg := config{keyPrefix: "rmq", logger: slog.Default(), pageSize: defaultPageSize}
 	for _, o := range opts {
