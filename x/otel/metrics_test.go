@@ -300,3 +300,23 @@ func TestMetricsExpired(t *testing.T) {
 	e.eventuallyQueues(tp, 0, 0, 0)
 	assert.Equal(t, 0.0, m.value("messaging.client.consumed.messages", "ttl"))
 }
+
+// A paused topic and a priority message waiting for its not-before time
+// show in the paused and delayed gauges.
+func TestMetricsPausedAndDelayed(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := ctxT(t)
+	m := newMeter(t)
+	c, _ := e.withTelemetry(m)
+	tp := mustTopic(t, "jobs", topic.Priority, 2)
+	require.NoError(t, c.Register(tp, consumer.ListenerFunc(ack)))
+	e.start(c)
+	_, err := c.Producer().SendPriority(ctx, tp, []byte("later"), 50, producer.WithKey("later"), producer.WithDelay(time.Hour))
+	require.NoError(t, err)
+	require.NoError(t, c.Inspector().Pause(ctx, tp))
+	assert.Equal(t, 1.0, m.value("rmq.paused", "jobs"))
+	assert.Equal(t, 1.0, m.value("rmq.delayed.depth", "jobs"))
+	require.NoError(t, c.Inspector().Resume(ctx, tp))
+	assert.Equal(t, 0.0, m.value("rmq.paused", "jobs"))
+}
