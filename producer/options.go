@@ -110,9 +110,12 @@ func WithTTL(d time.Duration) SendOption {
 // down: never delivered at or after t).
 func WithExpiresAt(t time.Time) SendOption { return func(c *sendConfig) { c.job.expiresAt = t } }
 
-// WithTimeout sets this message's handler timeout and lease length (up to
-// 24h), in place of the consumer's WithHandlerTimeout and
-// WithPrepareTimeout. A pulled message's lease is the puller's.
+// WithTimeout sets this message's handler timeout (1ms..24h), in place of
+// the consumer's WithHandlerTimeout: past it the handler's context is
+// cancelled, its lease is no longer extended and the delivery is rolled
+// back. The lease itself stays the consumer's WithPrepareTimeout (a crashed
+// consumer's message comes back after that), and a pulled message's lease
+// is the puller's.
 func WithTimeout(d time.Duration) SendOption { return func(c *sendConfig) { c.job.timeout = d } }
 
 // WithHeaders attaches string headers (Message.Headers): at most

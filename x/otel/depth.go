@@ -22,10 +22,10 @@ const depthReadTimeout = 5 * time.Second
 // watched prefix, then each topic's Stats. A topic name is reported once
 // even when several prefixes define it (the first prefix watched wins).
 type depthReader struct {
-	store, prepare, dead metric.Int64ObservableGauge
-	errs                 metric.Int64ObservableCounter
-	failures             atomic.Int64
-	log                  *slog.Logger
+	store, prepare, dead, delayed, paused metric.Int64ObservableGauge
+	errs                                  metric.Int64ObservableCounter
+	failures                              atomic.Int64
+	log                                   *slog.Logger
 
 	mu      sync.Mutex
 	sources []*rmq.Inspector
@@ -45,6 +45,8 @@ func newDepthReader(m metric.Meter, log *slog.Logger) (*depthReader, error) {
 	d.store = gauge("rmq.store.depth", "Waiting messages (store), read from Redis at collection time.")
 	d.prepare = gauge("rmq.prepare.depth", "Deliveries in flight (prepare), read from Redis at collection time.")
 	d.dead = gauge("rmq.dead.depth", "Dead messages, read from Redis at collection time.")
+	d.delayed = gauge("rmq.delayed.depth", "Priority messages waiting for a not-before time or a retry's backoff, read from Redis at collection time.")
+	d.paused = gauge("rmq.paused", "1 while the topic is paused (Inspector.Pause), read from Redis at collection time.")
 	if err != nil {
 		return nil, err
 	}
@@ -52,7 +54,7 @@ func newDepthReader(m metric.Meter, log *slog.Logger) (*depthReader, error) {
 		metric.WithDescription("Collections whose read of the queue depths from Redis failed.")); err != nil {
 		return nil, err
 	}
-	if _, err = m.RegisterCallback(d.observe, d.store, d.prepare, d.dead, d.errs); err != nil {
+	if _, err = m.RegisterCallback(d.observe, d.store, d.prepare, d.dead, d.delayed, d.paused, d.errs); err != nil {
 		return nil, err
 	}
 	return d, nil
@@ -99,6 +101,12 @@ func (d *depthReader) observe(ctx context.Context, o metric.Observer) error {
 			o.ObserveInt64(d.store, st.Store, a)
 			o.ObserveInt64(d.prepare, st.Prepare, a)
 			o.ObserveInt64(d.dead, st.Dead, a)
+			o.ObserveInt64(d.delayed, st.Delayed, a)
+			var paused int64
+			if st.Paused {
+				paused = 1
+			}
+			o.ObserveInt64(d.paused, paused, a)
 		}
 	}
 	o.ObserveInt64(d.errs, d.failures.Load())

@@ -62,6 +62,8 @@
 //	rmq.store.depth                    rmq_store_depth      } read from Redis at
 //	rmq.prepare.depth                  rmq_prepare_depth    } collection time
 //	rmq.dead.depth                     rmq_dead_depth       } (WatchQueues)
+//	rmq.delayed.depth                  rmq_delayed_depth    }
+//	rmq.paused                         rmq_paused           }
 //	rmq.depth.errors                   rmq_depth_errors_total
 //
 // The two histograms get the Prometheus module's bucket boundaries as advice.

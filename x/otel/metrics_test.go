@@ -282,3 +282,41 @@ func TestNewRefusesBadOptions(t *testing.T) {
 	_, err = rmqotel.New(rmqotel.WithLogger(nil))
 	assert.ErrorIs(t, err, rmq.ErrInvalidOption)
 }
+
+// A message whose TTL passed before it came due is dropped at fetch and
+// counted as expired, never delivered.
+func TestMetricsExpired(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := ctxT(t)
+	m := newMeter(t)
+	c, _ := e.withTelemetry(m)
+	tp := mustTopic(t, "ttl", topic.FixedTime, 1)
+	require.NoError(t, c.Register(tp, consumer.ListenerFunc(ack)))
+	e.start(c)
+	_, err := c.Producer().SendFixedTime(ctx, tp, []byte("x"), time.Now().Add(300*time.Millisecond), producer.WithKey("x"), producer.WithTTL(100*time.Millisecond))
+	require.NoError(t, err)
+	m.eventually("rmq.expired", "ttl", 1)
+	e.eventuallyQueues(tp, 0, 0, 0)
+	assert.Equal(t, 0.0, m.value("messaging.client.consumed.messages", "ttl"))
+}
+
+// A paused topic and a priority message waiting for its not-before time
+// show in the paused and delayed gauges.
+func TestMetricsPausedAndDelayed(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := ctxT(t)
+	m := newMeter(t)
+	c, _ := e.withTelemetry(m)
+	tp := mustTopic(t, "jobs", topic.Priority, 2)
+	require.NoError(t, c.Register(tp, consumer.ListenerFunc(ack)))
+	e.start(c)
+	_, err := c.Producer().SendPriority(ctx, tp, []byte("later"), 50, producer.WithKey("later"), producer.WithDelay(time.Hour))
+	require.NoError(t, err)
+	require.NoError(t, c.Inspector().Pause(ctx, tp))
+	assert.Equal(t, 1.0, m.value("rmq.paused", "jobs"))
+	assert.Equal(t, 1.0, m.value("rmq.delayed.depth", "jobs"))
+	require.NoError(t, c.Inspector().Resume(ctx, tp))
+	assert.Equal(t, 0.0, m.value("rmq.paused", "jobs"))
+}

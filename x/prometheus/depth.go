@@ -22,9 +22,9 @@ const depthScrapeTimeout = 5 * time.Second
 // prefix watched wins), since one name with the same labels twice would
 // fail the whole scrape.
 type depthCollector struct {
-	store, prepare, dead, errs *prometheus.Desc
-	log                        *slog.Logger
-	failures                   atomic.Uint64
+	store, prepare, dead, delayed, paused, errs *prometheus.Desc
+	log                                         *slog.Logger
+	failures                                    atomic.Uint64
 
 	mu      sync.Mutex
 	sources []*rmq.Inspector
@@ -38,6 +38,8 @@ func newDepthCollector(log *slog.Logger) *depthCollector {
 		store:   desc("store_depth", "Waiting messages (store), read from Redis at scrape time."),
 		prepare: desc("prepare_depth", "Deliveries in flight (prepare), read from Redis at scrape time."),
 		dead:    desc("dead_depth", "Dead messages, read from Redis at scrape time."),
+		delayed: desc("delayed_depth", "Priority messages waiting for a not-before time or a retry's backoff, read from Redis at scrape time."),
+		paused:  desc("paused", "1 while the topic is paused (Inspector.Pause), read from Redis at scrape time."),
 		errs: prometheus.NewDesc(prometheus.BuildFQName(namespace, "", "depth_errors_total"),
 			"Scrapes whose read of the queue depths from Redis failed.", nil, nil),
 		log: log,
@@ -60,6 +62,8 @@ func (d *depthCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- d.store
 	ch <- d.prepare
 	ch <- d.dead
+	ch <- d.delayed
+	ch <- d.paused
 	ch <- d.errs
 }
 
@@ -88,6 +92,12 @@ func (d *depthCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(d.store, prometheus.GaugeValue, float64(st.Store), lv...)
 			ch <- prometheus.MustNewConstMetric(d.prepare, prometheus.GaugeValue, float64(st.Prepare), lv...)
 			ch <- prometheus.MustNewConstMetric(d.dead, prometheus.GaugeValue, float64(st.Dead), lv...)
+			ch <- prometheus.MustNewConstMetric(d.delayed, prometheus.GaugeValue, float64(st.Delayed), lv...)
+			paused := 0.0
+			if st.Paused {
+				paused = 1
+			}
+			ch <- prometheus.MustNewConstMetric(d.paused, prometheus.GaugeValue, paused, lv...)
 		}
 	}
 	ch <- prometheus.MustNewConstMetric(d.errs, prometheus.CounterValue, float64(d.failures.Load()))

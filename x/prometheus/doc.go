@@ -24,6 +24,8 @@
 //	rmq_store_depth                waiting messages      } gauges read from Redis
 //	rmq_prepare_depth              deliveries in flight  } at scrape time, for
 //	rmq_dead_depth                 dead messages         } every stored topic
+//	rmq_delayed_depth              priority messages waiting for their time
+//	rmq_paused                     1 while the topic is paused
 //
 // rmq_depth_errors_total counts scrapes whose Redis read failed (the depth
 // gauges are left out of such a scrape).

@@ -313,3 +313,50 @@ func TestNewRefusesBadOptions(t *testing.T) {
 	_, err = rmqprom.New(prometheus.NewRegistry(), rmqprom.WithLogger(nil))
 	assert.ErrorIs(t, err, rmq.ErrInvalidOption)
 }
+
+// A message whose TTL passed before it came due is dropped at fetch and
+// counted as expired, never delivered.
+func TestMetricsExpired(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := ctxT(t)
+	reg := prometheus.NewRegistry()
+	c := e.withMetrics(reg)
+	tp := mustTopic(t, "ttl", topic.FixedTime, 1)
+	require.NoError(t, c.Register(tp, consumer.ListenerFunc(ack)))
+	e.start(c)
+	_, err := c.Producer().SendFixedTime(ctx, tp, []byte("x"), time.Now().Add(300*time.Millisecond), producer.WithKey("x"), producer.WithTTL(100*time.Millisecond))
+	require.NoError(t, err)
+	eventuallyMetric(t, reg, "rmq_expired_total", "ttl", 1)
+	e.eventuallyQueues(tp, 0, 0, 0)
+	assert.Equal(t, 0.0, value(t, reg, "rmq_delivered_total", "ttl"))
+}
+
+// A paused topic and a priority message waiting for its not-before time
+// show in the paused and delayed gauges, and go back to 0 when resumed and
+// sent on.
+func TestMetricsPausedAndDelayed(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := ctxT(t)
+	reg := prometheus.NewRegistry()
+	c := e.withMetrics(reg)
+	tp := mustTopic(t, "jobs", topic.Priority, 2)
+	other := mustTopic(t, "other", topic.Priority, 2)
+	require.NoError(t, c.Register(tp, consumer.ListenerFunc(ack)))
+	require.NoError(t, c.Register(other, consumer.ListenerFunc(ack)))
+	e.start(c)
+	_, err := c.Producer().SendPriority(ctx, tp, []byte("later"), 50, producer.WithKey("later"), producer.WithDelay(time.Hour))
+	require.NoError(t, err)
+	require.NoError(t, c.Inspector().Pause(ctx, tp))
+	assert.Equal(t, 1.0, value(t, reg, "rmq_paused", "jobs"))
+	assert.Equal(t, 0.0, value(t, reg, "rmq_paused", "other"))
+	assert.Equal(t, 1.0, value(t, reg, "rmq_delayed_depth", "jobs"))
+	assert.Equal(t, 0.0, value(t, reg, "rmq_store_depth", "jobs"))
+	require.NoError(t, c.Inspector().Resume(ctx, tp))
+	where, err := c.Producer().Remove(ctx, tp, "later")
+	require.NoError(t, err)
+	require.Equal(t, producer.RemovedDelayed, where)
+	assert.Equal(t, 0.0, value(t, reg, "rmq_paused", "jobs"))
+	assert.Equal(t, 0.0, value(t, reg, "rmq_delayed_depth", "jobs"))
+}
