@@ -225,3 +225,7 @@ func (j job) fromStored() job {
 	}
 	return j
 }
+
+// jobsAPIMissing is true while the functions above are shims; tests that
+// need them skip. It goes away with the shims.
+const jobsAPIMissing = true
