@@ -59,9 +59,9 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (conf
 	fs.BoolVar(&c.redisCluster, "redis-cluster", false, "treat every Redis URL as a cluster seed (redis://host:port?addr=host2:port2...)")
 	fs.StringVar(&c.listen, "listen", "127.0.0.1:7777", "address of the API listener")
 	fs.StringVar(&c.adminListen, "admin-listen", "127.0.0.1:7778", "address of the admin listener (tokens, limits, metrics)")
-	fs.Var(&c.pools, "pool", "another pool as NAME=URL, used by tokens of the form NAME:TOKEN (repeatable; the variable takes a space-separated list)")
+	fs.Var(&c.pools, "pool", "another pool as `NAME=URL`, used by tokens of the form NAME:TOKEN (repeatable; the variable takes a space-separated list)")
 	fs.StringVar(&c.prefix, "prefix", "rmq", "Redis key prefix of the queues and of rmqd's own keys")
-	fs.Var(&c.accounts, "admin-account", "USER:PASSWORD for HTTP basic auth on the admin token and limit routes (repeatable; none: open)")
+	fs.Var(&c.accounts, "admin-account", "`USER:PASSWORD` for HTTP basic auth on the admin token and limit routes (repeatable; none: open)")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.BoolVar(&c.accessLog, "access-log", true, "log one line per request (POST /accesslog on the admin port toggles it)")
@@ -91,10 +91,7 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (conf
 		}
 		f.DefValue = v
 	})
-	fs.Usage = func() {
-		fmt.Fprint(out, usageHead)
-		fs.PrintDefaults()
-	}
+	fs.Usage = func() { printUsage(out, fs) }
 	if err := errors.Join(envErrs...); err != nil {
 		return c, err
 	}
@@ -113,6 +110,24 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (conf
 		return c, errors.New("--max-wait and --shutdown-timeout must be positive, --cache-ttl not negative")
 	}
 	return c, nil
+}
+
+// printUsage lists the flags in the GNU form the documentation uses
+// (--name; Go's flag package takes one dash or two alike).
+func printUsage(out io.Writer, fs *flag.FlagSet) {
+	fmt.Fprint(out, usageHead)
+	fs.VisitAll(func(f *flag.Flag) {
+		typ, usage := flag.UnquoteUsage(f)
+		line := "  --" + f.Name
+		if typ != "" {
+			line += " " + typ
+		}
+		fmt.Fprintf(out, "%s\n      %s", line, usage)
+		if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "[]" && !strings.HasSuffix(f.DefValue, " accounts") {
+			fmt.Fprintf(out, " (default %s)", f.DefValue)
+		}
+		fmt.Fprintln(out)
+	})
 }
 
 // poolFlags collects --pool NAME=URL.

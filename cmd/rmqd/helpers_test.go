@@ -21,7 +21,20 @@ import (
 	"github.com/rmq-go/rmq/internal/redistest"
 )
 
-func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }
+// TestMain runs the tests on one shared redis-server and removes the rmqd
+// binary the process tests built.
+func TestMain(m *testing.M) {
+	redis.SetLogger(quietRedis{}) // the tests that stop Redis would flood the output
+	code := redistest.Main(m)
+	if binDir != "" {
+		_ = os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
+type quietRedis struct{}
+
+func (quietRedis) Printf(context.Context, string, ...any) {}
 
 // Generous bounds: the machine is shared and the race detector is slow.
 const waitLong = 15 * time.Second

@@ -46,6 +46,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return 2
 	}
 	log := newLogger(cfg, stderr)
+	// go-redis reports each failed dial itself; rmqd logs the failed
+	// requests, so its messages are kept for debugging only.
+	redis.SetLogger(redisLog{log})
 	ctx, stopSignals := signal.NotifyContext(ctx, syscall.SIGTERM, os.Interrupt)
 	defer stopSignals()
 	if err := serve(ctx, cfg, log); err != nil {
@@ -65,6 +68,13 @@ func newLogger(cfg config, w io.Writer) *slog.Logger {
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}
 	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// redisLog passes go-redis's own messages to slog at debug level.
+type redisLog struct{ log *slog.Logger }
+
+func (l redisLog) Printf(ctx context.Context, format string, v ...any) {
+	l.log.DebugContext(ctx, "redis: "+fmt.Sprintf(format, v...))
 }
 
 // serve runs rmqd until ctx is done (SIGTERM), then shuts down in this
