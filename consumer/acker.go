@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/rmq-go/rmq/internal/groupcommit"
-	"github.com/rmq-go/rmq/luascripts"
+	"github.com/rmq-go/rmq/internal/scripts"
 )
 
 // Acks are group-committed (internal/groupcommit): a handler that finishes
@@ -84,7 +84,7 @@ func (c *Consumer) ackRound(ctx context.Context, batch []*ackReq) {
 			calls = append(calls, []int{s})
 		}
 	}
-	cmds := c.runPipelined(ctx, len(calls), func(i int) luascripts.Call {
+	cmds := c.runPipelined(ctx, len(calls), func(i int) scripts.Call {
 		ds := make([][]*delivery, len(calls[i]))
 		for j, s := range calls[i] {
 			for _, r := range bySlot[s] {
@@ -92,7 +92,7 @@ func (c *Consumer) ackRound(ctx context.Context, batch []*ackReq) {
 			}
 		}
 		keys, args := c.ackCall(calls[i], ds)
-		return scriptCall(luascripts.Ack, keys, args)
+		return scriptCall(scripts.Ack, keys, args)
 	})
 	for i, cmd := range cmds {
 		res, err := cmd.Int64Slice()

@@ -12,7 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rmq-go/rmq/internal/groupcommit"
-	"github.com/rmq-go/rmq/luascripts"
+	"github.com/rmq-go/rmq/internal/scripts"
 	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
 )
@@ -92,7 +92,7 @@ func New(rdb redis.UniversalClient, t topic.Topic, l MessageListener, opts ...Op
 		listener:  l,
 		cfg:       cfg,
 		log:       cfg.logger.With("topic", t.Name()),
-		wakeCmd:   luascripts.WakeCommand(rdb),
+		wakeCmd:   scripts.WakeCommand(rdb),
 		inflight:  map[*delivery]struct{}{},
 		perSlot:   map[int]int{},
 		released:  make(chan struct{}, 1),
@@ -136,7 +136,7 @@ func (c *Consumer) start(ctx context.Context) error {
 	if err := topic.Define(ctx, c.rdb, slots.TopicsKey(c.cfg.prefix), c.topic); err != nil {
 		return err
 	}
-	if err := luascripts.Load(ctx, c.rdb); err != nil {
+	if err := scripts.Load(ctx, c.rdb); err != nil {
 		return err
 	}
 	base := context.WithoutCancel(ctx)
@@ -480,7 +480,7 @@ func (c *Consumer) wakeFetcher() {
 func (c *Consumer) finish(d *delivery, what string, op func(ctx context.Context) (Outcome, error)) Outcome {
 	ctx := context.Background()
 	outcome, err := op(ctx)
-	if luascripts.IsFenced(err) {
+	if scripts.IsFenced(err) {
 		c.fenced(d.msg.Slot, d.msg.Epoch, what)
 		return Fenced
 	}

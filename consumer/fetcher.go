@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/rmq-go/rmq/luascripts"
+	"github.com/rmq-go/rmq/internal/scripts"
 )
 
 const never = math.MaxInt64
@@ -240,7 +240,7 @@ func (f *fetcher) fetch(ctx context.Context, reqs []fetchReq, total int) (moved 
 		if r.skipped {
 			continue
 		}
-		if luascripts.IsFenced(r.err) {
+		if scripts.IsFenced(r.err) {
 			c.fenced(r.slot, r.epoch, "fetch")
 			continue
 		}

@@ -8,7 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/rmq-go/rmq/luascripts"
+	"github.com/rmq-go/rmq/internal/scripts"
 	"github.com/rmq-go/rmq/slots"
 )
 
@@ -34,17 +34,17 @@ type fetchResult struct {
 }
 
 // runPipelined runs n script calls, pipelined when there are several
-// (luascripts.RunAll: NOSCRIPT is handled there).
-func (c *Consumer) runPipelined(ctx context.Context, n int, at func(i int) luascripts.Call) []*redis.Cmd {
-	calls := make([]luascripts.Call, n)
+// (scripts.RunAll: NOSCRIPT is handled there).
+func (c *Consumer) runPipelined(ctx context.Context, n int, at func(i int) scripts.Call) []*redis.Cmd {
+	calls := make([]scripts.Call, n)
 	for i := range calls {
 		calls[i] = at(i)
 	}
-	return luascripts.RunAll(ctx, c.rdb, calls)
+	return scripts.RunAll(ctx, c.rdb, calls)
 }
 
-func scriptCall(s *redis.Script, keys []string, args []any) luascripts.Call {
-	return luascripts.Call{Script: s, Keys: keys, Args: args}
+func scriptCall(s *redis.Script, keys []string, args []any) scripts.Call {
+	return scripts.Call{Script: s, Keys: keys, Args: args}
 }
 
 // fetch moves up to total messages from the requested slots to prepare.
@@ -55,13 +55,13 @@ func (c *Consumer) fetch(ctx context.Context, reqs []fetchReq, total int) []fetc
 	lease := c.cfg.leaseSeconds()
 	timeBased := c.topic.Type().TimeBased()
 	if c.merged && len(reqs) > 1 {
-		call := luascripts.FetchCall{TimeBased: timeBased, N: total, LeaseSec: lease, Window: mergedWindow(total, len(reqs)), Bound: reqs[0].bound}
+		call := scripts.FetchCall{TimeBased: timeBased, N: total, LeaseSec: lease, Window: mergedWindow(total, len(reqs)), Bound: reqs[0].bound}
 		for _, r := range reqs {
 			k := c.keys[r.slot]
-			call.Groups = append(call.Groups, luascripts.FetchGroup{Store: k.Store, Prepare: k.Prepare, Msg: k.Msg, Max: r.n})
+			call.Groups = append(call.Groups, scripts.FetchGroup{Store: k.Store, Prepare: k.Prepare, Msg: k.Msg, Max: r.n})
 		}
 		keys, args := call.Args()
-		cmd := luascripts.Fetch.Run(ctx, c.rdb, keys, args...)
+		cmd := scripts.Fetch.Run(ctx, c.rdb, keys, args...)
 		return c.decodeFetch(reqs, cmd, time.Now())
 	}
 	var skipped []fetchResult
@@ -77,16 +77,16 @@ func (c *Consumer) fetch(ctx context.Context, reqs []fetchReq, total int) []fetc
 		}
 		reqs = run
 	}
-	cmds := c.runPipelined(ctx, len(reqs), func(i int) luascripts.Call {
+	cmds := c.runPipelined(ctx, len(reqs), func(i int) scripts.Call {
 		r := reqs[i]
 		k := c.keys[r.slot]
-		call := luascripts.FetchCall{TimeBased: timeBased, N: r.n, LeaseSec: lease, Window: r.n + 4, Bound: r.bound,
-			Groups: []luascripts.FetchGroup{{Store: k.Store, Prepare: k.Prepare, Msg: k.Msg, Max: r.n}}}
+		call := scripts.FetchCall{TimeBased: timeBased, N: r.n, LeaseSec: lease, Window: r.n + 4, Bound: r.bound,
+			Groups: []scripts.FetchGroup{{Store: k.Store, Prepare: k.Prepare, Msg: k.Msg, Max: r.n}}}
 		if c.own != nil {
 			call.EpochKey, call.Epoch = c.own.epochKeys[r.slot], r.epoch
 		}
 		keys, args := call.Args()
-		return scriptCall(luascripts.Fetch, keys, args)
+		return scriptCall(scripts.Fetch, keys, args)
 	})
 	received := time.Now()
 	out := make([]fetchResult, 0, len(reqs)+len(skipped))
@@ -122,7 +122,7 @@ func (c *Consumer) decodeFetch(reqs []fetchReq, cmd *redis.Cmd, received time.Ti
 	if err != nil {
 		return fail(err)
 	}
-	reply, err := luascripts.ParseFetchReply(vals)
+	reply, err := scripts.ParseFetchReply(vals)
 	if err == nil && len(reply.Heads) != len(reqs) {
 		err = fmt.Errorf("rmq: fetch: %d heads for %d slots", len(reply.Heads), len(reqs))
 	}
@@ -137,7 +137,7 @@ func (c *Consumer) decodeFetch(reqs []fetchReq, cmd *redis.Cmd, received time.Ti
 	}
 	for _, f := range reply.Msgs {
 		r := &out[f.Group]
-		env, err := luascripts.DecodeEnvelope([]byte(f.Envelope))
+		env, err := scripts.DecodeEnvelope([]byte(f.Envelope))
 		if err != nil {
 			r.err = fmt.Errorf("rmq: fetch %s: %w", f.ID, err)
 			continue
@@ -215,7 +215,7 @@ func (c *Consumer) rollback(ctx context.Context, slot int, items []rollbackItem)
 		keys = append(keys, c.own.epochKeys[slot])
 		args = append(args, items[0].epoch)
 	}
-	res, err := luascripts.Rollback.Run(ctx, c.rdb, keys, args...).Int64Slice()
+	res, err := scripts.Rollback.Run(ctx, c.rdb, keys, args...).Int64Slice()
 	if err != nil {
 		return nil, fmt.Errorf("rmq: rollback on %s slot %d: %w", c.topic.Name(), slot, err)
 	}
@@ -247,7 +247,7 @@ func (c *Consumer) extend(ctx context.Context, bySlot map[int][]*delivery) (lost
 		order = append(order, s)
 	}
 	lease := c.cfg.leaseSeconds()
-	cmds := c.runPipelined(ctx, len(order), func(i int) luascripts.Call {
+	cmds := c.runPipelined(ctx, len(order), func(i int) scripts.Call {
 		ds := bySlot[order[i]]
 		args := make([]any, 0, 1+2*len(ds))
 		args = append(args, lease)
@@ -259,11 +259,11 @@ func (c *Consumer) extend(ctx context.Context, bySlot map[int][]*delivery) (lost
 			keys = append(keys, c.own.epochKeys[order[i]])
 			args = append(args, ds[0].msg.Epoch)
 		}
-		return scriptCall(luascripts.Extend, keys, args)
+		return scriptCall(scripts.Extend, keys, args)
 	})
 	for i, cmd := range cmds {
 		res, e := cmd.Int64Slice()
-		if luascripts.IsFenced(e) {
+		if scripts.IsFenced(e) {
 			// Its handlers are cancelled with ErrFenced by fenced.
 			c.fenced(order[i], bySlot[order[i]][0].msg.Epoch, "extend")
 			continue
@@ -297,17 +297,17 @@ func (c *Consumer) sweep(ctx context.Context, slotList []int) (rolled, died int,
 		}
 		slotList = owned
 	}
-	cmds := c.runPipelined(ctx, len(slotList), func(i int) luascripts.Call {
+	cmds := c.runPipelined(ctx, len(slotList), func(i int) scripts.Call {
 		k := c.keys[slotList[i]]
 		keys := []string{k.Store, k.Prepare, k.Msg, k.Dead, k.DeadMsg, k.Wake}
 		if c.own != nil {
-			return scriptCall(luascripts.Sweep, append(keys, c.own.epochKeys[slotList[i]]), append(args[:len(args):len(args)], epochs[i]))
+			return scriptCall(scripts.Sweep, append(keys, c.own.epochKeys[slotList[i]]), append(args[:len(args):len(args)], epochs[i]))
 		}
-		return scriptCall(luascripts.Sweep, keys, args)
+		return scriptCall(scripts.Sweep, keys, args)
 	})
 	for i, cmd := range cmds {
 		vals, e := cmd.Slice()
-		if luascripts.IsFenced(e) {
+		if scripts.IsFenced(e) {
 			c.fenced(slotList[i], epochs[i], "sweep")
 			continue
 		}
@@ -330,7 +330,7 @@ func (c *Consumer) sweep(ctx context.Context, slotList []int) (rolled, died int,
 // expired by the local estimate of Redis's clock, so sweep scripts run only
 // where there is work. The script re-checks with Redis's own clock.
 func (c *Consumer) expiredCandidates(ctx context.Context, slotList []int, redisNow time.Time) ([]int, error) {
-	limit := "(" + strconv.FormatInt(redisNow.Unix()*luascripts.TokenMod, 10)
+	limit := "(" + strconv.FormatInt(redisNow.Unix()*scripts.TokenMod, 10)
 	pipe := c.rdb.Pipeline()
 	cmds := make([]*redis.StringSliceCmd, len(slotList))
 	for i, s := range slotList {

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/rmq-go/rmq/luascripts"
+	"github.com/rmq-go/rmq/internal/scripts"
 	"github.com/rmq-go/rmq/slots"
 )
 
@@ -91,9 +91,9 @@ func (c *Consumer) Acquire(ctx context.Context, slot int, epoch int64) error {
 		return err
 	}
 	k := c.keys[slot]
-	res, err := luascripts.Takeover.Run(ctx, c.rdb, []string{k.Store, k.Prepare, k.Msg, o.epochKeys[slot]}, epoch).Int64Slice()
+	res, err := scripts.Takeover.Run(ctx, c.rdb, []string{k.Store, k.Prepare, k.Msg, o.epochKeys[slot]}, epoch).Int64Slice()
 	if err != nil {
-		if luascripts.IsFenced(err) {
+		if scripts.IsFenced(err) {
 			return fmt.Errorf("%w: take over %s slot %d: %v", ErrFenced, c.topic.Name(), slot, err)
 		}
 		return fmt.Errorf("rmq: take over %s slot %d: %w", c.topic.Name(), slot, err)
@@ -296,15 +296,15 @@ func (c *Consumer) restoreOwned(ctx context.Context) {
 	if len(list) == 0 {
 		return
 	}
-	cmds := c.runPipelined(ctx, len(list), func(i int) luascripts.Call {
+	cmds := c.runPipelined(ctx, len(list), func(i int) scripts.Call {
 		s := list[i]
 		k := c.keys[s]
-		return scriptCall(luascripts.Takeover, []string{k.Store, k.Prepare, k.Msg, c.own.epochKeys[s]}, []any{epochs[s]})
+		return scriptCall(scripts.Takeover, []string{k.Store, k.Prepare, k.Msg, c.own.epochKeys[s]}, []any{epochs[s]})
 	})
 	for i, cmd := range cmds {
 		res, err := cmd.Int64Slice()
 		switch {
-		case luascripts.IsFenced(err):
+		case scripts.IsFenced(err):
 		case err != nil:
 			c.log.ErrorContext(ctx, "rmq: return deliveries to store on shutdown", "slot", list[i], "err", err)
 		case res[0] > 0:

@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rmq-go/rmq/internal/redistest"
-	"github.com/rmq-go/rmq/luascripts"
+	"github.com/rmq-go/rmq/internal/scripts"
 	"github.com/rmq-go/rmq/producer"
 	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
@@ -24,7 +24,7 @@ type scriptCounter struct{ calls atomic.Int64 }
 
 func (c *scriptCounter) count(cmd redis.Cmder) {
 	args := cmd.Args()
-	if len(args) > 1 && (cmd.Name() == "evalsha" || cmd.Name() == "eval") && args[1] == luascripts.SendBatch.Hash() {
+	if len(args) > 1 && (cmd.Name() == "evalsha" || cmd.Name() == "eval") && args[1] == scripts.SendBatch.Hash() {
 		c.calls.Add(1)
 	}
 }

@@ -6,7 +6,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rmq-go/rmq/internal/groupcommit"
-	"github.com/rmq-go/rmq/luascripts"
+	"github.com/rmq-go/rmq/internal/scripts"
 	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
 )
@@ -104,17 +104,17 @@ func (p *Producer) invocations(calls []slotCall) [][]slotCall {
 }
 
 // runCalls runs script calls, pipelined when there are several
-// (luascripts.RunAll sends again only calls refused with NOSCRIPT), and
+// (scripts.RunAll sends again only calls refused with NOSCRIPT), and
 // records each message's result.
 func (p *Producer) runCalls(ctx context.Context, calls []slotCall) error {
 	inv := p.invocations(calls)
-	sc := make([]luascripts.Call, len(inv))
+	sc := make([]scripts.Call, len(inv))
 	for i, groups := range inv {
 		keys, args := sendCall(p.wakeCmd, groups)
-		sc[i] = luascripts.Call{Script: luascripts.SendBatch, Keys: keys, Args: args}
+		sc[i] = scripts.Call{Script: scripts.SendBatch, Keys: keys, Args: args}
 	}
 	var firstErr error
-	for i, cmd := range luascripts.RunAll(ctx, p.rdb, sc) {
+	for i, cmd := range scripts.RunAll(ctx, p.rdb, sc) {
 		record(cmd, inv[i])
 		if firstErr == nil {
 			firstErr = cmd.Err()

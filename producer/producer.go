@@ -12,7 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rmq-go/rmq/internal/groupcommit"
-	"github.com/rmq-go/rmq/luascripts"
+	"github.com/rmq-go/rmq/internal/scripts"
 	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
 )
@@ -44,7 +44,7 @@ func New(rdb redis.UniversalClient, opts ...Option) *Producer {
 		o(&cfg)
 	}
 	_, single := rdb.(*redis.Client)
-	p := &Producer{rdb: rdb, cfg: cfg, wakeCmd: luascripts.WakeCommand(rdb), merged: single}
+	p := &Producer{rdb: rdb, cfg: cfg, wakeCmd: scripts.WakeCommand(rdb), merged: single}
 	p.gc = newGroupCommit(p)
 	p.err = slots.ValidatePrefix(cfg.prefix)
 	return p
@@ -154,7 +154,7 @@ func (p *Producer) item(t topic.Topic, body []byte, score float64, sc sendConfig
 	if len(body) > p.cfg.maxBodySize {
 		return nil, fmt.Errorf("%w: %d bytes (limit %d)", ErrBodyTooLarge, len(body), p.cfg.maxBodySize)
 	}
-	it := &pending{topic: t, id: sc.key, body: body, score: strconv.FormatFloat(score, 'f', -1, 64), nonce: luascripts.Nonce()}
+	it := &pending{topic: t, id: sc.key, body: body, score: strconv.FormatFloat(score, 'f', -1, 64), nonce: scripts.Nonce()}
 	if !sc.hasKey {
 		it.id = BodyID(body)
 	}
@@ -280,7 +280,7 @@ func (p *Producer) remove(ctx context.Context, t topic.Topic, id string, opts []
 
 func (p *Producer) removeAt(ctx context.Context, t topic.Topic, slot int, id string) (bool, error) {
 	k := slots.KeysFor(p.cfg.prefix, t, slot)
-	n, err := luascripts.Remove.Run(ctx, p.rdb, []string{k.Store, k.Prepare, k.Msg}, id).Int()
+	n, err := scripts.Remove.Run(ctx, p.rdb, []string{k.Store, k.Prepare, k.Msg}, id).Int()
 	if err != nil {
 		return false, fmt.Errorf("rmq: remove from %s: %w", t.Name(), err)
 	}

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/rmq-go/rmq/luascripts"
+	"github.com/rmq-go/rmq/internal/scripts"
 	"github.com/rmq-go/rmq/producer"
 	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
@@ -56,7 +56,7 @@ func (h *clusterHook) after(cmd redis.Cmder) {
 	if cmd.Name() != "evalsha" && cmd.Name() != "eval" {
 		return
 	}
-	if luascripts.IsNoScript(cmd.Err()) {
+	if scripts.IsNoScript(cmd.Err()) {
 		h.noScript.Add(1)
 	} else {
 		h.calls.Add(1)
@@ -146,7 +146,7 @@ func TestClusterBatchReloadsScripts(t *testing.T) {
 	assert.Positive(t, h.noScript.Load(), "no NOSCRIPT: the scripts were not flushed?")
 	assert.EqualValues(t, 64, storeSizes(t, cc, prefix, tp))
 	require.NoError(t, cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
-		ok, err := c.ScriptExists(ctx, luascripts.SendBatch.Hash()).Result()
+		ok, err := c.ScriptExists(ctx, scripts.SendBatch.Hash()).Result()
 		if err == nil && !ok[0] {
 			err = fmt.Errorf("%s: script not loaded", c.Options().Addr)
 		}
@@ -180,7 +180,7 @@ func TestClusterReloadSendsOnlyRefusedCalls(t *testing.T) {
 	p, cc, h, prefix := clusterSetup(t, producer.WithObserver(results))
 	ctx := context.Background()
 	tp := topic.MustNew("reloadone", topic.FixedTime, 16)
-	require.NoError(t, luascripts.Load(ctx, cc))
+	require.NoError(t, scripts.Load(ctx, cc))
 	var one sync.Once
 	require.NoError(t, cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) (err error) {
 		one.Do(func() { err = c.ScriptFlush(ctx).Err() }) // one master only

@@ -15,7 +15,7 @@ import (
 	"github.com/rmq-go/rmq/internal/faultproxy"
 	"github.com/rmq-go/rmq/internal/redisserver"
 	"github.com/rmq-go/rmq/internal/redistest"
-	"github.com/rmq-go/rmq/luascripts"
+	"github.com/rmq-go/rmq/internal/scripts"
 	"github.com/rmq-go/rmq/producer"
 	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
@@ -218,7 +218,7 @@ func TestSendSurvivesLostReply(t *testing.T) {
 	_, err = p.SendPriority(ctx, tp, []byte("warm-up"), 20)
 	require.NoError(t, err)
 
-	proxy.DropReplyTo([]byte(luascripts.SendBatch.Hash()))
+	proxy.DropReplyTo([]byte(scripts.SendBatch.Hash()))
 	id, err := p.SendPriority(ctx, tp, []byte("once"), 50, producer.WithKey("k"))
 	require.NoError(t, err)
 	assert.Equal(t, "k", id)
@@ -230,7 +230,7 @@ func TestSendSurvivesLostReply(t *testing.T) {
 	require.Len(t, members, 2)
 	raw, err := direct.HGet(ctx, k.Msg, "k").Bytes()
 	require.NoError(t, err)
-	env, err := luascripts.DecodeEnvelope(raw)
+	env, err := scripts.DecodeEnvelope(raw)
 	require.NoError(t, err)
 	assert.Equal(t, "once", string(env.Body))
 	assert.EqualValues(t, 50, env.Score)

@@ -10,7 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/rmq-go/rmq/luascripts"
+	"github.com/rmq-go/rmq/internal/scripts"
 	"github.com/rmq-go/rmq/slots"
 )
 
@@ -18,16 +18,16 @@ import (
 var scriptsBySHA = func() map[string]string {
 	m := map[string]string{}
 	for name, s := range map[string]*redis.Script{
-		"sendbatch":             luascripts.SendBatch,
-		luascripts.NameFetch:    luascripts.Fetch,
-		luascripts.NameAck:      luascripts.Ack,
-		luascripts.NameRollback: luascripts.Rollback,
-		luascripts.NameSweep:    luascripts.Sweep,
-		luascripts.NameExtend:   luascripts.Extend,
-		luascripts.NameRemove:   luascripts.Remove,
-		"requeue":               luascripts.Requeue,
-		"deletedead":            luascripts.DeleteDead,
-		luascripts.NameTakeover: luascripts.Takeover,
+		"sendbatch":          scripts.SendBatch,
+		scripts.NameFetch:    scripts.Fetch,
+		scripts.NameAck:      scripts.Ack,
+		scripts.NameRollback: scripts.Rollback,
+		scripts.NameSweep:    scripts.Sweep,
+		scripts.NameExtend:   scripts.Extend,
+		scripts.NameRemove:   scripts.Remove,
+		"requeue":            scripts.Requeue,
+		"deletedead":         scripts.DeleteDead,
+		scripts.NameTakeover: scripts.Takeover,
 	} {
 		m[s.Hash()] = name
 	}
@@ -52,7 +52,7 @@ type keySlotCheck struct {
 
 // groupSize is the number of KEYS per slot group of the scripts that take
 // several groups in one call on a single node.
-var groupSize = map[string]int{"sendbatch": 4, luascripts.NameFetch: 3, luascripts.NameAck: 4}
+var groupSize = map[string]int{"sendbatch": 4, scripts.NameFetch: 3, scripts.NameAck: 4}
 
 func newKeySlotCheck(grouped bool) *keySlotCheck {
 	return &keySlotCheck{grouped: grouped, calls: map[string]int{}}

@@ -19,7 +19,7 @@ import (
 	"github.com/rmq-go/rmq/consumer"
 	"github.com/rmq-go/rmq/internal/redisserver"
 	"github.com/rmq-go/rmq/internal/redistest"
-	"github.com/rmq-go/rmq/luascripts"
+	"github.com/rmq-go/rmq/internal/scripts"
 	"github.com/rmq-go/rmq/producer"
 	"github.com/rmq-go/rmq/rmq"
 	"github.com/rmq-go/rmq/slots"
@@ -110,7 +110,7 @@ func TestClusterEveryScriptKeysOneHashSlot(t *testing.T) {
 	require.NoError(t, c.Close(ctx))
 	require.NoError(t, zk.Close(ctx))
 	seen := e.scripts.seen()
-	for _, name := range luascripts.Names() {
+	for _, name := range scripts.Names() {
 		assert.Contains(t, seen, name, "script %s was never called", name)
 	}
 	t.Logf("scripts called: %v", seen)
@@ -357,7 +357,7 @@ type noScriptCounter struct {
 }
 
 func (h *noScriptCounter) observe(cmd redis.Cmder) {
-	if !luascripts.IsNoScript(cmd.Err()) {
+	if !scripts.IsNoScript(cmd.Err()) {
 		return
 	}
 	name := scriptsBySHA[fmt.Sprint(cmd.Args()[1])]

@@ -11,7 +11,7 @@ import (
 
 	"github.com/rmq-go/rmq/consumer"
 	"github.com/rmq-go/rmq/internal/redistest"
-	"github.com/rmq-go/rmq/luascripts"
+	"github.com/rmq-go/rmq/internal/scripts"
 	"github.com/rmq-go/rmq/topic"
 )
 
@@ -22,7 +22,7 @@ type fetchGroups struct {
 }
 
 func (f *fetchGroups) observe(cmd redis.Cmder) {
-	if sha, ok := scriptSHA(cmd); !ok || sha != luascripts.Fetch.Hash() {
+	if sha, ok := scriptSHA(cmd); !ok || sha != scripts.Fetch.Hash() {
 		return
 	}
 	nkeys, ok := cmd.Args()[2].(int)

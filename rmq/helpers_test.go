@@ -21,7 +21,7 @@ import (
 	"github.com/rmq-go/rmq/consumer"
 	"github.com/rmq-go/rmq/internal/redisserver"
 	"github.com/rmq-go/rmq/internal/redistest"
-	"github.com/rmq-go/rmq/luascripts"
+	"github.com/rmq-go/rmq/internal/scripts"
 	"github.com/rmq-go/rmq/rmq"
 	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
@@ -324,14 +324,14 @@ func (e *env) zscore(key, member string) (float64, bool) {
 	return s, true
 }
 
-func (e *env) envelope(hash, id string) (luascripts.Envelope, bool) {
+func (e *env) envelope(hash, id string) (scripts.Envelope, bool) {
 	e.t.Helper()
 	raw, err := e.rdb.HGet(context.Background(), hash, id).Bytes()
 	if errors.Is(err, redis.Nil) {
-		return luascripts.Envelope{}, false
+		return scripts.Envelope{}, false
 	}
 	require.NoError(e.t, err)
-	env, err := luascripts.DecodeEnvelope(raw)
+	env, err := scripts.DecodeEnvelope(raw)
 	require.NoError(e.t, err)
 	return env, true
 }
@@ -409,7 +409,7 @@ func (e *env) dump() map[string]string {
 // prepareToken splits a prepare score into its deadline (Unix seconds) and
 // the delivery token.
 func prepareToken(score float64) (deadline int64, token int64) {
-	return luascripts.SplitPrepareScore(score)
+	return scripts.SplitPrepareScore(score)
 }
 
 // ---- counting script calls ----------------------------------------------
@@ -428,7 +428,7 @@ func newScriptCounter(s *redis.Script) *scriptCounter { return &scriptCounter{sh
 func (e *env) clientCountingFetches() (*rmq.Client, *scriptCounter) {
 	e.t.Helper()
 	rdb := e.newRedis()
-	fetches := newScriptCounter(luascripts.Fetch)
+	fetches := newScriptCounter(scripts.Fetch)
 	rdb.AddHook(redistest.Observer{Before: fetches.observe})
 	return e.clientOn(rdb), fetches
 }
@@ -461,8 +461,8 @@ func (h *scriptCounter) n() int64 { return h.calls.Load() }
 // pastScore is a prepare score whose deadline lies 10 s in the past but which
 // keeps the delivery token of score.
 func pastScore(score float64) float64 {
-	token := math.Mod(score, luascripts.TokenMod)
-	return float64((time.Now().Unix()-10)*luascripts.TokenMod) + token
+	token := math.Mod(score, scripts.TokenMod)
+	return float64((time.Now().Unix()-10)*scripts.TokenMod) + token
 }
 
 // outcomeObserver passes each delivery's outcome on, in order.

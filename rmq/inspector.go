@@ -7,7 +7,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/rmq-go/rmq/luascripts"
+	"github.com/rmq-go/rmq/internal/scripts"
 	"github.com/rmq-go/rmq/producer"
 	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
@@ -60,7 +60,7 @@ func NewInspector(rdb redis.UniversalClient, opts ...Option) *Inspector {
 func newInspector(rdb redis.UniversalClient, prefix string) *Inspector {
 	i := &Inspector{rdb: rdb, prefix: prefix, err: slots.ValidatePrefix(prefix)}
 	if rdb != nil {
-		i.wakeCmd = luascripts.WakeCommand(rdb)
+		i.wakeCmd = scripts.WakeCommand(rdb)
 	}
 	return i
 }

@@ -11,7 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/rmq-go/rmq/luascripts"
+	"github.com/rmq-go/rmq/internal/scripts"
 	"github.com/rmq-go/rmq/topic"
 )
 
@@ -232,7 +232,7 @@ func (i *Inspector) loadDead(ctx context.Context, t topic.Topic, page []zentry) 
 }
 
 func deadMessage(t topic.Topic, e zentry, raw []byte) (DeadMessage, error) {
-	env, err := luascripts.DecodeEnvelope(raw)
+	env, err := scripts.DecodeEnvelope(raw)
 	if err != nil {
 		return DeadMessage{}, fmt.Errorf("dead message %s in slot %d: %w", e.id, e.slot, err)
 	}

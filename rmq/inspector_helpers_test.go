@@ -17,7 +17,7 @@ import (
 	"github.com/rmq-go/rmq/consumer"
 	"github.com/rmq-go/rmq/internal/redisserver"
 	"github.com/rmq-go/rmq/internal/redistest"
-	"github.com/rmq-go/rmq/luascripts"
+	"github.com/rmq-go/rmq/internal/scripts"
 	"github.com/rmq-go/rmq/producer"
 	"github.com/rmq-go/rmq/rmq"
 	"github.com/rmq-go/rmq/slots"
@@ -112,7 +112,7 @@ func checkNoOrphans(t *testing.T, rdb redis.UniversalClient, prefix string) {
 			vals, err := rdb.HGetAll(ctx, h).Result()
 			require.NoError(t, err)
 			for id, v := range vals {
-				_, err := luascripts.DecodeEnvelope([]byte(v))
+				_, err := scripts.DecodeEnvelope([]byte(v))
 				assert.NoError(t, err, "%s %s", h, id)
 			}
 		}
@@ -201,12 +201,12 @@ func (e *env) fakeDead(tp topic.Topic, slot int, ids []string, diedMs func(j int
 		pipe := e.rdb.Pipeline()
 		for j := from; j < min(len(ids), from+1000); j++ {
 			id := ids[j]
-			env := luascripts.Envelope{
+			env := scripts.Envelope{
 				Type: int(tp.Type()), Failures: 1, FirstSentMs: diedMs(j) - 1000,
 				Score: 100, OrigScore: 100, LastError: "failed " + id, Body: []byte("body-" + id),
 			}
 			pipe.ZAdd(ctx, k.Dead, redis.Z{Score: diedMs(j), Member: id})
-			pipe.HSet(ctx, k.DeadMsg, id, luascripts.EncodeEnvelope(env))
+			pipe.HSet(ctx, k.DeadMsg, id, scripts.EncodeEnvelope(env))
 		}
 		_, err := pipe.Exec(ctx)
 		require.NoError(e.t, err)
@@ -249,7 +249,7 @@ func ids[M interface {
 // fetchOne moves the first due message of a slot to prepare with the real
 // fetch script, as a consumer would, and checks that it is id. It returns
 // the envelope and the delivery token.
-func fetchOne(t *testing.T, e *env, tp topic.Topic, slot int, id string) (luascripts.Envelope, int64) {
+func fetchOne(t *testing.T, e *env, tp topic.Topic, slot int, id string) (scripts.Envelope, int64) {
 	t.Helper()
 	k := e.keys(tp, slot)
 	tb := "0"
@@ -259,19 +259,19 @@ func fetchOne(t *testing.T, e *env, tp topic.Topic, slot int, id string) (luascr
 	r := fetchDirect(t, e.rdb, k, tb == "1", 1, 30)
 	require.Len(t, r.Msgs, 1, "nothing fetched")
 	require.Equal(t, id, r.Msgs[0].ID)
-	env, err := luascripts.DecodeEnvelope([]byte(r.Msgs[0].Envelope))
+	env, err := scripts.DecodeEnvelope([]byte(r.Msgs[0].Envelope))
 	require.NoError(t, err)
 	return env, r.Msgs[0].Token
 }
 
 // fetchDirect runs fetch.lua on one slot as a consumer would.
-func fetchDirect(t *testing.T, rdb redis.UniversalClient, k slots.Keys, timeBased bool, n int, leaseSec int64) luascripts.FetchReply {
+func fetchDirect(t *testing.T, rdb redis.UniversalClient, k slots.Keys, timeBased bool, n int, leaseSec int64) scripts.FetchReply {
 	t.Helper()
-	keys, args := luascripts.FetchCall{TimeBased: timeBased, N: n, LeaseSec: leaseSec, Window: n + 64,
-		Groups: []luascripts.FetchGroup{{Store: k.Store, Prepare: k.Prepare, Msg: k.Msg, Max: n}}}.Args()
-	vals, err := luascripts.Fetch.Run(context.Background(), rdb, keys, args...).Slice()
+	keys, args := scripts.FetchCall{TimeBased: timeBased, N: n, LeaseSec: leaseSec, Window: n + 64,
+		Groups: []scripts.FetchGroup{{Store: k.Store, Prepare: k.Prepare, Msg: k.Msg, Max: n}}}.Args()
+	vals, err := scripts.Fetch.Run(context.Background(), rdb, keys, args...).Slice()
 	require.NoError(t, err)
-	r, err := luascripts.ParseFetchReply(vals)
+	r, err := scripts.ParseFetchReply(vals)
 	require.NoError(t, err)
 	return r
 }
@@ -280,7 +280,7 @@ func fetchDirect(t *testing.T, rdb redis.UniversalClient, k slots.Keys, timeBase
 func ackOne(t *testing.T, e *env, tp topic.Topic, slot int, id string, token int64) {
 	t.Helper()
 	k := e.keys(tp, slot)
-	res, err := luascripts.Ack.Run(context.Background(), e.rdb, []string{k.Store, k.Prepare, k.Msg, k.Wake}, "", 1, id, token).Int64Slice()
+	res, err := scripts.Ack.Run(context.Background(), e.rdb, []string{k.Store, k.Prepare, k.Msg, k.Wake}, "", 1, id, token).Int64Slice()
 	require.NoError(t, err)
 	require.Equal(t, []int64{1}, res, "ack refused")
 }

@@ -8,7 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/rmq-go/rmq/luascripts"
+	"github.com/rmq-go/rmq/internal/scripts"
 	"github.com/rmq-go/rmq/topic"
 )
 
@@ -86,7 +86,7 @@ func (i *Inspector) Peek(ctx context.Context, t topic.Topic, limit int) ([]Waiti
 		if errors.Is(err, redis.Nil) {
 			continue // delivered and acked since it was listed
 		}
-		env, err := luascripts.DecodeEnvelope(raw)
+		env, err := scripts.DecodeEnvelope(raw)
 		if err != nil {
 			return nil, fmt.Errorf("rmq: peek %s: message %s in slot %d: %w", t.Name(), e.id, e.slot, err)
 		}

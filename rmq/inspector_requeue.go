@@ -8,7 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/rmq-go/rmq/luascripts"
+	"github.com/rmq-go/rmq/internal/scripts"
 	"github.com/rmq-go/rmq/topic"
 )
 
@@ -57,8 +57,8 @@ func (i *Inspector) Requeue(ctx context.Context, t topic.Topic, ids ...string) (
 	if err != nil {
 		return 0, fmt.Errorf("rmq: requeue on %s: %w", t.Name(), err)
 	}
-	head := []any{i.wakeCmd, luascripts.Nonce(), 0, 0}
-	var calls []luascripts.Call
+	head := []any{i.wakeCmd, scripts.Nonce(), 0, 0}
+	var calls []scripts.Call
 	for _, slot := range sortedSlots(found) {
 		k := i.keys(t, slot)
 		keys := []string{k.Store, k.Prepare, k.Msg, k.Dead, k.DeadMsg, k.Wake}
@@ -67,12 +67,12 @@ func (i *Inspector) Requeue(ctx context.Context, t topic.Topic, ids ...string) (
 			for _, h := range batch {
 				args = append(args, h.id)
 			}
-			calls = append(calls, luascripts.Call{Script: luascripts.Requeue, Keys: keys, Args: args})
+			calls = append(calls, scripts.Call{Script: scripts.Requeue, Keys: keys, Args: args})
 		}
 	}
 	n := 0
 	var errs []error
-	for _, cmd := range luascripts.RunAll(ctx, i.rdb, calls) {
+	for _, cmd := range scripts.RunAll(ctx, i.rdb, calls) {
 		codes, err := cmd.Int64Slice()
 		if err != nil {
 			errs = append(errs, err)
@@ -107,17 +107,17 @@ func (i *Inspector) RequeueAll(ctx context.Context, t topic.Topic) (int, error) 
 	if err != nil {
 		return 0, fmt.Errorf("rmq: requeue all on %s: %w", t.Name(), err)
 	}
-	args := []any{i.wakeCmd, luascripts.Nonce(), scriptBatch, now.UnixMilli()}
+	args := []any{i.wakeCmd, scripts.Nonce(), scriptBatch, now.UnixMilli()}
 	total := 0
 	for len(active) > 0 {
-		calls := make([]luascripts.Call, len(active))
+		calls := make([]scripts.Call, len(active))
 		for j, slot := range active {
 			k := i.keys(t, slot)
-			calls[j] = luascripts.Call{Script: luascripts.Requeue, Keys: []string{k.Store, k.Prepare, k.Msg, k.Dead, k.DeadMsg, k.Wake}, Args: args}
+			calls[j] = scripts.Call{Script: scripts.Requeue, Keys: []string{k.Store, k.Prepare, k.Msg, k.Dead, k.DeadMsg, k.Wake}, Args: args}
 		}
 		var next []int
 		var errs []error
-		for j, cmd := range luascripts.RunAll(ctx, i.rdb, calls) {
+		for j, cmd := range scripts.RunAll(ctx, i.rdb, calls) {
 			res, err := cmd.Int64Slice()
 			if err != nil || len(res) != 3 {
 				errs = append(errs, fmt.Errorf("slot %d: %w", active[j], errors.Join(err, errors.New("unexpected reply"))))
@@ -153,7 +153,7 @@ func (i *Inspector) DeleteDead(ctx context.Context, t topic.Topic, ids ...string
 	if err != nil {
 		return 0, fmt.Errorf("rmq: delete dead on %s: %w", t.Name(), err)
 	}
-	var calls []luascripts.Call
+	var calls []scripts.Call
 	for _, slot := range sortedSlots(found) {
 		k := i.keys(t, slot)
 		for batch := range slices.Chunk(found[slot], scriptBatch) {
@@ -161,7 +161,7 @@ func (i *Inspector) DeleteDead(ctx context.Context, t topic.Topic, ids ...string
 			for _, h := range batch {
 				args = append(args, h.id)
 			}
-			calls = append(calls, luascripts.Call{Script: luascripts.DeleteDead, Keys: []string{k.Dead, k.DeadMsg}, Args: args})
+			calls = append(calls, scripts.Call{Script: scripts.DeleteDead, Keys: []string{k.Dead, k.DeadMsg}, Args: args})
 		}
 	}
 	return i.sumDeleted(ctx, t, calls)
@@ -177,18 +177,18 @@ func (i *Inspector) PurgeDead(ctx context.Context, t topic.Topic) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("rmq: purge dead on %s: %w", t.Name(), err)
 	}
-	calls := make([]luascripts.Call, len(active))
+	calls := make([]scripts.Call, len(active))
 	for j, slot := range active {
 		k := i.keys(t, slot)
-		calls[j] = luascripts.Call{Script: luascripts.DeleteDead, Keys: []string{k.Dead, k.DeadMsg}, Args: []any{"all"}}
+		calls[j] = scripts.Call{Script: scripts.DeleteDead, Keys: []string{k.Dead, k.DeadMsg}, Args: []any{"all"}}
 	}
 	return i.sumDeleted(ctx, t, calls)
 }
 
-func (i *Inspector) sumDeleted(ctx context.Context, t topic.Topic, calls []luascripts.Call) (int, error) {
+func (i *Inspector) sumDeleted(ctx context.Context, t topic.Topic, calls []scripts.Call) (int, error) {
 	n := 0
 	var errs []error
-	for _, cmd := range luascripts.RunAll(ctx, i.rdb, calls) {
+	for _, cmd := range scripts.RunAll(ctx, i.rdb, calls) {
 		d, err := cmd.Int64()
 		if err != nil {
 			errs = append(errs, err)

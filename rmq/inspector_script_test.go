@@ -11,7 +11,7 @@ import (
 
 	"github.com/rmq-go/rmq/internal/faultproxy"
 	"github.com/rmq-go/rmq/internal/redistest"
-	"github.com/rmq-go/rmq/luascripts"
+	"github.com/rmq-go/rmq/internal/scripts"
 	"github.com/rmq-go/rmq/rmq"
 	"github.com/rmq-go/rmq/topic"
 )
@@ -28,7 +28,7 @@ func TestRequeueScriptRunTwice(t *testing.T) {
 	k := e.keys(tp, 0)
 	keys := []string{k.Store, k.Prepare, k.Msg, k.Dead, k.DeadMsg, k.Wake}
 	run := func(nonce string, ids ...any) []int64 {
-		res, err := luascripts.Requeue.Run(ctx, e.rdb, keys, append([]any{"PUBLISH", nonce, 0, 0}, ids...)...).Int64Slice()
+		res, err := scripts.Requeue.Run(ctx, e.rdb, keys, append([]any{"PUBLISH", nonce, 0, 0}, ids...)...).Int64Slice()
 		require.NoError(t, err)
 		return res
 	}
@@ -78,7 +78,7 @@ func TestRequeueSurvivesLostReply(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
 
-	proxy.DropReplyTo([]byte(luascripts.Requeue.Hash()))
+	proxy.DropReplyTo([]byte(scripts.Requeue.Hash()))
 	n, err = insp.Requeue(ctx, tp, "a")
 	require.NoError(t, err)
 	assert.EqualValues(t, 1, proxy.Dropped(), "the fault happened")
@@ -95,7 +95,7 @@ func TestDeleteDeadScript(t *testing.T) {
 	e.fakeDead(tp, 0, []string{"a", "b", "c"}, func(j int) float64 { return float64(1000 + j) })
 	k := e.keys(tp, 0)
 	run := func(args ...any) int64 {
-		n, err := luascripts.DeleteDead.Run(ctx, e.rdb, []string{k.Dead, k.DeadMsg}, args...).Int64()
+		n, err := scripts.DeleteDead.Run(ctx, e.rdb, []string{k.Dead, k.DeadMsg}, args...).Int64()
 		require.NoError(t, err)
 		return n
 	}

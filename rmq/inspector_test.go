@@ -13,7 +13,7 @@ import (
 
 	"github.com/rmq-go/rmq/consumer"
 	"github.com/rmq-go/rmq/internal/redistest"
-	"github.com/rmq-go/rmq/luascripts"
+	"github.com/rmq-go/rmq/internal/scripts"
 	"github.com/rmq-go/rmq/rmq"
 	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
@@ -630,7 +630,7 @@ func TestInspectorOnCluster(t *testing.T) {
 			args = append(args, m.ID, m.Token, "no")
 		}
 		if len(args) > 5 {
-			require.NoError(t, luascripts.Rollback.Run(ctx, cc, []string{k.Store, k.Prepare, k.Msg, k.Dead, k.DeadMsg, k.Wake}, args...).Err())
+			require.NoError(t, scripts.Rollback.Run(ctx, cc, []string{k.Store, k.Prepare, k.Msg, k.Dead, k.DeadMsg, k.Wake}, args...).Err())
 		}
 	}
 	insp := c.Inspector()

@@ -12,7 +12,7 @@ import (
 
 	"github.com/rmq-go/rmq/consumer"
 	"github.com/rmq-go/rmq/internal/redistest"
-	"github.com/rmq-go/rmq/luascripts"
+	"github.com/rmq-go/rmq/internal/scripts"
 	"github.com/rmq-go/rmq/producer"
 	"github.com/rmq-go/rmq/rmq"
 	"github.com/rmq-go/rmq/topic"
@@ -170,7 +170,7 @@ func TestCloseDeadlineLetsPendingAckFinish(t *testing.T) {
 	e := newEnvOn(t, startDedicated(t))
 	ctx := ctxT(t)
 	tp := mustTopic(t, "closeack", topic.FixedTime, 1)
-	rollbacks := newScriptCounter(luascripts.Rollback)
+	rollbacks := newScriptCounter(scripts.Rollback)
 	rdb := e.newRedis()
 	rdb.AddHook(redistest.Observer{Before: rollbacks.observe})
 	outcomes := make(chan consumer.Outcome, 2)

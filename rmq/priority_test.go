@@ -16,7 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rmq-go/rmq/consumer"
-	"github.com/rmq-go/rmq/luascripts"
+	"github.com/rmq-go/rmq/internal/scripts"
 	"github.com/rmq-go/rmq/producer"
 	"github.com/rmq-go/rmq/topic"
 )
@@ -210,7 +210,7 @@ func TestPriorityWakeUpsCoalesced(t *testing.T) {
 		ctx := ctxT(t)
 		tp := mustTopic(t, "jobs", topic.Priority, 2)
 		rdb := e.newRedis()
-		gate := &fetchGate{sha: luascripts.Fetch.Hash(), ran: make(chan struct{}), release: make(chan struct{})}
+		gate := &fetchGate{sha: scripts.Fetch.Hash(), ran: make(chan struct{}), release: make(chan struct{})}
 		rdb.AddHook(gate)
 		releaseX := make(chan struct{})
 		defer func() {

@@ -22,7 +22,7 @@ import (
 
 	"github.com/rmq-go/rmq/consumer"
 	"github.com/rmq-go/rmq/internal/redistest"
-	"github.com/rmq-go/rmq/luascripts"
+	"github.com/rmq-go/rmq/internal/scripts"
 	"github.com/rmq-go/rmq/producer"
 	"github.com/rmq-go/rmq/rmq"
 	"github.com/rmq-go/rmq/slots"
@@ -425,18 +425,18 @@ func TestRmqctlCluster(t *testing.T) {
 	}
 	for s := range tp.SlotAmount() {
 		k := slots.KeysFor(prefix, tp, s)
-		keys, fargs := luascripts.FetchCall{TimeBased: true, N: 64, LeaseSec: 30, Window: 128,
-			Groups: []luascripts.FetchGroup{{Store: k.Store, Prepare: k.Prepare, Msg: k.Msg, Max: 64}}}.Args()
-		vals, err := luascripts.Fetch.Run(ctx, cc, keys, fargs...).Slice()
+		keys, fargs := scripts.FetchCall{TimeBased: true, N: 64, LeaseSec: 30, Window: 128,
+			Groups: []scripts.FetchGroup{{Store: k.Store, Prepare: k.Prepare, Msg: k.Msg, Max: 64}}}.Args()
+		vals, err := scripts.Fetch.Run(ctx, cc, keys, fargs...).Slice()
 		require.NoError(t, err)
-		r, err := luascripts.ParseFetchReply(vals)
+		r, err := scripts.ParseFetchReply(vals)
 		require.NoError(t, err)
 		args := []any{"SPUBLISH", 0, 0, 0, 0}
 		for _, m := range r.Msgs {
 			args = append(args, m.ID, m.Token, "failed on the cluster")
 		}
 		if len(args) > 5 {
-			require.NoError(t, luascripts.Rollback.Run(ctx, cc, []string{k.Store, k.Prepare, k.Msg, k.Dead, k.DeadMsg, k.Wake}, args...).Err())
+			require.NoError(t, scripts.Rollback.Run(ctx, cc, []string{k.Store, k.Prepare, k.Msg, k.Dead, k.DeadMsg, k.Wake}, args...).Err())
 		}
 	}
 	_, err := p.SendFixedTime(ctx, tp, []byte("waiting"), time.Now().Add(time.Hour), producer.WithKey("w"))

@@ -26,7 +26,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/rmq-go/rmq/luascripts"
+	"github.com/rmq-go/rmq/internal/scripts"
 	"github.com/rmq-go/rmq/producer"
 	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
@@ -146,16 +146,16 @@ func load(ctx context.Context, rdb *redis.Client, tp topic.Topic, n int) error {
 func fetchAll(ctx context.Context, rdb *redis.Client, keys []slots.Keys, n, size int) ([]fetched, error) {
 	var got []fetched
 	for len(got) < n {
-		call := luascripts.FetchCall{TimeBased: true, N: size, LeaseSec: 600, Window: (size+len(keys)-1)/len(keys) + 1}
+		call := scripts.FetchCall{TimeBased: true, N: size, LeaseSec: 600, Window: (size+len(keys)-1)/len(keys) + 1}
 		for _, k := range keys {
-			call.Groups = append(call.Groups, luascripts.FetchGroup{Store: k.Store, Prepare: k.Prepare, Msg: k.Msg, Max: size})
+			call.Groups = append(call.Groups, scripts.FetchGroup{Store: k.Store, Prepare: k.Prepare, Msg: k.Msg, Max: size})
 		}
 		ks, args := call.Args()
-		vals, err := luascripts.Fetch.Run(ctx, rdb, ks, args...).Slice()
+		vals, err := scripts.Fetch.Run(ctx, rdb, ks, args...).Slice()
 		if err != nil {
 			return nil, err
 		}
-		r, err := luascripts.ParseFetchReply(vals)
+		r, err := scripts.ParseFetchReply(vals)
 		if err != nil {
 			return nil, err
 		}
@@ -186,7 +186,7 @@ func ackAll(ctx context.Context, rdb *redis.Client, keys []slots.Keys, got []fet
 				args = append(args, m.id, m.token)
 			}
 		}
-		res, err := luascripts.Ack.Run(ctx, rdb, ks, args...).Int64Slice()
+		res, err := scripts.Ack.Run(ctx, rdb, ks, args...).Int64Slice()
 		if err != nil {
 			return err
 		}

@@ -1,4 +1,4 @@
-package luascripts_test
+package scripts_test
 
 import (
 	"testing"
@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/rmq-go/rmq/luascripts"
+	"github.com/rmq-go/rmq/internal/scripts"
 	"github.com/rmq-go/rmq/slots"
 )
 
@@ -26,38 +26,38 @@ func newFenced(t *testing.T, typ int) *fenced {
 }
 
 func (f *fenced) takeover(epoch int64) ([]int64, error) {
-	return luascripts.Takeover.Run(f.ctx, f.rdb, []string{f.k.Store, f.k.Prepare, f.k.Msg, f.epochKey}, epoch).Int64Slice()
+	return scripts.Takeover.Run(f.ctx, f.rdb, []string{f.k.Store, f.k.Prepare, f.k.Msg, f.epochKey}, epoch).Int64Slice()
 }
 
 func (f *fenced) fetchE(epoch int64, n int) ([]delivered, error) {
-	keys, args := luascripts.FetchCall{TimeBased: true, N: n, LeaseSec: 30, Window: n + 64,
-		Groups:   []luascripts.FetchGroup{{Store: f.k.Store, Prepare: f.k.Prepare, Msg: f.k.Msg, Max: n}},
+	keys, args := scripts.FetchCall{TimeBased: true, N: n, LeaseSec: 30, Window: n + 64,
+		Groups:   []scripts.FetchGroup{{Store: f.k.Store, Prepare: f.k.Prepare, Msg: f.k.Msg, Max: n}},
 		EpochKey: f.epochKey, Epoch: epoch}.Args()
-	vals, err := luascripts.Fetch.Run(f.ctx, f.rdb, keys, args...).Slice()
+	vals, err := scripts.Fetch.Run(f.ctx, f.rdb, keys, args...).Slice()
 	if err != nil {
 		return nil, err
 	}
-	r, err := luascripts.ParseFetchReply(vals)
+	r, err := scripts.ParseFetchReply(vals)
 	require.NoError(f.t, err)
 	out := deliveries(f.t, r)
 	return out, nil
 }
 
 func (f *fenced) ackE(epoch int64, id string, token int64) ([]int64, error) {
-	return luascripts.Ack.Run(f.ctx, f.rdb, []string{f.k.Store, f.k.Prepare, f.k.Msg, f.k.Wake, f.epochKey}, "PUBLISH", 1, id, token, epoch).Int64Slice()
+	return scripts.Ack.Run(f.ctx, f.rdb, []string{f.k.Store, f.k.Prepare, f.k.Msg, f.k.Wake, f.epochKey}, "PUBLISH", 1, id, token, epoch).Int64Slice()
 }
 
 func (f *fenced) rollbackE(epoch int64, id string, token int64) ([]int64, error) {
 	args := append(f.rollbackArgs(16, 0, 0), id, token, "boom", epoch)
-	return luascripts.Rollback.Run(f.ctx, f.rdb, append(f.allKeys(), f.epochKey), args...).Int64Slice()
+	return scripts.Rollback.Run(f.ctx, f.rdb, append(f.allKeys(), f.epochKey), args...).Int64Slice()
 }
 
 func (f *fenced) extendE(epoch int64, id string, token int64) ([]int64, error) {
-	return luascripts.Extend.Run(f.ctx, f.rdb, []string{f.k.Prepare, f.epochKey}, 30, id, token, epoch).Int64Slice()
+	return scripts.Extend.Run(f.ctx, f.rdb, []string{f.k.Prepare, f.epochKey}, 30, id, token, epoch).Int64Slice()
 }
 
 func (f *fenced) sweepE(epoch int64) ([]any, error) {
-	return luascripts.Sweep.Run(f.ctx, f.rdb, append(f.allKeys(), f.epochKey), "PUBLISH", 16, 0, 0, 1000, 1, 0, epoch).Slice()
+	return scripts.Sweep.Run(f.ctx, f.rdb, append(f.allKeys(), f.epochKey), "PUBLISH", 16, 0, 0, 1000, 1, 0, epoch).Slice()
 }
 
 // A stale owner's fetch, ack, rollback, lease extension and sweep are all
@@ -65,7 +65,7 @@ func (f *fenced) sweepE(epoch int64) ([]any, error) {
 func TestFencedScriptsRefuseAStaleEpoch(t *testing.T) {
 	f := newFenced(t, 3)
 	_, err := f.fetchE(5, 1)
-	assert.True(t, luascripts.IsFenced(err), "no owner yet: %v", err)
+	assert.True(t, scripts.IsFenced(err), "no owner yet: %v", err)
 
 	res, err := f.takeover(5)
 	require.NoError(t, err)
@@ -100,13 +100,13 @@ func TestFencedScriptsRefuseAStaleEpoch(t *testing.T) {
 		"sweep":    func() error { _, err := f.sweepE(5); return err },
 	} {
 		err := call()
-		assert.True(t, luascripts.IsFenced(err), "%s with the stale epoch: %v", name, err)
+		assert.True(t, scripts.IsFenced(err), "%s with the stale epoch: %v", name, err)
 	}
 	assert.Equal(t, before, f.dumpSlot(), "the refused calls changed nothing")
 
 	// The stale owner cannot take the slot back either.
 	_, err = f.takeover(5)
-	assert.True(t, luascripts.IsFenced(err))
+	assert.True(t, scripts.IsFenced(err))
 	assert.Equal(t, before, f.dumpSlot())
 
 	// The current owner's calls work.
@@ -166,17 +166,17 @@ func TestTakeoverComparesEpochsExactly(t *testing.T) {
 	_, err := f.takeover(big)
 	require.NoError(t, err)
 	_, err = f.takeover(big - 1)
-	assert.True(t, luascripts.IsFenced(err), "one less than 2^60+1 is older: %v", err)
+	assert.True(t, scripts.IsFenced(err), "one less than 2^60+1 is older: %v", err)
 	_, err = f.takeover(999)
-	assert.True(t, luascripts.IsFenced(err), "fewer digits is older")
+	assert.True(t, scripts.IsFenced(err), "fewer digits is older")
 	_, err = f.takeover(big + 1)
 	require.NoError(t, err)
 	v, err := f.rdb.Get(f.ctx, f.epochKey).Int64()
 	require.NoError(t, err)
 	assert.Equal(t, big+1, v)
-	_, err = luascripts.Takeover.Run(f.ctx, f.rdb, []string{f.k.Store, f.k.Prepare, f.k.Msg, f.epochKey}, "-3").Result()
+	_, err = scripts.Takeover.Run(f.ctx, f.rdb, []string{f.k.Store, f.k.Prepare, f.k.Msg, f.epochKey}, "-3").Result()
 	assert.Error(t, err)
-	assert.False(t, luascripts.IsFenced(err))
+	assert.False(t, scripts.IsFenced(err))
 }
 
 func (f *fenced) dumpSlot() map[string]string {

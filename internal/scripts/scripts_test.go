@@ -1,4 +1,4 @@
-package luascripts_test
+package scripts_test
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rmq-go/rmq/internal/redistest"
+	"github.com/rmq-go/rmq/internal/scripts"
 	"github.com/rmq-go/rmq/luascripts"
 	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
@@ -35,7 +36,7 @@ type slot struct {
 
 type delivered struct {
 	id    string
-	env   luascripts.Envelope
+	env   scripts.Envelope
 	token int64
 	score float64
 	group int // index of the slot group in a multi-slot fetch
@@ -50,7 +51,7 @@ func newSlot(t *testing.T, typ int) *slot {
 
 func (s *slot) sendNonce(id string, score float64, body, nonce string) int64 {
 	s.t.Helper()
-	n, err := luascripts.SendBatch.Run(s.ctx, s.rdb, []string{s.k.Store, s.k.Prepare, s.k.Msg, s.k.Wake},
+	n, err := scripts.SendBatch.Run(s.ctx, s.rdb, []string{s.k.Store, s.k.Prepare, s.k.Msg, s.k.Wake},
 		"PUBLISH", s.typ, 1, id, strconv.FormatFloat(score, 'f', -1, 64), nonce, body).Int64Slice()
 	require.NoError(s.t, err)
 	require.Len(s.t, n, 1)
@@ -66,7 +67,7 @@ func (s *slot) sendAll(ids []string, scores []float64, bodies []string) []int64 
 		s.nonce++
 		args = append(args, id, strconv.FormatFloat(scores[i], 'f', -1, 64), strconv.Itoa(s.nonce), bodies[i])
 	}
-	n, err := luascripts.SendBatch.Run(s.ctx, s.rdb, []string{s.k.Store, s.k.Prepare, s.k.Msg, s.k.Wake}, args...).Int64Slice()
+	n, err := scripts.SendBatch.Run(s.ctx, s.rdb, []string{s.k.Store, s.k.Prepare, s.k.Msg, s.k.Wake}, args...).Int64Slice()
 	require.NoError(s.t, err)
 	require.Len(s.t, n, len(ids))
 	return n
@@ -79,7 +80,7 @@ func (s *slot) ackAll(ids []string, tokens []int64) []int64 {
 	for i, id := range ids {
 		args = append(args, id, tokens[i])
 	}
-	res, err := luascripts.Ack.Run(s.ctx, s.rdb, []string{s.k.Store, s.k.Prepare, s.k.Msg, s.k.Wake}, args...).Int64Slice()
+	res, err := scripts.Ack.Run(s.ctx, s.rdb, []string{s.k.Store, s.k.Prepare, s.k.Msg, s.k.Wake}, args...).Int64Slice()
 	require.NoError(s.t, err)
 	require.Len(s.t, res, len(ids))
 	return res
@@ -98,28 +99,28 @@ func (s *slot) fetch(n, leaseSec int) (head float64, out []delivered) {
 // fetchWindow fetches reading window store entries at a time.
 func (s *slot) fetchWindow(n, leaseSec, window int) (head float64, out []delivered) {
 	s.t.Helper()
-	r := s.fetchGroups(luascripts.FetchCall{N: n, LeaseSec: int64(leaseSec), Window: window,
-		Groups: []luascripts.FetchGroup{{Store: s.k.Store, Prepare: s.k.Prepare, Msg: s.k.Msg, Max: n}}})
+	r := s.fetchGroups(scripts.FetchCall{N: n, LeaseSec: int64(leaseSec), Window: window,
+		Groups: []scripts.FetchGroup{{Store: s.k.Store, Prepare: s.k.Prepare, Msg: s.k.Msg, Max: n}}})
 	return r.Heads[0], deliveries(s.t, r)
 }
 
-func (s *slot) fetchGroups(call luascripts.FetchCall) luascripts.FetchReply {
+func (s *slot) fetchGroups(call scripts.FetchCall) scripts.FetchReply {
 	s.t.Helper()
 	call.TimeBased = s.typ != 2
 	keys, args := call.Args()
-	vals, err := luascripts.Fetch.Run(s.ctx, s.rdb, keys, args...).Slice()
+	vals, err := scripts.Fetch.Run(s.ctx, s.rdb, keys, args...).Slice()
 	require.NoError(s.t, err)
-	r, err := luascripts.ParseFetchReply(vals)
+	r, err := scripts.ParseFetchReply(vals)
 	require.NoError(s.t, err)
 	require.Len(s.t, r.Heads, len(call.Groups))
 	return r
 }
 
-func deliveries(t *testing.T, r luascripts.FetchReply) []delivered {
+func deliveries(t *testing.T, r scripts.FetchReply) []delivered {
 	t.Helper()
 	var out []delivered
 	for _, m := range r.Msgs {
-		env, err := luascripts.DecodeEnvelope([]byte(m.Envelope))
+		env, err := scripts.DecodeEnvelope([]byte(m.Envelope))
 		require.NoError(t, err)
 		out = append(out, delivered{id: m.ID, env: env, token: m.Token, score: m.Score, group: m.Group})
 	}
@@ -128,7 +129,7 @@ func deliveries(t *testing.T, r luascripts.FetchReply) []delivered {
 
 func (s *slot) ack(id string, token int64) int64 {
 	s.t.Helper()
-	res, err := luascripts.Ack.Run(s.ctx, s.rdb, []string{s.k.Store, s.k.Prepare, s.k.Msg, s.k.Wake}, "PUBLISH", 1, id, token).Int64Slice()
+	res, err := scripts.Ack.Run(s.ctx, s.rdb, []string{s.k.Store, s.k.Prepare, s.k.Msg, s.k.Wake}, "PUBLISH", 1, id, token).Int64Slice()
 	require.NoError(s.t, err)
 	return res[0]
 }
@@ -140,28 +141,28 @@ func (s *slot) rollbackArgs(maxRetries int, backoffMs int64, deadMax int) []any 
 func (s *slot) rollback(maxRetries int, id string, token int64, errText string) int64 {
 	s.t.Helper()
 	args := append(s.rollbackArgs(maxRetries, 0, 0), id, token, errText)
-	res, err := luascripts.Rollback.Run(s.ctx, s.rdb, s.allKeys(), args...).Int64Slice()
+	res, err := scripts.Rollback.Run(s.ctx, s.rdb, s.allKeys(), args...).Int64Slice()
 	require.NoError(s.t, err)
 	return res[0]
 }
 
 func (s *slot) sweep(maxRetries int) (rolled int64) {
 	s.t.Helper()
-	vals, err := luascripts.Sweep.Run(s.ctx, s.rdb, s.allKeys(), "PUBLISH", maxRetries, 0, 0, 1000, 1, 0).Slice()
+	vals, err := scripts.Sweep.Run(s.ctx, s.rdb, s.allKeys(), "PUBLISH", maxRetries, 0, 0, 1000, 1, 0).Slice()
 	require.NoError(s.t, err)
 	return vals[0].(int64)
 }
 
 func (s *slot) extend(leaseSec int, id string, token int64) int64 {
 	s.t.Helper()
-	res, err := luascripts.Extend.Run(s.ctx, s.rdb, []string{s.k.Prepare}, leaseSec, id, token).Int64Slice()
+	res, err := scripts.Extend.Run(s.ctx, s.rdb, []string{s.k.Prepare}, leaseSec, id, token).Int64Slice()
 	require.NoError(s.t, err)
 	return res[0]
 }
 
 func (s *slot) remove(id string) int64 {
 	s.t.Helper()
-	n, err := luascripts.Remove.Run(s.ctx, s.rdb, []string{s.k.Store, s.k.Prepare, s.k.Msg}, id).Int64()
+	n, err := scripts.Remove.Run(s.ctx, s.rdb, []string{s.k.Store, s.k.Prepare, s.k.Msg}, id).Int64()
 	require.NoError(s.t, err)
 	return n
 }
@@ -176,8 +177,8 @@ func (s *slot) expire(id string) {
 	s.t.Helper()
 	score, err := s.rdb.ZScore(s.ctx, s.k.Prepare, id).Result()
 	require.NoError(s.t, err)
-	_, token := luascripts.SplitPrepareScore(score)
-	past := float64((time.Now().Unix()-100)*luascripts.TokenMod + token)
+	_, token := scripts.SplitPrepareScore(score)
+	past := float64((time.Now().Unix()-100)*scripts.TokenMod + token)
 	require.NoError(s.t, s.rdb.ZAdd(s.ctx, s.k.Prepare, redis.Z{Score: past, Member: id}).Err())
 }
 
@@ -222,11 +223,11 @@ func (s *slot) where(id string) where {
 	return where{in(s.k.Store), in(s.k.Prepare), in(s.k.Dead), has(s.k.Msg), has(s.k.DeadMsg)}
 }
 
-func (s *slot) envelope(key, id string) luascripts.Envelope {
+func (s *slot) envelope(key, id string) scripts.Envelope {
 	s.t.Helper()
 	raw, err := s.rdb.HGet(s.ctx, key, id).Bytes()
 	require.NoError(s.t, err)
-	e, err := luascripts.DecodeEnvelope(raw)
+	e, err := scripts.DecodeEnvelope(raw)
 	require.NoError(s.t, err)
 	return e
 }
@@ -250,8 +251,8 @@ func TestScriptHeaders(t *testing.T) {
 	keyUse := regexp.MustCompile(`KEYS\[(\d+)\]`)
 	keyDoc := regexp.MustCompile(`(?m)^-- KEYS\[(\d+)\] ->`)
 	groupKeyUse := regexp.MustCompile(`KEYS\[(\d+) \* g(?: - (\d+))?\]`)
-	for _, name := range luascripts.Names() {
-		src, err := luascripts.FileSource(name)
+	for _, name := range scripts.Names() {
+		src, err := luascripts.Source(name)
 		require.NoError(t, err)
 		// The header is the leading block of comment lines.
 		lines := strings.Split(src, "\n")
@@ -455,7 +456,7 @@ func TestDeadAfterMaxRetriesWithRetention(t *testing.T) {
 			_, got := s.fetch(1, 30)
 			require.Len(t, got, 1)
 			args := append(s.rollbackArgs(1, 0, 2), id, got[0].token, fmt.Sprintf("fail %d", attempt))
-			res, err := luascripts.Rollback.Run(s.ctx, s.rdb, s.allKeys(), args...).Int64Slice()
+			res, err := scripts.Rollback.Run(s.ctx, s.rdb, s.allKeys(), args...).Int64Slice()
 			require.NoError(t, err)
 			want := int64(4)
 			if attempt == 2 {

@@ -1,4 +1,4 @@
-package luascripts
+package scripts
 
 import (
 	"strings"

@@ -1,4 +1,4 @@
-package luascripts_test
+package scripts_test
 
 import (
 	"cmp"
@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rmq-go/rmq/internal/redistest"
-	"github.com/rmq-go/rmq/luascripts"
+	"github.com/rmq-go/rmq/internal/scripts"
 	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
 )
@@ -64,7 +64,7 @@ func TestFetchMergesSlotsInConsumeOrder(t *testing.T) {
 						quads = append(quads, id, strconv.FormatFloat(score, 'f', -1, 64), strconv.Itoa(trial*100+j+1), "body-"+id)
 					}
 				}
-				sent, err := luascripts.SendBatch.Run(ctx, rdb, sendKeys, append(head, quads...)...).Int64Slice()
+				sent, err := scripts.SendBatch.Run(ctx, rdb, sendKeys, append(head, quads...)...).Int64Slice()
 				require.NoError(t, err)
 				require.Len(t, sent, len(quads)/4)
 				for _, r := range sent {
@@ -84,24 +84,24 @@ func TestFetchMergesSlotsInConsumeOrder(t *testing.T) {
 						}
 					}
 				}
-				call := luascripts.FetchCall{TimeBased: typ != 2, N: 1 + rng.IntN(12), LeaseSec: 30, Window: 1 + rng.IntN(4)}
+				call := scripts.FetchCall{TimeBased: typ != 2, N: 1 + rng.IntN(12), LeaseSec: 30, Window: 1 + rng.IntN(4)}
 				for _, k := range ks {
-					call.Groups = append(call.Groups, luascripts.FetchGroup{Store: k.Store, Prepare: k.Prepare, Msg: k.Msg, Max: rng.IntN(6)})
+					call.Groups = append(call.Groups, scripts.FetchGroup{Store: k.Store, Prepare: k.Prepare, Msg: k.Msg, Max: rng.IntN(6)})
 				}
 				model := modelFetch(t, rdb, call)
 
 				keys, args := call.Args()
-				vals, err := luascripts.Fetch.Run(ctx, rdb, keys, args...).Slice()
+				vals, err := scripts.Fetch.Run(ctx, rdb, keys, args...).Slice()
 				require.NoError(t, err)
-				r, err := luascripts.ParseFetchReply(vals)
+				r, err := scripts.ParseFetchReply(vals)
 				require.NoError(t, err)
 				for _, m := range r.Msgs {
-					env, err := luascripts.DecodeEnvelope([]byte(m.Envelope))
+					env, err := scripts.DecodeEnvelope([]byte(m.Envelope))
 					require.NoError(t, err)
 					require.Equal(t, "body-"+m.ID, string(env.Body))
 					in, err := rdb.ZScore(ctx, call.Groups[m.Group].Prepare, m.ID).Result()
 					require.NoError(t, err, "%s is in prepare", m.ID)
-					_, tok := luascripts.SplitPrepareScore(in)
+					_, tok := scripts.SplitPrepareScore(in)
 					require.Equal(t, m.Token, tok)
 				}
 				model.check(t, r, trial)
@@ -135,7 +135,7 @@ func TestFetchMergesSlotsInConsumeOrder(t *testing.T) {
 					}
 					ackArgs = append(ackArgs, n)
 				}
-				res, err := luascripts.Ack.Run(ctx, rdb, ackKeys, append(ackArgs, pairs...)...).Int64Slice()
+				res, err := scripts.Ack.Run(ctx, rdb, ackKeys, append(ackArgs, pairs...)...).Int64Slice()
 				require.NoError(t, err)
 				require.Equal(t, wantRes, res, "trial %d: ack results", trial)
 				for _, m := range r.Msgs {
@@ -151,7 +151,7 @@ func TestFetchMergesSlotsInConsumeOrder(t *testing.T) {
 // fetchModel is what fetch.lua may take, computed from Redis's state
 // before the call.
 type fetchModel struct {
-	call     luascripts.FetchCall
+	call     scripts.FetchCall
 	perGroup [][]redis.Z       // each group's store in consume order
 	blocked  []map[string]bool // ids whose delivery is in prepare
 	eligible [][]redis.Z       // each group's due, unblocked entries, in order
@@ -169,7 +169,7 @@ func (m *fetchModel) better(a, b float64) bool {
 // messages across them within each group's limit. Equal scores in different
 // groups have no order between them, so which groups give the last tied
 // entries may differ; the scores taken may not.
-func modelFetch(t *testing.T, rdb *redis.Client, call luascripts.FetchCall) *fetchModel {
+func modelFetch(t *testing.T, rdb *redis.Client, call scripts.FetchCall) *fetchModel {
 	ctx := context.Background()
 	m := &fetchModel{call: call}
 	type entry struct {
@@ -219,7 +219,7 @@ func modelFetch(t *testing.T, rdb *redis.Client, call luascripts.FetchCall) *fet
 // check compares a reply with the model: the same scores taken, in consume
 // order; each group's messages a run from the front of its due, unblocked
 // entries, within its limit; and every group's new head.
-func (m *fetchModel) check(t *testing.T, r luascripts.FetchReply, trial int) {
+func (m *fetchModel) check(t *testing.T, r scripts.FetchReply, trial int) {
 	t.Helper()
 	var scores []float64
 	perGroup := make([][]string, len(m.call.Groups))

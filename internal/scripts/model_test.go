@@ -1,4 +1,4 @@
-package luascripts_test
+package scripts_test
 
 import (
 	"fmt"

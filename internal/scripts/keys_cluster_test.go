@@ -1,4 +1,4 @@
-package luascripts_test
+package scripts_test
 
 import (
 	"fmt"
@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/rmq-go/rmq/internal/scripts"
 	"github.com/rmq-go/rmq/luascripts"
 )
 
@@ -442,13 +443,13 @@ func (f *keyFlow) exprEnd(i int) int {
 }
 
 func TestEveryScriptKeyComesFromKEYS(t *testing.T) {
-	lib, err := luascripts.FileSource("lib")
+	lib, err := luascripts.Source("lib")
 	require.NoError(t, err)
-	names := luascripts.Names()
+	names := scripts.Names()
 	require.NotEmpty(t, names)
 	total := 0
 	for _, name := range names {
-		src, err := luascripts.FileSource(name)
+		src, err := luascripts.Source(name)
 		require.NoError(t, err)
 		f, err := newKeyFlow(lib + "\n" + src)
 		require.NoError(t, err, name)
@@ -501,7 +502,7 @@ for g = 1, #KEYS / 2 do redis.call('ZREM', KEYS[2 * g - 1], 'm') end`
 	assert.Equal(t, 5, f.calls)
 
 	// Mutations of the real scripts are caught too.
-	lib, err := luascripts.FileSource("lib")
+	lib, err := luascripts.Source("lib")
 	require.NoError(t, err)
 	for _, m := range []struct{ script, file, from, to string }{
 		{"ack", "lib", "redis.call('GET', key)", "redis.call('GET', 'x' .. key)"},
@@ -510,7 +511,7 @@ for g = 1, #KEYS / 2 do redis.call('ZREM', KEYS[2 * g - 1], 'm') end`
 		{"fetch", "fetch", "redis.call('ZMSCORE', KEYS[3 * g - 1], unpack(ids))", "redis.call('ZMSCORE', KEYS[3 * g - 1] .. 'x', unpack(ids))"},
 		{"ack", "ack", "mcall('HDEL', KEYS[4 * g - 1], gone)", "mcall('HDEL', ARGV[3], gone)"},
 	} {
-		src, err := luascripts.FileSource(m.script)
+		src, err := luascripts.Source(m.script)
 		require.NoError(t, err)
 		l := lib
 		if m.file == "lib" {

@@ -1,0 +1,164 @@
+// Package luascripts holds every Lua script of RMQ, one .lua file each, and
+// the envelope format those scripts store. Scripts are the only code that
+// writes more than one key. Every key comes through KEYS, and the keys of
+// one topic slot share one hash tag. A call touches one topic slot, except
+// that sendbatch, fetch and ack take several slots' key groups in one call
+// on a single node, where no hash slot rule applies.
+package scripts
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/rmq-go/rmq/luascripts"
+)
+
+// Script names, also the file names without ".lua".
+const (
+	NameFetch    = "fetch"
+	NameAck      = "ack"
+	NameRollback = "rollback"
+	NameSweep    = "sweep"
+	NameExtend   = "extend"
+	NameRemove   = "remove"
+)
+
+var (
+	SendBatch = load("sendbatch")
+	Fetch     = load(NameFetch)
+	Ack       = load(NameAck)
+	Rollback  = load(NameRollback)
+	Sweep     = load(NameSweep)
+	Extend    = load(NameExtend)
+	Remove    = load(NameRemove)
+	// Requeue and DeleteDead serve rmq.Inspector: dead messages back to
+	// store as fresh ones, and dead messages deleted with their bodies.
+	Requeue    = load("requeue")
+	DeleteDead = load("deletedead")
+)
+
+// registry lists every script by name, for Load and for tests that read
+// their sources.
+var registry = map[string]*redis.Script{}
+
+var lib = parseLib(mustRead("lib"))
+
+func mustRead(name string) string {
+	src, err := luascripts.Source(name)
+	if err != nil {
+		panic(err)
+	}
+	return src
+}
+
+// load builds a script as the lib.lua definitions it uses followed by its
+// own file (whose header names its KEYS and ARGV). Redis defines every
+// prepended function on every call, so unused ones are left out.
+func load(name string) *redis.Script {
+	body := mustRead(name)
+	s := redis.NewScript(lib.prelude(body) + "\n" + body)
+	registry[name] = s
+	return s
+}
+
+// libDef is one top-level definition of lib.lua ("local function f" or
+// "local NAME ="), with the comment lines above it.
+type libDef struct {
+	name string
+	text string
+}
+
+type libFile []libDef
+
+var libDefStart = regexp.MustCompile(`^local (?:function )?([A-Za-z_][A-Za-z0-9_]*)`)
+
+func parseLib(src string) libFile {
+	var defs libFile
+	var pending []string // comments and blank lines before the next definition
+	for _, line := range strings.Split(src, "\n") {
+		if m := libDefStart.FindStringSubmatch(line); m != nil {
+			defs = append(defs, libDef{name: m[1], text: strings.Join(append(pending, line), "\n")})
+			pending = nil
+			continue
+		}
+		if len(defs) > 0 && (strings.HasPrefix(line, " ") || line == "end") {
+			defs[len(defs)-1].text += "\n" + line
+			continue
+		}
+		pending = append(pending, line)
+	}
+	return defs
+}
+
+// prelude returns, in lib.lua's order, the definitions body uses, directly
+// or through other definitions.
+func (l libFile) prelude(body string) string {
+	uses := func(text, name string) bool {
+		return regexp.MustCompile(`\b` + name + `\b`).MatchString(text)
+	}
+	need := map[string]bool{}
+	for changed := true; changed; {
+		changed = false
+		for _, d := range l {
+			if need[d.name] {
+				continue
+			}
+			if uses(body, d.name) {
+				need[d.name], changed = true, true
+				continue
+			}
+			for _, o := range l {
+				if need[o.name] && o.name != d.name && uses(o.text, d.name) {
+					need[d.name], changed = true, true
+					break
+				}
+			}
+		}
+	}
+	var out []string
+	for _, d := range l {
+		if need[d.name] {
+			out = append(out, d.text)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// Names lists the registered scripts.
+func Names() []string {
+	out := make([]string, 0, len(registry))
+	for n := range registry {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Load loads every script into Redis (on every master of a cluster), so
+// that pipelined EVALSHA calls, which do not fall back to EVAL, find them.
+func Load(ctx context.Context, rdb redis.UniversalClient) error {
+	loadOn := func(ctx context.Context, c redis.Cmdable) error {
+		for name, s := range registry {
+			if err := s.Load(ctx, c).Err(); err != nil {
+				return fmt.Errorf("rmq: load script %s: %w", name, err)
+			}
+		}
+		return nil
+	}
+	if cc, ok := rdb.(*redis.ClusterClient); ok {
+		return cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+			return loadOn(ctx, c)
+		})
+	}
+	return loadOn(ctx, rdb)
+}
+
+// IsNoScript reports whether err is Redis's NOSCRIPT reply.
+func IsNoScript(err error) bool {
+	return redis.HasErrorPrefix(err, "NOSCRIPT")
+}
