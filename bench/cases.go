@@ -21,7 +21,14 @@ var errUnsupported = errors.New("not supported")
 // system is one queue library under test. Every method works on queue q (a
 // topic for RMQ, a queue for asynq) and starts and stops what it needs.
 type system interface {
+	// name labels the system in tables and progress lines.
 	name() string
+	// id is a short name for files and JSON: asynq, rmq (FixedTime, the
+	// type compared with asynq), rmq-rangemerge, rmq-priority.
+	id() string
+	// timeBased reports whether messages have a due time (the lateness
+	// cases need one).
+	timeBased() bool
 	// produce sends n messages, due at once, with single-message calls from
 	// g goroutines, timed by m.
 	produce(ctx context.Context, m *meter, q string, n, g int) error
@@ -163,8 +170,13 @@ func newLatRecorder(total int) *latRecorder {
 	return &latRecorder{total: total, lat: make([]time.Duration, total), all: make(chan struct{})}
 }
 
-func (r *latRecorder) record(body []byte) {
-	d := time.Since(time.UnixMilli(dueOf(body)))
+// record notes a firing of the message with body (its due time written by
+// makeBody).
+func (r *latRecorder) record(body []byte) { r.recordDue(time.UnixMilli(dueOf(body))) }
+
+// recordDue notes a firing of a message due at due.
+func (r *latRecorder) recordDue(due time.Time) {
+	d := time.Since(due)
 	i := int(r.fired.Add(1)) - 1
 	switch {
 	case i < r.total:

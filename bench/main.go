@@ -1,10 +1,12 @@
-// Command bench runs the same cases against hibiken/asynq and RMQ for Go in
-// one run, against one throwaway local redis-server that it starts on a free
-// loopback port (no persistence) and stops, and prints one table with the
-// ratios, the machine and the command line.
+// Command bench is the benchmark driver of RMQ for Go. It runs the same cases
+// against hibiken/asynq and RMQ for Go in one run, against one throwaway
+// local redis-server that it starts on a free loopback port (no persistence;
+// installed with apt-get first if it is missing) and stops, and prints one
+// table with the ratios, the machine and the command line.
 //
-// Cases (128-byte bodies, one message type per system: asynq tasks and RMQ
-// FixedTime messages):
+// Cases (128-byte bodies; asynq tasks against RMQ FixedTime messages, the
+// one type asynq has; -types adds RMQ's other message types and a table per
+// type):
 //
 //   - produce with single calls from 1 and from 32 goroutines (asynq
 //     Client.Enqueue, RMQ SendFixedTime);
@@ -14,20 +16,24 @@
 //     consumer.WithPrefetch(-prefetch);
 //   - firing lateness (handler call − due time) p50/p99/max and early
 //     firings at 1,000 and 20,000 msgs/s coming due (asynq ProcessAt);
-//   - optionally (-huge) the same lateness with 10 million far-future
-//     messages waiting in the same queue;
+//   - optionally (-waiting N, or -huge for 10 million) the same lateness
+//     with N far-future messages waiting in the same queue;
 //   - Redis memory per waiting message (INFO memory delta / count).
 //
 // Throughput and lateness figures are medians of -runs runs; the systems
 // alternate within each case. Per-message costs (Redis commands, round
 // trips, bytes on the wire, client and Redis CPU) are measured in the same
-// timed sections.
+// timed sections. -json prints all of it for machines instead of tables.
+// The exit status is 1 when RMQ lost a message, delivered one twice or
+// fired one early.
 //
 //	cd bench && go run .              # ≈ 2 minutes
 //	cd bench && go run . -huge        # + 10M waiting messages (RMQ)
+//	cd bench && go run . -systems rmq -types all -runs 1   # every RMQ type
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -35,12 +41,16 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/rmq-go/rmq/internal/redisserver"
+	"github.com/rmq-go/rmq/topic"
 )
 
 type options struct {
@@ -57,13 +67,13 @@ type options struct {
 	late       []latSpec
 	lead       time.Duration
 	memN       int
-	huge       bool
-	hugeN      int
+	waiting    int // far-future messages of the -waiting lateness cases; 0: none
 	hugeAsynq  bool
 	asynqCheck time.Duration
 	systems    map[string]bool
+	types      []topic.Type // RMQ message types, FixedTime (the compared one) first
 	cases      map[string]bool
-	redisBin   string
+	json       bool
 	verbose    bool
 	cpuProfile string
 	resp       int
@@ -80,7 +90,8 @@ var allCases = []string{"produce1", "produce32", "batch", "consume", "consumepf"
 
 func parseFlags() (options, error) {
 	var o options
-	var late, systems, cases string
+	var late, systems, types, cases string
+	var huge bool
 	flag.IntVar(&o.runs, "runs", 3, "runs of each throughput and lateness case; the table shows medians")
 	flag.IntVar(&o.n, "n", 20000, "messages per single-send produce case and per consume backlog")
 	flag.IntVar(&o.batchN, "batch-n", 200000, "messages in the batch produce case")
@@ -94,16 +105,17 @@ func parseFlags() (options, error) {
 	flag.StringVar(&late, "late", "1000:2s,20000:1s", "lateness cases, rate:duration (msgs/s coming due, for how long)")
 	flag.DurationVar(&o.lead, "lead", time.Second, "each lateness message is sent this long before it is due")
 	flag.IntVar(&o.memN, "mem-n", 200000, "waiting messages for the memory case (the issue's figure is for 1000000)")
-	flag.BoolVar(&o.huge, "huge", false, "also measure lateness with -huge-n far-future messages waiting (loads them with SendBatch; needs ~3 GB)")
-	flag.IntVar(&o.hugeN, "huge-n", 10_000_000, "far-future messages for -huge")
-	flag.BoolVar(&o.hugeAsynq, "huge-asynq", false, "run -huge for asynq too (one Enqueue per task: ~10 min and ~7 GB for 10M)")
+	flag.IntVar(&o.waiting, "waiting", 0, "also measure lateness with this many far-future messages waiting in the same queue (RMQ loads them with SendBatch)")
+	flag.BoolVar(&huge, "huge", false, "-waiting 10000000 (needs ~3 GB)")
+	flag.BoolVar(&o.hugeAsynq, "huge-asynq", false, "run the -waiting cases for asynq too (one Enqueue per task: ~10 min and ~7 GB for 10M)")
 	flag.DurationVar(&o.asynqCheck, "asynq-check", 0, "asynq TaskCheckInterval and DelayedTaskCheckInterval (0: asynq's defaults, 1s and 5s)")
 	flag.StringVar(&systems, "systems", "asynq,rmq", "systems to run")
+	flag.StringVar(&types, "types", "fixedtime", "RMQ message types: rangemerge, priority, fixedtime, or all; asynq is compared with fixedtime, and more than one type adds a table per type")
 	flag.StringVar(&cases, "cases", strings.Join(allCases, ","), "cases to run")
-	flag.StringVar(&o.redisBin, "redis-server", "redis-server", "redis-server binary")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of each timed throughput section to PREFIX-<case>-<system>-r<run>.pprof")
 	flag.IntVar(&o.resp, "resp", 3, "RESP version of the go-redis client (3 is go-redis's default; 2 skips its push-notification checks)")
 	flag.BoolVar(&o.cmdStats, "cmdstats", false, "also print INFO commandstats per message for each throughput case")
+	flag.BoolVar(&o.json, "json", false, "print the results as JSON on stdout instead of tables (progress still goes to stderr)")
 	flag.BoolVar(&o.verbose, "v", false, "log RMQ warnings and asynq errors to stderr")
 	flag.Parse()
 	o.rawArgs = os.Args[1:]
@@ -116,6 +128,25 @@ func parseFlags() (options, error) {
 			return o, fmt.Errorf("-systems: unknown %q (asynq, rmq)", s)
 		}
 		o.systems[s] = true
+	}
+	if types == "all" {
+		types = "fixedtime,rangemerge,priority"
+	}
+	for _, s := range strings.Split(types, ",") {
+		t, err := topic.ParseType(strings.TrimSpace(s))
+		if err != nil {
+			return o, fmt.Errorf("-types: %w", err)
+		}
+		if !slices.Contains(o.types, t) {
+			o.types = append(o.types, t)
+		}
+	}
+	// FixedTime first: it is the type compared with asynq.
+	slices.SortStableFunc(o.types, func(a, b topic.Type) int {
+		return cmp.Compare(b2i(a != topic.FixedTime), b2i(b != topic.FixedTime))
+	})
+	if huge && o.waiting == 0 {
+		o.waiting = 10_000_000
 	}
 	for _, c := range strings.Split(cases, ",") {
 		c = strings.TrimSpace(c)
@@ -140,10 +171,20 @@ func parseFlags() (options, error) {
 	switch {
 	case o.resp != 2 && o.resp != 3:
 		return o, errors.New("-resp must be 2 or 3")
-	case o.runs < 1, o.n < 1, o.batchN < 1, o.batch < 1, o.batchG < 1, o.producers < 1, o.workers < 1, o.body < 32, o.hugeN < 1, o.memN < 0:
+	case o.runs < 1, o.n < 1, o.batchN < 1, o.batch < 1, o.batchG < 1, o.producers < 1, o.workers < 1, o.body < 32, o.waiting < 0, o.memN < 0:
 		return o, errors.New("counts must be positive (-body at least 32)")
 	}
+	if _, err := topic.New("x", topic.FixedTime, o.slots); err != nil {
+		return o, fmt.Errorf("-slots: %w", err)
+	}
 	return o, nil
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func main() {
@@ -165,22 +206,30 @@ func progress(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "bench: "+format+"\n", args...)
 }
 
-func run(ctx context.Context, o options) error {
+func run(ctx context.Context, o options) (err error) {
 	began := time.Now()
-	srv, err := startRedis(ctx, o.redisBin)
+	if err := redisserver.EnsureInstalled(ctx, progress); err != nil {
+		return err
+	}
+	srv, err := redisserver.Start(ctx, redisserver.Config{})
 	if err != nil {
 		return err
 	}
-	defer srv.stop()
-	progress("started redis-server on %s", srv.addr)
+	defer func() {
+		if serr := srv.Stop(); serr != nil && err == nil {
+			err = fmt.Errorf("stopping redis-server: %w", serr)
+		}
+	}()
+	addr := srv.Addr()
+	progress("started redis-server on %s", addr)
 
 	cnt := &counters{}
-	rdb := redis.NewClient(&redis.Options{Addr: srv.addr, PoolSize: 64, Protocol: o.resp, Dialer: countingDialer(cnt)})
+	rdb := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 64, Protocol: o.resp, Dialer: countingDialer(cnt)})
 	defer rdb.Close()
 	rdb.AddHook(countingHook{cnt})
 	// The admin client reads INFO and flushes: FLUSHALL of 10M messages
 	// takes longer than go-redis's default 3 s read timeout.
-	admin := redis.NewClient(&redis.Options{Addr: srv.addr, ReadTimeout: 5 * time.Minute, WriteTimeout: time.Minute})
+	admin := redis.NewClient(&redis.Options{Addr: addr, ReadTimeout: 5 * time.Minute, WriteTimeout: time.Minute})
 	defer admin.Close()
 	if err := admin.Ping(ctx).Err(); err != nil {
 		return err
@@ -191,24 +240,37 @@ func run(ctx context.Context, o options) error {
 		level = slog.LevelWarn
 	}
 	s := settings{body: o.body, producers: o.producers, workers: o.workers}
-	env := readEnv(ctx, admin, srv.addr)
+	env := readEnv(ctx, admin, addr)
 	asys := &asynqSys{rdb: rdb, admin: admin, s: s, checkInterval: o.asynqCheck, version: env.asynqVersion}
-	rsys := &rmqSys{rdb: rdb, admin: admin, s: s, slots: o.slots, log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	var systems []system
 	if o.systems["asynq"] {
 		systems = append(systems, asys)
 	}
 	if o.systems["rmq"] {
-		systems = append(systems, rsys)
+		for _, t := range o.types {
+			systems = append(systems, &rmqSys{rdb: rdb, admin: admin, s: s, typ: t, slots: o.slots, log: log})
+		}
 	}
 	b := &runner{o: o, rdb: rdb, admin: admin, cnt: cnt, res: newResults()}
 	err = b.all(ctx, systems)
 	env.elapsed = time.Since(began)
 	env.loadAfter = loadAvg()
-	if err != nil {
-		// Print what was measured before the failure.
-		fmt.Fprintln(os.Stdout, "INCOMPLETE: bench stopped early:", err)
+	if o.json {
+		if jerr := printJSON(os.Stdout, o, env, systems, b.res, err); jerr != nil && err == nil {
+			err = jerr
+		}
+	} else {
+		if err != nil {
+			// Print what was measured before the failure.
+			fmt.Fprintln(os.Stdout, "INCOMPLETE: bench stopped early:", err)
+		}
+		printReport(os.Stdout, o, env, systems, b.res)
 	}
-	printReport(os.Stdout, o, env, systems, b.res)
+	if err == nil {
+		if p := problems(systems, b.res); len(p) > 0 {
+			err = fmt.Errorf("FAILED: %s", strings.Join(p, "; "))
+		}
+	}
 	return err
 }

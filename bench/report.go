@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/rmq-go/rmq/topic"
 )
 
 type environment struct {
@@ -184,14 +186,7 @@ type row struct {
 }
 
 func printReport(w io.Writer, o options, env environment, systems []system, res *results) {
-	var asys, rsys string
-	for _, s := range systems {
-		if _, ok := s.(*asynqSys); ok {
-			asys = s.name()
-		} else {
-			rsys = s.name()
-		}
-	}
+	asys, rsys, rtype := compared(systems)
 	aName := "asynq " + env.asynqVersion
 	fmt.Fprintf(w, "\nRMQ for Go vs hibiken/asynq — one invocation, one throwaway redis-server, %d-byte bodies, medians of %d runs\n\n", o.body, o.runs)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -311,9 +306,9 @@ func printReport(w io.Writer, o options, env environment, systems []system, res 
 			latRows("", "late:"+strconv.Itoa(ls.rate), ls, p50, p99)
 		}
 	}
-	if o.huge {
+	if o.waiting > 0 {
 		for _, ls := range o.late {
-			latRows(count(o.hugeN)+" waiting: ", "huge:"+strconv.Itoa(ls.rate), ls, 0, 0)
+			latRows(count(o.waiting)+" waiting: ", "huge:"+strconv.Itoa(ls.rate), ls, 0, 0)
 		}
 	}
 	if o.cases["memory"] && o.memN > 0 {
@@ -339,7 +334,8 @@ func printReport(w io.Writer, o options, env environment, systems []system, res 
 
 	// Per-message costs of the throughput cases.
 	if !o.cases["produce1"] && !o.cases["produce32"] && !o.cases["batch"] && !o.cases["consume"] && !o.cases["consumepf"] {
-		printFooter(w, o, env, aName, asys, res)
+		printTypes(w, o, systems, res)
+		printFooter(w, o, env, aName, asys, rtype, res)
 		return
 	}
 	fmt.Fprintf(w, "\nPer message, same timed sections (medians):\n\n")
@@ -371,7 +367,36 @@ func printReport(w io.Writer, o options, env environment, systems []system, res 
 	if o.cmdStats {
 		printCmdStats(w, res, asys, rsys)
 	}
-	printFooter(w, o, env, aName, asys, res)
+	printTypes(w, o, systems, res)
+	printFooter(w, o, env, aName, asys, rtype, res)
+}
+
+// compared returns the names of the two systems the main table compares:
+// asynq and the first RMQ system (FixedTime when it ran), and the RMQ
+// system's message type.
+func compared(systems []system) (asys, rsys string, rtype topic.Type) {
+	for _, s := range systems {
+		switch s := s.(type) {
+		case *asynqSys:
+			asys = s.name()
+		case *rmqSys:
+			if rsys == "" {
+				rsys, rtype = s.name(), s.typ
+			}
+		}
+	}
+	return asys, rsys, rtype
+}
+
+// typeName spells a message type as the Go constant does.
+func typeName(t topic.Type) string {
+	switch t {
+	case topic.RangeMerge:
+		return "RangeMerge"
+	case topic.Priority:
+		return "Priority"
+	}
+	return "FixedTime"
 }
 
 // count formats a message count: 10M, 1.5M, 200,000.
@@ -382,18 +407,21 @@ func count(n int) string {
 	return thousands(float64(n))
 }
 
-func printFooter(w io.Writer, o options, env environment, aName, asys string, res *results) {
+func printFooter(w io.Writer, o options, env environment, aName, asys string, rtype topic.Type, res *results) {
 	fmt.Fprintln(w)
 	if o.cases["batch"] && asys != "" {
 		fmt.Fprintln(w, "¹ asynq has no batch enqueue; the ratio is against its 32-goroutine Enqueue.")
 	}
 	lead := fmt.Sprintf("%v", o.lead)
 	fmt.Fprintf(w, "² lateness = handler call − due time (whole ms, asynq ProcessAt / RMQ SendFixedTime, each sent %s ahead from %d goroutines);\n", lead, o.producers)
-	fmt.Fprintf(w, "  early = fired before the due time, summed over the runs (of all fired). asynq: ")
-	if o.asynqCheck == 0 {
-		fmt.Fprintln(w, "default check intervals (TaskCheckInterval 1s, DelayedTaskCheckInterval 5s).")
-	} else {
-		fmt.Fprintf(w, "TaskCheckInterval = DelayedTaskCheckInterval = %v.\n", o.asynqCheck)
+	fmt.Fprintf(w, "  early = fired before the due time, summed over the runs (of all fired).")
+	switch {
+	case asys == "":
+		fmt.Fprintln(w)
+	case o.asynqCheck == 0:
+		fmt.Fprintln(w, " asynq: default check intervals (TaskCheckInterval 1s, DelayedTaskCheckInterval 5s).")
+	default:
+		fmt.Fprintf(w, " asynq: TaskCheckInterval = DelayedTaskCheckInterval = %v.\n", o.asynqCheck)
 	}
 	var lags []string
 	for id, bySys := range res.m {
@@ -429,7 +457,7 @@ func printFooter(w io.Writer, o options, env environment, aName, asys string, re
 	fmt.Fprintf(w, "machine:  %s, nproc %d, %s RAM, %s/%s, %s; load average %s before, %s after\n", env.cpuModel, runtime.NumCPU(), env.memTotal, runtime.GOOS, runtime.GOARCH, runtime.Version(), env.loadBefore, env.loadAfter)
 	fmt.Fprintf(w, "redis:    redis-server %s, throwaway on %s (loopback, --save '' --appendonly no)\n", env.redisVersion, env.redisAddr)
 	fmt.Fprintf(w, "clients:  %s; RMQ for Go %s; one go-redis %s client (pool 64, RESP%d) for both\n", aName, env.rmqTree, env.goRedis, o.resp)
-	fmt.Fprintf(w, "settings: runs=%d n=%d batch-n=%d body=%dB RMQ FixedTime topics of %d slots, workers=%d, consumepf prefetch=%d\n", o.runs, o.n, o.batchN, o.body, o.slots, o.workers, o.prefetch)
+	fmt.Fprintf(w, "settings: runs=%d n=%d batch-n=%d body=%dB RMQ %s topics of %d slots, workers=%d, consumepf prefetch=%d\n", o.runs, o.n, o.batchN, o.body, typeName(rtype), o.slots, o.workers, o.prefetch)
 	fmt.Fprintf(w, "command:  %s   (took %v)\n", commandLine(o.rawArgs), env.elapsed.Round(time.Second))
 }
 

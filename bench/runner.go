@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -77,8 +78,9 @@ func (b *runner) all(ctx context.Context, systems []system) error {
 	for r := range b.o.runs {
 		// Alternate which system goes first, so drift hits both alike.
 		order := systems
-		if r%2 == 1 && len(systems) == 2 {
-			order = []system{systems[1], systems[0]}
+		if r%2 == 1 {
+			order = slices.Clone(systems)
+			slices.Reverse(order)
 		}
 		if err := b.runOnce(ctx, r, order); err != nil {
 			return err
@@ -91,9 +93,9 @@ func (b *runner) all(ctx context.Context, systems []system) error {
 			}
 		}
 	}
-	if b.o.huge {
+	if b.o.waiting > 0 {
 		for _, s := range systems {
-			if _, isAsynq := s.(*asynqSys); isAsynq && !b.o.hugeAsynq {
+			if _, isAsynq := s.(*asynqSys); (isAsynq && !b.o.hugeAsynq) || !s.timeBased() {
 				continue
 			}
 			if err := b.hugeCase(ctx, s); err != nil {
@@ -128,11 +130,7 @@ func (b *runner) runOnce(ctx context.Context, r int, systems []system) error {
 			progress("run %d/%d: %s: %s", r+1, o.runs, s.name(), c.id)
 			m := b.meter(ctx)
 			if o.cpuProfile != "" {
-				short := "asynq"
-				if _, ok := s.(*rmqSys); ok {
-					short = "rmq"
-				}
-				m.profile = fmt.Sprintf("%s-%s-%s-r%d.pprof", o.cpuProfile, c.id, short, r+1)
+				m.profile = fmt.Sprintf("%s-%s-%s-r%d.pprof", o.cpuProfile, c.id, s.id(), r+1)
 			}
 			err := c.run(s, m, fmt.Sprintf("%s-r%d", c.id, r))
 			smp := b.res.get(c.id, s.name())
@@ -153,6 +151,9 @@ func (b *runner) runOnce(ctx context.Context, r int, systems []system) error {
 		for _, ls := range o.late {
 			id := "late:" + strconv.Itoa(ls.rate)
 			for _, s := range systems {
+				if !s.timeBased() {
+					continue // priority messages have no due time
+				}
 				progress("run %d/%d: %s: lateness, %d msgs/s coming due for %v", r+1, o.runs, s.name(), ls.rate, ls.duration)
 				lr, err := s.lateness(ctx, fmt.Sprintf("late%d-r%d", ls.rate, r), latCase{rate: ls.rate, duration: ls.duration, lead: o.lead, tag: "l" + strconv.Itoa(r)})
 				if err != nil {
@@ -216,27 +217,27 @@ func (b *runner) memory(ctx context.Context, s system) error {
 	return b.reset(ctx)
 }
 
-// hugeCase loads hugeN far-future messages into one queue and runs the
+// hugeCase loads -waiting far-future messages into one queue and runs the
 // lateness cases on that queue.
 func (b *runner) hugeCase(ctx context.Context, s system) error {
 	if err := b.reset(ctx); err != nil {
 		return err
 	}
-	progress("%s: loading %d far-future messages", s.name(), b.o.hugeN)
+	progress("%s: loading %d far-future messages", s.name(), b.o.waiting)
 	start := time.Now()
 	const chunk = 1_000_000
-	for done := 0; done < b.o.hugeN; done += chunk {
-		n := min(chunk, b.o.hugeN-done)
+	for done := 0; done < b.o.waiting; done += chunk {
+		n := min(chunk, b.o.waiting-done)
 		if err := s.loadFarFuture(ctx, "huge", "h"+strconv.Itoa(done/chunk), n); err != nil {
 			return err
 		}
 		progress("%s: loaded %d in %v", s.name(), done+n, time.Since(start).Round(time.Second))
 	}
-	loadRate := float64(b.o.hugeN) / time.Since(start).Seconds()
+	loadRate := float64(b.o.waiting) / time.Since(start).Seconds()
 	for r := range b.o.runs {
 		for _, ls := range b.o.late {
 			id := "huge:" + strconv.Itoa(ls.rate)
-			progress("run %d/%d: %s: lateness with %d waiting, %d msgs/s coming due for %v", r+1, b.o.runs, s.name(), b.o.hugeN, ls.rate, ls.duration)
+			progress("run %d/%d: %s: lateness with %d waiting, %d msgs/s coming due for %v", r+1, b.o.runs, s.name(), b.o.waiting, ls.rate, ls.duration)
 			lr, err := s.lateness(ctx, "huge", latCase{rate: ls.rate, duration: ls.duration, lead: b.o.lead, tag: fmt.Sprintf("L%dx%d", ls.rate, r)})
 			if err != nil {
 				return err

@@ -22,7 +22,9 @@ type asynqSys struct {
 	version       string
 }
 
-func (a *asynqSys) name() string { return "asynq " + a.version }
+func (a *asynqSys) name() string    { return "asynq " + a.version }
+func (a *asynqSys) id() string      { return "asynq" }
+func (a *asynqSys) timeBased() bool { return true }
 
 func (a *asynqSys) client() *asynq.Client { return asynq.NewClientFromRedisClient(a.rdb) }
 

@@ -19,19 +19,71 @@ import (
 // rmqPrefix is the key prefix of every RMQ case; queues are topics.
 const rmqPrefix = "rmqb"
 
-// rmqSys runs the cases with RMQ for Go: FixedTime topics of slots slots.
+// rmqSys runs the cases with RMQ for Go: topics of type typ with slots
+// slots. Messages are due at once unless a case says otherwise; priority
+// messages get priorities 17…1016 in turn.
 type rmqSys struct {
 	rdb   *redis.Client
 	admin *redis.Client // uncounted: polls for the end of a drain
 	log   *slog.Logger
+	typ   topic.Type
 	slots int
 	s     settings
 }
 
-func (r *rmqSys) name() string { return "RMQ for Go" }
+// name is "RMQ for Go" for FixedTime, the type compared with asynq, so the
+// default report reads as before; the other types carry their name.
+func (r *rmqSys) name() string {
+	if r.typ == topic.FixedTime {
+		return "RMQ for Go"
+	}
+	return "RMQ for Go " + r.typ.String()
+}
+
+func (r *rmqSys) id() string {
+	if r.typ == topic.FixedTime {
+		return "rmq"
+	}
+	return "rmq-" + r.typ.String()
+}
+
+func (r *rmqSys) timeBased() bool { return r.typ.TimeBased() }
 
 func (r *rmqSys) topic(q string) (topic.Topic, error) {
-	return topic.New(q, topic.FixedTime, r.slots)
+	return topic.New(q, r.typ, r.slots)
+}
+
+// priority is the priority of message i of a priority topic.
+func priority(i int) int64 { return int64(topic.MinPriority + 1 + i%1000) }
+
+// send sends one message due now (or at, for FixedTime) with the
+// single-message API of the topic's type.
+func (r *rmqSys) send(ctx context.Context, p *producer.Producer, t topic.Topic, body []byte, i int, at time.Time) error {
+	var err error
+	switch r.typ {
+	case topic.RangeMerge:
+		_, err = p.SendRangeMerge(ctx, t, body, max(time.Until(at), 0))
+	case topic.Priority:
+		_, err = p.SendPriority(ctx, t, body, priority(i))
+	default:
+		_, err = p.SendFixedTime(ctx, t, body, at)
+	}
+	return err
+}
+
+// batchMessage is message i of a SendBatch call, due at at (priority
+// messages: at is ignored).
+func (r *rmqSys) batchMessage(body []byte, i int, at time.Time) producer.BatchMessage {
+	m := producer.BatchMessage{Body: body}
+	switch r.typ {
+	case topic.RangeMerge:
+		m.TimeRange = max(time.Until(at), 0)
+	case topic.Priority:
+		m.Priority = priority(i)
+	default:
+		m.At = at
+	}
+	return m
 }
 
 // producer returns a producer whose topic definition is already stored, so
@@ -39,7 +91,7 @@ func (r *rmqSys) topic(q string) (topic.Topic, error) {
 func (r *rmqSys) producer(ctx context.Context, t topic.Topic) (*producer.Producer, error) {
 	p := producer.New(r.rdb, producer.WithPrefix(rmqPrefix))
 	warm := []byte("warm-up")
-	if _, err := p.SendFixedTime(ctx, t, warm, time.Now()); err != nil {
+	if err := r.send(ctx, p, t, warm, 0, time.Now()); err != nil {
 		return nil, err
 	}
 	if _, err := p.Remove(ctx, t, producer.BodyID(warm)); err != nil {
@@ -61,8 +113,7 @@ func (r *rmqSys) produce(ctx context.Context, m *meter, q string, n, g int) erro
 	m.start()
 	err = parallel(ctx, n, g, func(w, i int) error {
 		bufs[w] = makeBody(bufs[w], r.s.body, "p", i, 0)
-		_, err := p.SendFixedTime(ctx, t, bufs[w], time.Now())
-		return err
+		return r.send(ctx, p, t, bufs[w], i, time.Now())
 	})
 	m.stop()
 	return err
@@ -90,7 +141,7 @@ func (r *rmqSys) sendBatches(ctx context.Context, p *producer.Producer, t topic.
 		lo, hi := c*batch, min((c+1)*batch, n)
 		msgs := make([]producer.BatchMessage, 0, hi-lo)
 		for i := lo; i < hi; i++ {
-			msgs = append(msgs, producer.BatchMessage{Body: makeBody(nil, r.s.body, tag, i, 0), At: at(i)})
+			msgs = append(msgs, r.batchMessage(makeBody(nil, r.s.body, tag, i, 0), i, at(i)))
 		}
 		_, err := p.SendBatch(ctx, t, msgs)
 		return err
@@ -171,6 +222,9 @@ func waitAll(ctx context.Context, all <-chan struct{}, handled *atomic.Int64, n 
 }
 
 func (r *rmqSys) lateness(ctx context.Context, q string, lc latCase) (latResult, error) {
+	if !r.typ.TimeBased() {
+		return latResult{}, errUnsupported
+	}
 	t, err := r.topic(q)
 	if err != nil {
 		return latResult{}, err
@@ -181,7 +235,9 @@ func (r *rmqSys) lateness(ctx context.Context, q string, lc latCase) (latResult,
 	}
 	rec := newLatRecorder(int(lc.duration.Seconds() * float64(lc.rate)))
 	err = c.Register(t, consumer.ListenerFunc(func(ctx context.Context, msg *consumer.Message) error {
-		rec.record(msg.Body)
+		// DueAt is the due time the message was stored with: the one
+		// planned for FixedTime, send time + range for RangeMerge.
+		rec.recordDue(msg.DueAt)
 		return nil
 	}), consumer.WithConcurrency(r.s.workers))
 	if err != nil {
@@ -192,8 +248,12 @@ func (r *rmqSys) lateness(ctx context.Context, q string, lc latCase) (latResult,
 	}
 	p := c.Producer()
 	res, err := runLateness(ctx, lc, r.s.producers, r.s.body, rec, func(ctx context.Context, body []byte, dueMs int64) error {
-		_, err := p.SendFixedTime(ctx, t, body, time.UnixMilli(dueMs))
-		return err
+		if r.typ == topic.RangeMerge {
+			// A range-merge message is due its range after the send.
+			_, err := p.SendRangeMerge(ctx, t, body, lc.lead)
+			return err
+		}
+		return r.send(ctx, p, t, body, 0, time.UnixMilli(dueMs))
 	})
 	if cerr := closeRMQ(c); err == nil && cerr != nil {
 		err = fmt.Errorf("close: %w", cerr)

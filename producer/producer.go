@@ -30,8 +30,10 @@ type Producer struct {
 	cfg     config
 	err     error // a configuration error, returned by every call
 	wakeCmd string
-	defined sync.Map // topic name -> definition already checked against Redis
-	gc      *groupcommit.Group[*pending]
+	defined sync.Map // topic name -> *definedTopic (define.go)
+	// redefineEvery is redefineInterval; tests shorten it.
+	redefineEvery time.Duration
+	gc            *groupcommit.Group[*pending]
 	// merged: one script call may name several slots (a single node).
 	merged bool
 }
@@ -44,7 +46,7 @@ func New(rdb redis.UniversalClient, opts ...Option) *Producer {
 		o(&cfg)
 	}
 	_, single := rdb.(*redis.Client)
-	p := &Producer{rdb: rdb, cfg: cfg, wakeCmd: scripts.WakeCommand(rdb), merged: single}
+	p := &Producer{rdb: rdb, cfg: cfg, wakeCmd: scripts.WakeCommand(rdb), merged: single, redefineEvery: redefineInterval}
 	p.gc = newGroupCommit(p)
 	p.err = slots.ValidatePrefix(cfg.prefix)
 	return p
@@ -181,21 +183,6 @@ func (p *Producer) checkTopic(t topic.Topic, typ topic.Type) error {
 	if t.Type() != typ {
 		return fmt.Errorf("%w: topic %s is %s, not %s", ErrTypeMismatch, t.Name(), t.Type(), typ)
 	}
-	return nil
-}
-
-// define makes sure the topic's stored definition agrees (once per topic).
-func (p *Producer) define(ctx context.Context, t topic.Topic) error {
-	if def, ok := p.defined.Load(t.Name()); ok {
-		if def == t.Definition() {
-			return nil
-		}
-		return fmt.Errorf("%w: %s is %s, given as %s", ErrTopicConflict, t.Name(), def, t.Definition())
-	}
-	if err := topic.Define(ctx, p.rdb, slots.TopicsKey(p.cfg.prefix), t); err != nil {
-		return err
-	}
-	p.defined.Store(t.Name(), t.Definition())
 	return nil
 }
 

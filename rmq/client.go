@@ -161,17 +161,20 @@ func (c *Client) checkEviction(ctx context.Context) {
 	}
 }
 
+// maxmemoryPolicy reads INFO memory rather than CONFIG GET: a
+// least-privilege ACL user may run INFO, while CONFIG GET would also hand
+// it every password in the configuration.
 func maxmemoryPolicy(ctx context.Context, rdb redis.UniversalClient) (string, error) {
-	vals, err := rdb.ConfigGet(ctx, "maxmemory-policy").Result()
+	info, err := rdb.Info(ctx, "memory").Result()
 	if err != nil {
 		return "", err
 	}
-	for k, v := range vals {
-		if strings.EqualFold(k, "maxmemory-policy") {
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "maxmemory_policy:"); ok {
 			return v, nil
 		}
 	}
-	return "", errors.New("no maxmemory-policy in CONFIG GET reply")
+	return "", errors.New("no maxmemory_policy in INFO memory")
 }
 
 // Close stops every consumer (in parallel): fetching stops, handlers in

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs the main demo of RMQ for Go (examples/demo) against a throwaway
+# Runs the main demo of RMQ for Go (examples/demo): it builds the examples
+# ordertimeout, pricemerge and priorityjobs and runs them against a throwaway
 # redis-server, installing redis-server from the OS packages first if it is
 # missing. Works from anywhere inside the repository; needs Go.
 #

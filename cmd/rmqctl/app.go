@@ -45,11 +45,11 @@ type app struct {
 	stdin          *bufio.Reader
 	stdout, stderr io.Writer
 
-	redisAddr string
-	cluster   string
-	prefix    string
-	output    string
-	timeout   time.Duration
+	conn    connFlags
+	target  *target
+	prefix  string
+	output  string
+	timeout time.Duration
 
 	rdb  redis.UniversalClient
 	insp *rmq.Inspector
@@ -84,13 +84,15 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 func (a *app) main(args []string) error {
 	fs := flag.NewFlagSet("rmqctl", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	fs.StringVar(&a.redisAddr, "redis", envOr("RMQ_REDIS", "127.0.0.1:6379"), "")
-	fs.StringVar(&a.cluster, "cluster", envOr("RMQ_CLUSTER", ""), "")
+	fs.StringVar(&a.conn.url, "url", "", "")
+	fs.StringVar(&a.conn.redis, "redis", "", "")
+	fs.StringVar(&a.conn.cluster, "cluster", "", "")
+	fs.StringVar(&a.conn.tlsCA, "tls-ca", "", "")
+	fs.StringVar(&a.conn.tlsName, "tls-server-name", "", "")
 	fs.StringVar(&a.prefix, "prefix", "rmq", "")
 	fs.StringVar(&a.output, "o", "table", "")
 	fs.StringVar(&a.output, "output", "table", "")
 	fs.DurationVar(&a.timeout, "timeout", 30*time.Second, "")
-	redisSet := false
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(a.stdout, globalHelp)
@@ -98,12 +100,10 @@ func (a *app) main(args []string) error {
 		}
 		return usagef("", "%v", err)
 	}
-	fs.Visit(func(f *flag.Flag) { redisSet = redisSet || f.Name == "redis" })
+	a.conn.set = map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { a.conn.set[f.Name] = true })
 	if a.output != "table" && a.output != "json" {
 		return usagef("", "-o %q: want table or json", a.output)
-	}
-	if a.cluster != "" && redisSet {
-		return usagef("", "--redis and --cluster exclude each other")
 	}
 	rest := fs.Args()
 	if len(rest) == 0 {
@@ -116,42 +116,13 @@ func (a *app) main(args []string) error {
 	if cmd.run == nil { // "help"
 		return a.help(rest[1:])
 	}
+	// Resolved before any command runs, so a wrong connection flag is a
+	// usage error (exit 2) and nothing is dialled.
+	if a.target, err = a.conn.resolveTarget(os.Getenv); err != nil {
+		return err
+	}
 	cargs := rest[len(strings.Fields(cmd.name)):]
 	return cmd.run(a, cargs)
-}
-
-func envOr(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return def
-}
-
-// connect opens Redis and the inspector, once flags are known to be right.
-func (a *app) connect(ctx context.Context) error {
-	if a.cluster != "" {
-		var addrs []string
-		for _, s := range strings.Split(a.cluster, ",") {
-			if s = strings.TrimSpace(s); s != "" {
-				addrs = append(addrs, s)
-			}
-		}
-		a.rdb = redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, DisableIdentity: true, DialerRetries: 1})
-	} else {
-		a.rdb = redis.NewClient(&redis.Options{Addr: a.redisAddr, DisableIdentity: true, DialerRetries: 1})
-	}
-	if err := a.rdb.Ping(ctx).Err(); err != nil {
-		return fmt.Errorf("connect to Redis at %s: %w", a.where(), err)
-	}
-	a.insp = rmq.NewInspector(a.rdb, rmq.WithPrefix(a.prefix))
-	return nil
-}
-
-func (a *app) where() string {
-	if a.cluster != "" {
-		return a.cluster
-	}
-	return a.redisAddr
 }
 
 // context bounds one command by --timeout.

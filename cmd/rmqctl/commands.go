@@ -111,11 +111,24 @@ Commands:
 
 const globalHelpTail = `
 Global flags:
-  --redis ADDR         Redis server (default 127.0.0.1:6379, or $RMQ_REDIS)
-  --cluster ADDR,...   Redis Cluster seed nodes instead (or $RMQ_CLUSTER)
+  --url URL            one Redis server: redis://[USER:PASSWORD@]HOST:PORT[/DB],
+                       rediss://... for TLS, unix:///PATH?db=N (or $REDIS_URL)
+  --redis ADDR         one Redis server by HOST:PORT, no password
+                       (default 127.0.0.1:6379, or $RMQ_REDIS)
+  --cluster SEEDS      Redis Cluster: HOST:PORT,HOST:PORT,... or one URL
+                       redis[s]://[USER:PASSWORD@]HOST:PORT?addr=HOST:PORT&...
+                       (or $RMQ_CLUSTER)
+  --tls-ca FILE        PEM CA bundle that signed the server's certificate
+                       (rediss:// only; default: the system's roots)
+  --tls-server-name N  the name the certificate must carry, when it is not
+                       the host dialled (an SSH tunnel, an IP address)
   --prefix P           key prefix the topics live under (default "rmq")
   -o, --output FORMAT  table (default) or json; json is stable for scripts
   --timeout D          bound on each command (default 30s)
+
+At most one of --url, --redis and --cluster; without any, the first of
+$RMQ_CLUSTER, $RMQ_REDIS and $REDIS_URL that is set. A password in $REDIS_URL
+stays out of the process list, where --url would show it.
 
 Bodies are shown as text when they are printable UTF-8, else as base64.
 Commands that requeue or delete more than one message ask for

@@ -2,7 +2,11 @@
 // topics, shows their statistics and waiting messages, and lists, shows,
 // requeues and deletes dead messages.
 //
-//	rmqctl [--redis ADDR | --cluster ADDR,...] [--prefix P] [-o table|json] COMMAND
+//	rmqctl [--url URL | --redis ADDR | --cluster SEEDS] [--tls-ca FILE] [--prefix P] [-o table|json] COMMAND
+//
+// URL is redis://USER:PASSWORD@HOST:PORT/DB, rediss://... for TLS, or
+// unix:///PATH; $REDIS_URL gives it without putting the password on the
+// command line.
 //
 // Run "rmqctl help" for the commands, "rmqctl help COMMAND" for one of them.
 // Exit status: 0 success, 1 error (or a declined confirmation), 2 usage.

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -67,6 +68,7 @@ type ctl struct {
 	t      *testing.T
 	bin    string
 	global []string
+	env    []string // NAME=value, on top of the test's environment
 }
 
 type result struct {
@@ -80,6 +82,12 @@ func (c ctl) run(stdin string, args ...string) result {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, c.bin, append(append([]string{}, c.global...), args...)...)
 	cmd.Stdin = strings.NewReader(stdin)
+	// The variables that name a Redis come only from the test.
+	cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool {
+		name, _, _ := strings.Cut(kv, "=")
+		return name == "REDIS_URL" || name == "RMQ_REDIS" || name == "RMQ_CLUSTER"
+	})
+	cmd.Env = append(cmd.Env, c.env...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()

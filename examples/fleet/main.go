@@ -18,12 +18,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"sort"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/rmq-go/rmq/consumer"
 	"github.com/rmq-go/rmq/examples/internal/exampleredis"
@@ -43,13 +46,14 @@ var steps = []string{"created", "paid", "picked", "packed", "shipped", "delivere
 var orderEvents = topic.MustNew("order-events", topic.FixedTime, 16)
 
 func main() {
-	if err := run(); err != nil {
+	if err := setUp(); err != nil {
 		fmt.Fprintln(os.Stderr, "fleet:", err)
 		os.Exit(1)
 	}
 }
 
-func run() error {
+// setUp finds (or starts) Redis and ZooKeeper and runs the example.
+func setUp() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	logf := func(format string, args ...any) { fmt.Printf("# "+format+"\n", args...) }
@@ -66,7 +70,12 @@ func run() error {
 	defer closeZK()
 	prefix := exampleredis.KeyPrefix("fleet")
 	defer func() { _ = exampleredis.DeleteKeys(context.Background(), rdb, prefix) }()
+	return run(ctx, rdb, zkAddr, prefix, os.Stdout)
+}
 
+// run is the example: three workers and a producer on rdb and ZooKeeper at
+// zkAddr, under prefix, telling the story on out.
+func run(ctx context.Context, rdb *redis.Client, zkAddr, prefix string, out io.Writer) error {
 	store := newStore()
 	check := newOrderCheck()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -99,7 +108,7 @@ func run() error {
 		workers[name] = c
 	}
 	waitBalanced(workers, 3*time.Second)
-	fmt.Printf("slots per worker: %s\n", shares(workers, names))
+	fmt.Fprintf(out, "slots per worker: %s\n", shares(workers, names))
 
 	// The producer: every order's events in sequence, orders interleaved.
 	p := producer.New(rdb, producer.WithPrefix(prefix))
@@ -117,11 +126,11 @@ func run() error {
 		}
 		if seq == events/2 {
 			time.Sleep(200 * time.Millisecond)
-			fmt.Println("worker-2 leaves: its slots move to the others once its in-flight events are done")
+			fmt.Fprintln(out, "worker-2 leaves: its slots move to the others once its in-flight events are done")
 			closeWorker(workers["worker-2"])
 			delete(workers, "worker-2")
 			waitBalanced(workers, 10*time.Second)
-			fmt.Printf("slots per worker: %s\n", shares(workers, []string{"worker-1", "worker-3"}))
+			fmt.Fprintf(out, "slots per worker: %s\n", shares(workers, []string{"worker-1", "worker-3"}))
 		}
 	}
 
@@ -132,15 +141,15 @@ func run() error {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	fmt.Println()
+	fmt.Fprintln(out)
 	for o := 1; o <= orders; o++ {
 		order := fmt.Sprintf("order-%02d", o)
-		fmt.Printf("%s: %s\n", order, check.history(order))
+		fmt.Fprintf(out, "%s: %s\n", order, check.history(order))
 	}
 	if errs := check.errors(); len(errs) > 0 {
 		return errors.New(strings.Join(errs, "; "))
 	}
-	fmt.Printf("\nall %d events of %d orders handled once each, in order, one at a time per order\n", orders*events, orders)
+	fmt.Fprintf(out, "\nall %d events of %d orders handled once each, in order, one at a time per order\n", orders*events, orders)
 	return nil
 }
 

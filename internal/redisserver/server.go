@@ -8,6 +8,7 @@ package redisserver
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"github.com/rmq-go/rmq/internal/procutil"
@@ -44,6 +45,29 @@ type Config struct {
 	AppendFsync string
 	// ExtraArgs are appended to the command line, e.g. "--maxmemory", "10mb".
 	ExtraArgs []string
+	// Password, ACL, PingUser, PingPassword and TLS are for single nodes:
+	// StartCluster does not pass them on, since redis-cli --cluster create
+	// and the readiness checks of a cluster log in as the default user. A
+	// cluster gets an extra ACL user with ExtraArgs: "--user", "NAME",
+	// "on", ">PASSWORD", rules...
+	//
+	// Password, if set, is requirepass: the password of the default user.
+	// The readiness check authenticates with it unless PingUser is set.
+	Password string
+	// ACL, if set, is written to users.acl in Dir and loaded with --aclfile:
+	// one "user NAME RULES..." line each, as in an ACL file. A line for
+	// "default" replaces the default user ("user default off" disables it).
+	// Use it or Password, not both.
+	ACL []string
+	// PingUser and PingPassword are the credentials of the readiness check
+	// when the default user cannot PING (disabled by ACL, or given a
+	// password there).
+	PingUser, PingPassword string
+	// TLS, if set, makes the server speak TLS only, on the server's port
+	// (--port 0, --tls-port); clients need not present a certificate. The
+	// readiness check verifies the server against TLS.CAFile, so the
+	// certificate must be valid for 127.0.0.1 (see WriteTLSFiles).
+	TLS *TLSFiles
 	// Logf, if set, receives lifecycle messages. It is only called from
 	// within the methods of this package, never from a background goroutine,
 	// so testing.TB.Logf is safe to pass.
@@ -146,8 +170,13 @@ func (s *Server) args() []string {
 	if s.cfg.AppendOnly {
 		appendOnly = "yes"
 	}
-	a := []string{
-		"--port", strconv.Itoa(s.port),
+	port := []string{"--port", strconv.Itoa(s.port)}
+	if t := s.cfg.TLS; t != nil {
+		port = []string{"--port", "0", "--tls-port", strconv.Itoa(s.port),
+			"--tls-cert-file", t.CertFile, "--tls-key-file", t.KeyFile, "--tls-ca-cert-file", t.CAFile,
+			"--tls-auth-clients", "no"}
+	}
+	a := append(port,
 		"--bind", "127.0.0.1",
 		"--save", "",
 		"--appendonly", appendOnly,
@@ -158,6 +187,12 @@ func (s *Server) args() []string {
 		// Replicas (cluster, or REPLICAOF in a test) would otherwise wait 5 s
 		// for more replicas before the first full sync starts.
 		"--repl-diskless-sync-delay", "0",
+	)
+	if s.cfg.Password != "" {
+		a = append(a, "--requirepass", s.cfg.Password)
+	}
+	if len(s.cfg.ACL) > 0 {
+		a = append(a, "--aclfile", s.aclPath())
 	}
 	if s.cluster {
 		// CLUSTER SLOTS hides a replica until its replication offset is
@@ -184,16 +219,45 @@ func (s *Server) args() []string {
 // launch starts the process and waits for PING.
 func (s *Server) launch(ctx context.Context) (*procutil.Proc, error) {
 	addr := s.Addr()
+	if len(s.cfg.ACL) > 0 {
+		// Written at every launch, so a Restart sees the configured users
+		// even if a test rewrote the file.
+		acl := strings.Join(s.cfg.ACL, "\n") + "\n"
+		if err := os.WriteFile(s.aclPath(), []byte(acl), 0o600); err != nil {
+			return nil, fmt.Errorf("redisserver: %w", err)
+		}
+	}
+	p := pinger{addr: addr, user: s.cfg.PingUser, password: s.cfg.PingPassword}
+	if p.user == "" {
+		p.password = s.cfg.Password
+	}
+	if s.cfg.TLS != nil {
+		tc, err := s.cfg.TLS.ClientConfig()
+		if err != nil {
+			return nil, err
+		}
+		p.tls = tc
+	}
 	return procutil.StartReady(ctx, s.bin, s.args(), s.dir, s.LogPath(), readyTimeout, 20*time.Millisecond,
-		"PONG from "+addr, func(ctx context.Context) error { return ping(ctx, addr) })
+		"PONG from "+addr, p.ping)
+}
+
+func (s *Server) aclPath() string { return filepath.Join(s.dir, "users.acl") }
+
+// pinger is the readiness check: AUTH if credentials are given, then PING,
+// over TLS if the server speaks it.
+type pinger struct {
+	addr           string
+	user, password string
+	tls            *tls.Config
 }
 
 // ping speaks raw RESP instead of using go-redis, whose retries and
 // connection pool would blur what "ready" means. -LOADING while the AOF is
 // replayed does not count as ready.
-func ping(ctx context.Context, addr string) error {
+func (p pinger) ping(ctx context.Context) error {
 	d := net.Dialer{Timeout: 500 * time.Millisecond}
-	c, err := d.DialContext(ctx, "tcp", addr)
+	c, err := d.DialContext(ctx, "tcp", p.addr)
 	if err != nil {
 		return err
 	}
@@ -201,17 +265,46 @@ func ping(ctx context.Context, addr string) error {
 	_ = c.SetDeadline(time.Now().Add(time.Second))
 	stop := context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Now()) })
 	defer stop()
-	if _, err := c.Write([]byte("PING\r\n")); err != nil {
+	if p.tls != nil {
+		tc := tls.Client(c, p.tls)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			return err
+		}
+		c = tc
+	}
+	var req []byte
+	want := []string{"+PONG"}
+	switch {
+	case p.user != "":
+		req = resp("AUTH", p.user, p.password)
+		want = []string{"+OK", "+PONG"}
+	case p.password != "":
+		req = resp("AUTH", p.password)
+		want = []string{"+OK", "+PONG"}
+	}
+	if _, err := c.Write(append(req, resp("PING")...)); err != nil {
 		return err
 	}
-	line, err := bufio.NewReader(c).ReadString('\n')
-	if err != nil {
-		return err
-	}
-	if line = strings.TrimSpace(line); line != "+PONG" {
-		return errors.New(line)
+	r := bufio.NewReader(c)
+	for _, w := range want {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			return err
+		}
+		if line = strings.TrimSpace(line); line != w {
+			return errors.New(line)
+		}
 	}
 	return nil
+}
+
+// resp encodes a command as a RESP array, so passwords may hold any byte.
+func resp(args ...string) []byte {
+	b := fmt.Appendf(nil, "*%d\r\n", len(args))
+	for _, a := range args {
+		b = fmt.Appendf(b, "$%d\r\n%s\r\n", len(a), a)
+	}
+	return b
 }
 
 // Addr is "127.0.0.1:port".

@@ -1,0 +1,84 @@
+package producer
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/rmq-go/rmq/slots"
+	"github.com/rmq-go/rmq/topic"
+)
+
+// redefineInterval is how often a producer that keeps sending to a topic
+// checks that Redis still holds the topic's definition, and stores it again
+// if not.
+//
+// Redis loses definitions with the rest of its data when it restarts
+// without persistence, fails over to a replica that never had them, or is
+// flushed; the running clients go on sending, but Inspector.Topics and
+// rmqctl no longer see the topic. Why a timer and not something cheaper or
+// sooner:
+//   - On every send it would cost a round trip per send. Once per interval
+//     it is one HGET per topic and producer, whatever the send rate.
+//   - The send script cannot store it: the topics hash lives in another
+//     hash slot than the topic slot's keys, and a script touches one.
+//   - A go-redis hook that sees new connections would catch a restart at
+//     once, but not a flush or a failover without reconnection, and a
+//     hook cannot be removed from a client the producer does not own:
+//     every producer made on a client would add one for good.
+//
+// So a lost definition is back at most this long after the first send that
+// follows the loss.
+const redefineInterval = 10 * time.Second
+
+// definedTopic is a topic whose stored definition this producer checked.
+type definedTopic struct {
+	def     string
+	checked atomic.Int64 // time.Now().UnixNano() of the last check
+}
+
+// define makes sure the topic's stored definition agrees: against Redis on
+// the first send to the topic, then again at most every redefineEvery, by
+// the one send that finds the interval over; the others go on at once.
+func (p *Producer) define(ctx context.Context, t topic.Topic) error {
+	v, ok := p.defined.Load(t.Name())
+	if !ok {
+		if err := topic.Define(ctx, p.rdb, slots.TopicsKey(p.cfg.prefix), t); err != nil {
+			return err
+		}
+		d := &definedTopic{def: t.Definition()}
+		d.checked.Store(time.Now().UnixNano())
+		p.defined.LoadOrStore(t.Name(), d)
+		return nil
+	}
+	d := v.(*definedTopic)
+	if d.def != t.Definition() {
+		return fmt.Errorf("%w: %s is %s, given as %s", ErrTopicConflict, t.Name(), d.def, t.Definition())
+	}
+	last, now := d.checked.Load(), time.Now().UnixNano()
+	if now-last < int64(p.redefineEvery) || !d.checked.CompareAndSwap(last, now) {
+		return nil
+	}
+	if err := p.recheck(ctx, t); err != nil {
+		d.checked.CompareAndSwap(now, last) // the next send tries again
+		return err
+	}
+	return nil
+}
+
+// recheck reads the stored definition (one HGET while it is there) and
+// stores it again when it is gone.
+func (p *Producer) recheck(ctx context.Context, t topic.Topic) error {
+	key := slots.TopicsKey(p.cfg.prefix)
+	stored, found, err := topic.Lookup(ctx, p.rdb, key, t.Name())
+	switch {
+	case err != nil:
+		return err
+	case !found:
+		return topic.Define(ctx, p.rdb, key, t)
+	case stored.Definition() != t.Definition():
+		return fmt.Errorf("%w: %s is stored as %s, defined here as %s", ErrTopicConflict, t.Name(), stored.Definition(), t.Definition())
+	}
+	return nil
+}
