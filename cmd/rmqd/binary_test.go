@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rmq-go/rmq/internal/procutil"
+	"github.com/rmq-go/rmq/internal/redisserver"
 	"github.com/rmq-go/rmq/internal/redistest"
 )
 
@@ -123,7 +124,7 @@ func (p *rmqdProc) stop(t *testing.T) int {
 func TestBinaryHelpListsEveryFlagAndVariable(t *testing.T) {
 	out, err := exec.Command(rmqdBinary(t), "--help").CombinedOutput()
 	require.NoError(t, err, "%s", out)
-	for _, f := range []string{"redis-url", "redis-cluster", "listen", "admin-listen", "pool", "prefix", "admin-account",
+	for _, f := range []string{"redis-url", "redis-cluster", "redis-tls-ca", "listen", "admin-listen", "pool", "prefix", "admin-account",
 		"log-format", "log-level", "access-log", "max-wait", "cache-ttl", "shutdown-timeout", "dev"} {
 		require.Regexp(t, "(?m)^  --"+f+"( \\S+)?$", string(out))
 		require.Contains(t, string(out), envName(f), f)
@@ -228,4 +229,27 @@ func TestBinarySIGTERMEndsLongPolls(t *testing.T) {
 	got := <-polled
 	require.Equal(t, http.StatusNotFound, got.status, "%s", got.body)
 	require.Less(t, time.Since(start), 10*time.Second)
+}
+
+// rediss:// with a password, verified against the test's own CA.
+func TestBinaryTLSRedis(t *testing.T) {
+	files := redistest.TLSFiles(t)
+	srv := redistest.Start(t, redisserver.Config{TLS: &files, Password: "pw"})
+	p := startRmqd(t, "rediss://:pw@"+srv.Addr()+"/0", []string{"RMQD_REDIS_TLS_CA=" + files.CAFile})
+	r := do(t, "POST", p.admin+"/token/ns?description=tls", "")
+	require.Equal(t, http.StatusCreated, r.status, "%s", r)
+	var tok map[string]string
+	r.json(t, &tok)
+	r = do(t, "PUT", p.api+"/api/ns/q", "x", "X-Token: "+tok["token"])
+	require.Equal(t, http.StatusCreated, r.status, "%s", r)
+	require.Equal(t, 0, p.stop(t))
+
+	// Without the CA the server is not trusted: rmqd does not start.
+	out, err := exec.Command(rmqdBinary(t), "--redis-url", "rediss://:pw@"+srv.Addr()+"/0",
+		"--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0").CombinedOutput()
+	var exit *exec.ExitError
+	require.ErrorAs(t, err, &exit, "%s", out)
+	require.Equal(t, 1, exit.ExitCode())
+	require.Contains(t, string(out), "certificate signed by unknown authority")
+	require.NotContains(t, string(out), ":pw@")
 }

@@ -15,7 +15,7 @@ import (
 )
 
 func TestNewRedisParsesURLs(t *testing.T) {
-	c, err := newRedis("redis://u:p@127.0.0.1:1/3", false)
+	c, err := newRedis("redis://u:p@127.0.0.1:1/3", false, nil)
 	require.NoError(t, err)
 	one, ok := c.(*redis.Client)
 	require.True(t, ok)
@@ -25,24 +25,24 @@ func TestNewRedisParsesURLs(t *testing.T) {
 	require.Nil(t, one.Options().TLSConfig)
 	one.Close()
 
-	c, err = newRedis("rediss://127.0.0.1:2/0", false)
+	c, err = newRedis("rediss://127.0.0.1:2/0", false, nil)
 	require.NoError(t, err)
 	require.NotNil(t, c.(*redis.Client).Options().TLSConfig, "rediss:// is TLS")
 	c.Close()
 
-	c, err = newRedis("redis://127.0.0.1:1, 127.0.0.1:2,redis://127.0.0.1:3", false)
+	c, err = newRedis("redis://127.0.0.1:1, 127.0.0.1:2,redis://127.0.0.1:3", false, nil)
 	require.NoError(t, err)
 	cl, ok := c.(*redis.ClusterClient)
 	require.True(t, ok, "a list is a cluster")
 	require.Equal(t, []string{"127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"}, cl.Options().Addrs)
 	cl.Close()
 
-	c, err = newRedis("redis://127.0.0.1:1?addr=127.0.0.1:2", true)
+	c, err = newRedis("redis://127.0.0.1:1?addr=127.0.0.1:2", true, nil)
 	require.NoError(t, err)
 	require.Equal(t, []string{"127.0.0.1:1", "127.0.0.1:2"}, c.(*redis.ClusterClient).Options().Addrs)
 	c.Close()
 
-	_, err = newRedis("http://u:secret@x:1", false)
+	_, err = newRedis("http://u:secret@x:1", false, nil)
 	require.Error(t, err)
 	require.NotContains(t, err.Error(), "secret")
 }

@@ -97,12 +97,15 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 			_ = c.Close()
 		}
 	}()
-	var err error
-	if clients[defaultPool], err = newRedis(cfg.redisURL, cfg.redisCluster); err != nil {
+	roots, err := loadRoots(cfg.redisTLSCA)
+	if err != nil {
+		return err
+	}
+	if clients[defaultPool], err = newRedis(cfg.redisURL, cfg.redisCluster, roots); err != nil {
 		return err
 	}
 	for _, p := range cfg.pools {
-		if clients[p.name], err = newRedis(p.url, cfg.redisCluster); err != nil {
+		if clients[p.name], err = newRedis(p.url, cfg.redisCluster, roots); err != nil {
 			return fmt.Errorf("pool %s: %w", p.name, err)
 		}
 	}
