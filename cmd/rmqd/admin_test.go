@@ -120,6 +120,7 @@ func TestAdminBasicAuth(t *testing.T) {
 	for _, c := range []struct{ method, path string }{
 		{"POST", "/token/ns?description=x"}, {"GET", "/token/ns"}, {"DELETE", "/token/ns/t"},
 		{"GET", "/token/ns/t/limit"}, {"PUT", "/token/ns/t/limit"}, {"GET", "/limits"}, {"POST", "/accesslog?status=disable"},
+		{"GET", "/queue/ns/q"}, {"POST", "/queue/ns/q/pause"},
 	} {
 		for _, auth := range []string{"", "Authorization: Basic b3BzOndyb25n"} { // ops:wrong
 			var hs []string
@@ -202,4 +203,27 @@ func lastLine(s, containing string) string {
 		}
 	}
 	return last
+}
+
+func TestAdminQueue(t *testing.T) {
+	e := newEnv(t)
+	tok := e.token("ns")
+	e.publish(tok, "ns", "q", "", "a")
+	e.publish(tok, "ns", "q", "", "b")
+	e.publish(tok, "ns", "q", "?delay=3600", "c")
+	a := do(t, "GET", e.admin.URL+"/queue/ns/q", "")
+	require.Equal(t, http.StatusOK, a.status, "%s", a)
+	require.JSONEq(t, `{"namespace":"ns","queue":"q","type":"fixedtime","ready":2,"delayed":1,"in_flight":0,"dead":0,"paused":false}`, string(a.body))
+	requireError(t, do(t, "GET", e.admin.URL+"/queue/ns/none", ""), http.StatusNotFound, "queue not found")
+	requireError(t, do(t, "GET", e.admin.URL+"/queue/ns/_q", ""), http.StatusBadRequest, "queue name contains forbidden characters")
+	requireError(t, do(t, "GET", e.admin.URL+"/queue/ns/q?pool=nope", ""), http.StatusBadRequest, "the pool was not exists")
+	requireError(t, do(t, "POST", e.admin.URL+"/queue/ns/none/pause", ""), http.StatusNotFound, "queue not found")
+
+	needsJobsAPI(t)
+	require.Equal(t, http.StatusNoContent, do(t, "POST", e.admin.URL+"/queue/ns/q/pause", "").status)
+	a = do(t, "GET", e.admin.URL+"/queue/ns/q", "")
+	require.Contains(t, string(a.body), `"paused":true`)
+	requireNoJob(t, do(t, "GET", e.url("/api/ns/q"), "", "X-Token: "+tok))
+	require.Equal(t, http.StatusNoContent, do(t, "POST", e.admin.URL+"/queue/ns/q/resume", "").status)
+	e.consumeJob(tok, "/api/ns/q")
 }

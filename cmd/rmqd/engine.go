@@ -229,3 +229,37 @@ func (j job) fromStored() job {
 // jobsAPIMissing is true while the functions above are shims; tests that
 // need them skip. It goes away with the shims.
 const jobsAPIMissing = true
+
+// pause stops deliveries of t (publishes still land); resume restarts them.
+func (p *pool) pause(ctx context.Context, t topic.Topic) error {
+	// SHIM: with #11, return p.insp.Pause(ctx, t)
+	return errNotYet
+}
+
+func (p *pool) resume(ctx context.Context, t topic.Topic) error {
+	// SHIM: with #11, return p.insp.Resume(ctx, t)
+	return errNotYet
+}
+
+// queueStats are the counts GET /queue/{ns}/{q} answers.
+type queueStats struct {
+	Namespace string `json:"namespace"`
+	Queue     string `json:"queue"`
+	Type      string `json:"type"`
+	Ready     int64  `json:"ready"`
+	Delayed   int64  `json:"delayed"`
+	InFlight  int64  `json:"in_flight"`
+	Dead      int64  `json:"dead"`
+	Paused    bool   `json:"paused"`
+}
+
+func (p *pool) stats(ctx context.Context, t topic.Topic) (queueStats, error) {
+	st, err := p.insp.Stats(ctx, t)
+	if err != nil {
+		return queueStats{}, err
+	}
+	// SHIM: with #11 Stats has Delayed and Paused (delayed priority jobs
+	// wait outside Store); until then delayed = waiting but not due.
+	return queueStats{Type: t.Type().String(), Ready: st.Due, Delayed: st.Store - st.Due,
+		InFlight: st.Prepare, Dead: st.Dead}, nil
+}
