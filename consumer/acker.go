@@ -22,14 +22,14 @@ type ackReq struct {
 	err     error
 }
 
-func newAcker(c *Consumer) *groupcommit.Group[*ackReq] {
+func newAcker(c *engine) *groupcommit.Group[*ackReq] {
 	return groupcommit.New(ackRoundsInFlight, c.ackRound, nil)
 }
 
 // ackOne acks one delivery through the current or next round. It waits
 // for the round at most about the prepare timeout (ackWaitCtx), even on a
 // client that neither honours context deadlines nor has read timeouts.
-func (c *Consumer) ackOne(d *delivery) (refused bool, err error) {
+func (c *engine) ackOne(d *delivery) (refused bool, err error) {
 	r := &ackReq{d: d}
 	if err := c.acks.Do(c.ackWaitCtx(), r); err != nil {
 		return false, err
@@ -47,7 +47,7 @@ type ackWait struct {
 // ackWaitCtx returns a context whose deadline is between one and 1.1
 // prepare timeouts from now. Deliveries share it for a tenth of a prepare
 // timeout, so acks cost one timer per interval, not one per delivery.
-func (c *Consumer) ackWaitCtx() context.Context {
+func (c *engine) ackWaitCtx() context.Context {
 	now := time.Now()
 	if w := c.ackWait.Load(); w != nil && now.Before(w.until) {
 		return w.ctx
@@ -62,7 +62,7 @@ func (c *Consumer) ackWaitCtx() context.Context {
 
 // ackRound acks a batch: one ack.lua call for all its slots where they can
 // share one (c.merged), otherwise one per slot, pipelined.
-func (c *Consumer) ackRound(ctx context.Context, batch []*ackReq) {
+func (c *engine) ackRound(ctx context.Context, batch []*ackReq) {
 	// The round's deadline bounds every ack it carries (see finish).
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.prepareTimeout)
 	defer cancel()

@@ -6,8 +6,10 @@ import (
 )
 
 var (
-	// ErrInvalidOption is returned by New for an option out of range.
-	ErrInvalidOption = errors.New("rmq: invalid consumer option")
+	// ErrInvalidOption is returned for an option out of range: by
+	// rmq.Client.Register for a consumer option, by rmq.New for a client
+	// option (rmq.ErrInvalidOption is this same error).
+	ErrInvalidOption = errors.New("rmq: invalid option")
 	// ErrLeaseLost is the cause of a handler context cancelled because its
 	// delivery is no longer the current one (the lease ran out and the
 	// message was rolled back, possibly redelivered elsewhere).
@@ -18,10 +20,6 @@ var (
 	// ErrShutdown is recorded as the last error of a delivery rolled back
 	// because Close's deadline passed before its handler returned.
 	ErrShutdown = errors.New("rmq: consumer shut down before the handler finished")
-	// ErrClosed is returned by Start after Close.
-	ErrClosed = errors.New("rmq: consumer closed")
-	// ErrStarted is returned by a second Start.
-	ErrStarted = errors.New("rmq: consumer already started")
 )
 
 // PanicError is the error a delivery is rolled back with when its handler

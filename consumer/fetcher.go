@@ -36,7 +36,7 @@ type slotHead struct {
 // there are free handlers. It sleeps until the earliest head comes due, a
 // wake-up changes a head, or a handler finishes.
 type fetcher struct {
-	c       *Consumer
+	c       *engine
 	heads   []slotHead
 	errWait time.Duration
 	// yield estimates how many messages a named slot gives a merged fetch
@@ -49,16 +49,22 @@ type fetcher struct {
 	turn int
 }
 
-func newFetcher(c *Consumer) *fetcher {
+func newFetcher(c *engine) *fetcher {
 	return &fetcher{c: c, heads: make([]slotHead, c.topic.SlotAmount())}
 }
 
 func (f *fetcher) timeBased() bool { return f.c.topic.Type().TimeBased() }
 
-func (f *fetcher) run(wg *sync.WaitGroup) {
-	defer wg.Done()
+func (f *fetcher) start(ctx context.Context, wg *sync.WaitGroup) {
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		f.run(ctx)
+	}()
+}
+
+func (f *fetcher) run(ctx context.Context) {
 	c := f.c
-	ctx := c.runCtx
 	timer := time.NewTimer(maxIdle)
 	defer timer.Stop()
 	for ctx.Err() == nil {

@@ -2,23 +2,30 @@ package consumer
 
 import (
 	"context"
+	"sync"
 	"time"
 )
 
 // leaseKeeper extends the leases of deliveries in flight so a long handler
 // keeps its message, and cancels handlers whose lease turned out lost.
 type leaseKeeper struct {
-	c        *Consumer
+	c        *engine
 	interval time.Duration
 }
 
-func newLeaseKeeper(c *Consumer) *leaseKeeper {
+func newLeaseKeeper(c *engine) *leaseKeeper {
 	return &leaseKeeper{c: c, interval: max(c.cfg.prepareTimeout/3, 300*time.Millisecond)}
 }
 
-func (l *leaseKeeper) run(done chan<- struct{}) {
-	defer close(done)
-	ctx := l.c.handleCtx
+func (l *leaseKeeper) start(ctx context.Context, wg *sync.WaitGroup) {
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		l.run(ctx)
+	}()
+}
+
+func (l *leaseKeeper) run(ctx context.Context) {
 	t := time.NewTicker(l.interval)
 	defer t.Stop()
 	for {

@@ -33,10 +33,7 @@ type config struct {
 	deadMaxLen     int
 	deadMaxAge     time.Duration
 	logger         *slog.Logger
-	slotLimit      int // most deliveries in flight per slot; 0 = no limit
 	observer       Observer
-	assigned       bool              // WithAssignedSlots (ZooKeeper mode)
-	coord          slots.Coordinator // WithAssignedSlots
 }
 
 func defaultConfig() config {
@@ -85,10 +82,6 @@ func (c *config) validate() error {
 	case c.observer == nil:
 		return fmt.Errorf("%w: nil observer", ErrInvalidOption)
 	}
-	if c.assigned {
-		// An owned slot is consumed serially: one delivery at a time.
-		c.slotLimit = 1
-	}
 	if c.sweepInterval <= 0 {
 		c.sweepInterval = min(max(c.prepareTimeout/2, 500*time.Millisecond), 10*time.Second)
 	}
@@ -101,7 +94,7 @@ func (c *config) leaseSeconds() int64 {
 	return int64((c.prepareTimeout + time.Second - 1) / time.Second)
 }
 
-// Option configures a Consumer.
+// Option configures the consumer of one topic (rmq.Client.Register).
 type Option func(*config)
 
 // WithPrefix sets the Redis key prefix (default "rmq").
@@ -161,7 +154,3 @@ func WithDeadRetention(maxLen int, maxAge time.Duration) Option {
 
 // WithLogger sets the logger (default: discard).
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
-
-// WithSerialSlots limits each slot to one delivery in flight at a time, so a
-// slot's messages are handled one after another in score order.
-func WithSerialSlots() Option { return func(c *config) { c.slotLimit = 1 } }

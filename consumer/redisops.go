@@ -35,7 +35,7 @@ type fetchResult struct {
 
 // runPipelined runs n script calls, pipelined when there are several
 // (scripts.RunAll: NOSCRIPT is handled there).
-func (c *Consumer) runPipelined(ctx context.Context, n int, at func(i int) scripts.Call) []*redis.Cmd {
+func (c *engine) runPipelined(ctx context.Context, n int, at func(i int) scripts.Call) []*redis.Cmd {
 	calls := make([]scripts.Call, n)
 	for i := range calls {
 		calls[i] = at(i)
@@ -51,7 +51,7 @@ func scriptCall(s *redis.Script, keys []string, args []any) scripts.Call {
 // When the slots can share a script call (c.merged), that is one call, which
 // takes the best messages across them in consume order; otherwise one call
 // per slot, pipelined, each taking up to its req.n.
-func (c *Consumer) fetch(ctx context.Context, reqs []fetchReq, total int) []fetchResult {
+func (c *engine) fetch(ctx context.Context, reqs []fetchReq, total int) []fetchResult {
 	lease := c.cfg.leaseSeconds()
 	timeBased := c.topic.Type().TimeBased()
 	if c.merged && len(reqs) > 1 {
@@ -64,27 +64,14 @@ func (c *Consumer) fetch(ctx context.Context, reqs []fetchReq, total int) []fetc
 		cmd := scripts.Fetch.Run(ctx, c.rdb, keys, args...)
 		return c.decodeFetch(reqs, cmd, time.Now())
 	}
-	var skipped []fetchResult
-	if c.own != nil {
-		// ZooKeeper mode: fetch only owned slots, naming the term's epoch.
-		run := reqs[:0:0]
-		for _, r := range reqs {
-			if r.epoch = c.slotEpoch(r.slot); r.epoch == 0 {
-				skipped = append(skipped, fetchResult{slot: r.slot, head: -1, skipped: true})
-				continue
-			}
-			run = append(run, r)
-		}
-		reqs = run
-	}
+	// ZooKeeper mode: only owned slots, each naming its term's epoch.
+	reqs, skipped := c.own.fetchable(reqs)
 	cmds := c.runPipelined(ctx, len(reqs), func(i int) scripts.Call {
 		r := reqs[i]
 		k := c.keys[r.slot]
 		call := scripts.FetchCall{TimeBased: timeBased, N: r.n, LeaseSec: lease, Window: r.n + 4, Bound: r.bound,
-			Groups: []scripts.FetchGroup{{Store: k.Store, Prepare: k.Prepare, Msg: k.Msg, Max: r.n}}}
-		if c.own != nil {
-			call.EpochKey, call.Epoch = c.own.epochKeys[r.slot], r.epoch
-		}
+			Groups:   []scripts.FetchGroup{{Store: k.Store, Prepare: k.Prepare, Msg: k.Msg, Max: r.n}},
+			EpochKey: c.own.epochKey(r.slot), Epoch: r.epoch}
 		keys, args := call.Args()
 		return scriptCall(scripts.Fetch, keys, args)
 	})
@@ -107,7 +94,7 @@ func mergedWindow(total, slots int) int {
 
 // decodeFetch turns a fetch.lua reply for reqs (its groups, in order) into
 // one result per slot.
-func (c *Consumer) decodeFetch(reqs []fetchReq, cmd *redis.Cmd, received time.Time) []fetchResult {
+func (c *engine) decodeFetch(reqs []fetchReq, cmd *redis.Cmd, received time.Time) []fetchResult {
 	out := make([]fetchResult, len(reqs))
 	for i, r := range reqs {
 		out[i] = fetchResult{slot: r.slot, head: -1, epoch: r.epoch}
@@ -168,7 +155,7 @@ func (c *Consumer) decodeFetch(reqs []fetchReq, cmd *redis.Cmd, received time.Ti
 // ackCall returns the KEYS and ARGV of one ack.lua call for deliveries of
 // the given slots, bySlot[i] of slots[i] (with ZooKeeper: one slot, fenced
 // by its owner epoch).
-func (c *Consumer) ackCall(slotList []int, bySlot [][]*delivery) ([]string, []any) {
+func (c *engine) ackCall(slotList []int, bySlot [][]*delivery) ([]string, []any) {
 	keys := make([]string, 0, 4*len(slotList)+1)
 	args := make([]any, 0, 2+len(slotList)+4*len(bySlot[0]))
 	args = append(args, c.wakeCmd)
@@ -182,9 +169,8 @@ func (c *Consumer) ackCall(slotList []int, bySlot [][]*delivery) ([]string, []an
 			args = append(args, d.msg.ID, d.msg.Token)
 		}
 	}
-	if c.own != nil && len(bySlot[0]) > 0 {
-		keys = append(keys, c.own.epochKeys[slotList[0]])
-		args = append(args, bySlot[0][0].msg.Epoch)
+	if len(bySlot[0]) > 0 {
+		keys, args = c.own.fence(slotList[0], bySlot[0][0].msg.Epoch, keys, args)
 	}
 	return keys, args
 }
@@ -204,16 +190,15 @@ type rollbackItem struct {
 	epoch int64 // owner epoch of the delivery (ZooKeeper mode)
 }
 
-func (c *Consumer) rollback(ctx context.Context, slot int, items []rollbackItem) ([]int64, error) {
+func (c *engine) rollback(ctx context.Context, slot int, items []rollbackItem) ([]int64, error) {
 	k := c.keys[slot]
 	args := c.retryArgs()
 	for _, it := range items {
 		args = append(args, it.id, it.token, it.err)
 	}
 	keys := []string{k.Store, k.Prepare, k.Msg, k.Dead, k.DeadMsg, k.Wake}
-	if c.own != nil && len(items) > 0 {
-		keys = append(keys, c.own.epochKeys[slot])
-		args = append(args, items[0].epoch)
+	if len(items) > 0 {
+		keys, args = c.own.fence(slot, items[0].epoch, keys, args)
 	}
 	res, err := scripts.Rollback.Run(ctx, c.rdb, keys, args...).Int64Slice()
 	if err != nil {
@@ -225,13 +210,13 @@ func (c *Consumer) rollback(ctx context.Context, slot int, items []rollbackItem)
 // retryArgs are the ARGV shared by rollback.lua and sweep.lua up to and
 // including the backoff table; sweep passes its limit, which goes before
 // the table.
-func (c *Consumer) retryArgs(sweepLimit ...any) []any {
+func (c *engine) retryArgs(sweepLimit ...any) []any {
 	args := []any{c.wakeCmd, c.cfg.maxRetries, c.deadMaxLenPerSlot(), c.cfg.deadMaxAge.Milliseconds()}
 	args = append(args, sweepLimit...)
 	return append(args, c.backoffArgs...)
 }
 
-func (c *Consumer) deadMaxLenPerSlot() int {
+func (c *engine) deadMaxLenPerSlot() int {
 	if c.cfg.deadMaxLen == 0 {
 		return 0
 	}
@@ -241,7 +226,7 @@ func (c *Consumer) deadMaxLenPerSlot() int {
 
 // extend renews the leases of deliveries grouped by slot and returns the
 // deliveries whose lease was lost.
-func (c *Consumer) extend(ctx context.Context, bySlot map[int][]*delivery) (lost []*delivery, err error) {
+func (c *engine) extend(ctx context.Context, bySlot map[int][]*delivery) (lost []*delivery, err error) {
 	order := make([]int, 0, len(bySlot))
 	for s := range bySlot {
 		order = append(order, s)
@@ -254,11 +239,7 @@ func (c *Consumer) extend(ctx context.Context, bySlot map[int][]*delivery) (lost
 		for _, d := range ds {
 			args = append(args, d.msg.ID, d.msg.Token)
 		}
-		keys := []string{c.keys[order[i]].Prepare}
-		if c.own != nil {
-			keys = append(keys, c.own.epochKeys[order[i]])
-			args = append(args, ds[0].msg.Epoch)
-		}
+		keys, args := c.own.fence(order[i], ds[0].msg.Epoch, []string{c.keys[order[i]].Prepare}, args)
 		return scriptCall(scripts.Extend, keys, args)
 	})
 	for i, cmd := range cmds {
@@ -283,26 +264,13 @@ func (c *Consumer) extend(ctx context.Context, bySlot map[int][]*delivery) (lost
 
 // sweep rolls back expired leases on the given slots; it returns how many
 // were rolled back and how many of them died.
-func (c *Consumer) sweep(ctx context.Context, slotList []int) (rolled, died int, err error) {
+func (c *engine) sweep(ctx context.Context, slotList []int) (rolled, died int, err error) {
 	args := c.retryArgs(1000)
-	var epochs []int64
-	if c.own != nil {
-		// ZooKeeper mode: only the owner sweeps a slot, naming its epoch.
-		owned := slotList[:0:0]
-		for _, s := range slotList {
-			if e := c.slotEpoch(s); e != 0 {
-				owned = append(owned, s)
-				epochs = append(epochs, e)
-			}
-		}
-		slotList = owned
-	}
+	// ZooKeeper mode: only the owner sweeps a slot, naming its epoch.
+	slotList, epochs := c.own.sweepable(slotList)
 	cmds := c.runPipelined(ctx, len(slotList), func(i int) scripts.Call {
 		k := c.keys[slotList[i]]
-		keys := []string{k.Store, k.Prepare, k.Msg, k.Dead, k.DeadMsg, k.Wake}
-		if c.own != nil {
-			return scriptCall(scripts.Sweep, append(keys, c.own.epochKeys[slotList[i]]), append(args[:len(args):len(args)], epochs[i]))
-		}
+		keys, args := c.own.fence(slotList[i], epochs[i], []string{k.Store, k.Prepare, k.Msg, k.Dead, k.DeadMsg, k.Wake}, args)
 		return scriptCall(scripts.Sweep, keys, args)
 	})
 	for i, cmd := range cmds {
@@ -329,7 +297,7 @@ func (c *Consumer) sweep(ctx context.Context, slotList []int) (rolled, died int,
 // expiredCandidates reads (no script) which slots hold a lease that looks
 // expired by the local estimate of Redis's clock, so sweep scripts run only
 // where there is work. The script re-checks with Redis's own clock.
-func (c *Consumer) expiredCandidates(ctx context.Context, slotList []int, redisNow time.Time) ([]int, error) {
+func (c *engine) expiredCandidates(ctx context.Context, slotList []int, redisNow time.Time) ([]int, error) {
 	limit := "(" + strconv.FormatInt(redisNow.Unix()*scripts.TokenMod, 10)
 	pipe := c.rdb.Pipeline()
 	cmds := make([]*redis.StringSliceCmd, len(slotList))
@@ -348,7 +316,7 @@ func (c *Consumer) expiredCandidates(ctx context.Context, slotList []int, redisN
 	return out, nil
 }
 
-func keysOf(prefix string, c *Consumer) []slots.Keys {
+func keysOf(prefix string, c *engine) []slots.Keys {
 	ks := make([]slots.Keys, c.topic.SlotAmount())
 	for i := range ks {
 		ks[i] = slots.KeysFor(prefix, c.topic, i)

@@ -10,14 +10,20 @@ import (
 // lost Redis. Every consumer of a topic sweeps; the scripts make concurrent
 // sweeps harmless.
 type sweeper struct {
-	c *Consumer
+	c *engine
 }
 
-func newSweeper(c *Consumer) *sweeper { return &sweeper{c: c} }
+func newSweeper(c *engine) *sweeper { return &sweeper{c: c} }
 
-func (s *sweeper) run(wg *sync.WaitGroup) {
-	defer wg.Done()
-	ctx := s.c.runCtx
+func (s *sweeper) start(ctx context.Context, wg *sync.WaitGroup) {
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		s.run(ctx)
+	}()
+}
+
+func (s *sweeper) run(ctx context.Context) {
 	t := time.NewTicker(s.c.cfg.sweepInterval)
 	defer t.Stop()
 	for {
@@ -34,7 +40,7 @@ func (s *sweeper) once(ctx context.Context) {
 	c := s.c
 	ctx, cancel := context.WithTimeout(ctx, max(c.cfg.sweepInterval, time.Second))
 	defer cancel()
-	cands, err := c.expiredCandidates(ctx, c.ownedSlots(), c.clock.now())
+	cands, err := c.expiredCandidates(ctx, c.own.activeSlots(), c.clock.now())
 	if err != nil || len(cands) == 0 {
 		if err != nil && ctx.Err() == nil {
 			c.log.WarnContext(ctx, "rmq: sweep failed", "err", err)

@@ -13,7 +13,7 @@ import (
 // rollbacks that make a message fetchable) publish the new head's score
 // there; the waker records it and signals the fetcher.
 type waker struct {
-	c      *Consumer
+	c      *engine
 	pubsub *redis.PubSub // single node: one plain subscription
 	shards *shardWaker   // cluster: sharded subscriptions, one per master (waker_cluster.go)
 	slotOf map[string]int
@@ -24,7 +24,7 @@ type waker struct {
 	pending map[int]float64
 }
 
-func newWaker(c *Consumer) *waker {
+func newWaker(c *engine) *waker {
 	w := &waker{c: c, slotOf: map[string]int{}, signal: make(chan struct{}, 1), pending: map[int]float64{}}
 	for i, k := range c.keys {
 		w.slotOf[k.Wake] = i
@@ -40,35 +40,37 @@ func (w *waker) channels() []string {
 	return out
 }
 
-// subscribe returns once Redis confirmed the subscription, so no wake-up
-// published after Start returns can be missed. On a cluster the channels
-// are sharded (SSUBSCRIBE): each lives on the master that owns its hash
-// slot, so there is one subscription per master (see shardWaker).
-func (w *waker) subscribe(ctx context.Context) error {
+// start subscribes to the wake channels and returns once Redis confirmed
+// the subscription, so no wake-up published after Start returns can be
+// missed; the waker then runs until ctx ends. startCtx bounds the
+// subscription only. On error nothing of the waker keeps running. On a
+// cluster the channels are sharded (SSUBSCRIBE): each lives on the master
+// that owns its hash slot, so there is one subscription per master, kept by
+// the shard waker (waker_cluster.go), which then is the waker's goroutine.
+func (w *waker) start(startCtx, ctx context.Context, wg *sync.WaitGroup) error {
 	if cc, ok := w.c.rdb.(*redis.ClusterClient); ok {
 		w.shards = newShardWaker(w, cc)
-		if err := w.shards.start(ctx); err != nil {
+		if err := w.shards.start(startCtx, ctx, wg); err != nil {
 			return fmt.Errorf("rmq: subscribe to wake-ups of %s: %w", w.c.topic.Name(), err)
 		}
 		return nil
 	}
-	w.pubsub = w.c.rdb.Subscribe(ctx, w.channels()...)
-	if _, err := w.pubsub.Receive(ctx); err != nil {
+	w.pubsub = w.c.rdb.Subscribe(startCtx, w.channels()...)
+	if _, err := w.pubsub.Receive(startCtx); err != nil {
 		_ = w.pubsub.Close()
 		return fmt.Errorf("rmq: subscribe to wake-ups of %s: %w", w.c.topic.Name(), err)
 	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		w.run(ctx)
+	}()
 	return nil
 }
 
-func (w *waker) run(wg *sync.WaitGroup) {
-	defer wg.Done()
-	if w.shards != nil {
-		w.shards.wait()
-		return
-	}
+func (w *waker) run(ctx context.Context) {
 	defer w.pubsub.Close()
 	ch := w.pubsub.ChannelWithSubscriptions()
-	ctx := w.c.runCtx
 	for {
 		select {
 		case <-ctx.Done():

@@ -12,7 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/rmq-go/rmq/slots"
+	"github.com/rmq-go/rmq/internal/keyspace"
 )
 
 // Sharded wake-ups on a Redis Cluster.
@@ -35,27 +35,36 @@ import (
 // missing are lost, so the fetcher reads that slot's head again. A periodic
 // check re-reads the slot map in case a change went unnoticed.
 
-// Tuning of the shard waker; variables so tests can shorten them.
-var (
-	// shardHealthEvery is how long a subscription connection may stay
-	// silent before it is PINGed; no answer within as long again fails it.
-	shardHealthEvery = 3 * time.Second
-	// shardCheckEvery is how often the slot map is re-read to catch moves
-	// that no push announced.
-	shardCheckEvery = 10 * time.Second
-	// shardSettle collects a burst of events (a failover drops every
-	// channel of a node, one push each) into one re-subscription.
-	shardSettle = 20 * time.Millisecond
-	// shardRetryMax bounds the wait between failed placements.
-	shardRetryMax = 2 * time.Second
-)
+// shardTuning is the shard waker's timing; an engine copies
+// defaultShardTuning (tests in this package shorten their engine's copy).
+type shardTuning struct {
+	// healthEvery is how long a subscription connection may stay silent
+	// before it is PINGed; no answer within as long again fails it.
+	healthEvery time.Duration
+	// checkEvery is how often the slot map is re-read to catch moves that
+	// no push announced.
+	checkEvery time.Duration
+	// settle collects a burst of events (a failover drops every channel of
+	// a node, one push each) into one re-subscription.
+	settle time.Duration
+	// retryMax bounds the wait between failed placements.
+	retryMax time.Duration
+}
+
+var defaultShardTuning = shardTuning{
+	healthEvery: 3 * time.Second,
+	checkEvery:  10 * time.Second,
+	settle:      20 * time.Millisecond,
+	retryMax:    2 * time.Second,
+}
 
 type shardWaker struct {
 	w        *waker
 	cc       *redis.ClusterClient
 	channels []string // sorted, unique
 
-	ctx     context.Context // the consumer's run context, or stop
+	tune    shardTuning
+	ctx     context.Context // the engine's run context, or a failed start
 	cancel  context.CancelFunc
 	events  chan shardEvent
 	done    chan struct{} // closed when run and every receiver have ended
@@ -102,6 +111,7 @@ func newShardWaker(w *waker, cc *redis.ClusterClient) *shardWaker {
 	return &shardWaker{
 		w:         w,
 		cc:        cc,
+		tune:      w.c.shards,
 		channels:  chans,
 		events:    make(chan shardEvent, 64),
 		done:      make(chan struct{}),
@@ -114,27 +124,29 @@ func newShardWaker(w *waker, cc *redis.ClusterClient) *shardWaker {
 }
 
 // start subscribes every channel and returns once Redis confirmed each of
-// them, so no wake-up published after Start returns is missed. On error
-// nothing keeps running.
-func (s *shardWaker) start(ctx context.Context) error {
-	s.ctx, s.cancel = context.WithCancel(s.w.c.runCtx)
-	go s.run()
+// them, so no wake-up published after Start returns is missed; the shard
+// waker then runs until ctx ends. startCtx bounds the subscription only. On
+// error nothing keeps running.
+func (s *shardWaker) start(startCtx, ctx context.Context, wg *sync.WaitGroup) error {
+	s.ctx, s.cancel = context.WithCancel(ctx)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		s.run()
+	}()
 	select {
 	case <-s.ready:
 		return nil
-	case <-ctx.Done():
+	case <-startCtx.Done():
 	case <-s.done:
 	}
 	s.cancel()
 	<-s.done
 	if last := s.lastErr.Load(); last != nil {
-		return fmt.Errorf("sharded subscription not confirmed: %w (last error: %w)", context.Cause(ctx), *last)
+		return fmt.Errorf("sharded subscription not confirmed: %w (last error: %w)", context.Cause(startCtx), *last)
 	}
-	return fmt.Errorf("sharded subscription not confirmed: %w", context.Cause(ctx))
+	return fmt.Errorf("sharded subscription not confirmed: %w", context.Cause(startCtx))
 }
-
-// wait returns when the shard waker has stopped (the run context ended).
-func (s *shardWaker) wait() { <-s.done }
 
 func (s *shardWaker) run() {
 	defer close(s.done)
@@ -145,7 +157,7 @@ func (s *shardWaker) run() {
 		}
 	}()
 
-	check := time.NewTicker(shardCheckEvery)
+	check := time.NewTicker(s.tune.checkEvery)
 	defer check.Stop()
 	retry := time.NewTimer(0) // the first placement: at once
 	defer retry.Stop()
@@ -163,7 +175,7 @@ func (s *shardWaker) run() {
 			return
 		case ev := <-s.events:
 			if s.apply(ev) {
-				arm(shardSettle)
+				arm(s.tune.settle)
 			}
 		case <-check.C:
 			arm(0)
@@ -174,7 +186,7 @@ func (s *shardWaker) run() {
 					return
 				}
 				s.lastErr.Store(&err)
-				backoff = min(max(2*backoff, 50*time.Millisecond), shardRetryMax)
+				backoff = min(max(2*backoff, 50*time.Millisecond), s.tune.retryMax)
 				s.w.c.log.Warn("rmq: wake-up subscription incomplete; retrying", "err", err, "retry_in", backoff)
 				arm(backoff)
 			} else {
@@ -259,7 +271,7 @@ func (s *shardWaker) place() error {
 			g = &group{node: node, slots: map[int][]string{}}
 			todo[addr] = g
 		}
-		hs := slots.HashSlot(ch)
+		hs := keyspace.HashSlot(ch)
 		g.slots[hs] = append(g.slots[hs], ch)
 	}
 	for addr, g := range todo {
@@ -303,7 +315,7 @@ func (s *shardWaker) receive(sc *shardConn) {
 	defer s.recvWG.Done()
 	pinged := false
 	for {
-		msg, err := sc.ps.ReceiveTimeout(s.ctx, shardHealthEvery)
+		msg, err := sc.ps.ReceiveTimeout(s.ctx, s.tune.healthEvery)
 		if sc.closed.Load() || s.ctx.Err() != nil {
 			return
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/rmq-go/rmq/internal/keyspace"
 	"github.com/rmq-go/rmq/internal/redisserver"
 	"github.com/rmq-go/rmq/internal/redistest"
 	"github.com/rmq-go/rmq/producer"
@@ -43,14 +44,16 @@ type shardFixture struct {
 	t    *testing.T
 	cl   *redisserver.Cluster
 	cc   *redis.ClusterClient
-	c    *Consumer
+	c    *engine
 	p    *producer.Producer
 	tp   topic.Topic
 	got  chan string
 	keys []string // keys[i] is a message key whose topic slot is i
 }
 
-func newShardFixture(t *testing.T) *shardFixture {
+// newShardFixture starts the fixture's engine after tune adjusted its
+// shard waker's timing.
+func newShardFixture(t *testing.T, tune func(*shardTuning)) *shardFixture {
 	t.Helper()
 	cl := redistest.StartCluster(t, redisserver.ClusterConfig{})
 	cc := redistest.ClusterClient(t, cl)
@@ -66,11 +69,12 @@ func newShardFixture(t *testing.T) *shardFixture {
 		}
 	}
 	var log logBuffer
-	c, err := New(cc, f.tp, ListenerFunc(func(ctx context.Context, m *Message) error {
+	c, err := newEngine(cc, f.tp, ListenerFunc(func(ctx context.Context, m *Message) error {
 		f.got <- m.ID
 		return nil
-	}), WithPrefix(prefix), WithLogger(slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug}))))
+	}), nil, WithPrefix(prefix), WithLogger(slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug}))))
 	require.NoError(t, err)
+	tune(&c.shards)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	require.NoError(t, c.Start(ctx))
@@ -101,7 +105,7 @@ func (f *shardFixture) owner(i int) string {
 	f.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	addr, err := f.cl.SlotOwner(ctx, slots.HashSlot(f.c.keys[i].Wake))
+	addr, err := f.cl.SlotOwner(ctx, keyspace.HashSlot(f.c.keys[i].Wake))
 	require.NoError(f.t, err)
 	return addr
 }
@@ -147,7 +151,7 @@ func (f *shardFixture) checkWakeUps(what string, topicSlots ...int) {
 			require.Less(f.t, time.Since(sent), time.Second, "%s: slot %d woken late", what, i)
 		case <-time.After(3 * time.Second):
 			f.t.Fatalf("%s: message in slot %d (hash slot %d, on %s) not handled within 3 s: no wake-up",
-				what, i, slots.HashSlot(f.c.keys[i].Wake), f.owner(i))
+				what, i, keyspace.HashSlot(f.c.keys[i].Wake), f.owner(i))
 		}
 	}
 }
@@ -192,11 +196,7 @@ func TestShardWakerFollowsTheCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a cluster and disturbs it")
 	}
-	h, c := shardHealthEvery, shardCheckEvery
-	t.Cleanup(func() { shardHealthEvery, shardCheckEvery = h, c }) // after the consumer closed
-	shardHealthEvery, shardCheckEvery = 300*time.Millisecond, time.Second
-
-	f := newShardFixture(t)
+	f := newShardFixture(t, func(s *shardTuning) { s.healthEvery, s.checkEvery = 300*time.Millisecond, time.Second })
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	owners := map[string]bool{}
@@ -225,7 +225,7 @@ func TestShardWakerFollowsTheCluster(t *testing.T) {
 			break
 		}
 	}
-	require.NoError(t, f.cl.MoveSlot(ctx, slots.HashSlot(f.c.keys[3].Wake), to))
+	require.NoError(t, f.cl.MoveSlot(ctx, keyspace.HashSlot(f.c.keys[3].Wake), to))
 	require.Equal(t, to, f.owner(3))
 	f.waitPlaced()
 	f.checkWakeUps("after MoveSlot", all16()...)

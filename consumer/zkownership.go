@@ -4,26 +4,28 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
+	"github.com/rmq-go/rmq/internal/consumerctl"
+	"github.com/rmq-go/rmq/internal/keyspace"
 	"github.com/rmq-go/rmq/internal/scripts"
-	"github.com/rmq-go/rmq/slots"
 )
 
-// This file is the consumer's side of ZooKeeper mode (WithAssignedSlots): a
-// coordinator decides which slots this consumer owns and drives it through
-// Acquire, Release, Revoke and Pause; every script call of an owned slot
-// names the slot's owner epoch, and Redis refuses the calls of a stale owner.
+// This file is the engine's side of ZooKeeper mode: a coordinator decides
+// which slots this engine owns and drives it through Acquire, Release,
+// Revoke and Pause (consumerctl.SlotHandler); every script call of an owned
+// slot names the slot's owner epoch, and Redis refuses the calls of a stale
+// owner.
 
 var (
 	// ErrFenced is the cause of a handler context cancelled because Redis
-	// refused a call of its slot's owner: another worker owns the slot now.
+	// refused a call of its slot's owner: another worker owns the slot now
+	// (rmq.WithZooKeeper).
 	ErrFenced = errors.New("rmq: slot owned by another worker (owner epoch moved on)")
-	// ErrNotAssigned is returned by Acquire and Release on a consumer
-	// without WithAssignedSlots, or one that is not running.
-	ErrNotAssigned = errors.New("rmq: consumer does not take assigned slots")
+	// errNotAssigned is returned by Acquire and Release on an engine that
+	// is not running.
+	errNotAssigned = errors.New("rmq: consumer does not take assigned slots")
 )
-
-var _ slots.SlotHandler = (*Consumer)(nil)
 
 // FenceObserver is an optional extension of Observer: an observer that
 // implements it is told about every call Redis refused because this
@@ -33,25 +35,16 @@ type FenceObserver interface {
 	Fenced(topic string, slot int, op string)
 }
 
-// WithAssignedSlots makes the consumer fetch only the slots coord gives it
-// (rmq.WithZooKeeper sets it up): a slot is fetched from Acquire to Release
-// or Revoke, one delivery at a time in score order, and every script call of
-// the slot carries the owner epoch it was acquired with. No delivery starts
-// while coord does not vouch for the ownership, and coord is told (from the
-// consumer's goroutines) when Redis refused a call because a newer owner
-// took a slot.
-func WithAssignedSlots(coord slots.Coordinator) Option {
-	return func(c *config) {
-		c.assigned = true
-		c.coord = coord
-	}
-}
-
-// ownership is the per-slot state of a consumer with assigned slots. The
-// slices are indexed by slot and guarded by Consumer.mu.
-type ownership struct {
+// assignedSlots is the ownership of an engine whose slots a coordinator
+// assigns: a slot is fetched from Acquire to Release or Revoke, one
+// delivery at a time in score order, and every script call of the slot
+// carries the owner epoch it was acquired with. No delivery starts while
+// the coordinator does not vouch for the ownership. The slices are indexed
+// by slot and guarded by engine.mu.
+type assignedSlots struct {
+	c         *engine
 	epochKeys []string
-	coord     slots.Coordinator
+	coord     consumerctl.Coordinator
 
 	epoch   []int64 // epoch of the current (or last) term; 0: never owned
 	active  []bool  // between Acquire and Release/Revoke
@@ -59,11 +52,21 @@ type ownership struct {
 	idleFor map[int][]chan struct{}
 }
 
-func newOwnership(c *Consumer) *ownership {
+var (
+	_ ownership               = (*assignedSlots)(nil)
+	_ consumerctl.SlotHandler = (*assignedSlots)(nil)
+)
+
+// serialLimit is how many deliveries of an owned slot may be in flight: an
+// owned slot is consumed serially.
+const serialLimit = 1
+
+func newAssignedSlots(c *engine, coord consumerctl.Coordinator) *assignedSlots {
 	n := c.topic.SlotAmount()
-	return &ownership{
-		epochKeys: slots.EpochKeys(c.cfg.prefix, c.topic.Name(), n),
-		coord:     c.cfg.coord,
+	return &assignedSlots{
+		c:         c,
+		epochKeys: keyspace.EpochKeys(c.cfg.prefix, c.topic.Name(), n),
+		coord:     coord,
 		epoch:     make([]int64, n),
 		active:    make([]bool, n),
 		idleFor:   map[int][]chan struct{}{},
@@ -76,18 +79,18 @@ func newOwnership(c *Consumer) *ownership {
 // without counting an attempt (raising the slot's epoch in the same script
 // call), and starts fetching the slot. It fails, changing nothing, when the
 // slot's epoch in Redis is already newer than epoch.
-func (c *Consumer) Acquire(ctx context.Context, slot int, epoch int64) error {
-	o := c.own
-	if o == nil || slot < 0 || slot >= len(o.active) {
-		return ErrNotAssigned
+func (o *assignedSlots) Acquire(ctx context.Context, slot int, epoch int64) error {
+	c := o.c
+	if slot < 0 || slot >= len(o.active) {
+		return errNotAssigned
 	}
 	c.mu.Lock()
-	running := c.started && c.runCtx.Err() == nil
+	running := c.live && c.runCtx.Err() == nil
 	c.mu.Unlock()
 	if !running {
-		return ErrNotAssigned
+		return errNotAssigned
 	}
-	if err := c.waitSlotIdle(ctx, slot); err != nil {
+	if err := o.waitSlotIdle(ctx, slot); err != nil {
 		return err
 	}
 	k := c.keys[slot]
@@ -109,15 +112,14 @@ func (c *Consumer) Acquire(ctx context.Context, slot int, epoch int64) error {
 
 // Release stops fetching slot and returns once none of its deliveries is in
 // flight here any more (each was acked or rolled back), or ctx is done.
-func (c *Consumer) Release(ctx context.Context, slot int) error {
-	o := c.own
-	if o == nil || slot < 0 || slot >= len(o.active) {
-		return ErrNotAssigned
+func (o *assignedSlots) Release(ctx context.Context, slot int) error {
+	if slot < 0 || slot >= len(o.active) {
+		return errNotAssigned
 	}
-	c.mu.Lock()
+	o.c.mu.Lock()
 	o.active[slot] = false
-	c.mu.Unlock()
-	return c.waitSlotIdle(ctx, slot)
+	o.c.mu.Unlock()
+	return o.waitSlotIdle(ctx, slot)
 }
 
 // Revoke stops fetching the slots at once and cancels the contexts of their
@@ -126,25 +128,21 @@ func (c *Consumer) Release(ctx context.Context, slot int) error {
 // only while the epoch is current); one whose handler fails stays in prepare
 // for the slot's next term, which returns it to store without counting an
 // attempt.
-func (c *Consumer) Revoke(slotList []int, cause error) {
-	o := c.own
-	if o == nil {
-		return
-	}
+func (o *assignedSlots) Revoke(slotList []int, cause error) {
 	set := map[int]bool{}
-	c.mu.Lock()
+	o.c.mu.Lock()
 	for _, s := range slotList {
 		if s >= 0 && s < len(o.active) {
 			o.active[s] = false
 			set[s] = true
 		}
 	}
-	c.revokeLocked(set, cause)
-	c.mu.Unlock()
+	o.revokeLocked(set, cause)
+	o.c.mu.Unlock()
 }
 
-func (c *Consumer) revokeLocked(set map[int]bool, cause error) {
-	for d := range c.inflight {
+func (o *assignedSlots) revokeLocked(set map[int]bool, cause error) {
+	for d := range o.c.inflight {
 		if set[d.msg.Slot] && !d.revoked && !d.abandoned {
 			d.revoked = true
 			d.cancel(cause)
@@ -154,16 +152,13 @@ func (c *Consumer) revokeLocked(set map[int]bool, cause error) {
 
 // Pause stops (true) or resumes (false) fetching on every slot; handlers in
 // flight keep running and their acks still go to Redis.
-func (c *Consumer) Pause(paused bool) {
-	o := c.own
-	if o == nil {
-		return
-	}
+func (o *assignedSlots) Pause(paused bool) {
+	c := o.c
 	c.mu.Lock()
 	changed := o.paused != paused
 	o.paused = paused
 	var w *waker
-	if c.started {
+	if c.live {
 		w = c.waker
 	}
 	c.mu.Unlock()
@@ -174,19 +169,13 @@ func (c *Consumer) Pause(paused bool) {
 
 // fenced handles Redis's refusal of a call of slot made with epoch: if that
 // is the slot's current term, the slot stops here and the coordinator is told.
-func (c *Consumer) fenced(slot int, epoch int64, op string) {
-	if fo, ok := c.cfg.observer.(FenceObserver); ok {
-		fo.Fenced(c.topic.Name(), slot, op)
-	}
-	o := c.own
-	if o == nil {
-		return
-	}
+func (o *assignedSlots) fenced(slot int, epoch int64, op string) {
+	c := o.c
 	c.mu.Lock()
 	current := o.epoch[slot] == epoch
 	if current {
 		o.active[slot] = false
-		c.revokeLocked(map[int]bool{slot: true}, ErrFenced)
+		o.revokeLocked(map[int]bool{slot: true}, ErrFenced)
 	}
 	c.mu.Unlock()
 	c.log.Warn("rmq: Redis refused a call of a stale slot owner; the slot stops here", "slot", slot, "epoch", epoch, "op", op, "current_term", current)
@@ -195,22 +184,22 @@ func (c *Consumer) fenced(slot int, epoch int64, op string) {
 	}
 }
 
-// ownedSlotFree is slotFree for a consumer with assigned slots.
-func (c *Consumer) ownedSlotFree(slot int) int {
+func (o *assignedSlots) slotFree(slot int) int {
+	c := o.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.own.active[slot] || c.own.paused {
+	if !o.active[slot] || o.paused {
 		return 0
 	}
-	return c.cfg.slotLimit - c.perSlot[slot]
+	return serialLimit - c.perSlot[slot]
 }
 
 // activeSlots lists the slots between Acquire and Release/Revoke.
-func (c *Consumer) activeSlots() []int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+func (o *assignedSlots) activeSlots() []int {
+	o.c.mu.Lock()
+	defer o.c.mu.Unlock()
 	var out []int
-	for s, a := range c.own.active {
+	for s, a := range o.active {
 		if a {
 			out = append(out, s)
 		}
@@ -218,36 +207,68 @@ func (c *Consumer) activeSlots() []int {
 	return out
 }
 
+// fetchable keeps the owned slots, naming the term's epoch.
+func (o *assignedSlots) fetchable(reqs []fetchReq) (run []fetchReq, skipped []fetchResult) {
+	run = reqs[:0:0]
+	for _, r := range reqs {
+		if r.epoch = o.slotEpoch(r.slot); r.epoch == 0 {
+			skipped = append(skipped, fetchResult{slot: r.slot, head: -1, skipped: true})
+			continue
+		}
+		run = append(run, r)
+	}
+	return run, skipped
+}
+
+// sweepable keeps the owned slots: only the owner sweeps a slot, naming
+// its epoch.
+func (o *assignedSlots) sweepable(slotList []int) (owned []int, epochs []int64) {
+	owned = slotList[:0:0]
+	for _, s := range slotList {
+		if e := o.slotEpoch(s); e != 0 {
+			owned = append(owned, s)
+			epochs = append(epochs, e)
+		}
+	}
+	return owned, epochs
+}
+
+func (o *assignedSlots) epochKey(slot int) string { return o.epochKeys[slot] }
+
+func (o *assignedSlots) fence(slot int, epoch int64, keys []string, args []any) ([]string, []any) {
+	return append(keys, o.epochKeys[slot]), append(args[:len(args):len(args)], epoch)
+}
+
 // slotEpoch returns the epoch to fetch or sweep slot with, 0 if the slot is
 // not active or the ownership is not vouched for now.
-func (c *Consumer) slotEpoch(slot int) int64 {
-	if !c.vouched() {
+func (o *assignedSlots) slotEpoch(slot int) int64 {
+	if !o.vouched() {
 		return 0
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if !c.own.active[slot] {
+	o.c.mu.Lock()
+	defer o.c.mu.Unlock()
+	if !o.active[slot] {
 		return 0
 	}
-	return c.own.epoch[slot]
+	return o.epoch[slot]
 }
 
 // vouched reports whether the coordinator vouches for this process's
-// ownership right now (always true without a coordinator).
-func (c *Consumer) vouched() bool {
-	return c.own == nil || c.own.coord == nil || c.own.coord.Vouched()
+// ownership right now.
+func (o *assignedSlots) vouched() bool {
+	return o.coord == nil || o.coord.Vouched()
 }
 
-// mayDispatchLocked reports whether a message fetched with epoch from slot
-// may start: the term it was fetched in is still the active one and the
-// ownership is vouched for. A message that may not stays in prepare until
-// the slot's next term returns it.
-func (c *Consumer) mayDispatchLocked(m *Message) bool {
-	return c.own == nil || (c.own.active[m.Slot] && c.own.epoch[m.Slot] == m.Epoch && c.vouched())
+// mayDispatchLocked: the term the message was fetched in is still the
+// active one and the ownership is vouched for. A message that may not
+// stays in prepare until the slot's next term returns it.
+func (o *assignedSlots) mayDispatchLocked(m *Message) bool {
+	return o.active[m.Slot] && o.epoch[m.Slot] == m.Epoch && o.vouched()
 }
 
 // waitSlotIdle returns once no delivery of slot is in flight here.
-func (c *Consumer) waitSlotIdle(ctx context.Context, slot int) error {
+func (o *assignedSlots) waitSlotIdle(ctx context.Context, slot int) error {
+	c := o.c
 	for {
 		c.mu.Lock()
 		if c.perSlot[slot] <= 0 {
@@ -255,7 +276,7 @@ func (c *Consumer) waitSlotIdle(ctx context.Context, slot int) error {
 			return nil
 		}
 		ch := make(chan struct{})
-		c.own.idleFor[slot] = append(c.own.idleFor[slot], ch)
+		o.idleFor[slot] = append(o.idleFor[slot], ch)
 		c.mu.Unlock()
 		select {
 		case <-ch:
@@ -266,31 +287,39 @@ func (c *Consumer) waitSlotIdle(ctx context.Context, slot int) error {
 }
 
 // slotIdleLocked wakes the waiters of a slot whose last delivery ended.
-func (c *Consumer) slotIdleLocked(slot int) {
-	if c.own == nil {
-		return
-	}
-	for _, ch := range c.own.idleFor[slot] {
+func (o *assignedSlots) slotIdleLocked(slot int) {
+	for _, ch := range o.idleFor[slot] {
 		close(ch)
 	}
-	delete(c.own.idleFor, slot)
+	delete(o.idleFor, slot)
 }
 
-// restoreOwned runs at Close, after the last handler returned: every slot
-// this consumer owned gets its deliveries left in prepare (abandoned ones,
-// fetched ones never started) back into store at their original scores,
-// without counting an attempt. A slot another worker took meanwhile refuses
-// (its epoch is newer) and is left alone.
-func (c *Consumer) restoreOwned(ctx context.Context) {
+// rollsBackAbandoned: no. Deliveries that Close abandons stay in prepare
+// and shutdown returns them to store without counting an attempt, so
+// per-key order survives.
+func (o *assignedSlots) rollsBackAbandoned() bool { return false }
+
+// merges: no. Every call names one slot's owner epoch.
+func (o *assignedSlots) merges() bool { return false }
+
+// shutdown runs at Close, after the last handler returned: every slot this
+// engine owned gets its deliveries left in prepare (abandoned ones, fetched
+// ones never started) back into store at their original scores, without
+// counting an attempt. A slot another worker took meanwhile refuses (its
+// epoch is newer) and is left alone.
+func (o *assignedSlots) shutdown() {
+	c := o.c
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
 	c.mu.Lock()
 	var list []int
 	epochs := map[int]int64{}
-	for s, e := range c.own.epoch {
+	for s, e := range o.epoch {
 		if e != 0 {
 			list = append(list, s)
 			epochs[s] = e
 		}
-		c.own.active[s] = false
+		o.active[s] = false
 	}
 	c.mu.Unlock()
 	if len(list) == 0 {
@@ -299,7 +328,7 @@ func (c *Consumer) restoreOwned(ctx context.Context) {
 	cmds := c.runPipelined(ctx, len(list), func(i int) scripts.Call {
 		s := list[i]
 		k := c.keys[s]
-		return scriptCall(scripts.Takeover, []string{k.Store, k.Prepare, k.Msg, c.own.epochKeys[s]}, []any{epochs[s]})
+		return scriptCall(scripts.Takeover, []string{k.Store, k.Prepare, k.Msg, o.epochKeys[s]}, []any{epochs[s]})
 	})
 	for i, cmd := range cmds {
 		res, err := cmd.Int64Slice()

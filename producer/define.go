@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/rmq-go/rmq/internal/topicstore"
 	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
 )
@@ -44,7 +45,7 @@ type definedTopic struct {
 func (p *Producer) define(ctx context.Context, t topic.Topic) error {
 	v, ok := p.defined.Load(t.Name())
 	if !ok {
-		if err := topic.Define(ctx, p.rdb, slots.TopicsKey(p.cfg.prefix), t); err != nil {
+		if err := topicstore.Define(ctx, p.rdb, slots.TopicsKey(p.cfg.prefix), t); err != nil {
 			return err
 		}
 		d := &definedTopic{def: t.Definition()}
@@ -71,12 +72,12 @@ func (p *Producer) define(ctx context.Context, t topic.Topic) error {
 // stores it again when it is gone.
 func (p *Producer) recheck(ctx context.Context, t topic.Topic) error {
 	key := slots.TopicsKey(p.cfg.prefix)
-	stored, found, err := topic.Lookup(ctx, p.rdb, key, t.Name())
+	stored, found, err := topicstore.Lookup(ctx, p.rdb, key, t.Name())
 	switch {
 	case err != nil:
 		return err
 	case !found:
-		return topic.Define(ctx, p.rdb, key, t)
+		return topicstore.Define(ctx, p.rdb, key, t)
 	case stored.Definition() != t.Definition():
 		return fmt.Errorf("%w: %s is stored as %s, defined here as %s", ErrTopicConflict, t.Name(), stored.Definition(), t.Definition())
 	}

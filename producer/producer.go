@@ -67,7 +67,7 @@ func (p *Producer) SendRangeMerge(ctx context.Context, t topic.Topic, body []byt
 }
 
 // SendPriority sends a message delivered before every waiting message of
-// lower priority. priority must be above 16 (topic.MinPriority). A message
+// lower priority. priority must be at least topic.MinPriority (17). A message
 // with the same id that is still waiting takes the new priority and body.
 func (p *Producer) SendPriority(ctx context.Context, t topic.Topic, body []byte, priority int64, opts ...SendOption) (string, error) {
 	score, err := priorityScore(priority)
@@ -99,8 +99,8 @@ func rangeScore(d time.Duration) (float64, error) {
 }
 
 func priorityScore(priority int64) (float64, error) {
-	if priority <= topic.MinPriority || priority > maxScore {
-		return 0, fmt.Errorf("%w: %d (want %d < priority <= 2^53)", ErrInvalidPriority, priority, topic.MinPriority)
+	if priority < topic.MinPriority || priority > maxScore {
+		return 0, fmt.Errorf("%w: %d (want %d <= priority <= 2^53)", ErrInvalidPriority, priority, topic.MinPriority)
 	}
 	return float64(priority), nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/rmq-go/rmq/internal/keyspace"
 	"github.com/rmq-go/rmq/internal/scripts"
 	"github.com/rmq-go/rmq/producer"
 	"github.com/rmq-go/rmq/slots"
@@ -43,7 +44,7 @@ func (h *clusterHook) before(cmd redis.Cmder) {
 	for g := 0; g < n; g += size {
 		seen := map[int]bool{}
 		for _, k := range args[3+g : 3+g+size] {
-			seen[slots.HashSlot(fmt.Sprint(k))] = true
+			seen[keyspace.HashSlot(fmt.Sprint(k))] = true
 		}
 		if len(seen) != 1 {
 			h.mu.Lock()

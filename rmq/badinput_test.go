@@ -120,6 +120,9 @@ func TestTopicConflict(t *testing.T) {
 			require.NoError(t, b.Register(other, newRecorder(nil)))
 			err := b.Start(ctx)
 			assert.ErrorIs(t, err, topic.ErrConflict, "Start with %v", other)
+			// The wrap names the topic without repeating the "rmq: " prefix.
+			assert.Equal(t, 1, strings.Count(err.Error(), "rmq: "), err.Error())
+			assert.True(t, strings.HasPrefix(err.Error(), "rmq: start shared: topic conflicts"), err.Error())
 
 			p := e.client().Producer()
 			switch other.Type() {

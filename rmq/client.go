@@ -11,6 +11,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rmq-go/rmq/consumer"
+	"github.com/rmq-go/rmq/internal/consumerctl"
+	"github.com/rmq-go/rmq/internal/lifecycle"
+	"github.com/rmq-go/rmq/internal/zkcoord"
 	"github.com/rmq-go/rmq/producer"
 	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
@@ -18,13 +21,14 @@ import (
 
 var (
 	// ErrStarted is returned by Register after Start, and by a second Start.
-	ErrStarted = errors.New("rmq: client already started")
+	ErrStarted = lifecycle.ErrStarted
 	// ErrClosed is returned by calls on a closed client.
-	ErrClosed = errors.New("rmq: client closed")
+	ErrClosed = lifecycle.ErrClosed
 	// ErrDuplicateTopic is returned when a topic is registered twice.
 	ErrDuplicateTopic = errors.New("rmq: topic already registered")
-	// ErrInvalidOption is returned by New for a bad option.
-	ErrInvalidOption = errors.New("rmq: invalid client option")
+	// ErrInvalidOption is returned by New for a bad option, and by Register
+	// for a bad consumer option: it is consumer.ErrInvalidOption.
+	ErrInvalidOption = consumer.ErrInvalidOption
 )
 
 // Client owns a producer and the consumers of the registered topics.
@@ -34,11 +38,11 @@ type Client struct {
 	log      *slog.Logger
 	producer *producer.Producer
 	metrics  *metrics             // nil without WithMetrics
-	coord    *slots.ZKCoordinator // nil without WithZooKeeper
+	coord    *zkcoord.Coordinator // nil without WithZooKeeper
 
 	mu        sync.Mutex
-	state     int // 0 new, 1 started, 2 closed
-	consumers []*consumer.Consumer
+	phase     lifecycle.Phase
+	consumers []consumerctl.Engine
 	topics    map[string]topic.Topic
 }
 
@@ -85,10 +89,10 @@ func (c *Client) Producer() *producer.Producer { return c.producer }
 func (c *Client) Register(t topic.Topic, l consumer.MessageListener, opts ...consumer.Option) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	switch c.state {
-	case 1:
+	switch c.phase {
+	case lifecycle.Started:
 		return ErrStarted
-	case 2:
+	case lifecycle.Closed:
 		return ErrClosed
 	}
 	if _, dup := c.topics[t.Name()]; dup {
@@ -96,8 +100,9 @@ func (c *Client) Register(t topic.Topic, l consumer.MessageListener, opts ...con
 	}
 	base := []consumer.Option{consumer.WithPrefix(c.cfg.prefix), consumer.WithLogger(c.log)}
 	base = append(base, c.metrics.consumerOptions(t)...)
-	base = append(base, c.zkConsumerOptions(t)...)
-	cons, err := consumer.New(c.rdb, t, l, append(base, opts...)...)
+	cons, err := consumerctl.New(consumerctl.Params{
+		Redis: c.rdb, Topic: t, Listener: l, Options: append(base, opts...), Coordinator: c.zkCoordinator(),
+	})
 	if err != nil {
 		return err
 	}
@@ -115,15 +120,11 @@ func (c *Client) Register(t topic.Topic, l consumer.MessageListener, opts ...con
 // closed again.
 func (c *Client) Start(ctx context.Context) error {
 	c.mu.Lock()
-	if c.state != 0 {
+	if err := c.phase.Start(); err != nil {
 		c.mu.Unlock()
-		if c.state == 1 {
-			return ErrStarted
-		}
-		return ErrClosed
+		return err
 	}
-	c.state = 1
-	consumers := append([]*consumer.Consumer(nil), c.consumers...)
+	consumers := append([]consumerctl.Engine(nil), c.consumers...)
 	c.mu.Unlock()
 
 	if err := c.rdb.Ping(ctx).Err(); err != nil {
@@ -135,7 +136,7 @@ func (c *Client) Start(ctx context.Context) error {
 			for _, started := range consumers[:i] {
 				_ = started.Close(ctx)
 			}
-			return fmt.Errorf("rmq: start %s: %w", cons.Topic().Name(), err)
+			return wrapOp(err, "start "+cons.Topic().Name())
 		}
 	}
 	if err := c.startZooKeeper(ctx); err != nil {
@@ -182,15 +183,14 @@ func maxmemoryPolicy(ctx context.Context, rdb redis.UniversalClient) (string, er
 // when every goroutine the client started has ended.
 func (c *Client) Close(ctx context.Context) error {
 	c.mu.Lock()
-	if c.state == 2 {
+	if c.phase.Close() == lifecycle.Closed {
 		c.mu.Unlock()
 		return nil
 	}
-	c.state = 2
-	consumers := append([]*consumer.Consumer(nil), c.consumers...)
+	consumers := append([]consumerctl.Engine(nil), c.consumers...)
 	c.mu.Unlock()
 
-	// ZooKeeper mode: leave the fleet first (no new slots), drain the
+	// Shutdown order. ZooKeeper mode: leave the fleet first (no new slots), drain the
 	// consumers, then end the session, which hands their slots over.
 	c.leaveZooKeeper(ctx)
 	errs := make([]error, len(consumers)+1)
@@ -206,3 +206,21 @@ func (c *Client) Close(ctx context.Context) error {
 	errs[len(consumers)] = c.closeZooKeeper()
 	return errors.Join(errs...)
 }
+
+// opError says what the client was doing when err happened. Every error
+// of this module starts with "rmq: ", so the wrapped error's own prefix is
+// left out of the text: "rmq: start orders: topic conflicts with ...", not
+// "rmq: start orders: rmq: topic conflicts with ...". errors.Is and As see
+// err.
+type opError struct {
+	op  string
+	err error
+}
+
+func wrapOp(err error, op string) error { return &opError{op: op, err: err} }
+
+func (e *opError) Error() string {
+	return "rmq: " + e.op + ": " + strings.TrimPrefix(e.err.Error(), "rmq: ")
+}
+
+func (e *opError) Unwrap() error { return e.err }

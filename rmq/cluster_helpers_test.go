@@ -10,8 +10,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/rmq-go/rmq/internal/keyspace"
 	"github.com/rmq-go/rmq/internal/scripts"
-	"github.com/rmq-go/rmq/slots"
 )
 
 // scriptsBySHA names every script of luascripts by its SHA1.
@@ -90,7 +90,7 @@ func (h *keySlotCheck) observe(cmd redis.Cmder) {
 		hashSlots := map[int][]string{}
 		for _, k := range keys[g : g+size] {
 			key := fmt.Sprint(k)
-			hs := slots.HashSlot(key)
+			hs := keyspace.HashSlot(key)
 			hashSlots[hs] = append(hashSlots[hs], key)
 		}
 		if len(hashSlots) > 1 {

@@ -3,6 +3,7 @@ package rmq_test
 import (
 	"context"
 	"fmt"
+	"net"
 	"slices"
 	"sort"
 	"strconv"
@@ -17,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rmq-go/rmq/consumer"
+	"github.com/rmq-go/rmq/internal/keyspace"
 	"github.com/rmq-go/rmq/internal/redisserver"
 	"github.com/rmq-go/rmq/internal/redistest"
 	"github.com/rmq-go/rmq/internal/scripts"
@@ -119,12 +121,19 @@ func TestClusterEveryScriptKeysOneHashSlot(t *testing.T) {
 // slotMap returns, for every hash slot, the master that serves it.
 func slotMap(t *testing.T, cc *redis.ClusterClient) []string {
 	t.Helper()
-	ranges, err := cc.ClusterSlots(context.Background()).Result()
+	shards, err := cc.ClusterShards(context.Background()).Result()
 	require.NoError(t, err)
-	owner := make([]string, slots.NumHashSlots)
-	for _, r := range ranges {
-		for hs := r.Start; hs <= r.End; hs++ {
-			owner[hs] = r.Nodes[0].Addr
+	owner := make([]string, keyspace.NumHashSlots)
+	for _, sh := range shards {
+		for _, n := range sh.Nodes {
+			if n.Role != "master" {
+				continue
+			}
+			for _, r := range sh.Slots {
+				for hs := r.Start; hs <= r.End; hs++ {
+					owner[hs] = net.JoinHostPort(n.IP, strconv.FormatInt(n.Port, 10))
+				}
+			}
 		}
 	}
 	return owner
@@ -179,7 +188,7 @@ func TestClusterKeyPlacement(t *testing.T) {
 				plain = append(plain, e.prefix+":{"+name+":"+strconv.Itoa(i)+"}:store")
 			}
 			for i, hs := range keySlots(placed) {
-				require.Equal(t, slots.HashSlot(placed[i]), hs, placed[i])
+				require.Equal(t, keyspace.HashSlot(placed[i]), hs, placed[i])
 			}
 			got, before := count(placed), count(plain)
 			t.Logf("%-9s %3d slots over %v: placed tags %v, plain tags %v", name, n, masters, got, before)
@@ -319,7 +328,7 @@ func probeWakeUps(t *testing.T, e *env, tp topic.Topic) {
 		require.NoError(t, err)
 		d := rec.next(t, waitLong)
 		require.Equal(t, id, d.ID)
-		assert.Less(t, d.At.Sub(sent), time.Second, "slot %d (hash slot %d) woken late", s, slots.HashSlot(e.keys(tp, s).Wake))
+		assert.Less(t, d.At.Sub(sent), time.Second, "slot %d (hash slot %d) woken late", s, keyspace.HashSlot(e.keys(tp, s).Wake))
 	}
 	require.NoError(t, c.Close(ctx))
 }
@@ -344,7 +353,7 @@ func mastersOf(t *testing.T, e *env, tp topic.Topic) map[string][]int {
 	owner := slotMap(t, e.rdb.(*redis.ClusterClient))
 	out := map[string][]int{}
 	for s := range tp.SlotAmount() {
-		m := owner[slots.HashSlot(e.keys(tp, s).Store)]
+		m := owner[keyspace.HashSlot(e.keys(tp, s).Store)]
 		out[m] = append(out[m], s)
 	}
 	return out
@@ -532,7 +541,7 @@ func TestClusterReshardLosesNothing(t *testing.T) {
 
 	// Filler keys of another application in the hash slots that move.
 	for _, s := range moving {
-		tag := slots.Tag(tp.Name(), s)
+		tag := keyspace.Tag(tp.Name(), s)
 		pipe := e.rdb.Pipeline()
 		for i := range 200 {
 			pipe.Set(ctx, fmt.Sprintf("other:%s:%d", tag, i), "x", time.Hour)
@@ -564,7 +573,7 @@ func TestClusterReshardLosesNothing(t *testing.T) {
 	run.waitHandled(t, 50) // the moves hit a running load
 	began := time.Now()
 	for _, s := range moving {
-		hs := slots.HashSlot(e.keys(tp, s).Store)
+		hs := keyspace.HashSlot(e.keys(tp, s).Store)
 		from, err := cl.SlotOwner(ctx, hs)
 		require.NoError(t, err)
 		to := masters[(slices.Index(masters, from)+1)%len(masters)]
@@ -580,7 +589,7 @@ func TestClusterReshardLosesNothing(t *testing.T) {
 	e.eventuallyCounts(tp, counts{})
 	assert.Positive(t, redir.moved.Load()+redir.ask.Load()+redir.tryAgain.Load(), "no client met a redirection")
 	for _, s := range moving {
-		n, err := e.rdb.Exists(ctx, fmt.Sprintf("other:%s:%d", slots.Tag(tp.Name(), s), 7)).Result()
+		n, err := e.rdb.Exists(ctx, fmt.Sprintf("other:%s:%d", keyspace.Tag(tp.Name(), s), 7)).Result()
 		require.NoError(t, err)
 		assert.Equal(t, int64(1), n, "a filler key was lost")
 	}

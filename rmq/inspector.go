@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rmq-go/rmq/internal/scripts"
+	"github.com/rmq-go/rmq/internal/topicstore"
 	"github.com/rmq-go/rmq/producer"
 	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
@@ -74,7 +75,7 @@ func (i *Inspector) Topics(ctx context.Context) ([]topic.Topic, error) {
 	if i.err != nil {
 		return nil, i.err
 	}
-	return topic.List(ctx, i.rdb, slots.TopicsKey(i.prefix))
+	return topicstore.List(ctx, i.rdb, slots.TopicsKey(i.prefix))
 }
 
 // Topic returns the stored definition of the topic called name, or
@@ -86,7 +87,7 @@ func (i *Inspector) Topic(ctx context.Context, name string) (topic.Topic, error)
 	if err := topic.ValidateName(name); err != nil {
 		return topic.Topic{}, err
 	}
-	t, found, err := topic.Lookup(ctx, i.rdb, slots.TopicsKey(i.prefix), name)
+	t, found, err := topicstore.Lookup(ctx, i.rdb, slots.TopicsKey(i.prefix), name)
 	if err != nil {
 		return topic.Topic{}, err
 	}
@@ -107,7 +108,7 @@ func (i *Inspector) check(ctx context.Context, t topic.Topic) error {
 	if t.IsZero() {
 		return fmt.Errorf("%w: zero Topic (use topic.New)", topic.ErrInvalidName)
 	}
-	stored, found, err := topic.Lookup(ctx, i.rdb, slots.TopicsKey(i.prefix), t.Name())
+	stored, found, err := topicstore.Lookup(ctx, i.rdb, slots.TopicsKey(i.prefix), t.Name())
 	if err != nil {
 		return err
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/rmq-go/rmq/internal/redisserver"
 	"github.com/rmq-go/rmq/internal/redistest"
 	"github.com/rmq-go/rmq/internal/scripts"
+	"github.com/rmq-go/rmq/internal/topicstore"
 	"github.com/rmq-go/rmq/producer"
 	"github.com/rmq-go/rmq/rmq"
 	"github.com/rmq-go/rmq/slots"
@@ -51,9 +52,11 @@ func checkNoOrphans(t *testing.T, rdb redis.UniversalClient, prefix string) {
 		slot  int
 	}
 	allowed := map[string]slotRef{}
+	topics := map[string]topic.Topic{}
 	for name, def := range defs {
 		tp, err := topic.ParseDefinition(name, def)
 		require.NoError(t, err)
+		topics[name] = tp
 		for s := range tp.SlotAmount() {
 			k := slots.KeysFor(prefix, tp, s)
 			ref := slotRef{name, s}
@@ -75,7 +78,7 @@ func checkNoOrphans(t *testing.T, rdb redis.UniversalClient, prefix string) {
 		seen[ref] = true
 	}
 	for ref := range seen {
-		k := slots.KeysForName(prefix, ref.topic, ref.slot)
+		k := slots.KeysFor(prefix, topics[ref.topic], ref.slot)
 		store := zmembers(t, rdb, k.Store)
 		prepare := zmembers(t, rdb, k.Prepare)
 		dead := zmembers(t, rdb, k.Dead)
@@ -196,7 +199,7 @@ func (e *env) fakeDead(tp topic.Topic, slot int, ids []string, diedMs func(j int
 	e.t.Helper()
 	ctx := context.Background()
 	k := e.keys(tp, slot)
-	require.NoError(e.t, topic.Define(ctx, e.rdb, slots.TopicsKey(e.prefix), tp))
+	require.NoError(e.t, topicstore.Define(ctx, e.rdb, slots.TopicsKey(e.prefix), tp))
 	for from := 0; from < len(ids); from += 1000 {
 		pipe := e.rdb.Pipeline()
 		for j := from; j < min(len(ids), from+1000); j++ {

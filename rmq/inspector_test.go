@@ -14,6 +14,7 @@ import (
 	"github.com/rmq-go/rmq/consumer"
 	"github.com/rmq-go/rmq/internal/redistest"
 	"github.com/rmq-go/rmq/internal/scripts"
+	"github.com/rmq-go/rmq/internal/topicstore"
 	"github.com/rmq-go/rmq/rmq"
 	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
@@ -208,7 +209,7 @@ func TestInspectorMillionDead(t *testing.T) {
 	t.Cleanup(func() { checkNoOrphans(t, e.rdb, e.prefix) })
 	ctx := ctxT(t)
 	tp := mustTopic(t, "huge", topic.FixedTime, 16)
-	require.NoError(t, topic.Define(ctx, e.rdb, slots.TopicsKey(e.prefix), tp))
+	require.NoError(t, topicstore.Define(ctx, e.rdb, slots.TopicsKey(e.prefix), tp))
 	const perSlot = 62_500
 	base := time.Now().Add(-24 * time.Hour).UnixMilli()
 	// Built inside Redis (one script per slot) to keep the test fast; the

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rmq-go/rmq/consumer"
+	"github.com/rmq-go/rmq/internal/topicstore"
 	"github.com/rmq-go/rmq/producer"
 	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
@@ -306,7 +307,7 @@ func (i *Inspector) depths(ctx context.Context) ([]depth, error) {
 	if i.err != nil {
 		return nil, i.err
 	}
-	topics, err := topic.List(ctx, i.rdb, slots.TopicsKey(i.prefix))
+	topics, err := topicstore.List(ctx, i.rdb, slots.TopicsKey(i.prefix))
 	if err != nil {
 		return nil, err
 	}

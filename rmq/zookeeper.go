@@ -4,10 +4,11 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"strings"
 	"time"
 
-	"github.com/rmq-go/rmq/consumer"
-	"github.com/rmq-go/rmq/slots"
+	"github.com/rmq-go/rmq/internal/consumerctl"
+	"github.com/rmq-go/rmq/internal/zkcoord"
 	"github.com/rmq-go/rmq/topic"
 )
 
@@ -18,7 +19,9 @@ type zkOptions struct {
 	servers        []string
 	sessionTimeout time.Duration
 	root           string
-	dialer         func(network, address string, timeout time.Duration) (net.Conn, error)
+	// dialer opens the TCP connections to ZooKeeper (nil: net.DialTimeout);
+	// tests set it through export_test.go to cut the network.
+	dialer func(network, address string, timeout time.Duration) (net.Conn, error)
 }
 
 // WithZooKeeper makes the client's consumers take part in a fleet
@@ -61,12 +64,6 @@ func ZKSessionTimeout(d time.Duration) ZooKeeperOption {
 // "/rmq/<prefix>"). Workers sharing a key prefix must share the root.
 func ZKRoot(path string) ZooKeeperOption { return func(z *zkOptions) { z.root = path } }
 
-// ZKDialer sets how TCP connections to ZooKeeper are opened (default
-// net.DialTimeout); tests use it to cut the network.
-func ZKDialer(dial func(network, address string, timeout time.Duration) (net.Conn, error)) ZooKeeperOption {
-	return func(z *zkOptions) { z.dialer = dial }
-}
-
 // initZooKeeper builds the coordinator when WithZooKeeper was given.
 func (c *Client) initZooKeeper() error {
 	z := c.cfg.zk
@@ -77,32 +74,35 @@ func (c *Client) initZooKeeper() error {
 	if root == "" {
 		root = "/rmq/" + c.cfg.prefix
 	}
-	cfg := slots.ZKConfig{Servers: z.servers, SessionTimeout: z.sessionTimeout, Root: root, Logger: c.log}
+	cfg := zkcoord.Config{Servers: z.servers, SessionTimeout: z.sessionTimeout, Root: root, Logger: c.log}
 	if z.dialer != nil {
 		cfg.Dialer = z.dialer
 	}
-	coord, err := slots.NewZKCoordinator(cfg)
+	coord, err := zkcoord.New(cfg)
 	if err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalidOption, err)
+		// One sentinel for the caller (zkcoord's own is internal), and the
+		// "rmq: " prefix once.
+		return fmt.Errorf("%w: %s", ErrInvalidOption, strings.TrimPrefix(err.Error(), "rmq: "))
 	}
 	c.coord = coord
 	return nil
 }
 
-// zkConsumerOptions are the consumer options of ZooKeeper mode for topic t.
-func (c *Client) zkConsumerOptions(t topic.Topic) []consumer.Option {
+// zkCoordinator is the coordinator the engines take their slots from: nil
+// (an untyped nil, not a nil *zkcoord.Coordinator) without WithZooKeeper.
+func (c *Client) zkCoordinator() consumerctl.Coordinator {
 	if c.coord == nil {
 		return nil
 	}
-	return []consumer.Option{consumer.WithAssignedSlots(c.coord)}
+	return c.coord
 }
 
-// zkAddTopic hands a registered topic's consumer to the coordinator.
-func (c *Client) zkAddTopic(t topic.Topic, cons *consumer.Consumer) error {
+// zkAddTopic hands a registered topic's engine to the coordinator.
+func (c *Client) zkAddTopic(t topic.Topic, cons consumerctl.Engine) error {
 	if c.coord == nil {
 		return nil
 	}
-	return c.coord.AddTopic(t, cons)
+	return c.coord.AddTopic(t, cons.Slots())
 }
 
 // startZooKeeper joins the fleet once the consumers run (they own nothing

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"hash/crc32"
 
+	"github.com/rmq-go/rmq/internal/keyspace"
 	"github.com/rmq-go/rmq/topic"
 )
 
@@ -59,23 +60,12 @@ type Keys struct {
 	Wake    string // pub/sub channel: the slot's head changed
 }
 
-// Tag returns the hash tag of a slot, braces included: "{topic:index:n}",
-// where n is the smallest number that places the tag's Redis Cluster hash
-// slot in TagRange(topic, index), so that the slots of a topic spread
-// evenly over the cluster's masters (see cluster.go). The tag depends on
-// the topic name and index only: every process derives the same keys.
-func Tag(topicName string, index int) string {
-	return placedTag(topicName, index)
-}
-
-// KeysFor returns the keys of slot index of topic t under prefix.
+// KeysFor returns the keys of slot index of topic t under prefix. They all
+// share the slot's hash tag "{<topic>:<index>:<n>}", where n places the tag
+// on a chosen Redis Cluster hash slot; the tag depends on the topic's name
+// and the index only.
 func KeysFor(prefix string, t topic.Topic, index int) Keys {
-	return KeysForName(prefix, t.Name(), index)
-}
-
-// KeysForName is KeysFor when only the topic name is known.
-func KeysForName(prefix, topicName string, index int) Keys {
-	base := prefix + ":" + Tag(topicName, index) + ":"
+	base := prefix + ":" + keyspace.Tag(t.Name(), index) + ":"
 	return Keys{
 		Store:   base + "store",
 		Prepare: base + "prepare",
@@ -88,3 +78,8 @@ func KeysForName(prefix, topicName string, index int) Keys {
 
 // TopicsKey is the HASH of stored topic definitions: name -> Definition().
 func TopicsKey(prefix string) string { return prefix + ":topics" }
+
+// ErrOwnershipLost is the cause of handler contexts cancelled in ZooKeeper
+// mode (rmq.WithZooKeeper) because this worker could no longer prove that
+// its ZooKeeper session, and with it the ownership of its slots, is alive.
+var ErrOwnershipLost = errors.New("rmq: slot ownership lost (ZooKeeper session unconfirmed or expired)")

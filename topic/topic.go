@@ -18,16 +18,21 @@ const (
 	// sent while the first waits merge into one delivery.
 	RangeMerge Type = iota + 1
 	// Priority messages are delivered highest priority first; priorities are
-	// integers above MinPriority.
+	// integers from MinPriority up.
 	Priority
 	// FixedTime messages are due at an exact instant; a repeat replaces it.
 	FixedTime
 )
 
-// MinPriority is the largest priority that is refused: scores 0..16 are
-// reserved for retried priority messages, so every retry ranks below every
-// fresh message.
-const MinPriority = 16
+// ErrConflict is returned when a topic is defined with another type or slot
+// amount than the definition already stored in Redis. Changing either would
+// strand messages in slots nobody reads, so it is refused.
+var ErrConflict = errors.New("rmq: topic conflicts with its stored definition")
+
+// MinPriority is the smallest priority a message may be sent with: scores
+// below it (0..16) are reserved for retried priority messages, so every
+// retry ranks below every fresh message.
+const MinPriority = 17
 
 // MaxSlotAmount is the largest number of slots a topic may have.
 const MaxSlotAmount = 16384

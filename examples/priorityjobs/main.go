@@ -86,7 +86,7 @@ func run(ctx context.Context, rdb *redis.Client, prefix string, out io.Writer) (
 
 	queued := []struct {
 		name     string
-		priority int64 // above topic.MinPriority (16); higher runs first
+		priority int64 // at least topic.MinPriority (17); higher runs first
 	}{
 		{"rebuild-search-index", 20},
 		{"send-password-reset-email", 100},

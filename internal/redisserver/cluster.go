@@ -231,8 +231,8 @@ func (c *Cluster) client(addr string) *redis.Client {
 	return cl
 }
 
-// slotRange is one row of CLUSTER SLOTS with replicas sorted, so views from
-// different nodes compare equal.
+// slotRange is one range of hash slots with the master that serves it and
+// its replicas sorted, so views from different nodes compare equal.
 type slotRange struct {
 	start, end int
 	master     string
@@ -241,22 +241,34 @@ type slotRange struct {
 
 type slotView []slotRange
 
+// slotView reads CLUSTER SHARDS from the node at addr: one range per row of
+// a shard, with the shard's master and the replicas that are not failed
+// (the nodes CLUSTER SLOTS, deprecated since Redis 7.0, would list).
 func (c *Cluster) slotView(ctx context.Context, addr string) (slotView, error) {
-	slots, err := c.client(addr).ClusterSlots(ctx).Result()
+	shards, err := c.client(addr).ClusterShards(ctx).Result()
 	if err != nil {
 		return nil, err
 	}
-	v := make(slotView, 0, len(slots))
-	for _, s := range slots {
-		if len(s.Nodes) == 0 {
+	var v slotView
+	for _, sh := range shards {
+		master := ""
+		var replicas []string
+		for _, n := range sh.Nodes {
+			a := net.JoinHostPort(n.IP, strconv.FormatInt(n.Port, 10))
+			switch {
+			case n.Role == "master":
+				master = a
+			case n.Health != "failed":
+				replicas = append(replicas, a)
+			}
+		}
+		if master == "" {
 			continue
 		}
-		r := slotRange{start: s.Start, end: s.End, master: s.Nodes[0].Addr}
-		for _, n := range s.Nodes[1:] {
-			r.replicas = append(r.replicas, n.Addr)
+		slices.Sort(replicas)
+		for _, r := range sh.Slots {
+			v = append(v, slotRange{start: int(r.Start), end: int(r.End), master: master, replicas: slices.Clone(replicas)})
 		}
-		slices.Sort(r.replicas)
-		v = append(v, r)
 	}
 	slices.SortFunc(v, func(a, b slotRange) int { return a.start - b.start })
 	return v, nil

@@ -3,7 +3,6 @@ package scripts_test
 import (
 	"context"
 	"fmt"
-	"math"
 	"regexp"
 	"strconv"
 	"strings"
@@ -230,17 +229,6 @@ func (s *slot) envelope(key, id string) scripts.Envelope {
 	e, err := scripts.DecodeEnvelope(raw)
 	require.NoError(s.t, err)
 	return e
-}
-
-func toF(v any) float64 {
-	switch x := v.(type) {
-	case int64:
-		return float64(x)
-	case string:
-		f, _ := strconv.ParseFloat(x, 64)
-		return f
-	}
-	return math.NaN()
 }
 
 func past() float64 { return float64(time.Now().Add(-time.Second).UnixMilli()) }

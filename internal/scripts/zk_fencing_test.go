@@ -7,8 +7,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/rmq-go/rmq/internal/keyspace"
 	"github.com/rmq-go/rmq/internal/scripts"
-	"github.com/rmq-go/rmq/slots"
 )
 
 // fenced drives the ZooKeeper-mode variants of the scripts: every call names
@@ -22,7 +22,7 @@ func newFenced(t *testing.T, typ int) *fenced {
 	s := newSlot(t, typ)
 	// KeysFor built the keys from the same prefix and topic "t", slot 0.
 	prefix := s.k.Store[:len(s.k.Store)-len(":{t:0}:store")]
-	return &fenced{slot: s, epochKey: slots.EpochKey(prefix, "t", 0)}
+	return &fenced{slot: s, epochKey: keyspace.EpochKey(prefix, "t", 0)}
 }
 
 func (f *fenced) takeover(epoch int64) ([]int64, error) {

@@ -1,4 +1,4 @@
-package slots
+package zkcoord
 
 import (
 	"strconv"

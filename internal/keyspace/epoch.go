@@ -1,9 +1,9 @@
-package slots
+package keyspace
 
 // EpochKey is the STRING holding the owner epoch of slot index of a topic
-// (ZooKeeper mode): "<prefix>:{<topic>:<index>}:epoch", in the slot's hash
-// tag so the fenced scripts touch one cluster slot. A slot's owner raises it
-// when its term starts (takeover.lua) and every fetch, ack, rollback, lease
+// (ZooKeeper mode), next to the slot's other keys and in its hash tag, so
+// the fenced scripts touch one cluster slot. A slot's owner raises it when
+// its term starts (takeover.lua) and every fetch, ack, rollback, lease
 // extension and sweep of that owner names it; Redis refuses the call once a
 // newer owner raised it.
 func EpochKey(prefix, topicName string, index int) string {

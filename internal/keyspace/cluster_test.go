@@ -1,4 +1,4 @@
-package slots
+package keyspace
 
 import (
 	"fmt"
@@ -116,6 +116,18 @@ func TestTagSpreadOverThreeMasters(t *testing.T) {
 
 func BenchmarkTag(b *testing.B) {
 	for i := 0; i < b.N; i++ {
-		placedTag("bench-"+strconv.Itoa(i>>14), i&16383)
+		Tag("bench-"+strconv.Itoa(i>>14), i&16383)
 	}
+}
+
+// The epoch key shares the slot's hash tag, so the fenced scripts touch one
+// cluster hash slot.
+func TestEpochKeyInSlotTag(t *testing.T) {
+	for i := range 16 {
+		e := EpochKey("rmq", "orders", i)
+		assert.Equal(t, "rmq:"+Tag("orders", i)+":epoch", e)
+		assert.Equal(t, e, EpochKeys("rmq", "orders", 16)[i])
+		assert.Equal(t, HashSlot("rmq:"+Tag("orders", i)+":store"), HashSlot(e))
+	}
+	assert.Equal(t, "{orders.v1:7:121}", Tag("orders.v1", 7))
 }

@@ -1,4 +1,8 @@
-package slots
+// Package keyspace places the Redis keys of topic slots: the hash tag of a
+// slot (so that a topic's slots spread evenly over a cluster's masters),
+// Redis Cluster's hash slot of a key, and the owner epoch keys of ZooKeeper
+// mode. The public key layout (slots.KeysFor) is built on Tag.
+package keyspace
 
 import (
 	"strconv"
@@ -85,7 +89,8 @@ func indexByte(s string, c byte) int {
 }
 
 // TagRange returns the range of hash slots, [lo, lo+16), that the tag of
-// slot index of a topic is placed in (see the comment at the top of this file).
+// slot index of a topic is placed in (see "Key placement on a Redis Cluster"
+// above).
 func TagRange(topicName string, index int) (lo int) {
 	base := int(crc16(0, topicName)) % NumHashSlots / tagSpan
 	r := (bitReverse(index%tagRanges, tagBits) + base) % tagRanges
@@ -133,9 +138,12 @@ func crc16b(crc uint16, b []byte) uint16 {
 	return crc
 }
 
-// placedTag returns "{topic:index:n}" for the smallest n that puts it in
-// TagRange(topic, index).
-func placedTag(topicName string, index int) string {
+// Tag returns the hash tag of a slot, braces included: "{topic:index:n}",
+// where n is the smallest number that places the tag's Redis Cluster hash
+// slot in TagRange(topic, index), so that the slots of a topic spread
+// evenly over the cluster's masters. The tag depends on the topic name and
+// index only: every process derives the same keys.
+func Tag(topicName string, index int) string {
 	k := tagKey{topicName, index}
 	if t, ok := tags.Load(k); ok {
 		return t.(string)

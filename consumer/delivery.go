@@ -1,0 +1,294 @@
+package consumer
+
+import (
+	"context"
+	"fmt"
+	"runtime/debug"
+	"time"
+
+	"github.com/rmq-go/rmq/internal/scripts"
+	"github.com/rmq-go/rmq/slots"
+)
+
+// This file is a delivery's life in the engine: dispatched after a fetch,
+// waiting for a listener token, handled, then acked or rolled back.
+
+// delivery is one message being handled here.
+type delivery struct {
+	msg       *Message
+	cancel    context.CancelCauseFunc
+	timedOut  bool // guarded by engine.mu: no more lease extension
+	abandoned bool // guarded by engine.mu: Close rolled it back
+	revoked   bool // guarded by engine.mu: its slot's ownership was lost
+	ending    bool // guarded by engine.mu: the listener returned; its ack or rollback is under way
+}
+
+// betterScore reports whether score a is consumed before b: the earlier due
+// time, or the higher priority.
+func (c *engine) betterScore(a, b float64) bool {
+	if c.topic.Type().TimeBased() {
+		return a < b
+	}
+	return a > b
+}
+
+// freeCapacity reports how many more deliveries may be fetched. A delivery
+// counts from its fetch until its listener call returns: its ack then runs
+// in a round shared with others while a new delivery takes the handler, so
+// a slow ack round does not idle the handlers, and acks that queue up ride
+// one call. With a prefetch, fetching waits until at most half of it is
+// still waiting to start, so each fetch moves at least half a prefetch:
+// one large fetch costs Redis far less per message than many small ones,
+// and the waiting half keeps the handlers busy meanwhile.
+func (c *engine) freeCapacity() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p := c.cfg.prefetch; p > 0 && c.busy-len(c.running) > p/2 {
+		return 0
+	}
+	return c.cfg.concurrency + c.cfg.prefetch - c.busy
+}
+
+func (c *engine) slotFree(slot int) int { return c.own.slotFree(slot) }
+
+// dispatch starts a handler goroutine for each fetched message.
+func (c *engine) dispatch(msgs []*Message) {
+	for _, m := range msgs {
+		ctx, cancel := context.WithCancelCause(c.handleCtx)
+		d := &delivery{msg: m, cancel: cancel}
+		c.mu.Lock()
+		if !c.own.mayDispatchLocked(m) {
+			// The slot's term ended while the fetch ran: the message stays
+			// in prepare until the slot's next term returns it to store.
+			c.mu.Unlock()
+			cancel(nil)
+			continue
+		}
+		c.inflight[d] = struct{}{}
+		c.busy++
+		c.perSlot[m.Slot]++
+		c.mu.Unlock()
+		c.cfg.observer.Delivered(m)
+		c.handlers.Add(1)
+		go c.handle(ctx, d)
+	}
+}
+
+func (c *engine) handle(ctx context.Context, d *delivery) {
+	defer c.handlers.Done()
+	defer d.cancel(nil)
+	started := c.acquire(ctx)
+	if started && c.cfg.prefetch > 0 {
+		// One fewer waits to start: the prefetch may be down to its refill
+		// mark. Otherwise the next wake-up is the end of a delivery, which
+		// waits for its ack round.
+		c.wakeFetcher()
+	}
+	// The handler's token and capacity go back as soon as the listener
+	// returns; the deferred call covers a listener that never returns
+	// (runtime.Goexit, as t.FailNow does).
+	listenerReturned := false
+	defer func() {
+		if !listenerReturned {
+			c.giveBack(started)
+		}
+	}()
+	hctx := ctx
+	if c.cfg.handlerTimeout > 0 {
+		var cancel context.CancelFunc
+		hctx, cancel = context.WithTimeoutCause(ctx, c.cfg.handlerTimeout, ErrHandlerTimeout)
+		defer cancel()
+		stop := context.AfterFunc(hctx, func() {
+			if context.Cause(hctx) == ErrHandlerTimeout {
+				c.mu.Lock()
+				d.timedOut = true
+				c.mu.Unlock()
+			}
+		})
+		defer stop()
+	}
+	began := time.Now()
+	var err error
+	if !started {
+		err = context.Cause(ctx)
+	} else if !c.own.vouched() {
+		// ZooKeeper mode: the ownership lapsed since the fetch (the process
+		// was frozen, or lost ZooKeeper). The listener is not called; the
+		// message stays in prepare for the slot's next term.
+		c.mu.Lock()
+		d.revoked = true
+		c.mu.Unlock()
+		err = slots.ErrOwnershipLost
+	} else {
+		err = c.call(hctx, d.msg)
+	}
+	took := time.Since(began)
+	listenerReturned = true
+	c.giveBack(started)
+
+	c.mu.Lock()
+	// The AfterFunc that marks a timeout runs on its own goroutine and may
+	// not have run yet when the handler returns: ask the context directly.
+	abandoned, revoked := d.abandoned, d.revoked
+	timedOut := d.timedOut || context.Cause(hctx) == ErrHandlerTimeout
+	d.ending = !abandoned
+	c.mu.Unlock()
+	if timedOut {
+		err = fmt.Errorf("%w after %v: %v", ErrHandlerTimeout, c.cfg.handlerTimeout, err)
+	}
+	var outcome Outcome
+	switch {
+	case abandoned:
+		outcome = Abandoned
+	case context.Cause(ctx) == ErrLeaseLost:
+		outcome = LeaseLost
+		c.log.WarnContext(ctx, "rmq: lease lost while handling; the message is redelivered", "id", d.msg.ID, "slot", d.msg.Slot)
+	case revoked && err != nil:
+		// ZooKeeper mode: no rollback (it would count an attempt and could
+		// reorder the key); the slot's next term returns the message.
+		outcome = Revoked
+	case err == nil:
+		outcome = c.finish(d, "ack", func(ctx context.Context) (Outcome, error) {
+			refused, err := c.ackOne(d)
+			if err != nil {
+				return Failed, err
+			}
+			if refused {
+				c.log.WarnContext(ctx, "rmq: ack refused: the delivery was no longer current", "id", d.msg.ID, "slot", d.msg.Slot)
+				return Refused, nil
+			}
+			return Acked, nil
+		})
+	default:
+		outcome = c.finish(d, "rollback", func(ctx context.Context) (Outcome, error) {
+			ctx, cancel := context.WithTimeout(ctx, c.cfg.prepareTimeout)
+			defer cancel()
+			res, rerr := c.rollback(ctx, d.msg.Slot, []rollbackItem{{id: d.msg.ID, token: d.msg.Token, err: err.Error(), epoch: d.msg.Epoch}})
+			if rerr != nil {
+				return Failed, rerr
+			}
+			return rollbackOutcome(res[0]), nil
+		})
+	}
+	c.cfg.observer.Finished(d.msg, took, outcome)
+	c.mu.Lock()
+	delete(c.inflight, d)
+	if c.perSlot[d.msg.Slot]--; c.perSlot[d.msg.Slot] <= 0 {
+		delete(c.perSlot, d.msg.Slot)
+		c.own.slotIdleLocked(d.msg.Slot)
+	}
+	c.mu.Unlock()
+	c.wakeFetcher()
+}
+
+// acquire takes a listener token: at most concurrency listener calls run
+// at once, and with a prefetch, fetched deliveries wait here for one, in
+// fetch order. It reports false, holding no token, when ctx ended first
+// (Close abandoned the delivery, or its lease was lost).
+func (c *engine) acquire(ctx context.Context) bool {
+	select {
+	case c.running <- struct{}{}:
+		// A free token: no need for ctx.Done, whose channel is made on
+		// first use (an allocation per delivery).
+	default:
+		select {
+		case c.running <- struct{}{}:
+		case <-ctx.Done():
+			return false
+		}
+	}
+	if ctx.Err() != nil {
+		<-c.running
+		return false
+	}
+	return true
+}
+
+// giveBack frees the handler token (if the listener started) and the
+// capacity of a delivery whose listener call returned or never started; its
+// slot stays taken until the delivery ends.
+func (c *engine) giveBack(started bool) {
+	// Under mu first: abandonInflight cancels every delivery under mu, so
+	// a token freed after it cannot go to a waiting delivery it has not
+	// cancelled yet.
+	c.mu.Lock()
+	c.busy--
+	c.mu.Unlock()
+	if started {
+		<-c.running
+	}
+	c.wakeFetcher()
+}
+
+func (c *engine) wakeFetcher() {
+	select {
+	case c.released <- struct{}{}:
+	default:
+	}
+}
+
+// finish runs an ack or rollback (what). It outlives a cancelled handler
+// context (the outcome must still reach Redis) but not a Redis that stays
+// away: each call carries a deadline of the prepare timeout (an ack round
+// sets one for all its acks, so no delivery makes a timer of its own),
+// which ends it where the client honours context deadlines, and its read
+// timeout ends it otherwise; a delivery waits for its ack round at most
+// about the prepare timeout either way. The lease then runs out and the
+// sweeper rolls the message back. A call refused for a stale owner epoch (ZooKeeper
+// mode) is Fenced.
+func (c *engine) finish(d *delivery, what string, op func(ctx context.Context) (Outcome, error)) Outcome {
+	ctx := context.Background()
+	outcome, err := op(ctx)
+	if scripts.IsFenced(err) {
+		c.fenced(d.msg.Slot, d.msg.Epoch, what)
+		return Fenced
+	}
+	if err != nil {
+		c.log.ErrorContext(ctx, "rmq: could not end delivery; its lease will expire", "id", d.msg.ID, "slot", d.msg.Slot, "err", err)
+	}
+	return outcome
+}
+
+func rollbackOutcome(code int64) Outcome {
+	switch code {
+	case rollbackRetried:
+		return Retried
+	case rollbackDead:
+		return Dead
+	case rollbackSuperseded:
+		return Superseded
+	}
+	return Refused
+}
+
+// call runs the listener and turns a panic into a *PanicError.
+func (c *engine) call(ctx context.Context, m *Message) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = &PanicError{Value: r, Stack: debug.Stack()}
+			c.log.ErrorContext(ctx, "rmq: handler panic", "id", m.ID, "panic", fmt.Sprint(r))
+		}
+	}()
+	return c.listener.OnMessage(ctx, m)
+}
+
+// snapshotInflight groups the deliveries whose leases should be extended.
+func (c *engine) snapshotInflight() map[int][]*delivery {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[int][]*delivery{}
+	for d := range c.inflight {
+		if !d.timedOut && !d.abandoned && !d.revoked {
+			out[d.msg.Slot] = append(out[d.msg.Slot], d)
+		}
+	}
+	return out
+}
+
+// leaseLost cancels handlers whose delivery is no longer current.
+func (c *engine) leaseLost(ds []*delivery) {
+	for _, d := range ds {
+		c.log.Warn("rmq: lease lost", "id", d.msg.ID, "slot", d.msg.Slot, "attempt", d.msg.Attempt)
+		d.cancel(ErrLeaseLost)
+	}
+}

@@ -1,0 +1,277 @@
+package consumer
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/rmq-go/rmq/internal/consumerctl"
+	"github.com/rmq-go/rmq/internal/groupcommit"
+	"github.com/rmq-go/rmq/internal/lifecycle"
+	"github.com/rmq-go/rmq/internal/scripts"
+	"github.com/rmq-go/rmq/internal/topicstore"
+	"github.com/rmq-go/rmq/slots"
+	"github.com/rmq-go/rmq/topic"
+)
+
+// The engine of one topic is unexported: a user consumes through
+// rmq.Client.Register, which reaches it through internal/consumerctl (see
+// that package for why). Its background actors, the fetcher, the waker (with
+// the shard waker on a cluster), the sweeper and the lease keeper, follow
+// the one start/stop style written down in internal/lifecycle: start(ctx,
+// wg), stopped by the engine cancelling ctx and waiting on wg. Close stops
+// them in this order: fetcher, waker and sweeper first (no new delivery
+// starts), then the handlers drain, then the lease keeper (leases are kept
+// until the last handler is done). ZooKeeper mode is one seam, the
+// ownership interface (ownership.go, zkownership.go). Every goroutine the
+// engine starts ends before Close returns.
+
+// init hands the engine's constructor to rmq.
+func init() { consumerctl.New = newEngineFromParams }
+
+// engine consumes one topic with one listener.
+type engine struct {
+	rdb         redis.UniversalClient
+	topic       topic.Topic
+	listener    MessageListener
+	cfg         config
+	log         *slog.Logger
+	keys        []slots.Keys
+	wakeCmd     string
+	backoffArgs []any
+	shards      shardTuning // the shard waker's timing (waker_cluster.go)
+
+	// Lifecycle (internal/lifecycle). Two contexts, stopped in this order
+	// by Close: runCtx ends the fetcher, waker and sweeper (loops), then
+	// handleCtx ends the lease keeper (leases) once the handlers drained,
+	// and the handlers Close gave up on.
+	phase     lifecycle.Phase // guarded by mu
+	live      bool            // guarded by mu: Start succeeded and Close has not begun
+	runCtx    context.Context
+	stopRun   context.CancelFunc
+	handleCtx context.Context
+	stopAll   context.CancelFunc
+	loops     sync.WaitGroup // fetcher, waker, sweeper
+	leases    sync.WaitGroup // lease keeper
+	handlers  sync.WaitGroup // one per delivery in flight
+
+	mu       sync.Mutex
+	inflight map[*delivery]struct{} // until the ack or rollback is done
+	busy     int                    // deliveries whose listener call has not returned
+	perSlot  map[int]int            // inflight per slot
+	released chan struct{}          // a handler finished: capacity is free
+	running  chan struct{}          // a token per running listener call (WithPrefetch)
+
+	waker *waker
+	clock clock
+	acks  *groupcommit.Group[*ackReq]
+	// ackWait bounds how long a delivery waits for its ack round (see
+	// ackWaitCtx).
+	ackWait atomic.Pointer[ackWait]
+
+	// own decides which slots are consumed and fences the script calls
+	// (ownership.go): allSlots, or assignedSlots in ZooKeeper mode.
+	own ownership
+
+	// merged: one script call may name several slots (a single node, no
+	// fencing), so fetches and acks take all their slots in one call.
+	merged bool
+}
+
+// newEngineFromParams is consumerctl.New.
+func newEngineFromParams(p consumerctl.Params) (consumerctl.Engine, error) {
+	l, ok := p.Listener.(MessageListener)
+	if !ok && p.Listener != nil {
+		return nil, fmt.Errorf("%w: listener of type %T", ErrInvalidOption, p.Listener)
+	}
+	opts, ok := p.Options.([]Option)
+	if !ok && p.Options != nil {
+		return nil, fmt.Errorf("%w: options of type %T", ErrInvalidOption, p.Options)
+	}
+	return newEngine(p.Redis, p.Topic, l, p.Coordinator, opts...)
+}
+
+// newEngine returns an engine of t; coord, if not nil, assigns its slots.
+// It starts nothing until Start.
+func newEngine(rdb redis.UniversalClient, t topic.Topic, l MessageListener, coord consumerctl.Coordinator, opts ...Option) (*engine, error) {
+	if t.IsZero() {
+		return nil, fmt.Errorf("%w: zero Topic", topic.ErrInvalidName)
+	}
+	if l == nil {
+		return nil, fmt.Errorf("%w: nil listener", ErrInvalidOption)
+	}
+	cfg := defaultConfig()
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	c := &engine{
+		rdb:      rdb,
+		topic:    t,
+		listener: l,
+		cfg:      cfg,
+		log:      cfg.logger.With("topic", t.Name()),
+		wakeCmd:  scripts.WakeCommand(rdb),
+		shards:   defaultShardTuning,
+		inflight: map[*delivery]struct{}{},
+		perSlot:  map[int]int{},
+		released: make(chan struct{}, 1),
+		running:  make(chan struct{}, cfg.concurrency),
+	}
+	c.keys = keysOf(cfg.prefix, c)
+	c.acks = newAcker(c)
+	if coord != nil {
+		c.own = newAssignedSlots(c, coord)
+	} else {
+		c.own = newAllSlots(c)
+	}
+	_, single := rdb.(*redis.Client)
+	c.merged = single && c.own.merges()
+	// The backoff of attempt a is entry a; attempts past the table use its last.
+	n := cfg.maxRetries + 1
+	c.backoffArgs = append(c.backoffArgs, n)
+	for a := 1; a <= n; a++ {
+		c.backoffArgs = append(c.backoffArgs, max(cfg.backoff(a), 0).Milliseconds())
+	}
+	return c, nil
+}
+
+// Topic returns the consumed topic.
+func (c *engine) Topic() topic.Topic { return c.topic }
+
+// Slots returns the handler a coordinator drives, nil without one.
+func (c *engine) Slots() consumerctl.SlotHandler {
+	if a, ok := c.own.(*assignedSlots); ok {
+		return a
+	}
+	return nil
+}
+
+// Start checks the topic definition, subscribes to wake-ups and starts
+// fetching. ctx bounds only the start-up calls; Close stops the engine.
+func (c *engine) Start(ctx context.Context) error {
+	c.mu.Lock()
+	err := c.phase.Start()
+	c.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if err := topicstore.Define(ctx, c.rdb, slots.TopicsKey(c.cfg.prefix), c.topic); err != nil {
+		return err
+	}
+	if err := scripts.Load(ctx, c.rdb); err != nil {
+		return err
+	}
+	base := context.WithoutCancel(ctx)
+	c.runCtx, c.stopRun = context.WithCancel(base)
+	c.handleCtx, c.stopAll = context.WithCancel(base)
+
+	c.waker = newWaker(c)
+	if err := c.waker.start(ctx, c.runCtx, &c.loops); err != nil {
+		c.stopRun()
+		c.stopAll()
+		return err
+	}
+	newFetcher(c).start(c.runCtx, &c.loops)
+	newSweeper(c).start(c.runCtx, &c.loops)
+	newLeaseKeeper(c).start(c.handleCtx, &c.leases)
+	c.mu.Lock()
+	c.live = true
+	c.mu.Unlock()
+	c.log.DebugContext(ctx, "rmq: consumer started", "slots", c.topic.SlotAmount(), "concurrency", c.cfg.concurrency)
+	return nil
+}
+
+// Close stops fetching, waits for the handlers in flight until ctx is done,
+// then cancels the rest and rolls them back so nothing stays in prepare.
+// A delivery whose listener already returned keeps its own ack or rollback
+// (bounded by the prepare timeout), so a reported success is not undone. It
+// returns when every goroutine the engine started has ended: handlers
+// must return once their context is cancelled. The error is ctx's when the
+// deadline cut handlers short. Only the first Close does anything.
+func (c *engine) Close(ctx context.Context) error {
+	c.mu.Lock()
+	was := c.phase.Close()
+	started := c.live
+	c.live = false
+	c.mu.Unlock()
+	if was != lifecycle.Started || !started {
+		return nil
+	}
+	// Senders before receivers: stop fetching first so no new delivery
+	// starts, then drain the handlers that run.
+	c.stopRun()
+	c.loops.Wait()
+
+	drained := make(chan struct{})
+	go func() { c.handlers.Wait(); close(drained) }()
+	var err error
+	select {
+	case <-drained:
+	case <-ctx.Done():
+		err = ctx.Err()
+		c.abandonInflight()
+		<-drained
+	}
+	// ZooKeeper mode: what is left in prepare (abandoned deliveries,
+	// fetched ones never started) goes back to store at its original
+	// position, attempt not counted, so per-key order survives.
+	c.own.shutdown()
+	// Leases are kept until the last handler is done.
+	c.stopAll()
+	c.leases.Wait()
+	if w := c.ackWait.Load(); w != nil {
+		w.cancel()
+	}
+	return err
+}
+
+// abandonInflight rolls back every delivery still in flight and cancels its
+// handler; their later acks would be refused anyway (their token is gone).
+func (c *engine) abandonInflight() {
+	c.mu.Lock()
+	bySlot := map[int][]rollbackItem{}
+	for d := range c.inflight {
+		if d.abandoned || d.ending {
+			// An ending delivery's own ack or rollback is under way,
+			// bounded by the prepare timeout: a rollback here could undo a
+			// success the listener already reported, and the message would
+			// be handled twice.
+			continue
+		}
+		d.abandoned = true
+		// ZooKeeper mode: the ownership's shutdown returns them to store
+		// once their handlers ended, without counting an attempt.
+		if c.own.rollsBackAbandoned() {
+			bySlot[d.msg.Slot] = append(bySlot[d.msg.Slot], rollbackItem{id: d.msg.ID, token: d.msg.Token, err: ErrShutdown.Error()})
+		}
+		d.cancel(ErrShutdown)
+	}
+	c.mu.Unlock()
+	if len(bySlot) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for slot, items := range bySlot {
+		if _, err := c.rollback(ctx, slot, items); err != nil {
+			c.log.ErrorContext(ctx, "rmq: roll back on shutdown", "slot", slot, "err", err)
+		}
+	}
+}
+
+// fenced handles Redis's refusal of a call of slot made with epoch (it
+// names a stale owner epoch: ZooKeeper mode).
+func (c *engine) fenced(slot int, epoch int64, op string) {
+	if fo, ok := c.cfg.observer.(FenceObserver); ok {
+		fo.Fenced(c.topic.Name(), slot, op)
+	}
+	c.own.fenced(slot, epoch, op)
+}
