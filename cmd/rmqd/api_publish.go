@@ -81,7 +81,7 @@ func parsePublish(r *http.Request) (publishParams, string) {
 	}
 	if q.Has("priority") {
 		v, ok := queryUint(q, "priority", 0, 1<<53)
-		if !ok || v <= topic.MinPriority {
+		if !ok || v < topic.MinPriority {
 			return p, "invalid priority"
 		}
 		p.prio = int64(v)
