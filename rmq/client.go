@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 
@@ -37,7 +38,6 @@ type Client struct {
 	cfg      config
 	log      *slog.Logger
 	producer *producer.Producer
-	metrics  *metrics             // nil without WithMetrics
 	coord    *zkcoord.Coordinator // nil without WithZooKeeper
 
 	mu        sync.Mutex
@@ -61,17 +61,15 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 	if cfg.logger == nil {
 		return nil, fmt.Errorf("%w: nil logger", ErrInvalidOption)
 	}
-	m, err := newMetrics(cfg.metrics, rdb, cfg.prefix, cfg.logger)
-	if err != nil {
-		return nil, err
+	if slices.Contains(cfg.observers, nil) {
+		return nil, fmt.Errorf("%w: nil observer", ErrInvalidOption)
 	}
-	popts := append([]producer.Option{producer.WithPrefix(cfg.prefix), producer.WithMaxBodySize(cfg.maxBodySize)}, m.producerOptions()...)
+	popts := append([]producer.Option{producer.WithPrefix(cfg.prefix), producer.WithMaxBodySize(cfg.maxBodySize)}, producerObserverOptions(cfg.observers)...)
 	c := &Client{
 		rdb:      rdb,
 		cfg:      cfg,
 		log:      cfg.logger,
 		producer: producer.New(rdb, popts...),
-		metrics:  m,
 		topics:   map[string]topic.Topic{},
 	}
 	if err := c.initZooKeeper(); err != nil {
@@ -99,7 +97,7 @@ func (c *Client) Register(t topic.Topic, l consumer.MessageListener, opts ...con
 		return fmt.Errorf("%w: %s", ErrDuplicateTopic, t.Name())
 	}
 	base := []consumer.Option{consumer.WithPrefix(c.cfg.prefix), consumer.WithLogger(c.log)}
-	base = append(base, c.metrics.consumerOptions(t)...)
+	base = append(base, consumerObserverOptions(c.cfg.observers, t)...)
 	cons, err := consumerctl.New(consumerctl.Params{
 		Redis: c.rdb, Topic: t, Listener: l, Options: append(base, opts...), Coordinator: c.zkCoordinator(),
 	})

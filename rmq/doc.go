@@ -2,8 +2,9 @@
 // client (a single node or a cluster), a producer and the consumers of
 // registered topics, and owns their lifecycle (Start, Close). WithZooKeeper
 // turns competing consumers into serial per-slot consumption across a fleet;
-// WithMetrics registers Prometheus metrics; Inspector reads queue sizes and
-// lists, requeues and deletes dead messages.
+// WithObserver attaches metrics (Prometheus: module
+// github.com/rmq-go/rmq/x/prometheus; OpenTelemetry: x/otel); Inspector
+// reads queue sizes and lists, requeues and deletes dead messages.
 //
 // A minimal program:
 //

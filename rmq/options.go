@@ -3,8 +3,6 @@ package rmq
 import (
 	"log/slog"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/rmq-go/rmq/producer"
 	"github.com/rmq-go/rmq/slots"
 )
@@ -13,8 +11,8 @@ type config struct {
 	prefix      string
 	logger      *slog.Logger
 	maxBodySize int
-	metrics     prometheus.Registerer // WithMetrics; nil: no metrics
-	zk          *zkOptions            // WithZooKeeper; nil: every client consumes every slot
+	observers   []Observer // WithObserver
+	zk          *zkOptions // WithZooKeeper; nil: every client consumes every slot
 }
 
 func defaultConfig() config {

@@ -21,3 +21,9 @@ fi
 go vet ./...
 (cd bench && go vet ./...)
 go test -race -count=1 -timeout 18m "$@" ./...
+
+# The optional integrations are modules of their own, which ./... does not
+# enter.
+for m in x/prometheus x/otel; do
+  (cd "$m" && go vet ./... && go test -race -count=1 -timeout 10m "$@" ./...)
+done

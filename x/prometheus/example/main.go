@@ -1,7 +1,8 @@
-// Command observability shows RMQ's Prometheus metrics. It registers the
-// metrics of an rmq.Client on a registry (rmq.WithMetrics), serves that
-// registry on /metrics on a loopback port, runs a little traffic, scrapes
-// itself once and prints the scrape:
+// Command example shows RMQ's Prometheus metrics (module
+// github.com/rmq-go/rmq/x/prometheus). It attaches the metrics to an
+// rmq.Client (rmq.WithObserver), serves the registry on /metrics on a
+// loopback port, runs a little traffic, scrapes itself once and prints the
+// scrape:
 //
 //   - prices (RangeMerge): four price changes of which two merge into a
 //     waiting message, two deliveries, both acked;
@@ -10,12 +11,14 @@
 //   - jobs (Priority): three jobs nobody consumes, so they show in the
 //     store depth gauge.
 //
-// Run it with
+// It needs a Redis; run it from x/prometheus with
 //
-//	go run ./examples/observability                       # throwaway redis-server
-//	REDIS_ADDR=127.0.0.1:6379 go run ./examples/observability
-//	go run ./examples/observability -buckets              # histogram buckets too
-//	go run ./examples/observability -serve                # keep serving /metrics
+//	go run ./example                                  # Redis at 127.0.0.1:6379
+//	REDIS_ADDR=127.0.0.1:6380 go run ./example
+//	go run ./example -buckets                         # histogram buckets too
+//	go run ./example -serve                           # keep serving /metrics
+//
+// Its keys live under a prefix of their own, deleted at the end.
 package main
 
 import (
@@ -30,6 +33,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"time"
 
@@ -38,10 +42,10 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rmq-go/rmq/consumer"
-	"github.com/rmq-go/rmq/examples/internal/exampleredis"
 	"github.com/rmq-go/rmq/producer"
 	"github.com/rmq-go/rmq/rmq"
 	"github.com/rmq-go/rmq/topic"
+	rmqprom "github.com/rmq-go/rmq/x/prometheus"
 )
 
 func main() {
@@ -51,22 +55,36 @@ func main() {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	logf := func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
-	rdb, cleanup, err := exampleredis.Open(ctx, logf)
+	addr := os.Getenv("REDIS_ADDR")
+	if addr == "" {
+		addr = "127.0.0.1:6379"
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdb.Close()
+	// A prefix no earlier run used, so a shared Redis starts from empty
+	// queues.
+	prefix := "rmq-example-observability-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	err := run(ctx, rdb, prefix, os.Stdout, options{buckets: *buckets, serve: *serve})
+	if derr := deleteKeys(context.Background(), rdb, prefix); derr != nil {
+		fmt.Fprintln(os.Stderr, "deleting the example's keys:", derr)
+	}
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "observability:", err)
+		fmt.Fprintln(os.Stderr, "example:", err)
 		os.Exit(1)
 	}
-	prefix := exampleredis.KeyPrefix("observability")
-	err = run(ctx, rdb, prefix, os.Stdout, options{buckets: *buckets, serve: *serve})
-	if derr := exampleredis.DeleteKeys(context.Background(), rdb, prefix); derr != nil {
-		logf("deleting the example's keys: %v", derr)
+}
+
+// deleteKeys removes every key under prefix.
+func deleteKeys(ctx context.Context, rdb *redis.Client, prefix string) error {
+	iter := rdb.Scan(ctx, 0, prefix+":*", 1000).Iterator()
+	var keys []string
+	for iter.Next(ctx) {
+		keys = append(keys, iter.Val())
 	}
-	cleanup()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "observability:", err)
-		os.Exit(1)
+	if err := iter.Err(); err != nil || len(keys) == 0 {
+		return err
 	}
+	return rdb.Unlink(ctx, keys...).Err()
 }
 
 type options struct {
@@ -82,12 +100,17 @@ var (
 
 // run does the whole example against rdb, under prefix, writing to out.
 func run(ctx context.Context, rdb *redis.Client, prefix string, out io.Writer, opt options) (err error) {
-	reg := prometheus.NewRegistry()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	c, err := rmq.New(rdb, rmq.WithPrefix(prefix), rmq.WithMetrics(reg), rmq.WithLogger(log))
+	reg := prometheus.NewRegistry()
+	metrics, err := rmqprom.New(reg, rmqprom.WithLogger(log))
 	if err != nil {
 		return err
 	}
+	c, err := rmq.New(rdb, rmq.WithPrefix(prefix), rmq.WithObserver(metrics), rmq.WithLogger(log))
+	if err != nil {
+		return err
+	}
+	metrics.WatchQueues(c.Inspector())
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

@@ -1,4 +1,4 @@
-package rmq_test
+package rmqprom_test
 
 import (
 	"context"
@@ -13,10 +13,43 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rmq-go/rmq/consumer"
+	"github.com/rmq-go/rmq/internal/redisserver"
+	"github.com/rmq-go/rmq/internal/redistest"
+	"github.com/rmq-go/rmq/internal/scripts"
 	"github.com/rmq-go/rmq/producer"
 	"github.com/rmq-go/rmq/rmq"
+	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
+	rmqprom "github.com/rmq-go/rmq/x/prometheus"
 )
+
+// withMetrics registers the metrics on reg and watches the env's queues:
+// what the README tells users to write.
+func (e *env) withMetrics(reg prometheus.Registerer) *rmq.Client {
+	e.t.Helper()
+	m, err := rmqprom.New(reg, rmqprom.WithLogger(e.logger))
+	require.NoError(e.t, err)
+	c := e.client(rmq.WithObserver(m))
+	m.WatchQueues(c.Inspector())
+	return c
+}
+
+func ack(context.Context, *consumer.Message) error { return nil }
+
+func noBackoff(int) time.Duration { return 0 }
+
+// fetchDirect takes leases on up to n messages of slot k with the
+// consumer's own fetch script, as a consumer that then died would.
+func fetchDirect(t *testing.T, rdb redis.UniversalClient, k slots.Keys, timeBased bool, n int, leaseSec int64) scripts.FetchReply {
+	t.Helper()
+	keys, args := scripts.FetchCall{TimeBased: timeBased, N: n, LeaseSec: leaseSec, Window: n + 64,
+		Groups: []scripts.FetchGroup{{Store: k.Store, Prepare: k.Prepare, Msg: k.Msg, Max: n}}}.Args()
+	vals, err := scripts.Fetch.Run(context.Background(), rdb, keys, args...).Slice()
+	require.NoError(t, err)
+	r, err := scripts.ParseFetchReply(vals)
+	require.NoError(t, err)
+	return r
+}
 
 // metricsOf gathers reg and returns, for one metric family, the value of
 // the series with the given topic label: a counter's or gauge's value, or
@@ -83,10 +116,10 @@ func eventuallyMetric(t *testing.T, reg prometheus.Gatherer, name, topicName str
 // priority message delivered without lateness. Gauges read Redis.
 func TestMetricsCountExactScenario(t *testing.T) {
 	t.Parallel()
-	e := newCheckedEnv(t)
+	e := newEnv(t)
 	ctx := ctxT(t)
 	reg := prometheus.NewRegistry()
-	c := e.client(rmq.WithMetrics(reg))
+	c := e.withMetrics(reg)
 	rm := mustTopic(t, "rm", topic.RangeMerge, 2)
 	ft := mustTopic(t, "ft", topic.FixedTime, 2)
 	pr := mustTopic(t, "pr", topic.Priority, 2)
@@ -120,7 +153,7 @@ func TestMetricsCountExactScenario(t *testing.T) {
 	_, err = p.SendPriority(ctx, pr, []byte("job"), 50)
 	require.NoError(t, err)
 
-	e.eventuallyCounts(rm, counts{Dead: 1, DeadMsg: 1})
+	e.eventuallyQueues(rm, 0, 0, 1)
 	eventuallyMetric(t, reg, "rmq_acked_total", "rm", 1)
 	eventuallyMetric(t, reg, "rmq_dead_total", "rm", 1)
 	eventuallyMetric(t, reg, "rmq_acked_total", "pr", 1)
@@ -181,7 +214,7 @@ func TestMetricsCountExactScenario(t *testing.T) {
 // script, as by a consumer that then died.
 func TestMetricsLeaseExpired(t *testing.T) {
 	t.Parallel()
-	e := newCheckedEnv(t)
+	e := newEnv(t)
 	ctx := ctxT(t)
 	reg := prometheus.NewRegistry()
 	retry := mustTopic(t, "swept", topic.FixedTime, 1)
@@ -190,11 +223,11 @@ func TestMetricsLeaseExpired(t *testing.T) {
 	for _, tp := range []topic.Topic{retry, kill} {
 		_, err := p.SendFixedTime(ctx, tp, []byte("x"), time.Now().Add(-time.Second), producer.WithKey("x"))
 		require.NoError(t, err)
-		k := e.keys(tp, 0)
+		k := slots.KeysFor(e.prefix, tp, 0)
 		r := fetchDirect(t, e.rdb, k, true, 1, 1)
 		require.Len(t, r.Msgs, 1)
 	}
-	c := e.client(rmq.WithMetrics(reg))
+	c := e.withMetrics(reg)
 	opts := []consumer.Option{consumer.WithPrepareTimeout(time.Second), consumer.WithSweepInterval(100 * time.Millisecond), consumer.WithRetryBackoff(noBackoff)}
 	require.NoError(t, c.Register(retry, consumer.ListenerFunc(ack), opts...))
 	require.NoError(t, c.Register(kill, consumer.ListenerFunc(ack), append(opts, consumer.WithMaxRetries(0))...))
@@ -202,8 +235,8 @@ func TestMetricsLeaseExpired(t *testing.T) {
 
 	eventuallyMetric(t, reg, "rmq_acked_total", "swept", 1)
 	eventuallyMetric(t, reg, "rmq_dead_total", "sweptdead", 1)
-	e.eventuallyCounts(retry, counts{})
-	e.eventuallyCounts(kill, counts{Dead: 1, DeadMsg: 1})
+	e.eventuallyQueues(retry, 0, 0, 0)
+	e.eventuallyQueues(kill, 0, 0, 1)
 	assert.Equal(t, 1.0, value(t, reg, "rmq_lease_expired_total", "swept"))
 	assert.Equal(t, 1.0, value(t, reg, "rmq_delivered_total", "swept"))
 	assert.Equal(t, 0.0, value(t, reg, "rmq_dead_total", "swept"))
@@ -217,12 +250,12 @@ func TestMetricsLeaseExpired(t *testing.T) {
 // another metric of the same name is refused by New.
 func TestMetricsRegistry(t *testing.T) {
 	t.Parallel()
-	e1, e2 := newCheckedEnv(t), newCheckedEnv(t)
+	e1, e2 := newEnv(t), newEnv(t)
 	ctx := ctxT(t)
 	reg := prometheus.NewRegistry()
-	c1 := e1.client(rmq.WithMetrics(reg))
-	c2 := e2.client(rmq.WithMetrics(reg))
-	c3 := e1.client(rmq.WithMetrics(reg)) // same prefix as c1: read once
+	c1 := e1.withMetrics(reg)
+	c2 := e2.withMetrics(reg)
+	c3 := e1.withMetrics(reg) // same prefix as c1: read once
 	t1 := mustTopic(t, "one", topic.FixedTime, 1)
 	t2 := mustTopic(t, "two", topic.Priority, 1)
 	_, err := c1.Producer().SendFixedTime(ctx, t1, []byte("a"), time.Now().Add(time.Hour))
@@ -238,22 +271,25 @@ func TestMetricsRegistry(t *testing.T) {
 
 	clash := prometheus.NewRegistry()
 	clash.MustRegister(prometheus.NewGauge(prometheus.GaugeOpts{Name: "rmq_sent_total", Help: "not ours"}))
-	_, err = rmq.New(e1.rdb, rmq.WithPrefix(e1.prefix), rmq.WithMetrics(clash))
-	assert.Error(t, err)
+	_, err = rmqprom.New(clash)
+	assert.ErrorContains(t, err, "rmqprom: register metrics")
 }
 
 // A scrape while Redis is away leaves the depth gauges out and counts the
 // failure; the counters are still served.
 func TestMetricsDepthWhileRedisDown(t *testing.T) {
 	t.Parallel()
-	srv := startDedicated(t)
+	srv := redistest.Start(t, redisserver.Config{})
 	e := newEnvOn(t, srv)
 	ctx := ctxT(t)
 	reg := prometheus.NewRegistry()
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1, DialTimeout: 200 * time.Millisecond, DisableIdentity: true})
 	t.Cleanup(func() { _ = rdb.Close() })
-	c, err := rmq.New(rdb, rmq.WithPrefix(e.prefix), rmq.WithMetrics(reg), rmq.WithLogger(e.logger))
+	m, err := rmqprom.New(reg, rmqprom.WithLogger(e.logger))
 	require.NoError(t, err)
+	c, err := rmq.New(rdb, rmq.WithPrefix(e.prefix), rmq.WithObserver(m), rmq.WithLogger(e.logger))
+	require.NoError(t, err)
+	m.WatchQueues(c.Inspector())
 	tp := mustTopic(t, "down", topic.FixedTime, 4)
 	_, err = c.Producer().SendFixedTime(ctx, tp, []byte("a"), time.Now().Add(time.Hour))
 	require.NoError(t, err)
@@ -267,4 +303,13 @@ func TestMetricsDepthWhileRedisDown(t *testing.T) {
 	assert.Equal(t, 3.0, value(t, reg, "rmq_depth_errors_total", ""), "three failed scrapes")
 	assert.Equal(t, 1.0, value(t, reg, "rmq_sent_total", "down"))
 	assert.Contains(t, e.log.String(), "could not read queue depths")
+}
+
+// A nil registry or logger is refused with the core's sentinel.
+func TestNewRefusesBadOptions(t *testing.T) {
+	t.Parallel()
+	_, err := rmqprom.New(nil)
+	assert.ErrorIs(t, err, rmq.ErrInvalidOption)
+	_, err = rmqprom.New(prometheus.NewRegistry(), rmqprom.WithLogger(nil))
+	assert.ErrorIs(t, err, rmq.ErrInvalidOption)
 }

@@ -1,0 +1,113 @@
+package rmqprom
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/rmq-go/rmq/rmq"
+)
+
+// depthScrapeTimeout bounds the Redis reads of one scrape.
+const depthScrapeTimeout = 5 * time.Second
+
+// depthCollector reads queue depths from Redis when Prometheus scrapes,
+// through the public Inspector: the stored topics of every watched prefix,
+// then each topic's Stats (one pipeline per topic). A series is reported
+// once per topic name even when several prefixes define it (the first
+// prefix watched wins), since one name with the same labels twice would
+// fail the whole scrape.
+type depthCollector struct {
+	store, prepare, dead, errs *prometheus.Desc
+	log                        *slog.Logger
+	failures                   atomic.Uint64
+
+	mu      sync.Mutex
+	sources []*rmq.Inspector
+}
+
+func newDepthCollector(log *slog.Logger) *depthCollector {
+	desc := func(name, help string) *prometheus.Desc {
+		return prometheus.NewDesc(prometheus.BuildFQName(namespace, "", name), help, topicLabels, nil)
+	}
+	return &depthCollector{
+		store:   desc("store_depth", "Waiting messages (store), read from Redis at scrape time."),
+		prepare: desc("prepare_depth", "Deliveries in flight (prepare), read from Redis at scrape time."),
+		dead:    desc("dead_depth", "Dead messages, read from Redis at scrape time."),
+		errs: prometheus.NewDesc(prometheus.BuildFQName(namespace, "", "depth_errors_total"),
+			"Scrapes whose read of the queue depths from Redis failed.", nil, nil),
+		log: log,
+	}
+}
+
+func (d *depthCollector) add(i *rmq.Inspector) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, s := range d.sources {
+		if s.Prefix() == i.Prefix() {
+			return
+		}
+	}
+	d.sources = append(d.sources, i)
+}
+
+// Describe implements prometheus.Collector.
+func (d *depthCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- d.store
+	ch <- d.prepare
+	ch <- d.dead
+	ch <- d.errs
+}
+
+// Collect implements prometheus.Collector.
+func (d *depthCollector) Collect(ch chan<- prometheus.Metric) {
+	d.mu.Lock()
+	sources := append([]*rmq.Inspector(nil), d.sources...)
+	d.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), depthScrapeTimeout)
+	defer cancel()
+	seen := map[string]bool{}
+	for _, src := range sources {
+		depths, err := depths(ctx, src)
+		if err != nil {
+			d.failures.Add(1)
+			d.log.WarnContext(ctx, "rmq: metrics: could not read queue depths", "prefix", src.Prefix(), "err", err)
+			continue
+		}
+		for _, st := range depths {
+			name := st.Topic.Name()
+			if seen[name] {
+				continue
+			}
+			seen[name] = true
+			lv := []string{name, st.Topic.Type().String()}
+			ch <- prometheus.MustNewConstMetric(d.store, prometheus.GaugeValue, float64(st.Store), lv...)
+			ch <- prometheus.MustNewConstMetric(d.prepare, prometheus.GaugeValue, float64(st.Prepare), lv...)
+			ch <- prometheus.MustNewConstMetric(d.dead, prometheus.GaugeValue, float64(st.Dead), lv...)
+		}
+	}
+	ch <- prometheus.MustNewConstMetric(d.errs, prometheus.CounterValue, float64(d.failures.Load()))
+}
+
+// depths reads the Stats of every topic stored under i's prefix. Any
+// failed read fails the prefix, so a scrape never shows some of its topics
+// from before an outage and none of the rest.
+func depths(ctx context.Context, i *rmq.Inspector) ([]rmq.Stats, error) {
+	topics, err := i.Topics(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]rmq.Stats, 0, len(topics))
+	for _, t := range topics {
+		st, err := i.Stats(ctx, t)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, st)
+	}
+	return out, nil
+}
