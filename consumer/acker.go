@@ -102,7 +102,7 @@ func (c *engine) ackRound(ctx context.Context, batch []*ackReq) {
 				switch {
 				case err != nil:
 					r.err = fmt.Errorf("rmq: ack on %s slot %d: %w", c.topic.Name(), s, err)
-				case k < len(res) && res[k] != 1:
+				case k < len(res) && res[k] != ackDone && res[k] != ackGone:
 					r.refused = true
 				}
 				k++

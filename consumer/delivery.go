@@ -94,9 +94,14 @@ func (c *engine) handle(ctx context.Context, d *delivery) {
 		}
 	}()
 	hctx := ctx
-	if c.cfg.handlerTimeout > 0 {
+	// The message's own timeout (producer.WithTimeout) wins.
+	timeout := c.cfg.handlerTimeout
+	if d.msg.timeout > 0 {
+		timeout = d.msg.timeout
+	}
+	if timeout > 0 {
 		var cancel context.CancelFunc
-		hctx, cancel = context.WithTimeoutCause(ctx, c.cfg.handlerTimeout, ErrHandlerTimeout)
+		hctx, cancel = context.WithTimeoutCause(ctx, timeout, ErrHandlerTimeout)
 		defer cancel()
 		stop := context.AfterFunc(hctx, func() {
 			if context.Cause(hctx) == ErrHandlerTimeout {
@@ -134,7 +139,7 @@ func (c *engine) handle(ctx context.Context, d *delivery) {
 	d.ending = !abandoned
 	c.mu.Unlock()
 	if timedOut {
-		err = fmt.Errorf("%w after %v: %v", ErrHandlerTimeout, c.cfg.handlerTimeout, err)
+		err = fmt.Errorf("%w after %v: %v", ErrHandlerTimeout, timeout, err)
 	}
 	var outcome Outcome
 	switch {
@@ -163,14 +168,18 @@ func (c *engine) handle(ctx context.Context, d *delivery) {
 		outcome = c.finish(d, "rollback", func(ctx context.Context) (Outcome, error) {
 			ctx, cancel := context.WithTimeout(ctx, c.cfg.prepareTimeout)
 			defer cancel()
-			res, rerr := c.rollback(ctx, d.msg.Slot, []rollbackItem{{id: d.msg.ID, token: d.msg.Token, err: err.Error(), epoch: d.msg.Epoch}})
+			res, rerr := c.rollback(ctx, d.msg.Slot, []rollbackItem{{id: d.msg.ID, token: d.msg.Token, err: err.Error(), epoch: d.msg.Epoch, how: rollbackDirective(err)}})
 			if rerr != nil {
 				return Failed, rerr
+			}
+			if res[0] == rollbackExpired {
+				expired(c.cfg.observer, c.topic.Name(), 1)
 			}
 			return rollbackOutcome(res[0]), nil
 		})
 	}
-	c.cfg.observer.Finished(d.msg, took, outcome)
+	finished(c.cfg.observer, d.msg, took, outcome, err)
+	logOutcome(ctx, c.log, d.msg, outcome, err)
 	c.mu.Lock()
 	delete(c.inflight, d)
 	if c.perSlot[d.msg.Slot]--; c.perSlot[d.msg.Slot] <= 0 {
@@ -257,19 +266,24 @@ func rollbackOutcome(code int64) Outcome {
 		return Dead
 	case rollbackSuperseded:
 		return Superseded
+	case rollbackExpired:
+		return Expired
+	case rollbackSnoozed:
+		return Snoozed
 	}
 	return Refused
 }
 
-// call runs the listener and turns a panic into a *PanicError.
+// call runs the listener (inside the middleware) with a context that
+// carries m (MessageFromContext) and turns a panic into a *PanicError,
+// logged with its stack when the delivery ends (logOutcome).
 func (c *engine) call(ctx context.Context, m *Message) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = &PanicError{Value: r, Stack: debug.Stack()}
-			c.log.ErrorContext(ctx, "rmq: handler panic", "id", m.ID, "panic", fmt.Sprint(r))
 		}
 	}()
-	return c.listener.OnMessage(ctx, m)
+	return c.listener.OnMessage(withMessage(ctx, m), m)
 }
 
 // snapshotInflight groups the deliveries whose leases should be extended.

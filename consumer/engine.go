@@ -81,6 +81,15 @@ type engine struct {
 	// merged: one script call may name several slots (a single node, no
 	// fencing), so fetches and acks take all their slots in one call.
 	merged bool
+
+	// paused: the topic is paused (Inspector.Pause): read from Redis at
+	// start and on every resubscription, told on the wake channels.
+	paused atomic.Bool
+
+	// pull: an engine without a listener that fetches only when asked
+	// (pull.go); onWake is told of every wake-up.
+	pull   bool
+	onWake func()
 }
 
 // newEngineFromParams is consumerctl.New.
@@ -92,6 +101,9 @@ func newEngineFromParams(p consumerctl.Params) (consumerctl.Engine, error) {
 	opts, ok := p.Options.([]Option)
 	if !ok && p.Options != nil {
 		return nil, fmt.Errorf("%w: options of type %T", ErrInvalidOption, p.Options)
+	}
+	if p.Pull {
+		return newPullEngine(p.Redis, p.Topic, p.OnWake, opts...)
 	}
 	return newEngine(p.Redis, p.Topic, l, p.Coordinator, opts...)
 }
@@ -115,7 +127,7 @@ func newEngine(rdb redis.UniversalClient, t topic.Topic, l MessageListener, coor
 	c := &engine{
 		rdb:      rdb,
 		topic:    t,
-		listener: l,
+		listener: chain(l, cfg.middleware),
 		cfg:      cfg,
 		log:      cfg.logger.With("topic", t.Name()),
 		wakeCmd:  scripts.WakeCommand(rdb),
@@ -179,9 +191,20 @@ func (c *engine) Start(ctx context.Context) error {
 		c.stopAll()
 		return err
 	}
-	newFetcher(c).start(c.runCtx, &c.loops)
+	// After the subscription: a pause published from now on is heard.
+	if err := c.refreshPaused(ctx); err != nil {
+		c.stopRun()
+		c.stopAll()
+		c.loops.Wait()
+		return err
+	}
+	// A pull engine fetches when asked and extends no lease by itself; it
+	// still sweeps, so topics that are only pulled are swept too.
+	if !c.pull {
+		newFetcher(c).start(c.runCtx, &c.loops)
+		newLeaseKeeper(c).start(c.handleCtx, &c.leases)
+	}
 	newSweeper(c).start(c.runCtx, &c.loops)
-	newLeaseKeeper(c).start(c.handleCtx, &c.leases)
 	c.mu.Lock()
 	c.live = true
 	c.mu.Unlock()

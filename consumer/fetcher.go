@@ -47,10 +47,49 @@ type fetcher struct {
 	// after it in slot order goes first, so equal scores (one priority, one
 	// due millisecond) are served from every slot in turn, not slot 0 first.
 	turn int
+	// dheads (priority topics) is each slot's earliest delayed due time in
+	// ms: -1 none, -3 unknown (look). A slot whose delayed head is due or
+	// unknown is fetched with its delayed set looked at, which moves the
+	// due entries into store; the fetcher sleeps until the earliest.
+	dheads []float64
 }
 
 func newFetcher(c *engine) *fetcher {
-	return &fetcher{c: c, heads: make([]slotHead, c.topic.SlotAmount())}
+	f := &fetcher{c: c, heads: make([]slotHead, c.topic.SlotAmount())}
+	if !c.topic.Type().TimeBased() {
+		f.dheads = make([]float64, c.topic.SlotAmount())
+		for i := range f.dheads {
+			f.dheads[i] = -3
+		}
+	}
+	return f
+}
+
+// delayedDue reports whether slot's delayed set should be looked at now.
+func (f *fetcher) delayedDue(slot int, nowMs int64) bool {
+	if f.dheads == nil {
+		return false
+	}
+	d := f.dheads[slot]
+	return d == -3 || (d >= 0 && d <= float64(nowMs))
+}
+
+// applyDelayed folds 'd' wake-ups in and marks the slots whose delayed
+// entries are due as unknown, so the next fetch looks at them.
+func (f *fetcher) applyDelayed(nowMs int64) {
+	if f.dheads == nil {
+		return
+	}
+	for slot, due := range f.c.waker.takeDelayed() {
+		if slot >= 0 && slot < len(f.dheads) && f.dheads[slot] != -3 && (f.dheads[slot] < 0 || due < f.dheads[slot]) {
+			f.dheads[slot] = due
+		}
+	}
+	for i := range f.dheads {
+		if f.heads[i].known && f.delayedDue(i, nowMs) {
+			f.heads[i] = slotHead{}
+		}
+	}
 }
 
 func (f *fetcher) timeBased() bool { return f.c.topic.Type().TimeBased() }
@@ -68,10 +107,18 @@ func (f *fetcher) run(ctx context.Context) {
 	timer := time.NewTimer(maxIdle)
 	defer timer.Stop()
 	for ctx.Err() == nil {
-		f.applyWakes()
+		if f.applyWakes() {
+			// Resubscribed: a pause or resume may have been missed.
+			if err := c.refreshPaused(ctx); err != nil && ctx.Err() == nil {
+				c.log.WarnContext(ctx, "rmq: could not read the pause state", "err", err)
+			}
+		}
 		wait := maxIdle
-		if free := c.freeCapacity(); free > 0 {
+		// A paused topic (Inspector.Pause) fetches nothing; the resume
+		// arrives as a wake-up.
+		if free := c.freeCapacity(); free > 0 && !c.paused.Load() {
 			nowMs := c.clock.now().UnixMilli()
+			f.applyDelayed(nowMs)
 			if unknown := f.unknownSlots(); len(unknown) > 0 {
 				f.fetch(ctx, unknownReqs(unknown), 0)
 				continue
@@ -103,13 +150,18 @@ func (f *fetcher) run(ctx context.Context) {
 	}
 }
 
-func (f *fetcher) applyWakes() {
+// applyWakes folds wake-ups into the heads; it reports a resubscription
+// (every head was reset).
+func (f *fetcher) applyWakes() bool {
 	all, pending := f.c.waker.take()
 	if all {
 		for i := range f.heads {
 			f.heads[i] = slotHead{}
 		}
-		return
+		for i := range f.dheads {
+			f.dheads[i] = -3
+		}
+		return true
 	}
 	for slot, score := range pending {
 		if slot < 0 || slot >= len(f.heads) {
@@ -126,6 +178,7 @@ func (f *fetcher) applyWakes() {
 		}
 		h.recheck = 0
 	}
+	return false
 }
 
 func (f *fetcher) unknownSlots() []int {
@@ -215,6 +268,9 @@ func (f *fetcher) earliest() int64 {
 	for i := range f.heads {
 		if f.c.slotFree(i) > 0 {
 			e = min(e, f.readyAt(i))
+			if f.dheads != nil && f.dheads[i] >= 0 {
+				e = min(e, int64(math.Ceil(f.dheads[i])))
+			}
 		}
 	}
 	return e
@@ -240,6 +296,12 @@ func (f *fetcher) observeYield(moved, wanted, named int) {
 // fetch runs reqs and returns how many messages it moved.
 func (f *fetcher) fetch(ctx context.Context, reqs []fetchReq, total int) (moved int) {
 	c := f.c
+	if f.dheads != nil {
+		nowMs := c.clock.now().UnixMilli()
+		for i := range reqs {
+			reqs[i].checkDelayed = f.delayedDue(reqs[i].slot, nowMs)
+		}
+	}
 	results := c.fetch(ctx, reqs, total)
 	failed := false
 	for _, r := range results {
@@ -257,6 +319,9 @@ func (f *fetcher) fetch(ctx context.Context, reqs []fetchReq, total int) (moved 
 		c.dispatch(r.msgs)
 		moved += len(r.msgs)
 		f.heads[r.slot] = f.headOf(r)
+		if f.dheads != nil && r.delayedHead != -3 {
+			f.dheads[r.slot] = r.delayedHead
+		}
 	}
 	if !failed {
 		f.errWait = 0

@@ -27,6 +27,15 @@ type Message struct {
 	FetchedAt time.Time
 	// LastError is the error the previous attempt failed with, if any.
 	LastError string
+	// Headers are the headers the message was sent with
+	// (producer.WithHeaders); nil when none.
+	Headers map[string]string
+	// ExpiresAt is when the message expires (producer.WithTTL or
+	// WithExpiresAt): not acked by then, it is dropped. Zero: never.
+	ExpiresAt time.Time
+	// MaxRetries is the message's own retry limit (producer.WithMaxRetries),
+	// -1 when the consumer's applies.
+	MaxRetries int
 	// Token identifies this delivery. Ack and rollback are accepted only
 	// while the slot's prepare entry carries it.
 	Token int64
@@ -38,6 +47,10 @@ type Message struct {
 	// frozen past its session (GC pause, SIGSTOP) from overwriting the work
 	// of the slot's new owner when it wakes up.
 	Epoch int64
+
+	// timeout is the message's own handler timeout (producer.WithTimeout);
+	// zero: the consumer's.
+	timeout time.Duration
 }
 
 // MessageListener handles messages. Returning nil acks the delivery;

@@ -32,6 +32,12 @@ const (
 	// handler failed; the message stays in prepare and the slot's next term
 	// returns it to store without counting an attempt (ZooKeeper mode).
 	Revoked
+	// Expired: the handler failed after the message's expiry
+	// (producer.WithTTL): dropped with its body instead of retried.
+	Expired
+	// Snoozed: the handler returned Snooze; the message waits again
+	// without an attempt counted.
+	Snoozed
 )
 
 func (o Outcome) String() string {
@@ -56,6 +62,10 @@ func (o Outcome) String() string {
 		return "fenced"
 	case Revoked:
 		return "revoked"
+	case Expired:
+		return "expired"
+	case Snoozed:
+		return "snoozed"
 	}
 	return "unknown"
 }

@@ -29,6 +29,7 @@ type config struct {
 	prefetch       int
 	backoff        func(attempt int) time.Duration
 	handlerTimeout time.Duration
+	middleware     []Middleware
 	sweepInterval  time.Duration
 	deadMaxLen     int
 	deadMaxAge     time.Duration
@@ -128,10 +129,11 @@ func WithConcurrency(n int) Option { return func(c *config) { c.concurrency = n 
 // up (its context ends) rolls the waiting ones back with the running ones.
 func WithPrefetch(n int) Option { return func(c *config) { c.prefetch = n } }
 
-// WithRetryBackoff sets how long a failed time-based message waits before
-// its next attempt (attempt is the attempt that failed, from 1). A zero
-// backoff retries at once. Priority messages ignore it: a retry ranks below
-// every fresh message instead.
+// WithRetryBackoff sets how long a failed message waits before its next
+// attempt (attempt is the attempt that failed, from 1). A zero backoff
+// retries at once. Priority messages wait it out in their slot's delayed
+// set and then rank below every fresh message (RMQ's rule); the handler
+// can ask for another delay with RetryAfter.
 func WithRetryBackoff(f func(attempt int) time.Duration) Option {
 	return func(c *config) { c.backoff = f }
 }
@@ -154,3 +156,9 @@ func WithDeadRetention(maxLen int, maxAge time.Duration) Option {
 
 // WithLogger sets the logger (default: discard).
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
+
+// WithMiddleware wraps this topic's listener in mws, the first outermost
+// (inside the client's, rmq.WithMiddleware).
+func WithMiddleware(mws ...Middleware) Option {
+	return func(c *config) { c.middleware = append(c.middleware, mws...) }
+}

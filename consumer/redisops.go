@@ -21,6 +21,9 @@ type fetchReq struct {
 	n     int    // the most to take from this slot; 0 only reads its head
 	bound string // "" or the next-best slot's head score (slot-by-slot fetching)
 	epoch int64  // owner epoch (ZooKeeper mode), set by fetch
+	// checkDelayed: move the slot's due delayed entries into store first
+	// and report its delayed head (priority topics).
+	checkDelayed bool
 }
 
 type fetchResult struct {
@@ -31,6 +34,9 @@ type fetchResult struct {
 	err     error
 	epoch   int64 // owner epoch the fetch named (ZooKeeper mode)
 	skipped bool  // not run: the slot is no longer owned here
+	// delayedHead is the due time (ms) of the slot's earliest delayed
+	// entry: -1 none, -3 not looked at.
+	delayedHead float64
 }
 
 // runPipelined runs n script calls, pipelined when there are several
@@ -52,13 +58,17 @@ func scriptCall(s *redis.Script, keys []string, args []any) scripts.Call {
 // takes the best messages across them in consume order; otherwise one call
 // per slot, pipelined, each taking up to its req.n.
 func (c *engine) fetch(ctx context.Context, reqs []fetchReq, total int) []fetchResult {
-	lease := c.cfg.leaseSeconds()
+	return c.fetchLease(ctx, reqs, total, c.cfg.leaseSeconds())
+}
+
+// fetchLease is fetch with a lease of its own (pulls name theirs).
+func (c *engine) fetchLease(ctx context.Context, reqs []fetchReq, total int, lease int64) []fetchResult {
 	timeBased := c.topic.Type().TimeBased()
 	if c.merged && len(reqs) > 1 {
 		call := scripts.FetchCall{TimeBased: timeBased, N: total, LeaseSec: lease, Window: mergedWindow(total, len(reqs)), Bound: reqs[0].bound}
 		for _, r := range reqs {
 			k := c.keys[r.slot]
-			call.Groups = append(call.Groups, scripts.FetchGroup{Store: k.Store, Prepare: k.Prepare, Msg: k.Msg, Max: r.n})
+			call.Groups = append(call.Groups, scripts.FetchGroup{Store: k.Store, Prepare: k.Prepare, Msg: k.Msg, Max: r.n, Delayed: k.Delayed, CheckDelayed: r.checkDelayed})
 		}
 		keys, args := call.Args()
 		cmd := scripts.Fetch.Run(ctx, c.rdb, keys, args...)
@@ -70,7 +80,7 @@ func (c *engine) fetch(ctx context.Context, reqs []fetchReq, total int) []fetchR
 		r := reqs[i]
 		k := c.keys[r.slot]
 		call := scripts.FetchCall{TimeBased: timeBased, N: r.n, LeaseSec: lease, Window: r.n + 4, Bound: r.bound,
-			Groups:   []scripts.FetchGroup{{Store: k.Store, Prepare: k.Prepare, Msg: k.Msg, Max: r.n}},
+			Groups:   []scripts.FetchGroup{{Store: k.Store, Prepare: k.Prepare, Msg: k.Msg, Max: r.n, Delayed: k.Delayed, CheckDelayed: r.checkDelayed}},
 			EpochKey: c.own.epochKey(r.slot), Epoch: r.epoch}
 		keys, args := call.Args()
 		return scriptCall(scripts.Fetch, keys, args)
@@ -97,7 +107,7 @@ func mergedWindow(total, slots int) int {
 func (c *engine) decodeFetch(reqs []fetchReq, cmd *redis.Cmd, received time.Time) []fetchResult {
 	out := make([]fetchResult, len(reqs))
 	for i, r := range reqs {
-		out[i] = fetchResult{slot: r.slot, head: -1, epoch: r.epoch}
+		out[i] = fetchResult{slot: r.slot, head: -1, epoch: r.epoch, delayedHead: -3}
 	}
 	fail := func(err error) []fetchResult {
 		for i := range out {
@@ -121,6 +131,13 @@ func (c *engine) decodeFetch(reqs []fetchReq, cmd *redis.Cmd, received time.Time
 	for i := range out {
 		out[i].nowUs = reply.NowUs
 		out[i].head = reply.Heads[i]
+		if i < len(reply.DelayedHeads) {
+			out[i].delayedHead = reply.DelayedHeads[i]
+		}
+	}
+	if reply.Expired > 0 {
+		expired(c.cfg.observer, c.topic.Name(), reply.Expired)
+		c.log.Info("rmq: dropped expired messages", "count", reply.Expired)
 	}
 	for _, f := range reply.Msgs {
 		r := &out[f.Group]
@@ -147,6 +164,7 @@ func (c *engine) decodeFetch(reqs []fetchReq, cmd *redis.Cmd, received time.Time
 		} else {
 			m.Priority = int64(env.OrigScore)
 		}
+		applyJobFields(m, env)
 		r.msgs = append(r.msgs, m)
 	}
 	return out
@@ -156,12 +174,12 @@ func (c *engine) decodeFetch(reqs []fetchReq, cmd *redis.Cmd, received time.Time
 // the given slots, bySlot[i] of slots[i] (with ZooKeeper: one slot, fenced
 // by its owner epoch).
 func (c *engine) ackCall(slotList []int, bySlot [][]*delivery) ([]string, []any) {
-	keys := make([]string, 0, 4*len(slotList)+1)
+	keys := make([]string, 0, 5*len(slotList)+1)
 	args := make([]any, 0, 2+len(slotList)+4*len(bySlot[0]))
 	args = append(args, c.wakeCmd)
 	for i, s := range slotList {
 		k := c.keys[s]
-		keys = append(keys, k.Store, k.Prepare, k.Msg, k.Wake)
+		keys = append(keys, k.Store, k.Prepare, k.Msg, k.Wake, c.ackDelayedKey(k))
 		args = append(args, len(bySlot[i]))
 	}
 	for _, ds := range bySlot {
@@ -181,22 +199,35 @@ const (
 	rollbackSuperseded = 2
 	rollbackDead       = 3
 	rollbackRetried    = 4
+	rollbackExpired    = 5
+	rollbackSnoozed    = 6
+)
+
+// Ack results, as ack.lua returns them.
+const (
+	ackRefused = 0
+	ackDone    = 1
+	// ackGone: refused, and the id is nowhere: what a resent ack whose
+	// first run succeeded sees (go-redis resends after a lost reply), so
+	// it counts as acked (see ack.lua).
+	ackGone = 2
 )
 
 type rollbackItem struct {
 	id    string
 	token int64
 	err   string
-	epoch int64 // owner epoch of the delivery (ZooKeeper mode)
+	epoch int64  // owner epoch of the delivery (ZooKeeper mode)
+	how   string // the handler's directive (rollbackDirective); "" the backoff
 }
 
 func (c *engine) rollback(ctx context.Context, slot int, items []rollbackItem) ([]int64, error) {
 	k := c.keys[slot]
 	args := c.retryArgs()
 	for _, it := range items {
-		args = append(args, it.id, it.token, it.err)
+		args = append(args, it.id, it.token, it.err, it.how)
 	}
-	keys := []string{k.Store, k.Prepare, k.Msg, k.Dead, k.DeadMsg, k.Wake}
+	keys := []string{k.Store, k.Prepare, k.Msg, k.Dead, k.DeadMsg, k.Wake, k.Delayed}
 	if len(items) > 0 {
 		keys, args = c.own.fence(slot, items[0].epoch, keys, args)
 	}
@@ -264,13 +295,13 @@ func (c *engine) extend(ctx context.Context, bySlot map[int][]*delivery) (lost [
 
 // sweep rolls back expired leases on the given slots; it returns how many
 // were rolled back and how many of them died.
-func (c *engine) sweep(ctx context.Context, slotList []int) (rolled, died int, err error) {
+func (c *engine) sweep(ctx context.Context, slotList []int) (rolled, died, expiredN int, err error) {
 	args := c.retryArgs(1000)
 	// ZooKeeper mode: only the owner sweeps a slot, naming its epoch.
 	slotList, epochs := c.own.sweepable(slotList)
 	cmds := c.runPipelined(ctx, len(slotList), func(i int) scripts.Call {
 		k := c.keys[slotList[i]]
-		keys, args := c.own.fence(slotList[i], epochs[i], []string{k.Store, k.Prepare, k.Msg, k.Dead, k.DeadMsg, k.Wake}, args)
+		keys, args := c.own.fence(slotList[i], epochs[i], []string{k.Store, k.Prepare, k.Msg, k.Dead, k.DeadMsg, k.Wake, k.Delayed}, args)
 		return scriptCall(scripts.Sweep, keys, args)
 	})
 	for i, cmd := range cmds {
@@ -283,15 +314,17 @@ func (c *engine) sweep(ctx context.Context, slotList []int) (rolled, died int, e
 			err = e
 			continue
 		}
-		// sweep.lua returns { rolled back, of them dead, ids ... }.
-		if len(vals) >= 2 {
+		// sweep.lua returns { rolled back, of them dead, expired, ids ... }.
+		if len(vals) >= 3 {
 			r, _ := vals[0].(int64)
 			d, _ := vals[1].(int64)
+			x, _ := vals[2].(int64)
 			rolled += int(r)
 			died += int(d)
+			expiredN += int(x)
 		}
 	}
-	return rolled, died, err
+	return rolled, died, expiredN, err
 }
 
 // expiredCandidates reads (no script) which slots hold a lease that looks
@@ -322,4 +355,14 @@ func keysOf(prefix string, c *engine) []slots.Keys {
 		ks[i] = slots.KeysFor(prefix, c.topic, i)
 	}
 	return ks
+}
+
+// ackDelayedKey is the delayed key an ack call names for slot keys k: the
+// delayed set of a priority topic, the store key again for a time-based
+// one, which has none (ack.lua then reads no delayed set).
+func (c *engine) ackDelayedKey(k slots.Keys) string {
+	if c.topic.Type().TimeBased() {
+		return k.Store
+	}
+	return k.Delayed
 }

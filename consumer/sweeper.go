@@ -47,9 +47,13 @@ func (s *sweeper) once(ctx context.Context) {
 		}
 		return
 	}
-	rolled, died, err := c.sweep(ctx, cands)
+	rolled, died, exp, err := c.sweep(ctx, cands)
 	if err != nil && ctx.Err() == nil {
 		c.log.WarnContext(ctx, "rmq: sweep failed", "err", err)
+	}
+	if exp > 0 {
+		expired(c.cfg.observer, c.topic.Name(), exp)
+		c.log.InfoContext(ctx, "rmq: dropped expired messages", "count", exp)
 	}
 	if rolled > 0 {
 		c.cfg.observer.LeasesExpired(c.topic.Name(), rolled, died)

@@ -3,7 +3,6 @@ package consumer
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"sync"
 
 	"github.com/redis/go-redis/v9"
@@ -22,10 +21,11 @@ type waker struct {
 	mu      sync.Mutex
 	all     bool
 	pending map[int]float64
+	delayed map[int]float64 // slot -> earliest delayed due time (ms) heard of
 }
 
 func newWaker(c *engine) *waker {
-	w := &waker{c: c, slotOf: map[string]int{}, signal: make(chan struct{}, 1), pending: map[int]float64{}}
+	w := &waker{c: c, slotOf: map[string]int{}, signal: make(chan struct{}, 1), pending: map[int]float64{}, delayed: map[int]float64{}}
 	for i, k := range c.keys {
 		w.slotOf[k.Wake] = i
 	}
@@ -103,9 +103,19 @@ func (w *waker) message(m *redis.Message) bool {
 	if !ok {
 		return false
 	}
-	score, err := strconv.ParseFloat(m.Payload, 64)
-	if err != nil {
-		score = -1
+	kind, score := parseWake(m.Payload)
+	switch kind {
+	case wakePause, wakeResume:
+		// Inspector.Pause / Resume of the topic (told on every slot).
+		w.c.setPaused(kind == wakePause)
+		return true
+	case wakeDelayed:
+		w.mu.Lock()
+		if old, seen := w.delayed[slot]; !seen || score < old {
+			w.delayed[slot] = score
+		}
+		w.mu.Unlock()
+		return true
 	}
 	w.mu.Lock()
 	if old, seen := w.pending[slot]; !seen || w.better(score, old) {
@@ -113,6 +123,20 @@ func (w *waker) message(m *redis.Message) bool {
 	}
 	w.mu.Unlock()
 	return true
+}
+
+// takeDelayed returns and clears the delayed due times that arrived
+// ('d' wake-ups: a priority message waits in a slot's delayed set until
+// then).
+func (w *waker) takeDelayed() map[int]float64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.delayed) == 0 {
+		return nil
+	}
+	d := w.delayed
+	w.delayed = map[int]float64{}
+	return d
 }
 
 // lookAt marks the slot of a channel "look now" (head unknown) after its
@@ -145,11 +169,14 @@ func (w *waker) reset(slot int) {
 	w.poke()
 }
 
-// poke wakes the fetcher so it re-plans.
+// poke wakes the fetcher so it re-plans (and a pull engine's waiters).
 func (w *waker) poke() {
 	select {
 	case w.signal <- struct{}{}:
 	default:
+	}
+	if w.c.onWake != nil {
+		w.c.onWake()
 	}
 }
 

@@ -1,23 +1,32 @@
 -- ack.lua: end deliveries as done, of one or more slots.
 --
 -- KEYS[1] -> store ZSET     \
--- KEYS[2] -> prepare ZSET    | of slot group 1; KEYS[4g-3..4g] likewise for
--- KEYS[3] -> msg HASH        | group g (several groups on a single node only)
--- KEYS[4] -> wake channel   /
--- KEYS[5] -> owner epoch STRING, ZooKeeper mode only, with exactly one group
+-- KEYS[2] -> prepare ZSET    | of slot group 1; KEYS[5g-4..5g] likewise
+-- KEYS[3] -> msg HASH        | for group g (several groups on a single
+-- KEYS[4] -> wake channel    | node only)
+-- KEYS[5] -> delayed ZSET   /  (time-based topics, which have none, pass
+--            their store key again: then no delayed set is read)
+-- KEYS[6] -> owner epoch STRING, ZooKeeper mode only, with exactly one group
 --            (omit it for no fencing)
 -- ARGV[1] -> wake command: PUBLISH, SPUBLISH or ''
 -- ARGV[2] ... ARGV[1+G] -> how many deliveries of each group follow
--- then pairs of id, delivery token: group 1's, then group 2's, ...
--- ARGV[#ARGV] -> the caller's owner epoch, when KEYS[5] is given (after the pairs)
+-- then pairs of id, delivery token: group 1's, then group 2's, ...; a
+--            token of -1 acks whatever delivery of the id is current
+--            (the unfenced ack by id of pull callers)
+-- ARGV[#ARGV] -> the caller's owner epoch, when KEYS[6] is given (after the pairs)
 -- Returns: one integer per pair, in order: 1 acked, 0 refused (the delivery
--- is no longer the current one: lease lost, or this call already ran). With
--- KEYS[5]: an error reply RMQFENCED, and nothing changed, when the epoch is
--- not the slot's current owner epoch.
-local fenced = #KEYS == 5
-local G = fenced and 1 or #KEYS / 4
+-- is no longer the current one: lease lost and swept, or removed), 2 gone:
+-- refused, and the id is nowhere (not waiting, in flight or stored), which
+-- is what a second run of an ack that succeeded sees (go-redis resends a
+-- call whose reply was lost), so the caller may count it as acked. A
+-- delivery removed by id (remove.lua) leaves a tombstone in prepare until
+-- the sweeper clears it, so its late ack is 0, not 2. With KEYS[6]: an
+-- error reply RMQFENCED, and nothing changed, when the epoch is not the
+-- slot's current owner epoch.
+local fenced = #KEYS == 6
+local G = fenced and 1 or #KEYS / 5
 if fenced then
-  local refused = fence(KEYS[5], ARGV[#ARGV])
+  local refused = fence(KEYS[6], ARGV[#ARGV])
   if refused then return refused end
 end
 local res = {}
@@ -30,31 +39,48 @@ for g = 1, G do
     at = at + 2
   end
   if #ids > 0 then
-    local cur = mcall('ZMSCORE', KEYS[4 * g - 2], ids)
+    local cur = mcall('ZMSCORE', KEYS[5 * g - 3], ids)
     local acked, seen = {}, {}
     for j = 1, #ids do
       -- An id named twice is acked once, as two calls in a row would.
-      if cur[j] and not seen[ids[j]] and token_of(cur[j]) == tokens[j] then
+      local tok = cur[j] and token_of(cur[j])
+      if tok and not seen[ids[j]] and tok ~= 0 and (tok == tokens[j] or tokens[j] == -1) then
         seen[ids[j]] = true
         acked[#acked + 1] = ids[j]
         res[#res + 1] = 1
+      elseif seen[ids[j]] then
+        -- Named again after this call acked it: as a second call would
+        -- see it, gone unless a re-send of it waits.
+        local gone = not redis.call('ZSCORE', KEYS[5 * g - 4], ids[j]) and not redis.call('ZSCORE', KEYS[5 * g], ids[j])
+        res[#res + 1] = gone and 2 or 0
+      elseif not cur[j] then
+        -- Refused; tell "gone" apart (rare, so its reads cost nothing on
+        -- the common path). An envelope exists exactly for a waiting,
+        -- delayed or in-flight id, so the sets tell.
+        local gone = not redis.call('ZSCORE', KEYS[5 * g - 4], ids[j]) and not redis.call('ZSCORE', KEYS[5 * g], ids[j])
+        res[#res + 1] = gone and 2 or 0
       else
         res[#res + 1] = 0
       end
     end
     if #acked > 0 then
-      mcall('ZREM', KEYS[4 * g - 2], acked)
-      local waiting = mcall('ZMSCORE', KEYS[4 * g - 3], acked)
+      mcall('ZREM', KEYS[5 * g - 3], acked)
+      local waiting = mcall('ZMSCORE', KEYS[5 * g - 4], acked)
       local gone = {}
+      -- One ZCARD per group of a priority topic (time-based topics name
+      -- no delayed set): it is mostly empty.
+      local has_delayed = KEYS[5 * g] ~= KEYS[5 * g - 4] and redis.call('ZCARD', KEYS[5 * g]) > 0
       for j = 1, #acked do
         if waiting[j] then
           -- A send arrived during the delivery: keep its body, let it go next.
-          if ARGV[1] ~= '' then redis.call(ARGV[1], KEYS[4 * g], waiting[j]) end
+          if ARGV[1] ~= '' then redis.call(ARGV[1], KEYS[5 * g - 1], waiting[j]) end
+        elseif has_delayed and redis.call('ZSCORE', KEYS[5 * g], acked[j]) then
+          -- A priority re-send that waits for its time: keep its body.
         else
           gone[#gone + 1] = acked[j]
         end
       end
-      if #gone > 0 then mcall('HDEL', KEYS[4 * g - 1], gone) end
+      if #gone > 0 then mcall('HDEL', KEYS[5 * g - 2], gone) end
     end
   end
 end

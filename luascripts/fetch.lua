@@ -2,12 +2,13 @@
 -- each), taking them in consume order across one or more slots.
 --
 -- KEYS[1] -> store ZSET     \
--- KEYS[2] -> prepare ZSET    > of slot group 1; KEYS[3g-2..3g] likewise for
--- KEYS[3] -> msg HASH       /  group g (several groups on a single node only)
--- KEYS[4] -> owner epoch STRING, ZooKeeper mode only, with exactly one group
---            (omit it for no fencing)
+-- KEYS[2] -> prepare ZSET    | of slot group 1; KEYS[4g-3..4g] likewise
+-- KEYS[3] -> msg HASH        | for group g (several groups on a single
+-- KEYS[4] -> delayed ZSET   /  node only); delayed is read with ARGV[1] = 2
+-- KEYS[5] -> owner epoch STRING, ZooKeeper mode only, with exactly one
+--            group (omit it for no fencing)
 -- ARGV[1] -> 1 for time-based topics (due = score <= now, lowest first),
---            0 for priority (highest first)
+--            0 for priority (highest first), 2 for priority with delayed sets
 -- ARGV[2] -> n, the most messages to move in all (free handler capacity)
 -- ARGV[3] -> lease in seconds
 -- ARGV[4] -> how many store entries of a group to read at a time; more are
@@ -16,11 +17,18 @@
 --            >= bound (priority); a caller that fetches slot by slot passes
 --            the head of the next-best slot so messages leave in order
 -- ARGV[5+g] -> the most messages to move from group g (0: only read its head)
--- ARGV[6+G] -> the caller's owner epoch, when KEYS[4] is given (G = 1)
--- Returns: { nowUs, G, head1, ..., headG, g, id, envelope, token, storeScore, g, id, ... }
+-- ARGV[5+G+g] -> with ARGV[1] = 2: 1 to move group g's due delayed entries
+--            into store first (and report its delayed head), 0 to skip them
+-- ARGV[last] -> the caller's owner epoch, when the epoch key is given
+-- Returns: { nowUs, G, D, head1, ..., headG, dhead1, ..., dheadD, expired,
+--            g, id, envelope, token, storeScore, g, id, ... }
 --   headg -> the score of group g's first remaining message in consume order
 --            (lowest for time-based, highest for priority) that is not
 --            blocked; -1 if its store is empty, -2 if all it looked at are blocked
+--   D is G with ARGV[1] = 2, else 0; dheadg -> the due time (ms) of group
+--            g's earliest delayed entry, -1 if none, -3 if not looked at
+--   expired -> how many messages this call dropped because their expiry
+--            (a per-message option) had passed: never delivered, body deleted
 --   then one quintuple per message moved, in consume order: its group,
 --   id, envelope, delivery token and store score.
 -- A message whose id is in prepare stays in store until that delivery ends
@@ -31,12 +39,15 @@
 -- any group may give first. (Tied by group, a fetch across slots that
 -- hold many equal scores, all priority messages of one priority say, would
 -- drain one slot a window at a time and cost about 25 % more per message.)
--- With KEYS[4]: an error reply RMQFENCED, and nothing moved, when the epoch
--- is not the slot's current owner epoch.
-local fenced = #KEYS == 4
-local G = fenced and 1 or #KEYS / 3
+-- With the epoch key: an error reply RMQFENCED, and nothing moved, when the
+-- epoch is not the slot's current owner epoch.
+-- Due times are stored rounded up to the ms and a message is due when its
+-- score is at most Redis's ms rounded down: never before its instant.
+local with_delayed = ARGV[1] == '2'
+local fenced = #KEYS == 5
+local G = fenced and 1 or #KEYS / 4
 if fenced then
-  local refused = fence(KEYS[4], ARGV[6 + G])
+  local refused = fence(KEYS[5], ARGV[#ARGV])
   if refused then return refused end
 end
 local time_based = ARGV[1] == '1'
@@ -73,7 +84,7 @@ end
 -- group may hold unread entries after it, so nothing after it may be taken
 -- elsewhere. after[g] is the first unblocked entry not yet due that a
 -- time-based window met: the group's head once its buffer is taken.
--- Group g's keys are KEYS[3g-2] (store), KEYS[3g-1] (prepare), KEYS[3g] (msg).
+-- Group g's keys are KEYS[4g-3] (store), KEYS[4g-2] (prepare), KEYS[4g-1] (msg).
 local gmax, taken, blocked, full, last, after = {}, {}, {}, {}, {}, {}
 local bid, bsc, bnum, ptr = {}, {}, {}, {}
 for g = 1, G do
@@ -82,14 +93,47 @@ for g = 1, G do
 end
 local upto_n = tonumber(upto)
 
+-- Delayed priority messages whose time has come enter store at the score
+-- their envelope keeps (the priority, or a retry's rank), so they compete
+-- by priority from then on. dhead[g] is the earliest one left. Only due
+-- entries are read (by score), so a large delayed set costs nothing here.
+local dhead = {}
+if with_delayed then
+  for g = 1, G do
+    dhead[g] = -3
+    if ARGV[5 + G + g] == '1' then
+      for _ = 1, 16 do
+        local ids = redis.call('ZRANGE', KEYS[4 * g], '-inf', upto, 'BYSCORE', 'LIMIT', 0, 256)
+        if #ids > 0 then
+          local envs = redis.call('HMGET', KEYS[4 * g - 1], unpack(ids))
+          local zargs = {}
+          for j = 1, #ids do
+            -- Without an envelope the entry is only dropped.
+            if envs[j] then
+              zargs[#zargs + 1] = fmt_score(env_decode(envs[j]).score)
+              zargs[#zargs + 1] = ids[j]
+            end
+          end
+          redis.call('ZREM', KEYS[4 * g], unpack(ids))
+          if #zargs > 0 then redis.call('ZADD', KEYS[4 * g - 3], unpack(zargs)) end
+        end
+        if #ids < 256 then break end
+      end
+      local first = redis.call('ZRANGE', KEYS[4 * g], 0, 0, 'WITHSCORES')
+      dhead[g] = first[2] or -1
+    end
+  end
+end
+local expired_n = 0
+
 local function read(g)
   local due
   if time_based then
     -- Read by rank, not up to now: the entries after the due ones tell
     -- the head without another read.
-    due = redis.call('ZRANGE', KEYS[3 * g - 2], '-inf', '+inf', 'BYSCORE', 'LIMIT', string.format('%d', blocked[g]), window_s, 'WITHSCORES')
+    due = redis.call('ZRANGE', KEYS[4 * g - 3], '-inf', '+inf', 'BYSCORE', 'LIMIT', string.format('%d', blocked[g]), window_s, 'WITHSCORES')
   else
-    due = redis.call('ZRANGE', KEYS[3 * g - 2], '+inf', from, 'BYSCORE', 'REV', 'LIMIT', string.format('%d', blocked[g]), window_s, 'WITHSCORES')
+    due = redis.call('ZRANGE', KEYS[4 * g - 3], '+inf', from, 'BYSCORE', 'REV', 'LIMIT', string.format('%d', blocked[g]), window_s, 'WITHSCORES')
   end
   local cnt = #due / 2
   local ids, scs, nums = {}, {}, {}
@@ -98,7 +142,7 @@ local function read(g)
   if cnt == 0 then return end
   local all = {}
   for j = 1, cnt do all[j] = due[2 * j - 1] end
-  local busy = redis.call('ZMSCORE', KEYS[3 * g - 1], unpack(all))
+  local busy = redis.call('ZMSCORE', KEYS[4 * g - 2], unpack(all))
   for j = 1, cnt do
     local num = tonumber(due[2 * j])
     if time_based and num > upto_n then
@@ -115,8 +159,14 @@ local function read(g)
   end
 end
 
-local out = { now_us, G }
-for g = 1, G do out[2 + g] = -1 end
+-- out holds nowUs, G, D, the heads, the delayed heads and the expired
+-- count (filled in at the end), then the moved messages.
+local D = with_delayed and G or 0
+local out = { now_us, G, D }
+for g = 1, G do out[3 + g] = -1 end
+for g = 1, D do out[3 + G + g] = -3 end
+local NOUT = 4 + G + D
+out[NOUT] = 0
 local moved = 0
 -- npick[g]: entries of group g picked this round (from ptr[g] on).
 local npick = {}
@@ -199,8 +249,8 @@ for _ = 1, 64 do
   for g = 1, G do
     if npick[g] > 0 then
       local from_i, to_i = ptr[g], ptr[g] + npick[g] - 1
-      redis.call('ZREM', KEYS[3 * g - 2], unpack(bid[g], from_i, to_i))
-      envs[g] = redis.call('HMGET', KEYS[3 * g], unpack(bid[g], from_i, to_i))
+      redis.call('ZREM', KEYS[4 * g - 3], unpack(bid[g], from_i, to_i))
+      envs[g] = redis.call('HMGET', KEYS[4 * g - 1], unpack(bid[g], from_i, to_i))
       used[g], zargs[g] = 0, {}
     end
   end
@@ -211,8 +261,18 @@ for _ = 1, 64 do
     -- Without an envelope (never so under the invariants) the entry is
     -- only dropped from store.
     local env = envs[g][j]
+    local _, tf, fails
     if env then
-      local _, _, fails = struct.unpack('>BBH', env)
+      _, tf, fails = struct.unpack('>BBH', env)
+      -- A version 2 envelope with options (tf >= 16) may carry an expiry:
+      -- an expired message is dropped, never delivered.
+      if tf >= 16 and string.byte(env, 1) == 2 and expired(env_decode(env), now) then
+        redis.call('HDEL', KEYS[4 * g - 1], bid[g][i])
+        expired_n = expired_n + 1
+        env = nil
+      end
+    end
+    if env then
       local attempt = math.min(fails + 1, 999)
       local token = ((now_us + moved) % 1000) * 1000 + attempt
       local z = zargs[g]
@@ -228,7 +288,7 @@ for _ = 1, 64 do
   end
   for g = 1, G do
     if npick[g] > 0 then
-      if #zargs[g] > 0 then redis.call('ZADD', KEYS[3 * g - 1], unpack(zargs[g])) end
+      if #zargs[g] > 0 then redis.call('ZADD', KEYS[4 * g - 2], unpack(zargs[g])) end
       ptr[g] = ptr[g] + npick[g]
       taken[g] = taken[g] + npick[g]
     end
@@ -247,31 +307,33 @@ end
 -- Heads: the first unblocked entry left, from what was read when possible.
 local function range(g, upto_i)
   if time_based then
-    return redis.call('ZRANGE', KEYS[3 * g - 2], 0, upto_i, 'WITHSCORES')
+    return redis.call('ZRANGE', KEYS[4 * g - 3], 0, upto_i, 'WITHSCORES')
   end
-  return redis.call('ZRANGE', KEYS[3 * g - 2], 0, upto_i, 'REV', 'WITHSCORES')
+  return redis.call('ZRANGE', KEYS[4 * g - 3], 0, upto_i, 'REV', 'WITHSCORES')
 end
 for g = 1, G do
   if ptr[g] <= #bid[g] then
-    out[2 + g] = bsc[g][ptr[g]]
+    out[3 + g] = bsc[g][ptr[g]]
   elseif after[g] then
-    out[2 + g] = after[g]
+    out[3 + g] = after[g]
   else
     local look = range(g, 0)
-    local busy = look[1] and redis.call('ZMSCORE', KEYS[3 * g - 1], look[1])
+    local busy = look[1] and redis.call('ZMSCORE', KEYS[4 * g - 2], look[1])
     if busy and busy[1] then
       look = range(g, 63)
       local ids = {}
       for i = 1, #look, 2 do ids[#ids + 1] = look[i] end
-      busy = redis.call('ZMSCORE', KEYS[3 * g - 1], unpack(ids))
+      busy = redis.call('ZMSCORE', KEYS[4 * g - 2], unpack(ids))
     end
     for i = 1, #look, 2 do
       if not busy[(i + 1) / 2] then
-        out[2 + g] = look[i + 1]
+        out[3 + g] = look[i + 1]
         break
       end
     end
-    if out[2 + g] == -1 and #look > 0 then out[2 + g] = -2 end
+    if out[3 + g] == -1 and #look > 0 then out[3 + g] = -2 end
   end
 end
+out[NOUT] = expired_n
+for g = 1, D do out[3 + G + g] = dhead[g] end
 return out

@@ -1,13 +1,29 @@
--- remove.lua: delete a waiting message and, unless it is being handled, its body.
+-- remove.lua: delete a message wherever it is (waiting in store, waiting in
+-- the delayed set, or being handled), body with it.
 --
 -- KEYS[1] -> store ZSET
 -- KEYS[2] -> prepare ZSET
 -- KEYS[3] -> msg HASH
+-- KEYS[4] -> delayed ZSET
 -- ARGV[1] -> id
--- Returns: 1 removed, 0 not waiting (unknown, already delivered, or only in flight).
+-- Returns: what was removed, a sum of 1 (waiting in store), 2 (waiting in
+-- the delayed set) and 4 (in flight); 0 when the id is in none of them
+-- (unknown, acked or dead). A removed in-flight delivery's prepare entry
+-- becomes a tombstone: token 0 (never a delivery's) with a lease of 2
+-- seconds. Its ack, rollback and extend are refused (ack.lua tells this
+-- refusal from a resent ack by the tombstone), and the sweeper clears it
+-- without redelivering anything: there is no envelope left. A re-send of
+-- the id meanwhile waits behind it, as behind a delivery. Running twice
+-- removes nothing more.
 local id = ARGV[1]
-if redis.call('ZREM', KEYS[1], id) == 0 then return 0 end
-if not redis.call('ZSCORE', KEYS[2], id) then
-  redis.call('HDEL', KEYS[3], id)
+local what = 0
+if redis.call('ZREM', KEYS[1], id) == 1 then what = what + 1 end
+if redis.call('ZREM', KEYS[4], id) == 1 then what = what + 2 end
+local s = redis.call('ZSCORE', KEYS[2], id)
+if s and token_of(s) ~= 0 then
+  local t = redis.call('TIME')
+  redis.call('ZADD', KEYS[2], (tonumber(t[1]) + 2) * TOKEN_MOD, id)
+  what = what + 4
 end
-return 1
+if what > 0 then redis.call('HDEL', KEYS[3], id) end
+return what

@@ -6,6 +6,7 @@
 -- KEYS[4] -> dead ZSET
 -- KEYS[5] -> deadmsg HASH
 -- KEYS[6] -> wake channel
+-- KEYS[7] -> delayed ZSET
 -- ARGV[1] -> wake command: PUBLISH, SPUBLISH or ''
 -- ARGV[2] -> requeue nonce (unique per call: a resent call recognises its work)
 -- ARGV[3] -> n: 0 requeues the ids ARGV[5..]; n > 0 requeues up to n of the
@@ -24,7 +25,9 @@
 --        5 already requeued by this call (go-redis ran the script twice)
 --        6 a dead entry without a body: removed, nothing to requeue
 --        7 an envelope that cannot be read: left as it is
--- A requeued message is fresh: no failures, no last error, due now
+--        8 expired (a per-message option): deleted with its body, not requeued
+-- A requeued message is fresh: no failures, no last error, no snoozes (its
+-- other options stay), due now
 -- (fixed-time and range-merge, Redis's clock) or at its original priority.
 -- A waiting message keeps its body and history when one merges into it: it
 -- was sent after the dead one died, so its body is the newer one.
@@ -61,7 +64,19 @@ local function requeue(id)
 
   redis.call('ZREM', KEYS[4], id)
   redis.call('HDEL', KEYS[5], id)
+  if expired(e, now) then return 8 end
   local waiting = redis.call('ZSCORE', KEYS[1], id)
+  if not waiting and w then
+    -- Waiting for its time in the delayed set: the requeued copy is due
+    -- now, so the merged message waits in store.
+    local d = redis.call('ZSCORE', KEYS[7], id)
+    if d then
+      redis.call('ZREM', KEYS[7], id)
+      redis.call('ZADD', KEYS[1], w.score, id)
+      wake_if_head(ARGV[1], KEYS[6], KEYS[1], time_based, id, w.score)
+      waiting = w.score
+    end
+  end
   if waiting and w then
     local old = tonumber(waiting)
     local new = old
@@ -84,7 +99,7 @@ local function requeue(id)
 
   local result = 1
   if w and redis.call('ZSCORE', KEYS[2], id) then result = 4 end
-  e.fails, e.err, e.score, e.orig, e.nonce = 0, '', score, score, nonce
+  e.fails, e.err, e.score, e.orig, e.nonce, e.snz = 0, '', score, score, nonce, 0
   redis.call('HSET', KEYS[3], id, env_rewrite(e))
   redis.call('ZADD', KEYS[1], score, id)
   wake_if_head(ARGV[1], KEYS[6], KEYS[1], time_based, id, score)

@@ -2,46 +2,54 @@
 -- each slot at most once.
 --
 -- KEYS[1] -> store ZSET     \
--- KEYS[2] -> prepare ZSET    | of slot group 1; KEYS[4g-3..4g] likewise for
--- KEYS[3] -> msg HASH        | group g (several groups on a single node only)
--- KEYS[4] -> wake channel   /
+-- KEYS[2] -> prepare ZSET    | of slot group 1; KEYS[5g-4..5g] likewise
+-- KEYS[3] -> msg HASH        | for group g (several groups on a single
+-- KEYS[4] -> wake channel    | node only)
+-- KEYS[5] -> delayed ZSET   /  (priority messages that wait for a time)
 -- ARGV[1] -> wake command: PUBLISH, SPUBLISH or ''
 -- ARGV[2g], ARGV[2g+1] -> group g's type (1 range-merge, 2 priority,
---            3 fixed-time) and how many messages of it follow
--- then quadruples of id, score (range in ms for range-merge), send nonce,
---            body: group 1's messages, then group 2's, ...
+--            3 fixed-time; plus 4 when its messages carry options) and how
+--            many messages of it follow
+-- then, per message, id, score (range in ms for range-merge), send nonce,
+--            [options block, when the group's type says so], body: group
+--            1's messages, then group 2's, ...
 -- Returns: one result per message, in order:
 --   1 stored as new
 --   2 merged into the waiting message of its id (range-merge: due time,
---     first-send time and failures kept, body replaced)
+--     first-send time and failures kept, body and options replaced)
 --   3 replaced the waiting message of its id (priority, fixed-time: new
---     score and body, failures kept)
+--     score, body and options, failures kept)
 --   4 stored while the id is in flight: delivered after that delivery ends
 --   0 already stored by this send (same nonce): a rerun changes nothing
-local G = #KEYS / 4
-local now = now_ms()
+-- Due times arrive rounded up to the ms and range-merge windows start from
+-- Redis's ms rounded up, so no message comes due before its instant.
+local G = #KEYS / 5
+local now, _, now_up = now_ms()
 local res = {}
 local at = 2 + 2 * G
 
 -- send_group stores group g's count messages, from ARGV[at] on.
 local function send_group(g, typ, count)
-  local store = KEYS[4 * g - 3]
-  local prepare = KEYS[4 * g - 2]
-  local msg = KEYS[4 * g - 1]
+  local keys = { store = KEYS[5 * g - 4], prepare = KEYS[5 * g - 3], msg = KEYS[5 * g - 2], delayed = KEYS[5 * g] }
+  local store = KEYS[5 * g - 4]
+  local msg = KEYS[5 * g - 2]
+  local with_opts = typ >= 4
+  if with_opts then typ = typ - 4 end
+  local stride = with_opts and 5 or 4
   local time_based = typ ~= 2
   local head_id, head = head_of(store, time_based)
   head = head and tonumber(head)
   local first = at
   local ids = {}
-  for k = 1, count do ids[k] = ARGV[first + 4 * (k - 1)] end
-  at = at + 4 * count
-  -- A new id (the common case) is written without send_one's reads, its
-  -- HSET and ZADD gathered into one call each. An id that waits, is in
-  -- flight or came earlier in this call goes through send_one; for an id
-  -- that came earlier, what was gathered is written first, so it sees the
-  -- state a call per message would.
-  -- An envelope exists exactly for a waiting or in-flight id, so one HMGET
-  -- tells the new ids.
+  for k = 1, count do ids[k] = ARGV[first + stride * (k - 1)] end
+  at = at + stride * count
+  -- A new id without options (the common case) is written without
+  -- send_one's reads, its HSET and ZADD gathered into one call each. An id
+  -- that waits, is in flight, came earlier in this call or carries options
+  -- goes through send_one; for an id that came earlier, what was gathered
+  -- is written first, so it sees the state a call per message would.
+  -- An envelope exists exactly for a waiting, delayed or in-flight id, so
+  -- one HMGET tells the new ids.
   local known = mcall('HMGET', msg, ids)
   local seen = {}
   local hargs, zargs = {}, {}
@@ -52,46 +60,60 @@ local function send_group(g, typ, count)
       hargs, zargs = {}, {}
     end
   end
-  local best
+  local best, dbest
   for k = 1, count do
-    local i = first + 4 * (k - 1)
+    local i = first + stride * (k - 1)
     local id = ids[k]
-    local r, score
-    if known[k] or seen[id] then
+    local opts = with_opts and ARGV[i + 3] or ''
+    local r, score, due
+    if known[k] or seen[id] or opts ~= '' then
       -- What is gathered holds only other ids, unless this one came
       -- earlier in the call: only then must it be written first.
       if seen[id] then write(store, msg) end
-      r, score = send_one(store, prepare, msg, typ, id, ARGV[i + 1], tonumber(ARGV[i + 2]), ARGV[i + 3], now)
+      r, score, due = send_one(keys, typ, id, ARGV[i + 1], tonumber(ARGV[i + 2]), ARGV[i + stride - 1], now, now_up, opts)
     else
-      -- env_encode of a fresh message, inlined: this loop is most of the
-      -- script's time in a large batch.
+      -- env_encode of a fresh message without options, inlined: this loop
+      -- is most of the script's time in a large batch.
       local zscore = ARGV[i + 1]
       score = tonumber(zscore)
       if typ == 1 then
-        score = now + score
+        -- A window starts from Redis's ms rounded up (a zero window from
+        -- now: any later fetch is after the send).
+        score = (score > 0 and now_up or now) + score
         zscore = score
       end
       local n = #hargs
       hargs[n + 1] = id
-      hargs[n + 2] = struct.pack(HDR, 1, typ, 0, now, score, score, tonumber(ARGV[i + 2]), 0) .. ARGV[i + 3]
+      hargs[n + 2] = struct.pack(HDR, 2, typ, 0, now, score, tonumber(ARGV[i + 2])) .. ARGV[i + stride - 1]
       zargs[n + 1] = zscore
       zargs[n + 2] = id
       r = 1
     end
     seen[id] = true
-    if r == 1 or r == 3 or r == 4 then
+    if due then
+      if not dbest or due < dbest then dbest = due end
+    elseif r == 1 or r == 3 or r == 4 then
       if not best or (time_based and score < best) or (not time_based and score > best) then best = score end
     end
     res[#res + 1] = r
   end
   write(store, msg)
+  if ARGV[1] == '' then return end
   -- Wake the slot when a message now comes before the old head (fetchers
   -- sleep until the head they know of), or when the old head is blocked
   -- behind its own delivery (fetchers then wait for a wake-up).
-  if best and ARGV[1] ~= '' then
+  if best then
     local earlier = not head or (time_based and best < head) or (not time_based and best > head)
-    if earlier or redis.call('ZSCORE', prepare, head_id) then
-      redis.call(ARGV[1], KEYS[4 * g], fmt_score(best))
+    if earlier or redis.call('ZSCORE', KEYS[5 * g - 3], head_id) then
+      redis.call(ARGV[1], KEYS[5 * g - 1], fmt_score(best))
+    end
+  end
+  -- A delayed message that is now the earliest: fetchers sleep until the
+  -- earliest delayed due time ('d' marks a delayed due time).
+  if dbest then
+    local first_delayed = redis.call('ZRANGE', KEYS[5 * g], 0, 0, 'WITHSCORES')
+    if tonumber(first_delayed[2]) == dbest then
+      redis.call(ARGV[1], KEYS[5 * g - 1], 'd' .. fmt_score(dbest))
     end
   end
 end

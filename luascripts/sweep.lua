@@ -6,35 +6,40 @@
 -- KEYS[4] -> dead ZSET
 -- KEYS[5] -> deadmsg HASH
 -- KEYS[6] -> wake channel
--- KEYS[7] -> owner epoch STRING, ZooKeeper mode only (omit it for no fencing)
+-- KEYS[7] -> delayed ZSET (priority retries wait there for their backoff)
+-- KEYS[8] -> owner epoch STRING, ZooKeeper mode only (omit it for no fencing)
 -- ARGV[1] -> wake command: PUBLISH, SPUBLISH or ''
--- ARGV[2] -> max retries
+-- ARGV[2] -> max retries (a message's own, a per-message option, wins)
 -- ARGV[3] -> dead retention count per slot (0 = unbounded)
 -- ARGV[4] -> dead retention age in ms (0 = unbounded)
 -- ARGV[5] -> most leases to roll back in this call
 -- ARGV[6] -> B, then ARGV[7..6+B] -> backoff ms for attempt 1..B
--- ARGV[7+B] -> the caller's owner epoch, when KEYS[7] is given
--- Returns: { rolled back, of them moved to dead, ids rolled back ... }
--- A lease is expired when its deadline second is before Redis's clock, so a
--- consumer with a fast clock cannot take a live lease. With KEYS[7]: an error
--- reply RMQFENCED, and nothing changed, when the epoch is not the slot's
--- current owner epoch (only a slot's owner sweeps it in ZooKeeper mode).
-if KEYS[7] then
-  local refused = fence(KEYS[7], ARGV[#ARGV])
+-- ARGV[7+B] -> the caller's owner epoch, when KEYS[8] is given
+-- Returns: { rolled back, of them moved to dead, expired, ids rolled back ... }
+-- where expired counts messages dropped because their expiry (a
+-- per-message option) passed. A lease is expired when its deadline second
+-- is before Redis's clock, so a consumer with a fast clock cannot take a
+-- live lease. With KEYS[8]: an error reply RMQFENCED, and nothing changed,
+-- when the epoch is not the slot's current owner epoch (only a slot's owner
+-- sweeps it in ZooKeeper mode).
+if KEYS[8] then
+  local refused = fence(KEYS[8], ARGV[#ARGV])
   if refused then return refused end
 end
-local k = { store = KEYS[1], prepare = KEYS[2], msg = KEYS[3], dead = KEYS[4], deadmsg = KEYS[5], wake = KEYS[6] }
+local k = { store = KEYS[1], prepare = KEYS[2], msg = KEYS[3], dead = KEYS[4], deadmsg = KEYS[5], wake = KEYS[6], delayed = KEYS[7] }
 local max_retries = tonumber(ARGV[2])
 local dead_max, dead_age = tonumber(ARGV[3]), tonumber(ARGV[4])
 local backoff = parse_backoff(ARGV, 6)
-local now = now_ms()
+local now, _, now_up = now_ms()
 local limit = math.floor(now / 1000) * TOKEN_MOD
-local expired = redis.call('ZRANGE', k.prepare, '-inf', '(' .. limit, 'BYSCORE', 'LIMIT', 0, tonumber(ARGV[5]), 'WITHSCORES')
-local out = { 0, 0 }
-for i = 1, #expired, 2 do
-  local id = expired[i]
-  local r = rollback_one(k, id, token_of(expired[i + 1]), 'rmq: lease expired', now, max_retries, backoff, dead_max, dead_age, ARGV[1])
-  if r ~= 0 then
+local leases = redis.call('ZRANGE', k.prepare, '-inf', '(' .. limit, 'BYSCORE', 'LIMIT', 0, tonumber(ARGV[5]), 'WITHSCORES')
+local out = { 0, 0, 0 }
+for i = 1, #leases, 2 do
+  local id = leases[i]
+  local r = rollback_one(k, id, token_of(leases[i + 1]), 'rmq: lease expired', now, max_retries, backoff, dead_max, dead_age, ARGV[1], '', now_up)
+  if r == 5 then
+    out[3] = out[3] + 1
+  elseif r ~= 0 then
     out[1] = out[1] + 1
     if r == 3 then out[2] = out[2] + 1 end
     out[#out + 1] = id

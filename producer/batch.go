@@ -18,6 +18,10 @@ type BatchMessage struct {
 	TimeRange time.Duration
 	Priority  int64
 	At        time.Time
+	// Options are per-message options (WithMaxRetries, WithTTL,
+	// WithHeaders, ...), as for a single send. Key and SlotBasis above win
+	// over WithKey and WithSlotBasis here.
+	Options []SendOption
 }
 
 // SendBatch validates every message first (one bad message fails the batch
@@ -40,15 +44,31 @@ func (p *Producer) SendBatch(ctx context.Context, t topic.Topic, msgs []BatchMes
 	if len(items) == 0 {
 		return nil, nil
 	}
-	if err := p.define(ctx, t); err != nil {
+	afters := make([][]func(string, error), len(items))
+	for i, it := range items {
+		afters[i] = p.runHooks(ctx, it)
+	}
+	fail := func(err error) ([]string, error) {
+		for i := range items {
+			callAfters(afters[i], "", err)
+		}
 		return nil, err
 	}
+	for i, it := range items {
+		if err := it.encodeOptions(); err != nil {
+			return fail(fmt.Errorf("rmq: batch message %d: %w", i, err))
+		}
+	}
+	if err := p.define(ctx, t); err != nil {
+		return fail(err)
+	}
 	if err := p.runCalls(ctx, p.group(items)); err != nil {
-		return nil, fmt.Errorf("rmq: send batch to %s: %w", t.Name(), err)
+		return fail(fmt.Errorf("rmq: send batch to %s: %w", t.Name(), err))
 	}
 	ids := make([]string, len(items))
 	for i, it := range items {
 		ids[i] = it.id
+		callAfters(afters[i], it.id, nil)
 		if p.cfg.observer != nil {
 			p.cfg.observer.Sent(t, it.res)
 		}
@@ -70,14 +90,14 @@ func (p *Producer) batchItem(t topic.Topic, m BatchMessage) (*pending, error) {
 	if err != nil {
 		return nil, err
 	}
-	var opts []SendOption
+	opts := append([]SendOption(nil), m.Options...)
 	if m.Key != "" {
 		opts = append(opts, WithKey(m.Key))
 	}
 	if m.SlotBasis != nil {
 		opts = append(opts, WithSlotBasis(m.SlotBasis))
 	}
-	sc, err := sendOptions(opts)
+	sc, err := sendOptions(opts, t.Type())
 	if err != nil {
 		return nil, err
 	}

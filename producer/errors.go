@@ -28,3 +28,17 @@ var (
 	// only import producer.
 	ErrTopicConflict = topic.ErrConflict
 )
+
+var (
+	// ErrInvalidMaxRetries is returned for WithMaxRetries outside 0..998.
+	ErrInvalidMaxRetries = errors.New("rmq: invalid max retries")
+	// ErrInvalidExpiry is returned for a WithTTL or WithExpiresAt that is
+	// not in the future (or out of range).
+	ErrInvalidExpiry = errors.New("rmq: invalid expiry")
+	// ErrInvalidTimeout is returned for a WithTimeout outside 1ms..24h.
+	ErrInvalidTimeout = errors.New("rmq: invalid timeout")
+	// ErrInvalidHeaders is returned for headers over the limits of
+	// WithHeaders (MaxHeaders, MaxHeaderKeyLength, MaxHeaderValueLength) or
+	// with an empty key.
+	ErrInvalidHeaders = errors.New("rmq: invalid headers")
+)

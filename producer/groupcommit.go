@@ -2,6 +2,7 @@ package producer
 
 import (
 	"context"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -37,9 +38,19 @@ type pending struct {
 	score string // due ms, priority, or range ms for range-merge
 	nonce string
 	body  []byte
+	job   jobConfig
+	opts  []byte // the envelope's options block; nil for none
 
 	res SendResult // set by the flush
 	err error
+}
+
+// encodeOptions turns the per-message options into the envelope's options
+// block, after the send hooks ran (they may have added headers).
+func (it *pending) encodeOptions() error {
+	o, err := it.job.options(time.Now())
+	it.opts = o
+	return err
 }
 
 func newGroupCommit(p *Producer) *groupcommit.Group[*pending] {
@@ -125,16 +136,32 @@ func (p *Producer) runCalls(ctx context.Context, calls []slotCall) error {
 
 // sendCall returns the KEYS and ARGV of one sendbatch.lua call.
 func sendCall(wakeCmd string, groups []slotCall) ([]string, []any) {
-	keys := make([]string, 0, 4*len(groups))
+	keys := make([]string, 0, 5*len(groups))
 	args := make([]any, 0, 1+2*len(groups))
 	args = append(args, wakeCmd)
-	for _, g := range groups {
-		keys = append(keys, g.keys.Store, g.keys.Prepare, g.keys.Msg, g.keys.Wake)
-		args = append(args, int(g.topic.Type()), len(g.batch))
-	}
-	for _, g := range groups {
+	// A group whose messages carry options says so in its type (+4) and
+	// gives each message an options argument; a group without any pays
+	// nothing for them.
+	withOpts := make([]bool, len(groups))
+	for i, g := range groups {
+		keys = append(keys, g.keys.Store, g.keys.Prepare, g.keys.Msg, g.keys.Wake, g.keys.Delayed)
+		typ := int(g.topic.Type())
 		for _, b := range g.batch {
-			args = append(args, b.id, b.score, b.nonce, b.body)
+			if len(b.opts) > 0 {
+				withOpts[i] = true
+				typ += 4
+				break
+			}
+		}
+		args = append(args, typ, len(g.batch))
+	}
+	for i, g := range groups {
+		for _, b := range g.batch {
+			if withOpts[i] {
+				args = append(args, b.id, b.score, b.nonce, b.opts, b.body)
+			} else {
+				args = append(args, b.id, b.score, b.nonce, b.body)
+			}
 		}
 	}
 	return keys, args

@@ -77,8 +77,9 @@ func (p *Producer) SendPriority(ctx context.Context, t topic.Topic, body []byte,
 	return p.send(ctx, t, topic.Priority, body, score, opts)
 }
 
-// SendFixedTime sends a message due at at (millisecond precision); a time
-// in the past is due at once. A message with the same id that is still
+// SendFixedTime sends a message due at at; a time in the past is due at
+// once. It is never delivered before at, at full time.Time precision: the
+// due time is stored in ms, rounded up. A message with the same id that is still
 // waiting takes the new time and body: last write wins.
 func (p *Producer) SendFixedTime(ctx context.Context, t topic.Topic, body []byte, at time.Time, opts ...SendOption) (string, error) {
 	score, err := fixedScore(at)
@@ -95,7 +96,9 @@ func rangeScore(d time.Duration) (float64, error) {
 	if d < 0 || d > maxRange {
 		return 0, fmt.Errorf("%w: %v", ErrInvalidRange, d)
 	}
-	return float64(d.Milliseconds()), nil
+	// Rounded up, so the window never ends before the instant it stands
+	// for (the script starts it from Redis's ms rounded up, too).
+	return float64((d + time.Millisecond - 1) / time.Millisecond), nil
 }
 
 func priorityScore(priority int64) (float64, error) {
@@ -110,8 +113,13 @@ func fixedScore(at time.Time) (float64, error) {
 		return 0, fmt.Errorf("%w: zero time", ErrInvalidTime)
 	}
 	ms := at.UnixMilli()
-	if ms < 0 || ms > maxScore {
+	if ms < 0 || ms >= maxScore {
 		return 0, fmt.Errorf("%w: %v out of range", ErrInvalidTime, at)
+	}
+	// Never early: a sub-millisecond part rounds the due ms up, and a
+	// message is due when its score is at most Redis's ms rounded down.
+	if at.Nanosecond()%int(time.Millisecond) != 0 {
+		ms++
 	}
 	return float64(ms), nil
 }
@@ -120,12 +128,22 @@ func (p *Producer) send(ctx context.Context, t topic.Topic, typ topic.Type, body
 	if err := p.checkTopic(t, typ); err != nil {
 		return "", err
 	}
-	sc, err := sendOptions(opts)
+	sc, err := sendOptions(opts, typ)
 	if err != nil {
 		return "", err
 	}
 	it, err := p.item(t, body, score, sc)
 	if err != nil {
+		return "", err
+	}
+	afters := p.runHooks(ctx, it)
+	id, err := p.sendItem(ctx, t, it)
+	callAfters(afters, id, err)
+	return id, err
+}
+
+func (p *Producer) sendItem(ctx context.Context, t topic.Topic, it *pending) (string, error) {
+	if err := it.encodeOptions(); err != nil {
 		return "", err
 	}
 	// Everything is validated; only now may anything be written.
@@ -134,7 +152,7 @@ func (p *Producer) send(ctx context.Context, t topic.Topic, typ topic.Type, body
 	}
 	// A caller that gives up may still see its message sent, as after any
 	// timeout.
-	err = p.gc.Do(ctx, it)
+	err := p.gc.Do(ctx, it)
 	if err == nil {
 		err = it.err
 	}
@@ -156,7 +174,7 @@ func (p *Producer) item(t topic.Topic, body []byte, score float64, sc sendConfig
 	if len(body) > p.cfg.maxBodySize {
 		return nil, fmt.Errorf("%w: %d bytes (limit %d)", ErrBodyTooLarge, len(body), p.cfg.maxBodySize)
 	}
-	it := &pending{topic: t, id: sc.key, body: body, score: strconv.FormatFloat(score, 'f', -1, 64), nonce: scripts.Nonce()}
+	it := &pending{topic: t, id: sc.key, body: body, score: strconv.FormatFloat(score, 'f', -1, 64), nonce: scripts.Nonce(), job: sc.job}
 	if !sc.hasKey {
 		it.id = BodyID(body)
 	}
@@ -186,10 +204,17 @@ func (p *Producer) checkTopic(t topic.Topic, typ topic.Type) error {
 	return nil
 }
 
-func sendOptions(opts []SendOption) (sendConfig, error) {
+// sendOptions applies and validates send options; typ is the topic's type
+// (0 for Remove, which takes no per-message options).
+func sendOptions(opts []SendOption, typ topic.Type) (sendConfig, error) {
 	var sc sendConfig
 	for _, o := range opts {
 		o(&sc)
+	}
+	if typ != 0 {
+		if err := checkJob(sc.job, typ); err != nil {
+			return sc, err
+		}
 	}
 	if sc.hasKey && (sc.key == "" || len(sc.key) > MaxKeyLength) {
 		return sc, fmt.Errorf("%w: length %d (want 1..%d)", ErrInvalidKey, len(sc.key), MaxKeyLength)
@@ -210,66 +235,114 @@ func BodyID(body []byte) string {
 	return base64.RawURLEncoding.EncodeToString(sum[:9])
 }
 
-// Remove deletes a waiting message and its body. It returns false when no
-// message with that id is waiting (unknown, already delivered or dead, or
-// only being handled right now). Pass WithSlotBasis when the message was
-// sent with one; without it the id's own slot is tried first, then every
-// slot of the topic.
-func (p *Producer) Remove(ctx context.Context, t topic.Topic, id string, opts ...SendOption) (bool, error) {
+// Removed says what Remove found and deleted.
+type Removed int
+
+const (
+	// NotFound: no message with the id waits or is in flight (unknown,
+	// acked, or dead: see Inspector.DeleteDead).
+	NotFound Removed = iota
+	// RemovedWaiting: it waited in store.
+	RemovedWaiting
+	// RemovedDelayed: it waited for its time (a priority message sent
+	// with WithNotBefore or WithDelay, or a priority retry in its backoff).
+	RemovedDelayed
+	// RemovedInFlight: a delivery of it was running. That delivery's ack
+	// is refused and it is never redelivered. (A re-send of the id waiting
+	// behind it is removed too.)
+	RemovedInFlight
+)
+
+func (r Removed) String() string {
+	switch r {
+	case NotFound:
+		return "not found"
+	case RemovedWaiting:
+		return "removed waiting"
+	case RemovedDelayed:
+		return "removed delayed"
+	case RemovedInFlight:
+		return "removed in flight"
+	}
+	return "unknown"
+}
+
+// removedOf maps remove.lua's sum of places to a Removed.
+func removedOf(what int64) Removed {
+	switch {
+	case what&4 != 0:
+		return RemovedInFlight
+	case what&1 != 0:
+		return RemovedWaiting
+	case what&2 != 0:
+		return RemovedDelayed
+	}
+	return NotFound
+}
+
+// Remove deletes a message and its body wherever it is: waiting, waiting
+// for its time, or being handled, and says which. Pass WithSlotBasis when
+// the message was sent with one; without it the id's own slot is tried
+// first, then every slot of the topic.
+func (p *Producer) Remove(ctx context.Context, t topic.Topic, id string, opts ...SendOption) (Removed, error) {
 	removed, err := p.remove(ctx, t, id, opts)
 	if err == nil && p.cfg.observer != nil {
-		p.cfg.observer.Removed(t, removed)
+		p.cfg.observer.Removed(t, removed != NotFound)
 	}
 	return removed, err
 }
 
-func (p *Producer) remove(ctx context.Context, t topic.Topic, id string, opts []SendOption) (bool, error) {
+func (p *Producer) remove(ctx context.Context, t topic.Topic, id string, opts []SendOption) (Removed, error) {
 	if p.err != nil {
-		return false, p.err
+		return NotFound, p.err
 	}
 	if t.IsZero() {
-		return false, fmt.Errorf("%w: zero Topic", topic.ErrInvalidName)
+		return NotFound, fmt.Errorf("%w: zero Topic", topic.ErrInvalidName)
 	}
 	if id == "" || len(id) > MaxKeyLength {
-		return false, fmt.Errorf("%w: length %d", ErrInvalidKey, len(id))
+		return NotFound, fmt.Errorf("%w: length %d", ErrInvalidKey, len(id))
 	}
-	sc, err := sendOptions(opts)
+	sc, err := sendOptions(opts, 0)
 	if err != nil {
-		return false, err
+		return NotFound, err
 	}
 	basis := []byte(id)
 	if sc.hasBasis {
 		basis = sc.basis
 	}
 	first := slots.Index(basis, t.SlotAmount())
-	if ok, err := p.removeAt(ctx, t, first, id); ok || err != nil || sc.hasBasis {
-		return ok, err
+	if r, err := p.removeAt(ctx, t, first, id); r != NotFound || err != nil || sc.hasBasis {
+		return r, err
 	}
 	// A body-derived id lives in the slot of its body, which only the
-	// producer that sent it knew: look for it in every slot at once.
-	cmds := make([]*redis.FloatCmd, t.SlotAmount())
+	// producer that sent it knew: look for it in every slot at once
+	// (waiting, delayed or in flight).
+	cmds := make([][3]*redis.FloatCmd, t.SlotAmount())
 	pipe := p.rdb.Pipeline()
 	for i := range cmds {
 		if i != first {
-			cmds[i] = pipe.ZScore(ctx, slots.KeysFor(p.cfg.prefix, t, i).Store, id)
+			k := slots.KeysFor(p.cfg.prefix, t, i)
+			cmds[i] = [3]*redis.FloatCmd{pipe.ZScore(ctx, k.Store, id), pipe.ZScore(ctx, k.Delayed, id), pipe.ZScore(ctx, k.Prepare, id)}
 		}
 	}
 	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
-		return false, fmt.Errorf("rmq: remove from %s: %w", t.Name(), err)
+		return NotFound, fmt.Errorf("rmq: remove from %s: %w", t.Name(), err)
 	}
-	for i, c := range cmds {
-		if c != nil && c.Err() == nil {
-			return p.removeAt(ctx, t, i, id)
+	for i, cs := range cmds {
+		for _, c := range cs {
+			if c != nil && c.Err() == nil {
+				return p.removeAt(ctx, t, i, id)
+			}
 		}
 	}
-	return false, nil
+	return NotFound, nil
 }
 
-func (p *Producer) removeAt(ctx context.Context, t topic.Topic, slot int, id string) (bool, error) {
+func (p *Producer) removeAt(ctx context.Context, t topic.Topic, slot int, id string) (Removed, error) {
 	k := slots.KeysFor(p.cfg.prefix, t, slot)
-	n, err := scripts.Remove.Run(ctx, p.rdb, []string{k.Store, k.Prepare, k.Msg}, id).Int()
+	n, err := scripts.Remove.Run(ctx, p.rdb, []string{k.Store, k.Prepare, k.Msg, k.Delayed}, id).Int64()
 	if err != nil {
-		return false, fmt.Errorf("rmq: remove from %s: %w", t.Name(), err)
+		return NotFound, fmt.Errorf("rmq: remove from %s: %w", t.Name(), err)
 	}
-	return n == 1, nil
+	return removedOf(n), nil
 }

@@ -22,7 +22,7 @@ import (
 // clusterHook checks, for every script call on a cluster client, that its
 // KEYS share one hash slot, and counts NOSCRIPT replies. With grouped (a
 // single node, where one sendbatch call may carry several topic slots) it
-// checks each group of four keys instead.
+// checks each group of five keys instead.
 type clusterHook struct {
 	grouped  bool
 	mu       sync.Mutex
@@ -38,8 +38,8 @@ func (h *clusterHook) before(cmd redis.Cmder) {
 	args := cmd.Args()
 	n := int(args[2].(int))
 	size := n
-	if h.grouped && n%4 == 0 {
-		size = 4
+	if h.grouped && n%5 == 0 {
+		size = 5
 	}
 	for g := 0; g < n; g += size {
 		seen := map[int]bool{}
@@ -126,7 +126,7 @@ func TestClusterSends(t *testing.T) {
 	require.NoError(t, err)
 	removed, err := p.Remove(ctx, ft, id)
 	require.NoError(t, err)
-	assert.True(t, removed)
+	assert.Equal(t, producer.RemovedWaiting, removed)
 	assert.EqualValues(t, 200, storeSizes(t, cc, prefix, ft))
 }
 

@@ -170,28 +170,28 @@ func TestRemove(t *testing.T) {
 
 		ok, err := p.Remove(ctx, tp, "unknown")
 		require.NoError(t, err)
-		assert.False(t, ok)
+		assert.Equal(t, producer.NotFound, ok)
 
 		_, err = p.SendFixedTime(ctx, tp, []byte("x"), at, producer.WithKey("k1"))
 		require.NoError(t, err)
 		ok, err = p.Remove(ctx, tp, "k1")
 		require.NoError(t, err)
-		assert.True(t, ok)
+		assert.Equal(t, producer.RemovedWaiting, ok)
 		ok, err = p.Remove(ctx, tp, "k1")
 		require.NoError(t, err)
-		assert.False(t, ok, "second remove finds nothing")
+		assert.Equal(t, producer.NotFound, ok, "second remove finds nothing")
 
 		id, err := p.SendFixedTime(ctx, tp, []byte("body-derived"), at)
 		require.NoError(t, err)
 		ok, err = p.Remove(ctx, tp, id)
 		require.NoError(t, err)
-		assert.True(t, ok, "a body-derived id is found in its body's slot")
+		assert.Equal(t, producer.RemovedWaiting, ok, "a body-derived id is found in its body's slot")
 
 		_, err = p.SendFixedTime(ctx, tp, []byte("z"), at, producer.WithKey("k2"), producer.WithSlotBasis([]byte("group")))
 		require.NoError(t, err)
 		ok, err = p.Remove(ctx, tp, "k2", producer.WithSlotBasis([]byte("group")))
 		require.NoError(t, err)
-		assert.True(t, ok)
+		assert.Equal(t, producer.RemovedWaiting, ok)
 
 		// Only the topic definition is left: bodies went with the messages.
 		assert.Equal(t, []string{slots.TopicsKey(prefix)}, keysOf(t, rdb, prefix))

@@ -152,7 +152,7 @@ func TestRemove(t *testing.T) {
 
 		removed, err := p.Remove(ctx, tp, "nobody")
 		require.NoError(t, err)
-		assert.False(t, removed)
+		assert.Equal(t, producer.NotFound, removed)
 		_, err = p.Remove(ctx, tp, "")
 		assert.ErrorIs(t, err, producer.ErrInvalidKey)
 
@@ -163,7 +163,7 @@ func TestRemove(t *testing.T) {
 		k := e.keys(tp, slotOfKey(tp, "order-7"))
 		removed, err = p.Remove(ctx, tp, "order-7")
 		require.NoError(t, err)
-		assert.True(t, removed)
+		assert.Equal(t, producer.RemovedWaiting, removed)
 		_, ok := e.zscore(k.Store, "order-7")
 		assert.False(t, ok, "still in store")
 		_, ok = e.envelope(k.Msg, "order-7")
@@ -171,7 +171,7 @@ func TestRemove(t *testing.T) {
 		assert.Equal(t, counts{Store: 1, Msg: 1}, e.counts(tp), "only order-7 removed")
 		removed, err = p.Remove(ctx, tp, "order-7")
 		require.NoError(t, err)
-		assert.False(t, removed, "removed twice")
+		assert.Equal(t, producer.NotFound, removed, "removed twice")
 
 		// A body whose slot differs from its id's slot, so Remove must search.
 		var body []byte
@@ -189,7 +189,7 @@ func TestRemove(t *testing.T) {
 		require.True(t, ok, "body-derived message not in its body's slot")
 		removed, err = p.Remove(ctx, tp, id)
 		require.NoError(t, err)
-		assert.True(t, removed, "body-derived id not found")
+		assert.Equal(t, producer.RemovedWaiting, removed, "body-derived id not found")
 		_, ok = e.zscore(bk.Store, id)
 		assert.False(t, ok)
 		_, ok = e.envelope(bk.Msg, id)

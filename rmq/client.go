@@ -44,6 +44,7 @@ type Client struct {
 	phase     lifecycle.Phase
 	consumers []consumerctl.Engine
 	topics    map[string]topic.Topic
+	pulls     pullState // pull engines, made on first Pull of a topic (pull.go)
 }
 
 // New returns a client on rdb, a *redis.Client or *redis.ClusterClient.
@@ -65,6 +66,9 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 		return nil, fmt.Errorf("%w: nil observer", ErrInvalidOption)
 	}
 	popts := append([]producer.Option{producer.WithPrefix(cfg.prefix), producer.WithMaxBodySize(cfg.maxBodySize)}, producerObserverOptions(cfg.observers)...)
+	for _, h := range cfg.sendHooks {
+		popts = append(popts, producer.WithSendHook(h))
+	}
 	c := &Client{
 		rdb:      rdb,
 		cfg:      cfg,
@@ -98,6 +102,10 @@ func (c *Client) Register(t topic.Topic, l consumer.MessageListener, opts ...con
 	}
 	base := []consumer.Option{consumer.WithPrefix(c.cfg.prefix), consumer.WithLogger(c.log)}
 	base = append(base, consumerObserverOptions(c.cfg.observers, t)...)
+	// The client's middleware wraps the topic's own (WithMiddleware).
+	if len(c.cfg.middleware) > 0 {
+		base = append(base, consumer.WithMiddleware(c.cfg.middleware...))
+	}
 	cons, err := consumerctl.New(consumerctl.Params{
 		Redis: c.rdb, Topic: t, Listener: l, Options: append(base, opts...), Coordinator: c.zkCoordinator(),
 	})
@@ -186,6 +194,7 @@ func (c *Client) Close(ctx context.Context) error {
 		return nil
 	}
 	consumers := append([]consumerctl.Engine(nil), c.consumers...)
+	consumers = append(consumers, c.pulls.engines()...)
 	c.mu.Unlock()
 
 	// Shutdown order. ZooKeeper mode: leave the fleet first (no new slots), drain the

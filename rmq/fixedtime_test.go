@@ -38,8 +38,10 @@ func TestFixedTimeNeverEarly(t *testing.T) {
 
 		for _, d := range rec.nextN(t, len(at), waitLong) {
 			want := at[d.ID]
-			assert.Equal(t, want.UnixMilli(), d.DueAt.UnixMilli(), "DueAt of %s", d.ID)
-			assert.False(t, d.At.Before(want.Truncate(time.Millisecond)), "%s handled %v before its time", d.ID, want.Sub(d.At))
+			// Due times are kept in ms rounded up: never before the instant.
+			assert.False(t, d.DueAt.Before(want), "DueAt of %s before its time", d.ID)
+			assert.Less(t, d.DueAt.Sub(want), time.Millisecond, "DueAt of %s", d.ID)
+			assert.False(t, d.At.Before(want), "%s handled %v before its time", d.ID, want.Sub(d.At))
 			assert.Less(t, d.At.Sub(want), 3*time.Second, "%s handled far too late", d.ID)
 			assert.Equal(t, 1, d.Attempt)
 			assert.Equal(t, "body "+d.ID, d.Body)
@@ -92,8 +94,8 @@ func TestFixedTimeEarliestFirst(t *testing.T) {
 		for _, d := range got {
 			order = append(order, d.ID)
 			assert.Equal(t, slotOfKey(tp, d.ID), d.Slot)
-			assert.Equal(t, atOf[d.ID].UnixMilli(), d.DueAt.UnixMilli())
-			assert.False(t, d.At.Before(atOf[d.ID].Truncate(time.Millisecond)), "%s handled before its time", d.ID)
+			assert.Equal(t, ceilMs(atOf[d.ID]), d.DueAt.UnixMilli())
+			assert.False(t, d.At.Before(atOf[d.ID]), "%s handled before its time", d.ID)
 		}
 		require.Equal(t, want, order, "handled out of time order")
 		e.eventuallyCounts(tp, counts{})
@@ -130,12 +132,12 @@ func TestFixedTimeResendReplacesTime(t *testing.T) {
 				require.Equal(t, counts{Store: 1, Msg: 1}, e.counts(tp), "one message, not two")
 				score, ok := e.zscore(e.keys(tp, slotOfKey(tp, "k")).Store, "k")
 				require.True(t, ok)
-				require.Equal(t, float64(then.UnixMilli()), score)
+				require.Equal(t, float64(ceilMs(then)), score)
 
 				d := rec.next(t, waitLong)
 				assert.Equal(t, "k", d.ID)
 				assert.Equal(t, "v2", d.Body)
-				assert.Equal(t, then.UnixMilli(), d.DueAt.UnixMilli())
+				assert.Equal(t, ceilMs(then), d.DueAt.UnixMilli())
 				assert.False(t, d.At.Before(then.Truncate(time.Millisecond)), "handled %v before the new time", then.Sub(d.At))
 				if tc.then < tc.first {
 					assert.True(t, d.At.Before(first), "the earlier time did not take effect")
@@ -150,4 +152,13 @@ func TestFixedTimeResendReplacesTime(t *testing.T) {
 			})
 		})
 	}
+}
+
+// ceilMs is t in Unix ms rounded up, as due times are stored (never early).
+func ceilMs(t time.Time) int64 {
+	ms := t.UnixMilli()
+	if t.Nanosecond()%int(time.Millisecond) != 0 {
+		ms++
+	}
+	return ms
 }

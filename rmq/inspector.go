@@ -122,14 +122,16 @@ func (i *Inspector) keys(t topic.Topic, slot int) slots.Keys {
 	return slots.KeysFor(i.prefix, t, slot)
 }
 
-// Remove deletes a waiting message and its body, like Producer.Remove: it
-// returns false when no message with that id waits (unknown, in flight
-// only, or dead: see DeleteDead).
+// Remove deletes a message and its body wherever it waits or runs, like
+// Producer.Remove (which also says where it was): it returns false when no
+// message with that id waits or is in flight (unknown, or dead: see
+// DeleteDead).
 func (i *Inspector) Remove(ctx context.Context, t topic.Topic, id string) (bool, error) {
 	if err := i.check(ctx, t); err != nil {
 		return false, err
 	}
-	return producer.New(i.rdb, producer.WithPrefix(i.prefix)).Remove(ctx, t, id)
+	r, err := producer.New(i.rdb, producer.WithPrefix(i.prefix)).Remove(ctx, t, id)
+	return r != producer.NotFound, err
 }
 
 // script is one script call on one slot.

@@ -61,7 +61,7 @@ func (i *Inspector) Requeue(ctx context.Context, t topic.Topic, ids ...string) (
 	var calls []scripts.Call
 	for _, slot := range sortedSlots(found) {
 		k := i.keys(t, slot)
-		keys := []string{k.Store, k.Prepare, k.Msg, k.Dead, k.DeadMsg, k.Wake}
+		keys := []string{k.Store, k.Prepare, k.Msg, k.Dead, k.DeadMsg, k.Wake, k.Delayed}
 		for batch := range slices.Chunk(found[slot], scriptBatch) {
 			args := slices.Clone(head)
 			for _, h := range batch {
@@ -113,7 +113,7 @@ func (i *Inspector) RequeueAll(ctx context.Context, t topic.Topic) (int, error) 
 		calls := make([]scripts.Call, len(active))
 		for j, slot := range active {
 			k := i.keys(t, slot)
-			calls[j] = scripts.Call{Script: scripts.Requeue, Keys: []string{k.Store, k.Prepare, k.Msg, k.Dead, k.DeadMsg, k.Wake}, Args: args}
+			calls[j] = scripts.Call{Script: scripts.Requeue, Keys: []string{k.Store, k.Prepare, k.Msg, k.Dead, k.DeadMsg, k.Wake, k.Delayed}, Args: args}
 		}
 		var next []int
 		var errs []error

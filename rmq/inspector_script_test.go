@@ -130,5 +130,5 @@ func TestRequeueWakesSleepingConsumer(t *testing.T) {
 	assert.Less(t, time.Since(start), 2*time.Second, "the requeued message waited for a poll")
 	removed, err := c.Producer().Remove(context.Background(), tp, "far")
 	require.NoError(t, err)
-	assert.True(t, removed)
+	assert.NotZero(t, removed)
 }

@@ -20,6 +20,12 @@ type Stats struct {
 	Now   time.Time // Redis's clock when the snapshot was taken
 
 	Store, Prepare, Dead int64
+	// Delayed counts priority messages waiting for their time (sent with
+	// WithNotBefore or WithDelay, or retries in their backoff); they are
+	// not in Store.
+	Delayed int64
+	// Paused reports whether the topic is paused (Inspector.Pause).
+	Paused bool
 	// Due counts the waiting messages that may be delivered now: those due
 	// at or before Now for time-based topics, every waiting message for
 	// priority topics.
@@ -42,6 +48,7 @@ type Stats struct {
 type SlotStats struct {
 	Slot                     int
 	Store, Prepare, Dead     int64
+	Delayed                  int64
 	Due                      int64
 	NextDue                  time.Time
 	TopPriority              int64
@@ -59,7 +66,7 @@ func (s Stats) Lag() time.Duration {
 
 // Stats returns the counts of t's queues, per slot and in total, with the
 // next due time (time-based topics) or top priority (priority topics). It
-// reads seven values per slot in pipelines; it writes nothing.
+// reads eight values per slot in pipelines; it writes nothing.
 func (i *Inspector) Stats(ctx context.Context, t topic.Topic) (Stats, error) {
 	if err := i.check(ctx, t); err != nil {
 		return Stats{}, err
@@ -72,8 +79,8 @@ func (i *Inspector) Stats(ctx context.Context, t topic.Topic) (Stats, error) {
 	timeBased := t.Type().TimeBased()
 	nowMs := strconv.FormatInt(now.UnixMilli(), 10)
 	type slotCmds struct {
-		store, prepare, dead, due *redis.IntCmd
-		head, oldest, newest      *redis.ZSliceCmd
+		store, prepare, dead, due, delayed *redis.IntCmd
+		head, oldest, newest               *redis.ZSliceCmd
 	}
 	cmds := make([]slotCmds, t.SlotAmount())
 	err = i.pipelined(ctx, t.SlotAmount(), func(pipe redis.Pipeliner, s int) {
@@ -82,6 +89,7 @@ func (i *Inspector) Stats(ctx context.Context, t topic.Topic) (Stats, error) {
 		c.store = pipe.ZCard(ctx, k.Store)
 		c.prepare = pipe.ZCard(ctx, k.Prepare)
 		c.dead = pipe.ZCard(ctx, k.Dead)
+		c.delayed = pipe.ZCard(ctx, k.Delayed)
 		if timeBased {
 			c.due = pipe.ZCount(ctx, k.Store, "-inf", nowMs)
 			c.head = pipe.ZRangeWithScores(ctx, k.Store, 0, 0)
@@ -94,6 +102,9 @@ func (i *Inspector) Stats(ctx context.Context, t topic.Topic) (Stats, error) {
 	if err != nil {
 		return Stats{}, fmt.Errorf("rmq: stats of %s: %w", t.Name(), err)
 	}
+	if st.Paused, err = i.Paused(ctx, t); err != nil {
+		return Stats{}, err
+	}
 	first := func(c *redis.ZSliceCmd) (float64, bool) {
 		if v := c.Val(); len(v) > 0 {
 			return v[0].Score, true
@@ -102,7 +113,7 @@ func (i *Inspector) Stats(ctx context.Context, t topic.Topic) (Stats, error) {
 	}
 	for s := range cmds {
 		c := &cmds[s]
-		ss := SlotStats{Slot: s, Store: c.store.Val(), Prepare: c.prepare.Val(), Dead: c.dead.Val()}
+		ss := SlotStats{Slot: s, Store: c.store.Val(), Prepare: c.prepare.Val(), Dead: c.dead.Val(), Delayed: c.delayed.Val()}
 		if head, ok := first(c.head); ok {
 			if timeBased {
 				ss.NextDue = time.UnixMilli(int64(head))
@@ -134,6 +145,7 @@ func (i *Inspector) Stats(ctx context.Context, t topic.Topic) (Stats, error) {
 		st.Store += ss.Store
 		st.Prepare += ss.Prepare
 		st.Dead += ss.Dead
+		st.Delayed += ss.Delayed
 		st.Due += ss.Due
 		st.Slots[s] = ss
 	}

@@ -628,10 +628,10 @@ func TestInspectorOnCluster(t *testing.T) {
 		r := fetchDirect(t, cc, k, true, 64, 30)
 		args := []any{"SPUBLISH", 0, 0, 0, 0}
 		for _, m := range r.Msgs {
-			args = append(args, m.ID, m.Token, "no")
+			args = append(args, m.ID, m.Token, "no", "")
 		}
 		if len(args) > 5 {
-			require.NoError(t, scripts.Rollback.Run(ctx, cc, []string{k.Store, k.Prepare, k.Msg, k.Dead, k.DeadMsg, k.Wake}, args...).Err())
+			require.NoError(t, scripts.Rollback.Run(ctx, cc, []string{k.Store, k.Prepare, k.Msg, k.Dead, k.DeadMsg, k.Wake, k.Delayed}, args...).Err())
 		}
 	}
 	insp := c.Inspector()

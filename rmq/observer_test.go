@@ -97,7 +97,7 @@ func TestWithObserverTellsEveryObserverInOrder(t *testing.T) {
 	require.NoError(t, err)
 	removed, err := p.Remove(ctx, quiet, "q1")
 	require.NoError(t, err)
-	require.True(t, removed)
+	require.Equal(t, producer.RemovedWaiting, removed)
 	e.start(c)
 	select {
 	case <-handled:

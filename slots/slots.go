@@ -58,6 +58,7 @@ type Keys struct {
 	Msg     string // HASH id -> envelope of a waiting or in-flight message
 	DeadMsg string // HASH id -> envelope of a dead message
 	Wake    string // pub/sub channel: the slot's head changed
+	Delayed string // ZSET id -> due time (ms) of a priority message that waits for its time
 }
 
 // KeysFor returns the keys of slot index of topic t under prefix. They all
@@ -73,11 +74,17 @@ func KeysFor(prefix string, t topic.Topic, index int) Keys {
 		Msg:     base + "msg",
 		DeadMsg: base + "deadmsg",
 		Wake:    base + "wake",
+		Delayed: base + "delayed",
 	}
 }
 
 // TopicsKey is the HASH of stored topic definitions: name -> Definition().
 func TopicsKey(prefix string) string { return prefix + ":topics" }
+
+// PausedKey is the HASH of paused topics: name -> Redis time (ms) of the
+// pause. Consumers read it when they start and hear changes on the wake
+// channels.
+func PausedKey(prefix string) string { return prefix + ":paused" }
 
 // ErrOwnershipLost is the cause of handler contexts cancelled in ZooKeeper
 // mode (rmq.WithZooKeeper) because this worker could no longer prove that

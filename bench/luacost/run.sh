@@ -51,7 +51,7 @@ for k in 1 16 256; do
     n=$((200000 / k)); [ "$n" -lt 200 ] && n=200
     cli flushall >/dev/null
     c0=$(cpu)
-    redis-benchmark -p "$PORT" -n "$n" -c 4 -P 4 -r 100000000 evalsha "$sha" 4 s p m w PUBLISH 3 "$k" "${args[@]}" >/dev/null
+    redis-benchmark -p "$PORT" -n "$n" -c 4 -P 4 -r 100000000 evalsha "$sha" 5 s p m w d PUBLISH 3 "$k" "${args[@]}" >/dev/null
     c1=$(cpu)
     awk -v k="$k" -v f="$(basename "$f")" -v c0="$c0" -v c1="$c1" -v n="$n" 'BEGIN{printf "  k=%-4d %-20s %6.2f us/msg\n", k, f, (c1-c0)*1e6/(n*k)}'
   done

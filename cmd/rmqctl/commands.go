@@ -21,7 +21,9 @@ func init() {
 		{name: "topics", summary: "list the topics with their queue sizes", help: topicsHelp, run: (*app).topics},
 		{name: "stats", summary: "show the queue sizes and due times of a topic", help: statsHelp, run: (*app).stats},
 		{name: "peek", summary: "list waiting messages in delivery order", help: peekHelp, run: (*app).peek},
-		{name: "remove", summary: "delete a waiting message by id", help: removeHelp, run: (*app).remove},
+		{name: "remove", summary: "delete a message by id, waiting or in flight", help: removeHelp, run: (*app).remove},
+		{name: "pause", summary: "stop every consumer of a topic from fetching", help: pauseHelp, run: (*app).pause},
+		{name: "resume", summary: "let the consumers of a paused topic fetch again", help: resumeHelp, run: (*app).resume},
 		{name: "dead list", summary: "list dead messages, newest first, a page at a time", help: deadListHelp, run: (*app).deadList},
 		{name: "dead show", summary: "show one dead message with its body", help: deadShowHelp, run: (*app).deadShow},
 		{name: "dead requeue", summary: "put dead messages back as fresh messages", help: deadRequeueHelp, run: (*app).deadRequeue},
@@ -140,7 +142,7 @@ Run 'rmqctl help COMMAND' for the help of one command.
 
 func commandList() string {
 	var b strings.Builder
-	for _, name := range []string{"topics", "stats", "peek", "remove", "dead list", "dead show", "dead requeue", "dead delete", "help"} {
+	for _, name := range []string{"topics", "stats", "peek", "remove", "pause", "resume", "dead list", "dead show", "dead requeue", "dead delete", "help"} {
 		fmt.Fprintf(&b, "  %-14s %s\n", name, find(name).summary)
 	}
 	return b.String()
@@ -190,9 +192,10 @@ Flags:
 const removeHelp = `Usage:
   rmqctl remove TOPIC ID
 
-Deletes the waiting message ID and its body, as Producer.Remove does.
-Exits 1 when no message with that id waits (unknown, only in flight, or
-dead: see 'rmqctl dead delete').
+Deletes the message ID and its body wherever it waits or runs, as
+Producer.Remove does (a running delivery's ack is then refused). Exits 1
+when no message with that id waits or runs (unknown, or dead: see
+'rmqctl dead delete').
 `
 
 const deadListHelp = `Usage:

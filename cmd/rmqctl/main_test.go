@@ -441,10 +441,10 @@ func TestRmqctlCluster(t *testing.T) {
 		require.NoError(t, err)
 		args := []any{"SPUBLISH", 0, 0, 0, 0}
 		for _, m := range r.Msgs {
-			args = append(args, m.ID, m.Token, "failed on the cluster")
+			args = append(args, m.ID, m.Token, "failed on the cluster", "")
 		}
 		if len(args) > 5 {
-			require.NoError(t, scripts.Rollback.Run(ctx, cc, []string{k.Store, k.Prepare, k.Msg, k.Dead, k.DeadMsg, k.Wake}, args...).Err())
+			require.NoError(t, scripts.Rollback.Run(ctx, cc, []string{k.Store, k.Prepare, k.Msg, k.Dead, k.DeadMsg, k.Wake, k.Delayed}, args...).Err())
 		}
 	}
 	_, err := p.SendFixedTime(ctx, tp, []byte("waiting"), time.Now().Add(time.Hour), producer.WithKey("w"))

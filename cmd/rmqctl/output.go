@@ -38,6 +38,8 @@ type statsJSON struct {
 	Due         int64           `json:"due"`
 	InFlight    int64           `json:"in_flight"`
 	Dead        int64           `json:"dead"`
+	Delayed     int64           `json:"delayed"`
+	Paused      bool            `json:"paused"`
 	NextDue     string          `json:"next_due,omitempty"`
 	LagSeconds  float64         `json:"lag_seconds"`
 	TopPriority int64           `json:"top_priority,omitempty"`
@@ -210,6 +212,7 @@ func statsToJSON(st rmq.Stats) statsJSON {
 	out := statsJSON{
 		Topic: st.Topic.Name(), Type: st.Topic.Type().String(), SlotAmount: st.Topic.SlotAmount(),
 		Now: fmtTime(st.Now), Waiting: st.Store, Due: st.Due, InFlight: st.Prepare, Dead: st.Dead,
+		Delayed: st.Delayed, Paused: st.Paused,
 		NextDue: fmtTime(st.NextDue), LagSeconds: st.Lag().Seconds(), TopPriority: st.TopPriority,
 		OldestDeath: fmtTime(st.OldestDeath), NewestDeath: fmtTime(st.NewestDeath),
 		Slots: []slotStatsJSON{},

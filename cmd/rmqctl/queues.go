@@ -69,6 +69,12 @@ func (a *app) stats(args []string) error {
 	tb.row("waiting:", fmt.Sprintf("%d (%d due now)", st.Store, st.Due))
 	tb.row("in flight:", itoa(st.Prepare))
 	tb.row("dead:", itoa(st.Dead))
+	if st.Delayed > 0 {
+		tb.row("delayed:", itoa(st.Delayed))
+	}
+	if st.Paused {
+		tb.row("paused:", "yes")
+	}
 	if t.Type().TimeBased() {
 		next := "-"
 		if !st.NextDue.IsZero() {

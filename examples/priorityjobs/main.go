@@ -3,8 +3,10 @@
 // failing.
 //
 // One worker (concurrency 1) takes the queued jobs one at a time, highest
-// priority first. A failed job is retried, but a retry ranks below every
-// fresh job, so one broken job cannot hold up the queue. After its retries
+// priority first. A failed job is retried after a delay (the backoff, or
+// the one the handler asks for with consumer.RetryAfter), and then ranks
+// below every fresh job, so one broken job cannot hold up the queue. After
+// its retries
 // (consumer.WithMaxRetries) it moves to the topic's dead queue, where the
 // Inspector (or `rmqctl dead`) finds it with its last error.
 //
@@ -104,7 +106,10 @@ func run(ctx context.Context, rdb *redis.Client, prefix string, out io.Writer) (
 		}
 		if m.ID == "charge-card-order-1002" {
 			say("#%d priority %3d  %-26s attempt %d FAILED: %v", n, m.Priority, m.ID, m.Attempt, errGatewayDown)
-			return errGatewayDown // rolled back: retried below the fresh jobs, or dead after the last attempt
+			// Rolled back: retried in 200 ms (the gateway may be back), below
+			// the fresh jobs, or dead after the last attempt. The error stays
+			// its last error.
+			return consumer.RetryAfter(200*time.Millisecond, errGatewayDown)
 		}
 		say("#%d priority %3d  %-26s attempt %d done", n, m.Priority, m.ID, m.Attempt)
 		return nil

@@ -14,6 +14,7 @@ package consumerctl
 
 import (
 	"context"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -31,6 +32,21 @@ type Params struct {
 	// Coordinator, when not nil, assigns the engine its slots (ZooKeeper
 	// mode); nil: the engine consumes every slot (competing consumers).
 	Coordinator Coordinator
+	// Pull makes an engine without a listener that fetches only when asked
+	// (Puller); it still subscribes to wake-ups and sweeps expired leases.
+	// OnWake, if not nil, is called on every wake-up of its slots (from the
+	// waker's goroutine; it must not block).
+	Pull   bool
+	OnWake func()
+}
+
+// Puller is an engine made with Params.Pull.
+type Puller interface {
+	Engine
+	// Pull moves up to n due messages to prepare, each under a lease of
+	// lease, and returns them (a []*consumer.Delivery) with how long until
+	// the next message comes due (negative: nothing known to come due).
+	Pull(ctx context.Context, n int, lease time.Duration) (deliveries any, count int, next time.Duration, err error)
 }
 
 // Engine consumes one topic with one listener.

@@ -3,6 +3,7 @@ package scripts
 import (
 	"fmt"
 	"strconv"
+	"strings"
 )
 
 // FetchCall describes one fetch.lua call. Groups are slots of one topic;
@@ -23,20 +24,44 @@ type FetchCall struct {
 type FetchGroup struct {
 	Store, Prepare, Msg string
 	Max                 int // the most to move from this slot; 0 reads its head only
+	// Delayed is the slot's delayed set (priority topics). When any group
+	// of a call names one, every group must; the call then moves due
+	// delayed entries of the groups with CheckDelayed into store first.
+	Delayed      string
+	CheckDelayed bool
 }
 
 // Args returns the KEYS and ARGV of the call.
 func (f FetchCall) Args() ([]string, []any) {
-	keys := make([]string, 0, 3*len(f.Groups)+1)
-	tb := "0"
-	if f.TimeBased {
-		tb = "1"
+	delayed := !f.TimeBased && len(f.Groups) > 0 && f.Groups[0].Delayed != ""
+	keys := make([]string, 0, 4*len(f.Groups)+1)
+	// Every group names its delayed set (read only in mode 2); a caller
+	// that does not name one gets the slot's, derived from its store key.
+	mode := "0"
+	switch {
+	case f.TimeBased:
+		mode = "1"
+	case delayed:
+		mode = "2"
 	}
-	args := make([]any, 0, 6+len(f.Groups))
-	args = append(args, tb, f.N, f.LeaseSec, f.Window, f.Bound)
+	args := make([]any, 0, 6+2*len(f.Groups))
+	args = append(args, mode, f.N, f.LeaseSec, f.Window, f.Bound)
 	for _, g := range f.Groups {
-		keys = append(keys, g.Store, g.Prepare, g.Msg)
+		d := g.Delayed
+		if d == "" {
+			d = strings.TrimSuffix(g.Store, "store") + "delayed"
+		}
+		keys = append(keys, g.Store, g.Prepare, g.Msg, d)
 		args = append(args, g.Max)
+	}
+	if delayed {
+		for _, g := range f.Groups {
+			check := 0
+			if g.CheckDelayed {
+				check = 1
+			}
+			args = append(args, check)
+		}
 	}
 	if f.EpochKey != "" {
 		keys = append(keys, f.EpochKey)
@@ -49,7 +74,11 @@ func (f FetchCall) Args() ([]string, []any) {
 type FetchReply struct {
 	NowUs int64     // Redis's clock when the script ran
 	Heads []float64 // per group: first unblocked score; -1 empty, -2 all blocked
-	Msgs  []Fetched // in consume order
+	// DelayedHeads, for calls with delayed sets: per group the due time
+	// (ms) of the earliest delayed entry; -1 none, -3 not looked at.
+	DelayedHeads []float64
+	Expired      int       // messages dropped because their expiry passed
+	Msgs         []Fetched // in consume order
 }
 
 // Fetched is one message moved to prepare.
@@ -66,18 +95,25 @@ func ParseFetchReply(vals []any) (FetchReply, error) {
 	bad := func() (FetchReply, error) {
 		return FetchReply{}, fmt.Errorf("rmq: fetch: unexpected reply of %d values", len(vals))
 	}
-	if len(vals) < 2 {
+	if len(vals) < 3 {
 		return bad()
 	}
-	g := int(toInt(vals[1]))
-	if g < 0 || len(vals) < 2+g || (len(vals)-2-g)%5 != 0 {
+	g, d := int(toInt(vals[1])), int(toInt(vals[2]))
+	hdr := 3 + g + d + 1
+	if g < 0 || (d != 0 && d != g) || len(vals) < hdr || (len(vals)-hdr)%5 != 0 {
 		return bad()
 	}
-	r := FetchReply{NowUs: toInt(vals[0]), Heads: make([]float64, g)}
+	r := FetchReply{NowUs: toInt(vals[0]), Heads: make([]float64, g), Expired: int(toInt(vals[hdr-1]))}
 	for i := range g {
-		r.Heads[i] = toFloat(vals[2+i])
+		r.Heads[i] = toFloat(vals[3+i])
 	}
-	for j := 2 + g; j < len(vals); j += 5 {
+	if d > 0 {
+		r.DelayedHeads = make([]float64, d)
+		for i := range d {
+			r.DelayedHeads[i] = toFloat(vals[3+g+i])
+		}
+	}
+	for j := hdr; j < len(vals); j += 5 {
 		grp := int(toInt(vals[j])) - 1
 		if grp < 0 || grp >= g {
 			return bad()

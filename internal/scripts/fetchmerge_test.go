@@ -49,7 +49,7 @@ func TestFetchMergesSlotsInConsumeOrder(t *testing.T) {
 				head := []any{""}
 				var quads []any
 				for i, k := range ks {
-					sendKeys = append(sendKeys, k.Store, k.Prepare, k.Msg, k.Wake)
+					sendKeys = append(sendKeys, k.Store, k.Prepare, k.Msg, k.Wake, k.Delayed)
 					count := rng.IntN(10)
 					head = append(head, typ, count)
 					for j := range count {
@@ -113,7 +113,7 @@ func TestFetchMergesSlotsInConsumeOrder(t *testing.T) {
 				var pairs []any
 				var wantRes []int64
 				for g, k := range ks {
-					ackKeys = append(ackKeys, k.Store, k.Prepare, k.Msg, k.Wake)
+					ackKeys = append(ackKeys, k.Store, k.Prepare, k.Msg, k.Wake, k.Delayed)
 					n := 0
 					for _, m := range r.Msgs {
 						if m.Group != g {
@@ -123,14 +123,26 @@ func TestFetchMergesSlotsInConsumeOrder(t *testing.T) {
 						wantRes = append(wantRes, 1)
 						n++
 						if rng.IntN(3) == 0 {
-							pairs = append(pairs, m.ID, m.Token) // again: refused
-							wantRes = append(wantRes, 0)
+							pairs = append(pairs, m.ID, m.Token) // again: gone, as a second call would see it
+							wantRes = append(wantRes, 2)
 							n++
 						}
 					}
 					if g == 1 {
 						pairs = append(pairs, "s1-0", 999999) // never delivered so
-						wantRes = append(wantRes, 0)
+						// Refused; 2 (gone) when no such message exists at all, or this
+						// call acked it first.
+						exists, err := rdb.HExists(ctx, k.Msg, "s1-0").Result()
+						require.NoError(t, err)
+						acked := false
+						for _, m := range r.Msgs {
+							acked = acked || m.ID == "s1-0"
+						}
+						if exists && !acked {
+							wantRes = append(wantRes, 0)
+						} else {
+							wantRes = append(wantRes, 2)
+						}
 						n++
 					}
 					ackArgs = append(ackArgs, n)

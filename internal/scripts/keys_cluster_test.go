@@ -506,10 +506,10 @@ for g = 1, #KEYS / 2 do redis.call('ZREM', KEYS[2 * g - 1], 'm') end`
 	require.NoError(t, err)
 	for _, m := range []struct{ script, file, from, to string }{
 		{"ack", "lib", "redis.call('GET', key)", "redis.call('GET', 'x' .. key)"},
-		{"sendbatch", "sendbatch", "local msg = KEYS[4 * g - 1]", "local msg = ARGV[4 * g - 1]"},
+		{"sendbatch", "sendbatch", "local msg = KEYS[5 * g - 2]", "local msg = ARGV[5 * g - 2]"},
 		{"rollback", "rollback", "prepare = KEYS[2]", "prepare = ARGV[2]"},
-		{"fetch", "fetch", "redis.call('ZMSCORE', KEYS[3 * g - 1], unpack(ids))", "redis.call('ZMSCORE', KEYS[3 * g - 1] .. 'x', unpack(ids))"},
-		{"ack", "ack", "mcall('HDEL', KEYS[4 * g - 1], gone)", "mcall('HDEL', ARGV[3], gone)"},
+		{"fetch", "fetch", "redis.call('ZMSCORE', KEYS[4 * g - 2], unpack(ids))", "redis.call('ZMSCORE', KEYS[4 * g - 2] .. 'x', unpack(ids))"},
+		{"ack", "ack", "mcall('HDEL', KEYS[5 * g - 2], gone)", "mcall('HDEL', ARGV[3], gone)"},
 	} {
 		src, err := luascripts.Source(m.script)
 		require.NoError(t, err)

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/rmq-go/rmq/internal/scripts"
 )
 
 // model is what the scripts must keep for each id of one slot.
@@ -17,11 +19,17 @@ type model struct {
 	fails    int  // failed attempts of the waiting/in-flight message
 	resent   bool // a send arrived during the current delivery
 	oldToken []int64
+	// tombstone: a delivery removed by id (remove.lua) left token 0 in
+	// prepare; it blocks the id until the sweeper clears it.
+	tombstone bool
+	delayed   bool // waiting in the delayed set (priority, not before a time)
+	expiring  bool // waiting with an expiry already past: dropped when touched
+	snoozes   int
 }
 
-// TestInvariantsUnderRandomOperations drives one slot with random sends,
-// fetches, acks, rollbacks (current and stale), expiries, sweeps and
-// removes, and after every step compares Redis with a model of what must
+// TestInvariantsUnderRandomOperations drives one slot with random sends
+// (plain, delayed, already expired), fetches, acks, rollbacks (current and
+// stale), snoozes, lease expiries, sweeps and removes, and after every step compares Redis with a model of what must
 // hold: a message is in exactly one of store/prepare/dead or gone by ack or
 // remove; bodies exist exactly for what is waiting, in flight or dead; no
 // stale call changes anything.
@@ -55,32 +63,38 @@ func runModel(t *testing.T, typ int, steps int, seed uint64) {
 		// sent checks one send's result against the model and applies it.
 		sent := func(st *model, res int64, what string) {
 			switch {
-			case st.waiting:
+			case st.waiting || st.delayed:
 				require.Contains(t, []int64{2, 3}, res, "step %d: merge %s", step, what)
 			case st.token != 0:
 				require.EqualValues(t, 4, res, "step %d: re-send during prepare %s", step, what)
 				st.resent = true
-				st.fails = 0
+				st.fails, st.snoozes = 0, 0
 			default:
 				require.EqualValues(t, 1, res, "step %d: new %s", step, what)
-				st.fails = 0
+				st.fails, st.snoozes = 0, 0
 			}
-			st.waiting = true
+			st.waiting, st.delayed, st.expiring = true, false, false
 		}
 		// acked checks one ack's result against the model and applies it.
 		acked := func(st *model, token, res int64, what string) {
 			if st.token == 0 || token != st.token {
-				require.EqualValues(t, 0, res, "step %d: stale ack %s", step, what)
+				// Refused; "gone" (2) when the id is nowhere, which is what
+				// a resent ack of a success sees.
+				want := int64(0)
+				if st.token == 0 && !st.waiting && !st.delayed && !st.tombstone {
+					want = 2
+				}
+				require.EqualValues(t, want, res, "step %d: stale ack %s", step, what)
 				return
 			}
 			require.EqualValues(t, 1, res, "step %d: ack %s", step, what)
 			st.oldToken = append(st.oldToken, st.token)
 			st.token = 0
-			if !st.waiting {
+			if !st.waiting && !st.delayed {
 				st.fails = 0
 			}
 		}
-		switch r := rng.IntN(100); {
+		switch r := rng.IntN(120); {
 		case r < 20:
 			op = "send"
 			sent(st, s.send(id, score(), fmt.Sprintf("%s-%d", id, step)), id)
@@ -123,18 +137,29 @@ func runModel(t *testing.T, typ int, steps int, seed uint64) {
 			n := 1 + rng.IntN(3)
 			// Windows as small as n make fetch read several of them when
 			// ids are blocked, and find the head in what it read.
-			head, got := s.fetchWindow(n, 30, n+rng.IntN(3))
+			reply := s.fetchGroups(scripts.FetchCall{N: n, LeaseSec: 30, Window: n + rng.IntN(3),
+				Groups: []scripts.FetchGroup{{Store: s.k.Store, Prepare: s.k.Prepare, Msg: s.k.Msg, Max: n}}})
+			head, got := reply.Heads[0], deliveries(t, reply)
 			require.Equal(t, s.head(), head, "step %d: head after fetch", step)
 			eligible := 0
 			for _, x := range m {
-				if x.waiting && x.token == 0 {
+				if x.waiting && x.token == 0 && !x.tombstone {
 					eligible++
 				}
 			}
-			require.Len(t, got, min(n, eligible), "step %d: fetch takes min(n, eligible)", step)
+			// An expired message the fetch took is dropped, not delivered.
+			dropped := 0
+			for cid, x := range m {
+				if x.waiting && x.token == 0 && !x.tombstone && x.expiring && !s.where(cid).store {
+					dropped++
+					x.waiting, x.expiring, x.fails, x.snoozes = false, false, 0, 0
+				}
+			}
+			require.Equal(t, dropped, reply.Expired, "step %d: expired count", step)
+			require.Len(t, got, min(n, eligible)-dropped, "step %d: fetch takes min(n, eligible)", step)
 			for _, d := range got {
 				x := m[d.id]
-				require.True(t, x.waiting && x.token == 0, "step %d: fetched %s which was not fetchable", step, d.id)
+				require.True(t, x.waiting && x.token == 0 && !x.tombstone && !x.expiring, "step %d: fetched %s which was not fetchable", step, d.id)
 				require.EqualValues(t, x.fails+1, d.token%1000, "step %d: attempt of %s", step, d.id)
 				require.Equal(t, d.env.Score, d.score, "step %d: store score of %s", step, d.id)
 				x.waiting, x.token, x.resent = false, d.token, false
@@ -159,7 +184,7 @@ func runModel(t *testing.T, typ int, steps int, seed uint64) {
 			st.oldToken = append(st.oldToken, st.token)
 			st.token = 0
 			switch {
-			case st.waiting:
+			case st.waiting || st.delayed:
 				require.EqualValues(t, 2, res, "step %d: superseded", step)
 			case attempt > maxRetries:
 				require.EqualValues(t, 3, res, "step %d: dead", step)
@@ -170,6 +195,13 @@ func runModel(t *testing.T, typ int, steps int, seed uint64) {
 			}
 		case r < 88:
 			op = "expire+sweep"
+			if st.tombstone {
+				// The sweeper clears a tombstone and redelivers nothing.
+				s.expire(id)
+				require.EqualValues(t, 0, s.sweep(maxRetries), "step %d", step)
+				st.tombstone = false
+				break
+			}
 			if st.token == 0 {
 				require.EqualValues(t, 0, s.sweep(maxRetries))
 				break
@@ -180,7 +212,7 @@ func runModel(t *testing.T, typ int, steps int, seed uint64) {
 			st.oldToken = append(st.oldToken, st.token)
 			st.token = 0
 			switch {
-			case st.waiting:
+			case st.waiting || st.delayed:
 			case attempt > maxRetries:
 				st.dead, st.fails = true, 0
 			default:
@@ -188,24 +220,66 @@ func runModel(t *testing.T, typ int, steps int, seed uint64) {
 			}
 		case r < 94:
 			op = "remove"
+			// Removed wherever it is: 1 waiting, 4 in flight (then a
+			// tombstone is left in prepare).
 			res := s.remove(id)
+			want := int64(0)
 			if st.waiting {
-				require.EqualValues(t, 1, res, "step %d", step)
-				st.waiting = false
-				if st.token == 0 {
-					st.fails = 0
-				}
-			} else {
-				require.EqualValues(t, 0, res, "step %d", step)
+				want++
 			}
-		default:
+			if st.delayed {
+				want += 2
+			}
+			if st.token != 0 {
+				want += 4
+				st.oldToken = append(st.oldToken, st.token)
+				st.token, st.tombstone = 0, true
+			}
+			require.EqualValues(t, want, res, "step %d", step)
+			st.waiting, st.delayed, st.expiring, st.fails, st.snoozes = false, false, false, 0, 0
+		case r < 100:
 			op = "stale-extend"
 			require.EqualValues(t, 0, s.extend(30, id, staleToken(st, rng)), "step %d", step)
+		case r < 106:
+			op = "snooze"
+			if st.token == 0 {
+				op = "stale-snooze"
+				require.EqualValues(t, 0, s.rollbackHow(maxRetries, 0, id, staleToken(st, rng), "s0"), "step %d", step)
+				break
+			}
+			res := s.rollbackHow(maxRetries, 0, id, st.token, "s0")
+			attempt := int(st.token % 1000)
+			st.oldToken = append(st.oldToken, st.token)
+			st.token = 0
+			switch {
+			case st.waiting || st.delayed:
+				require.EqualValues(t, 2, res, "step %d: superseded", step)
+			case st.snoozes < 100:
+				require.EqualValues(t, 6, res, "step %d: snoozed", step)
+				st.waiting = true
+				st.snoozes++
+			case attempt > maxRetries:
+				require.EqualValues(t, 3, res, "step %d: dead", step)
+				st.dead, st.fails = true, 0
+			default:
+				require.EqualValues(t, 4, res, "step %d: retry", step)
+				st.waiting, st.fails = true, attempt
+			}
+		case r < 112 && typ == 2:
+			op = "send-delayed"
+			res := s.sendOpts(id, score(), scripts.Options{NotBeforeMs: future()}, fmt.Sprintf("%s-%d", id, step))
+			sent(st, res, id)
+			st.waiting, st.delayed = false, true
+		default:
+			op = "send-expiring"
+			res := s.sendOpts(id, score(), scripts.Options{ExpiresAtMs: int64(past())}, fmt.Sprintf("%s-%d", id, step))
+			sent(st, res, id)
+			st.expiring = true
 		}
 		for _, cid := range ids {
 			x := m[cid]
-			want := where{store: x.waiting, prepare: x.token != 0, dead: x.dead,
-				msg: x.waiting || x.token != 0, deadmsg: x.dead}
+			want := where{store: x.waiting, prepare: x.token != 0 || x.tombstone, dead: x.dead,
+				msg: x.waiting || x.delayed || x.token != 0, deadmsg: x.dead, delayed: x.delayed}
 			require.Equal(t, want, s.where(cid), "step %d (%s %s): state of %s", step, op, id, cid)
 		}
 	}

@@ -50,7 +50,7 @@ func newSlot(t *testing.T, typ int) *slot {
 
 func (s *slot) sendNonce(id string, score float64, body, nonce string) int64 {
 	s.t.Helper()
-	n, err := scripts.SendBatch.Run(s.ctx, s.rdb, []string{s.k.Store, s.k.Prepare, s.k.Msg, s.k.Wake},
+	n, err := scripts.SendBatch.Run(s.ctx, s.rdb, []string{s.k.Store, s.k.Prepare, s.k.Msg, s.k.Wake, s.k.Delayed},
 		"PUBLISH", s.typ, 1, id, strconv.FormatFloat(score, 'f', -1, 64), nonce, body).Int64Slice()
 	require.NoError(s.t, err)
 	require.Len(s.t, n, 1)
@@ -66,7 +66,7 @@ func (s *slot) sendAll(ids []string, scores []float64, bodies []string) []int64 
 		s.nonce++
 		args = append(args, id, strconv.FormatFloat(scores[i], 'f', -1, 64), strconv.Itoa(s.nonce), bodies[i])
 	}
-	n, err := scripts.SendBatch.Run(s.ctx, s.rdb, []string{s.k.Store, s.k.Prepare, s.k.Msg, s.k.Wake}, args...).Int64Slice()
+	n, err := scripts.SendBatch.Run(s.ctx, s.rdb, []string{s.k.Store, s.k.Prepare, s.k.Msg, s.k.Wake, s.k.Delayed}, args...).Int64Slice()
 	require.NoError(s.t, err)
 	require.Len(s.t, n, len(ids))
 	return n
@@ -79,7 +79,7 @@ func (s *slot) ackAll(ids []string, tokens []int64) []int64 {
 	for i, id := range ids {
 		args = append(args, id, tokens[i])
 	}
-	res, err := scripts.Ack.Run(s.ctx, s.rdb, []string{s.k.Store, s.k.Prepare, s.k.Msg, s.k.Wake}, args...).Int64Slice()
+	res, err := scripts.Ack.Run(s.ctx, s.rdb, []string{s.k.Store, s.k.Prepare, s.k.Msg, s.k.Wake, s.k.Delayed}, args...).Int64Slice()
 	require.NoError(s.t, err)
 	require.Len(s.t, res, len(ids))
 	return res
@@ -128,7 +128,7 @@ func deliveries(t *testing.T, r scripts.FetchReply) []delivered {
 
 func (s *slot) ack(id string, token int64) int64 {
 	s.t.Helper()
-	res, err := scripts.Ack.Run(s.ctx, s.rdb, []string{s.k.Store, s.k.Prepare, s.k.Msg, s.k.Wake}, "PUBLISH", 1, id, token).Int64Slice()
+	res, err := scripts.Ack.Run(s.ctx, s.rdb, []string{s.k.Store, s.k.Prepare, s.k.Msg, s.k.Wake, s.k.Delayed}, "PUBLISH", 1, id, token).Int64Slice()
 	require.NoError(s.t, err)
 	return res[0]
 }
@@ -139,7 +139,7 @@ func (s *slot) rollbackArgs(maxRetries int, backoffMs int64, deadMax int) []any 
 
 func (s *slot) rollback(maxRetries int, id string, token int64, errText string) int64 {
 	s.t.Helper()
-	args := append(s.rollbackArgs(maxRetries, 0, 0), id, token, errText)
+	args := append(s.rollbackArgs(maxRetries, 0, 0), id, token, errText, "")
 	res, err := scripts.Rollback.Run(s.ctx, s.rdb, s.allKeys(), args...).Int64Slice()
 	require.NoError(s.t, err)
 	return res[0]
@@ -161,13 +161,13 @@ func (s *slot) extend(leaseSec int, id string, token int64) int64 {
 
 func (s *slot) remove(id string) int64 {
 	s.t.Helper()
-	n, err := scripts.Remove.Run(s.ctx, s.rdb, []string{s.k.Store, s.k.Prepare, s.k.Msg}, id).Int64()
+	n, err := scripts.Remove.Run(s.ctx, s.rdb, []string{s.k.Store, s.k.Prepare, s.k.Msg, s.k.Delayed}, id).Int64()
 	require.NoError(s.t, err)
 	return n
 }
 
 func (s *slot) allKeys() []string {
-	return []string{s.k.Store, s.k.Prepare, s.k.Msg, s.k.Dead, s.k.DeadMsg, s.k.Wake}
+	return []string{s.k.Store, s.k.Prepare, s.k.Msg, s.k.Dead, s.k.DeadMsg, s.k.Wake, s.k.Delayed}
 }
 
 // expire moves a delivery's lease deadline into the past, keeping its token,
@@ -202,7 +202,7 @@ func (s *slot) head() float64 {
 	return -2
 }
 
-type where struct{ store, prepare, dead, msg, deadmsg bool }
+type where struct{ store, prepare, dead, msg, deadmsg, delayed bool }
 
 func (s *slot) where(id string) where {
 	s.t.Helper()
@@ -219,7 +219,7 @@ func (s *slot) where(id string) where {
 		require.NoError(s.t, err)
 		return ok
 	}
-	return where{in(s.k.Store), in(s.k.Prepare), in(s.k.Dead), has(s.k.Msg), has(s.k.DeadMsg)}
+	return where{in(s.k.Store), in(s.k.Prepare), in(s.k.Dead), has(s.k.Msg), has(s.k.DeadMsg), in(s.k.Delayed)}
 }
 
 func (s *slot) envelope(key, id string) scripts.Envelope {
@@ -232,6 +232,8 @@ func (s *slot) envelope(key, id string) scripts.Envelope {
 }
 
 func past() float64 { return float64(time.Now().Add(-time.Second).UnixMilli()) }
+
+func future() int64 { return time.Now().Add(time.Hour).UnixMilli() }
 
 // TestScriptHeaders checks that every script names each KEYS and ARGV it
 // uses in its header, and that the header lists exactly the KEYS used.
@@ -381,7 +383,7 @@ func TestScriptsAreSafeToRunTwice(t *testing.T) {
 	assert.EqualValues(t, 1, s.extend(30, "a", got[0].token))
 	assert.EqualValues(t, 1, s.extend(30, "a", got[0].token))
 	assert.EqualValues(t, 1, s.ack("a", got[0].token))
-	assert.EqualValues(t, 0, s.ack("a", got[0].token))
+	assert.EqualValues(t, 2, s.ack("a", got[0].token), "a rerun of an ack that succeeded reports the id gone")
 	assert.Equal(t, where{}, s.where("a"))
 	assert.EqualValues(t, 0, s.remove("a"))
 }
@@ -443,7 +445,7 @@ func TestDeadAfterMaxRetriesWithRetention(t *testing.T) {
 		for attempt := 1; attempt <= 2; attempt++ {
 			_, got := s.fetch(1, 30)
 			require.Len(t, got, 1)
-			args := append(s.rollbackArgs(1, 0, 2), id, got[0].token, fmt.Sprintf("fail %d", attempt))
+			args := append(s.rollbackArgs(1, 0, 2), id, got[0].token, fmt.Sprintf("fail %d", attempt), "")
 			res, err := scripts.Rollback.Run(s.ctx, s.rdb, s.allKeys(), args...).Int64Slice()
 			require.NoError(t, err)
 			want := int64(4)

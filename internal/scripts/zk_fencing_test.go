@@ -44,11 +44,11 @@ func (f *fenced) fetchE(epoch int64, n int) ([]delivered, error) {
 }
 
 func (f *fenced) ackE(epoch int64, id string, token int64) ([]int64, error) {
-	return scripts.Ack.Run(f.ctx, f.rdb, []string{f.k.Store, f.k.Prepare, f.k.Msg, f.k.Wake, f.epochKey}, "PUBLISH", 1, id, token, epoch).Int64Slice()
+	return scripts.Ack.Run(f.ctx, f.rdb, []string{f.k.Store, f.k.Prepare, f.k.Msg, f.k.Wake, f.k.Delayed, f.epochKey}, "PUBLISH", 1, id, token, epoch).Int64Slice()
 }
 
 func (f *fenced) rollbackE(epoch int64, id string, token int64) ([]int64, error) {
-	args := append(f.rollbackArgs(16, 0, 0), id, token, "boom", epoch)
+	args := append(f.rollbackArgs(16, 0, 0), id, token, "boom", "", epoch)
 	return scripts.Rollback.Run(f.ctx, f.rdb, append(f.allKeys(), f.epochKey), args...).Int64Slice()
 }
 

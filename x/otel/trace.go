@@ -1,9 +1,3 @@
-//go:build rmqjobs
-
-// This file uses the send hook, headers and middleware of issue 11 (branch
-// jobs). Until they are in main it is built only with -tags rmqjobs; the
-// tag goes when they land.
-
 package rmqotel
 
 import (

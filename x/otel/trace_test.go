@@ -1,5 +1,3 @@
-//go:build rmqjobs
-
 package rmqotel_test
 
 import (

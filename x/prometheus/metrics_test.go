@@ -146,10 +146,10 @@ func TestMetricsCountExactScenario(t *testing.T) {
 	}
 	removed, err := p.Remove(ctx, ft, "x")
 	require.NoError(t, err)
-	require.True(t, removed)
+	require.Equal(t, producer.RemovedWaiting, removed)
 	removed, err = p.Remove(ctx, ft, "x")
 	require.NoError(t, err)
-	require.False(t, removed)
+	require.Equal(t, producer.NotFound, removed)
 	_, err = p.SendPriority(ctx, pr, []byte("job"), 50)
 	require.NoError(t, err)
 

@@ -1,0 +1,146 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/rmq-go/rmq/internal/scripts"
+	"github.com/rmq-go/rmq/slots"
+)
+
+// applyJobFields copies the per-message options of env into m.
+func applyJobFields(m *Message, env scripts.Envelope) {
+	o := env.Options
+	m.Headers = o.Headers
+	m.MaxRetries = -1
+	if o.HasMaxRetries {
+		m.MaxRetries = o.MaxRetries
+	}
+	if o.ExpiresAtMs > 0 {
+		m.ExpiresAt = time.UnixMilli(o.ExpiresAtMs)
+	}
+	m.timeout = time.Duration(o.TimeoutMs) * time.Millisecond
+}
+
+// Wake payloads besides a score: a delayed entry's due time ('d' and the
+// ms), and a topic paused or resumed (Inspector.Pause, Resume).
+const (
+	wakeScore = iota
+	wakeDelayed
+	wakePause
+	wakeResume
+	wakeUnknown
+)
+
+// parseWake reads a wake channel payload.
+func parseWake(p string) (kind int, score float64) {
+	switch {
+	case p == "p":
+		return wakePause, 0
+	case p == "r":
+		return wakeResume, 0
+	case len(p) > 1 && p[0] == 'd':
+		f, err := strconv.ParseFloat(p[1:], 64)
+		if err != nil {
+			return wakeUnknown, -1
+		}
+		return wakeDelayed, f
+	}
+	f, err := strconv.ParseFloat(p, 64)
+	if err != nil {
+		return wakeUnknown, -1
+	}
+	return wakeScore, f
+}
+
+// Expired tells every member that has the optional method.
+func (m multiObserver) Expired(topic string, n int) {
+	for _, o := range m {
+		if e, ok := o.(ExpiryObserver); ok {
+			e.Expired(topic, n)
+		}
+	}
+}
+
+// FinishedWithError tells every member, through FinishedWithError where it
+// has it and Finished otherwise.
+func (m multiObserver) FinishedWithError(msg *Message, took time.Duration, outcome Outcome, err error) {
+	for _, o := range m {
+		finished(o, msg, took, outcome, err)
+	}
+}
+
+// finished reports the end of a delivery to o, with the listener's error
+// when o wants it.
+func finished(o Observer, m *Message, took time.Duration, outcome Outcome, err error) {
+	if e, ok := o.(ErrorObserver); ok {
+		e.FinishedWithError(m, took, outcome, err)
+		return
+	}
+	o.Finished(m, took, outcome)
+}
+
+// expired reports n expired messages of topic to o, if it listens.
+func expired(o Observer, topic string, n int) {
+	if n <= 0 {
+		return
+	}
+	if e, ok := o.(ExpiryObserver); ok {
+		e.Expired(topic, n)
+	}
+}
+
+// logOutcome logs the end of a delivery at the level it deserves: a
+// dead-lettering at Warn, a panic at Error with the stack, other handler
+// errors at Debug (they are retried, and a busy topic would flood the log).
+func logOutcome(ctx context.Context, log *slog.Logger, m *Message, outcome Outcome, err error) {
+	if err == nil {
+		return
+	}
+	var p *PanicError
+	switch {
+	case errors.As(err, &p):
+		log.ErrorContext(ctx, "rmq: handler panic", "id", m.ID, "slot", m.Slot, "attempt", m.Attempt, "outcome", outcome.String(), "panic", p.Value, "stack", string(p.Stack))
+	case outcome == Dead:
+		log.WarnContext(ctx, "rmq: message moved to the dead queue", "id", m.ID, "slot", m.Slot, "attempts", m.Attempt, "last_error", err.Error())
+	default:
+		log.DebugContext(ctx, "rmq: handler failed", "id", m.ID, "slot", m.Slot, "attempt", m.Attempt, "outcome", outcome.String(), "err", err.Error())
+	}
+}
+
+// refreshPaused reads whether the topic is paused (Inspector.Pause).
+func (c *engine) refreshPaused(ctx context.Context) error {
+	// HGET, not HEXISTS: the least-privilege ACL allows the one.
+	err := c.rdb.HGet(ctx, slots.PausedKey(c.cfg.prefix), c.topic.Name()).Err()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return fmt.Errorf("rmq: read the pause state of %s: %w", c.topic.Name(), err)
+	}
+	c.setPaused(err == nil)
+	return nil
+}
+
+// setPaused records the pause state and tells a PauseObserver of a change.
+func (c *engine) setPaused(paused bool) {
+	if c.paused.Swap(paused) == paused {
+		return
+	}
+	if o, ok := c.cfg.observer.(PauseObserver); ok {
+		o.Paused(c.topic.Name(), paused)
+	}
+	c.log.Info("rmq: topic paused", "paused", paused)
+}
+
+// Paused tells every member that has the optional method.
+func (m multiObserver) Paused(topic string, paused bool) {
+	for _, o := range m {
+		if p, ok := o.(PauseObserver); ok {
+			p.Paused(topic, paused)
+		}
+	}
+}

@@ -1,0 +1,173 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/rmq-go/rmq/internal/scripts"
+	"github.com/rmq-go/rmq/topic"
+)
+
+// Pull consumption (rmq.Client.Pull): an engine without a listener fetches
+// when asked, with the caller's lease, and hands out Deliveries that the
+// caller ends itself. It reuses fetch, ack, rollback and extend; only the
+// lease length and the long-poll wait (the caller's) differ from the push
+// consumer. Its waker feeds the long-poll, and its sweeper rolls back the
+// leases pullers let run out.
+
+// Delivery is a pulled message. Its lease is not extended automatically:
+// end it with Ack or Nack, or keep it with Extend, before the lease runs
+// out; after that the sweeper rolls it back (an attempt counted) and it is
+// delivered again.
+type Delivery struct {
+	*Message
+	e *engine
+}
+
+// Ack ends the delivery as done. ErrLeaseLost: its lease ran out (or it was
+// removed) and it is no longer this delivery's to end.
+func (d *Delivery) Ack(ctx context.Context) error {
+	keys, args := d.e.ackCall([]int{d.Slot}, [][]*delivery{{{msg: d.Message}}})
+	res, err := scripts.Ack.Run(ctx, d.e.rdb, keys, args...).Int64Slice()
+	if err != nil {
+		return fmt.Errorf("rmq: ack %s on %s: %w", d.ID, d.Topic, err)
+	}
+	if len(res) != 1 || (res[0] != ackDone && res[0] != ackGone) {
+		return ErrLeaseLost
+	}
+	return nil
+}
+
+// Nack ends the delivery as failed: it is retried after retryAfter (zero:
+// the default backoff), an attempt counted, or moves to the dead queue past
+// its retries. cause becomes its LastError (nil: "rmq: nacked").
+// ErrLeaseLost as for Ack.
+func (d *Delivery) Nack(ctx context.Context, retryAfter time.Duration, cause error) error {
+	if cause == nil {
+		cause = errors.New("rmq: nacked")
+	}
+	if retryAfter > 0 {
+		cause = RetryAfter(retryAfter, cause)
+	}
+	res, err := d.e.rollback(ctx, d.Slot, []rollbackItem{{id: d.ID, token: d.Token, err: cause.Error(), how: rollbackDirective(cause)}})
+	if err != nil {
+		return err
+	}
+	if res[0] == rollbackStale {
+		return ErrLeaseLost
+	}
+	if res[0] == rollbackExpired {
+		expired(d.e.cfg.observer, d.e.topic.Name(), 1)
+	}
+	return nil
+}
+
+// Extend renews the lease to dur from now (whole seconds, rounded up).
+// ErrLeaseLost as for Ack.
+func (d *Delivery) Extend(ctx context.Context, dur time.Duration) error {
+	sec := leaseSeconds(dur)
+	res, err := scripts.Extend.Run(ctx, d.e.rdb, []string{d.e.keys[d.Slot].Prepare}, sec, d.ID, d.Token).Int64Slice()
+	if err != nil {
+		return fmt.Errorf("rmq: extend %s on %s: %w", d.ID, d.Topic, err)
+	}
+	if len(res) != 1 || res[0] != 1 {
+		return ErrLeaseLost
+	}
+	return nil
+}
+
+func leaseSeconds(d time.Duration) int64 {
+	return max(int64((d+time.Second-1)/time.Second), 1)
+}
+
+// newPullEngine returns an engine that fetches only when asked (Pull).
+func newPullEngine(rdb redis.UniversalClient, t topic.Topic, onWake func(), opts ...Option) (*engine, error) {
+	noListener := ListenerFunc(func(context.Context, *Message) error {
+		return errors.New("rmq: a pull engine has no listener")
+	})
+	c, err := newEngine(rdb, t, noListener, nil, opts...)
+	if err != nil {
+		return nil, err
+	}
+	c.pull, c.onWake = true, onWake
+	return c, nil
+}
+
+// Pull implements consumerctl.Puller: up to n due messages in consume
+// order across the topic's slots, each leased for lease. Nothing while the
+// topic is paused.
+func (c *engine) Pull(ctx context.Context, n int, lease time.Duration) (any, int, time.Duration, error) {
+	if n <= 0 || c.paused.Load() {
+		return []*Delivery(nil), 0, -1, nil
+	}
+	sec := leaseSeconds(lease)
+	priority := !c.topic.Type().TimeBased()
+	all := make([]fetchReq, c.topic.SlotAmount())
+	for i := range all {
+		all[i] = fetchReq{slot: i, n: n, checkDelayed: priority}
+	}
+	var results []fetchResult
+	if c.merged {
+		// One call takes the best messages across every slot.
+		results = c.fetchLease(ctx, all, n, sec)
+	} else {
+		// One hash slot per call (a cluster): read every head (pipelined),
+		// then take from the due slots, best head first, until n.
+		for i := range all {
+			all[i].n = 0
+		}
+		results = c.fetchLease(ctx, all, 0, sec)
+		due := make([]fetchResult, 0, len(results))
+		for _, r := range results {
+			if r.err == nil && r.head >= 0 && (priority || r.head <= float64(r.nowUs/1000)) {
+				due = append(due, r)
+			}
+		}
+		sort.Slice(due, func(i, j int) bool { return c.betterScore(due[i].head, due[j].head) })
+		left := n
+		for _, d := range due {
+			if left == 0 {
+				break
+			}
+			got := c.fetchLease(ctx, []fetchReq{{slot: d.slot, n: left}}, left, sec)
+			results = append(results, got...)
+			left -= len(got[0].msgs)
+		}
+	}
+	var out []*Delivery
+	next := math.Inf(1)
+	var nowMs float64
+	var firstErr error
+	for _, r := range results {
+		if r.err != nil && firstErr == nil {
+			firstErr = r.err
+		}
+		for _, m := range r.msgs {
+			out = append(out, &Delivery{Message: m, e: c})
+		}
+		nowMs = max(nowMs, float64(r.nowUs/1000))
+		if !priority && r.head >= 0 {
+			next = min(next, r.head)
+		}
+		if r.delayedHead >= 0 {
+			next = min(next, r.delayedHead)
+		}
+	}
+	if len(out) == 0 && firstErr != nil {
+		return []*Delivery(nil), 0, -1, fmt.Errorf("rmq: pull %s: %w", c.topic.Name(), firstErr)
+	}
+	for _, d := range out {
+		c.cfg.observer.Delivered(d.Message)
+	}
+	wait := time.Duration(-1)
+	if !math.IsInf(next, 1) {
+		wait = max(c.clock.untilMs(int64(math.Ceil(next))), 0)
+	}
+	return out, len(out), wait, nil
+}

@@ -1,0 +1,132 @@
+package rmq_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rmq-go/rmq/consumer"
+	"github.com/rmq-go/rmq/producer"
+	"github.com/rmq-go/rmq/rmq"
+	"github.com/rmq-go/rmq/topic"
+)
+
+// Pull without listeners: the first topic's due messages first; a
+// long-poll returns as soon as something is sent (the wake-up, not a
+// poll); an empty one returns after its wait.
+func TestPullOrderAndLongPoll(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		ctx := ctxT(t)
+		urgent := mustTopic(t, "urgent", topic.Priority, 4)
+		normal := mustTopic(t, "normal", topic.FixedTime, 4)
+		c := e.client()
+		e.start(c)
+		p := c.Producer()
+
+		start := time.Now()
+		ds, err := c.Pull(ctx, []topic.Topic{urgent, normal}, 5, rmq.WithWait(300*time.Millisecond))
+		require.NoError(t, err)
+		assert.Empty(t, ds)
+		assert.GreaterOrEqual(t, time.Since(start), 300*time.Millisecond)
+
+		send(t, p, normal, "n1", "n1")
+		send(t, p, urgent, "u1", "u1")
+		send(t, p, normal, "n2", "n2")
+		time.Sleep(5 * time.Millisecond) // due times are rounded up to the next ms
+		ds, err = c.Pull(ctx, []topic.Topic{urgent, normal}, 2, rmq.WithWait(2*time.Second))
+		require.NoError(t, err)
+		require.Len(t, ds, 2)
+		assert.Equal(t, "u1", ds[0].ID, "the first topic first")
+		assert.Equal(t, "normal", ds[1].Topic)
+		for _, d := range ds {
+			require.NoError(t, d.Ack(ctx))
+		}
+
+		got := make(chan []*consumer.Delivery, 1)
+		go func() {
+			ds, err := c.Pull(ctx, []topic.Topic{urgent, normal}, 10, rmq.WithWait(10*time.Second))
+			assert.NoError(t, err)
+			got <- ds
+		}()
+		time.Sleep(200 * time.Millisecond)
+		sent := time.Now()
+		send(t, p, urgent, "u2", "u2")
+		select {
+		case ds := <-got:
+			require.NotEmpty(t, ds)
+			assert.Less(t, time.Since(sent), 2*time.Second, "woken, not polled")
+			for _, d := range ds {
+				require.NoError(t, d.Ack(ctx))
+			}
+		case <-time.After(8 * time.Second):
+			t.Fatal("long-poll did not return")
+		}
+	})
+}
+
+// Nack retries after the given delay (attempt counted), Extend keeps the
+// lease, an expired lease is redelivered by the sweeper, and an ack after
+// that is refused; AckByID acks without a token.
+func TestPullDeliveries(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		ctx := ctxT(t)
+		tp := mustTopic(t, "pulled", topic.FixedTime, 4)
+		c := e.client()
+		e.start(c)
+		p := c.Producer()
+		send(t, p, tp, "a", "a")
+		// A wait: a due time is rounded up to the next ms (never early).
+		ds, err := c.Pull(ctx, []topic.Topic{tp}, 1, rmq.WithLease(time.Second), rmq.WithWait(2*time.Second))
+		require.NoError(t, err)
+		require.Len(t, ds, 1)
+		require.NoError(t, ds[0].Nack(ctx, 300*time.Millisecond, errors.New("later")))
+		nacked := time.Now()
+		ds, err = c.Pull(ctx, []topic.Topic{tp}, 1, rmq.WithWait(5*time.Second), rmq.WithLease(time.Second))
+		require.NoError(t, err)
+		require.Len(t, ds, 1)
+		assert.GreaterOrEqual(t, time.Since(nacked), 300*time.Millisecond)
+		assert.Equal(t, 2, ds[0].Attempt)
+		assert.Equal(t, "later", ds[0].LastError)
+
+		require.NoError(t, ds[0].Extend(ctx, 3*time.Second))
+		// The lease (1s) would have run out without the extension.
+		time.Sleep(1500 * time.Millisecond)
+		require.NoError(t, ds[0].Ack(ctx))
+
+		send(t, p, tp, "b", "b")
+		ds, err = c.Pull(ctx, []topic.Topic{tp}, 1, rmq.WithLease(time.Second), rmq.WithWait(2*time.Second))
+		require.NoError(t, err)
+		require.Len(t, ds, 1)
+		// Not acked: the sweeper (run for pulled topics) redelivers it.
+		again, err := c.Pull(ctx, []topic.Topic{tp}, 1, rmq.WithWait(10*time.Second))
+		require.NoError(t, err)
+		require.Len(t, again, 1)
+		assert.Equal(t, "b", again[0].ID)
+		assert.Equal(t, 2, again[0].Attempt)
+		assert.ErrorIs(t, ds[0].Ack(ctx), consumer.ErrLeaseLost)
+
+		ok, err := c.AckByID(ctx, tp, "b")
+		require.NoError(t, err)
+		assert.True(t, ok)
+		ok, err = c.AckByID(ctx, tp, "b")
+		require.NoError(t, err)
+		assert.False(t, ok)
+		e.eventuallyCounts(tp, counts{})
+
+		// Pause: pulls return nothing.
+		require.NoError(t, c.Inspector().Pause(ctx, tp))
+		time.Sleep(300 * time.Millisecond) // the published pause reaches the pull engine
+		_, err = p.SendFixedTime(ctx, tp, []byte("c"), time.Now(), producer.WithKey("c"))
+		require.NoError(t, err)
+		ds, err = c.Pull(ctx, []topic.Topic{tp}, 1, rmq.WithWait(300*time.Millisecond))
+		require.NoError(t, err)
+		assert.Empty(t, ds)
+		require.NoError(t, c.Inspector().Resume(ctx, tp))
+		ds, err = c.Pull(ctx, []topic.Topic{tp}, 1, rmq.WithWait(3*time.Second))
+		require.NoError(t, err)
+		assert.Len(t, ds, 1)
+	})
+}
