@@ -10,8 +10,8 @@ import (
 )
 
 // minLease stands in for ttr=0, which lmstfy redelivers at its next
-// 1-second tick: any lease under a second is compatible.
-const minLease = 100 * time.Millisecond
+// 1-second tick: the library's leases are whole seconds, at least one.
+const minLease = time.Second
 
 // jobBody is a job as consume and peek answer it. data is standard base64;
 // nil encodes as null (a peeked head whose data is gone), empty as "".

@@ -14,6 +14,9 @@ import (
 	"github.com/rmq-go/rmq/topic"
 )
 
+// immediateSkew is how far in the past an undelayed job is due (see spec).
+const immediateSkew = time.Second
+
 // publishParams are a publish's query and headers, checked.
 type publishParams struct {
 	typ     topic.Type // 0: the queue's own
@@ -159,6 +162,12 @@ func (p publishParams) spec(body []byte, typ topic.Type) jobSpec {
 	switch {
 	case !p.at.IsZero():
 		j.due = p.at
+	case p.delay == 0:
+		// Due a little in the past: Redis's clock decides what is due and
+		// may lag this process's (it did by ms here; NTP between hosts by
+		// more), and a job published without delay must be consumable at
+		// once. All undelayed jobs shift alike, so they keep their order.
+		j.due = time.Now().Add(-immediateSkew)
 	default:
 		j.due = time.Now().Add(p.delay)
 	}

@@ -186,7 +186,6 @@ func TestTwoProcessesShareTokensAndLimits(t *testing.T) {
 	}
 	require.JSONEq(t, `{"namespace":"ns","queue":"q","size":3}`, string(do(t, "GET", b.api+"/api/ns/q/size", "").body))
 
-	needsJobsAPI(t)
 	r = do(t, "GET", a.api+"/api/ns/q?ttr=60", "", hdr)
 	require.Equal(t, http.StatusOK, r.status, "%s", r)
 	var j jobBody
@@ -199,7 +198,6 @@ func TestTwoProcessesShareTokensAndLimits(t *testing.T) {
 
 // SIGTERM ends a long poll at once (404 no job) and the process exits 0.
 func TestBinarySIGTERMEndsLongPolls(t *testing.T) {
-	needsJobsAPI(t)
 	srv := redistest.Shared(t)
 	p := startRmqd(t, "redis://"+srv.Addr()+"/0", []string{"RMQD_PREFIX=" + redistest.Prefix(t)})
 	r := do(t, "POST", p.admin+"/token/ns?description=x", "")

@@ -1,11 +1,8 @@
 package main
 
-// engine.go is the only file that needs the Jobs API of issue #11
-// (per-message options, pull, ack and message lookup by id). Until it is
-// in main, the functions marked SHIM stand in for it: they return
-// errNotYet (answered as 501) or leave an option out, and the tests that
-// need the real thing are skipped with that reason. Everything else in
-// rmqd uses only the API main has today.
+// engine.go maps jobs onto the library's Jobs API (per-message options,
+// pull, ack and message lookup by id, pause). What the library still lacks
+// is marked MISSING: nack by id answers errNotYet (501).
 
 import (
 	"context"
@@ -13,11 +10,12 @@ import (
 	"time"
 
 	"github.com/rmq-go/rmq/producer"
+	"github.com/rmq-go/rmq/rmq"
 	"github.com/rmq-go/rmq/topic"
 )
 
-// errNotYet is what a SHIM returns.
-var errNotYet = errors.New("rmqd: needs the Jobs API (issue #11), not in main yet")
+// errNotYet is what a MISSING function returns.
+var errNotYet = errors.New("rmqd: not supported by the library yet")
 
 // emptyHeader marks a job whose body is empty: the library refuses empty
 // bodies and lmstfy allows them, so rmqd stores one space and this header.
@@ -38,20 +36,23 @@ type jobSpec struct {
 	headers map[string]string
 }
 
-// sendOptions are the per-message options of a job.
-func (j jobSpec) sendOptions() ([]producer.SendOption, error) {
-	opts := []producer.SendOption{producer.WithKey(j.id)}
-	// SHIM: with #11 this becomes
-	//	opts = append(opts, producer.WithMaxRetries(j.tries-1))
-	//	if j.ttl > 0 { opts = append(opts, producer.WithTTL(j.ttl)) }
-	//	if len(j.headers) > 0 { opts = append(opts, producer.WithHeaders(j.headers)) }
-	//	if !j.notOn.IsZero() { opts = append(opts, producer.WithNotBefore(j.notOn)) }
-	// Until then tries and ttl are not applied; headers and a delayed
-	// priority job cannot be stored at all.
-	if len(j.headers) > 0 || !j.notOn.IsZero() {
-		return nil, errNotYet
+// maxLibRetries is the library's largest per-message retry count; lmstfy
+// allows up to 65535 tries, more than 999 are cut to 999.
+const maxLibRetries = 998
+
+// sendOptions are the per-message options of a job (the key apart).
+func (j jobSpec) sendOptions() []producer.SendOption {
+	opts := []producer.SendOption{producer.WithMaxRetries(min(j.tries-1, maxLibRetries))}
+	if j.ttl > 0 {
+		opts = append(opts, producer.WithTTL(j.ttl))
 	}
-	return opts, nil
+	if len(j.headers) > 0 {
+		opts = append(opts, producer.WithHeaders(j.headers))
+	}
+	if !j.notOn.IsZero() {
+		opts = append(opts, producer.WithNotBefore(j.notOn))
+	}
+	return opts
 }
 
 // storedBody is what goes to the library for a body (see emptyHeader).
@@ -72,10 +73,8 @@ func (j *jobSpec) storedBody() []byte {
 // publish stores one job.
 func (p *pool) publish(ctx context.Context, t topic.Topic, j jobSpec) error {
 	body := j.storedBody()
-	opts, err := j.sendOptions()
-	if err != nil {
-		return err
-	}
+	opts := append(j.sendOptions(), producer.WithKey(j.id))
+	var err error
 	switch t.Type() {
 	case topic.Priority:
 		_, err = p.prod.SendPriority(ctx, t, body, j.prio, opts...)
@@ -93,11 +92,8 @@ func (p *pool) publishBatch(ctx context.Context, t topic.Topic, jobs []jobSpec) 
 	for i := range jobs {
 		j := &jobs[i]
 		body := j.storedBody()
-		if _, err := j.sendOptions(); err != nil {
-			return err
-		}
-		// SHIM: with #11, Options: opts[1:] (the key is a field here).
-		msgs[i] = producer.BatchMessage{Body: body, Key: j.id, TimeRange: j.window, Priority: j.prio, At: j.due}
+		msgs[i] = producer.BatchMessage{Body: body, Key: j.id, TimeRange: j.window, Priority: j.prio, At: j.due,
+			Options: j.sendOptions()}
 	}
 	_, err := p.prod.SendBatch(ctx, t, msgs)
 	return err
@@ -118,23 +114,41 @@ type job struct {
 // pull hands out up to n due jobs of the topics (first topic first),
 // leased for lease, waiting up to wait for the first one.
 func (p *pool) pull(ctx context.Context, topics []topic.Topic, n int, lease, wait time.Duration) ([]job, error) {
-	// SHIM: with #11
-	//	ds, err := p.client.Pull(ctx, topics, n, rmq.WithLease(lease), rmq.WithWait(wait))
-	//	for each d: job{topic: by d.Topic, id: d.ID, body: d.Body, expiresAt: d.ExpiresAt,
-	//	  firstSentAt: d.FirstSentAt, remainTries: d.MaxRetries + 1 - d.Attempt, headers: d.Headers}
-	//	then fromStored on each.
-	return nil, errNotYet
+	ds, err := p.client.Pull(ctx, topics, n, rmq.WithLease(lease), rmq.WithWait(wait))
+	if err != nil {
+		return nil, err
+	}
+	byName := make(map[string]topic.Topic, len(topics))
+	for _, t := range topics {
+		byName[t.Name()] = t
+	}
+	jobs := make([]job, len(ds))
+	for i, d := range ds {
+		jobs[i] = job{topic: byName[d.Topic], id: d.ID, body: d.Body, expiresAt: d.ExpiresAt,
+			firstSentAt: d.FirstSentAt, remainTries: triesLeft(d.MaxRetries, d.Attempt), headers: d.Headers}.fromStored()
+	}
+	return jobs, nil
+}
+
+// triesLeft is lmstfy's remain_tries: deliveries left after `done` ones.
+// A message without its own limit (sent by a Go program) has the library
+// consumer's default of 16 retries.
+func triesLeft(maxRetries, done int) int {
+	if maxRetries < 0 {
+		maxRetries = 16
+	}
+	return max(0, maxRetries+1-done)
 }
 
 // ack ends a job wherever it is (lmstfy's DELETE job): an in-flight
 // delivery is acked by id without its fencing token, a waiting or delayed
 // job is removed, a dead one deleted. Unknown ids are fine.
 func (p *pool) ack(ctx context.Context, t topic.Topic, id string) error {
-	// SHIM: with #11, first
-	//	if ok, err := p.client.AckByID(ctx, t, id); err != nil || ok { return err }
-	// and Remove returns (producer.Removed, error).
+	if acked, err := p.client.AckByID(ctx, t, id); err != nil || acked {
+		return err
+	}
 	removed, err := p.prod.Remove(ctx, t, id)
-	if err != nil || removed {
+	if err != nil || removed != producer.NotFound {
 		return err
 	}
 	_, err = p.insp.DeleteDead(ctx, t, id)
@@ -151,13 +165,14 @@ func (p *pool) destroy(ctx context.Context, t topic.Topic) error {
 		}
 		progress := false
 		for _, w := range ws {
-			// SHIM: with #11 Remove returns (producer.Removed, error);
-			// progress when it is RemovedWaiting.
+			if w.InFlight {
+				continue // a re-send waiting behind a running delivery: leave both
+			}
 			removed, err := p.prod.Remove(ctx, t, w.ID)
 			if err != nil {
 				return err
 			}
-			progress = progress || removed
+			progress = progress || removed == producer.RemovedWaiting
 		}
 		if !progress {
 			return nil
@@ -169,9 +184,9 @@ func (p *pool) destroy(ctx context.Context, t topic.Topic) error {
 // retryAfter (or dead when it has no try left). found is false when no
 // delivery of id is in flight.
 func (p *pool) nack(ctx context.Context, t topic.Topic, id string, retryAfter time.Duration, cause string) (found bool, err error) {
-	// SHIM: not in the plan of #11 either: a Delivery's Nack needs the
-	// Delivery, which a stateless HTTP service does not keep between
-	// requests. Needs (*rmq.Client).NackByID(ctx, t, id, retryAfter, cause).
+	// MISSING: a Delivery's Nack needs the Delivery, which a stateless
+	// HTTP service does not keep between requests. Needs
+	// (*rmq.Client).NackByID(ctx, t, id, retryAfter, cause).
 	return false, errNotYet
 }
 
@@ -179,11 +194,21 @@ func (p *pool) nack(ctx context.Context, t topic.Topic, id string, retryAfter ti
 // found is false when its data is gone. remainTries is 0 (lmstfy does not
 // report it by id).
 func (p *pool) lookupJob(ctx context.Context, t topic.Topic, id string) (j job, found bool, err error) {
-	// SHIM: with #11
-	//	m, err := p.insp.Message(ctx, t, id)
-	//	if errors.Is(err, rmq.ErrNotFound) { return job{}, false, nil }
-	//	j = job{topic: t, id: id, body: m.Body, expiresAt: m.ExpiresAt, firstSentAt: m.FirstSentAt, headers: m.Headers}
-	return job{}, false, errNotYet
+	m, err := p.insp.Message(ctx, t, id)
+	if errors.Is(err, rmq.ErrNotFound) {
+		return job{}, false, nil
+	}
+	if err != nil {
+		return job{}, false, err
+	}
+	return infoJob(t, id, m), true, nil
+}
+
+// infoJob is a job as the Inspector reports it; remainTries counts the
+// deliveries left before the next one.
+func infoJob(t topic.Topic, id string, m rmq.MessageInfo) job {
+	return job{topic: t, id: id, body: m.Body, expiresAt: m.ExpiresAt, firstSentAt: m.FirstSentAt,
+		remainTries: triesLeft(m.MaxRetries, m.Attempts), headers: m.Headers}.fromStored()
 }
 
 // head returns the ready job a consume would take next, without taking it.
@@ -192,18 +217,22 @@ func (p *pool) head(ctx context.Context, t topic.Topic) (j job, found bool, err 
 	if err != nil || len(ws) == 0 {
 		return job{}, false, err
 	}
-	w := ws[0]
-	j = job{topic: t, id: w.ID, body: w.Body, firstSentAt: w.FirstSentAt}
-	// SHIM: with #11 the head's tries left, expiry and headers come from
-	//	m, err := p.insp.Message(ctx, t, w.ID) // remainTries: m.MaxRetries + 1 - m.Attempts
-	// Today they are reported as 0 and none.
-	return j.fromStored(), true, nil
+	m, err := p.insp.Message(ctx, t, ws[0].ID)
+	if errors.Is(err, rmq.ErrNotFound) {
+		// Acked or expired between the two reads: lmstfy shows such a
+		// head with its data gone.
+		return job{topic: t, id: ws[0].ID, gone: true}, true, nil
+	}
+	if err != nil {
+		return job{}, false, err
+	}
+	return infoJob(t, ws[0].ID, m), true, nil
 }
 
 // respawn moves dead jobs back to the ready queue, fresh, in the given
 // order, and returns how many moved.
 func (p *pool) respawn(ctx context.Context, t topic.Topic, ids []string, ttl time.Duration) (int, error) {
-	// MISSING (not planned in #11): lmstfy gives a respawned job tries 1
+	// MISSING: lmstfy gives a respawned job tries 1
 	// and ttl seconds to live; Requeue keeps the job's own tries and expiry.
 	// Needs Inspector.Requeue options, e.g. rmq.RequeueWith(producer.WithMaxRetries(0), producer.WithTTL(ttl)).
 	return p.insp.Requeue(ctx, t, ids...)
@@ -226,20 +255,10 @@ func (j job) fromStored() job {
 	return j
 }
 
-// jobsAPIMissing is true while the functions above are shims; tests that
-// need them skip. It goes away with the shims.
-const jobsAPIMissing = true
-
 // pause stops deliveries of t (publishes still land); resume restarts them.
-func (p *pool) pause(ctx context.Context, t topic.Topic) error {
-	// SHIM: with #11, return p.insp.Pause(ctx, t)
-	return errNotYet
-}
+func (p *pool) pause(ctx context.Context, t topic.Topic) error { return p.insp.Pause(ctx, t) }
 
-func (p *pool) resume(ctx context.Context, t topic.Topic) error {
-	// SHIM: with #11, return p.insp.Resume(ctx, t)
-	return errNotYet
-}
+func (p *pool) resume(ctx context.Context, t topic.Topic) error { return p.insp.Resume(ctx, t) }
 
 // queueStats are the counts GET /queue/{ns}/{q} answers.
 type queueStats struct {
@@ -258,8 +277,8 @@ func (p *pool) stats(ctx context.Context, t topic.Topic) (queueStats, error) {
 	if err != nil {
 		return queueStats{}, err
 	}
-	// SHIM: with #11 Stats has Delayed and Paused (delayed priority jobs
-	// wait outside Store); until then delayed = waiting but not due.
-	return queueStats{Type: t.Type().String(), Ready: st.Due, Delayed: st.Store - st.Due,
-		InFlight: st.Prepare, Dead: st.Dead}, nil
+	// Delayed time-based jobs wait in Store, not yet due; delayed priority
+	// jobs wait outside it (Stats.Delayed).
+	return queueStats{Type: t.Type().String(), Ready: st.Due, Delayed: st.Store - st.Due + st.Delayed,
+		InFlight: st.Prepare, Dead: st.Dead, Paused: st.Paused}, nil
 }

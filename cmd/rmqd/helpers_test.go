@@ -220,11 +220,3 @@ func (e *env) size(ns, q string) int {
 	a.json(e.t, &m)
 	return int(m.Size)
 }
-
-// needsJobsAPI skips a test until the Jobs API (issue #11) is in main.
-func needsJobsAPI(t *testing.T) {
-	t.Helper()
-	if jobsAPIMissing {
-		t.Skip("needs the Jobs API of issue #11 (pull, ack by id, per-message options, Inspector.Message); engine.go has shims")
-	}
-}
