@@ -95,6 +95,9 @@ func (s *service) consume(w http.ResponseWriter, r *http.Request, qr *queueReq) 
 	stop := context.AfterFunc(s.stopping, cancel)
 	defer stop()
 
+	if wait > 0 {
+		s.log.DebugContext(ctx, "rmqd: long poll", "request_id", requestID(ctx), "wait", wait)
+	}
 	jobs, err := qr.pool.pull(ctx, topics, int(count), lease, wait)
 	if err != nil && !(ctx.Err() != nil && errors.Is(err, context.Canceled)) {
 		s.libError(w, r, err)

@@ -4,10 +4,10 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"net/http/httptrace"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -199,17 +199,13 @@ func TestTwoProcessesShareTokensAndLimits(t *testing.T) {
 // SIGTERM ends a long poll at once (404 no job) and the process exits 0.
 func TestBinarySIGTERMEndsLongPolls(t *testing.T) {
 	srv := redistest.Shared(t)
-	p := startRmqd(t, "redis://"+srv.Addr()+"/0", []string{"RMQD_PREFIX=" + redistest.Prefix(t)})
+	p := startRmqd(t, "redis://"+srv.Addr()+"/0", []string{"RMQD_PREFIX=" + redistest.Prefix(t)}, "--log-level", "debug")
 	r := do(t, "POST", p.admin+"/token/ns?description=x", "")
 	var tok map[string]string
 	r.json(t, &tok)
 	polled := make(chan answer, 1)
-	written := make(chan struct{})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	// Once the request is written, SIGTERM cannot lose it: Shutdown waits
-	// for connections that are new or active.
-	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { close(written) }})
 	go func() {
 		req, _ := http.NewRequestWithContext(ctx, "GET", p.api+"/api/ns/q?timeout=60", nil)
 		req.Header.Set("X-Token", tok["token"])
@@ -221,7 +217,8 @@ func TestBinarySIGTERMEndsLongPolls(t *testing.T) {
 		defer resp.Body.Close()
 		polled <- answer{status: resp.StatusCode}
 	}()
-	<-written
+	// The poll is waiting once rmqd logs it (at debug level).
+	require.Eventually(t, func() bool { return strings.Contains(p.out.String(), "rmqd: long poll") }, waitLong, 10*time.Millisecond)
 	start := time.Now()
 	require.Equal(t, 0, p.stop(t))
 	got := <-polled
