@@ -1,6 +1,6 @@
 module github.com/rmq-go/rmq/bench
 
-go 1.26.8
+go 1.26.0
 
 replace github.com/rmq-go/rmq => ../
 

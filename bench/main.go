@@ -18,7 +18,10 @@
 //     firings at 1,000 and 20,000 msgs/s coming due (asynq ProcessAt);
 //   - optionally (-waiting N, or -huge for 10 million) the same lateness
 //     with N far-future messages waiting in the same queue;
-//   - Redis memory per waiting message (INFO memory delta / count).
+//   - Redis memory per waiting message (INFO memory delta / count);
+//   - only with -cases topics (RMQ only, topics.go): N topics on one
+//     client, its start, idle cost and memory per topic, and a wave due at
+//     one instant across N topics against the same wave inside one.
 //
 // Throughput and lateness figures are medians of -runs runs; the systems
 // alternate within each case. Per-message costs (Redis commands, round
@@ -79,6 +82,10 @@ type options struct {
 	resp       int
 	cmdStats   bool
 	rawArgs    []string
+	// the topics case (topics.go), run only when -cases names it
+	topicCounts   []int
+	topicsTimeout time.Duration
+	topicsIdle    time.Duration
 }
 
 type latSpec struct {
@@ -90,7 +97,7 @@ var allCases = []string{"produce1", "produce32", "batch", "consume", "consumepf"
 
 func parseFlags() (options, error) {
 	var o options
-	var late, systems, types, cases string
+	var late, systems, types, cases, topicCounts string
 	var huge bool
 	flag.IntVar(&o.runs, "runs", 3, "runs of each throughput and lateness case; the table shows medians")
 	flag.IntVar(&o.n, "n", 20000, "messages per single-send produce case and per consume backlog")
@@ -116,6 +123,9 @@ func parseFlags() (options, error) {
 	flag.IntVar(&o.resp, "resp", 3, "RESP version of the go-redis client (3 is go-redis's default; 2 skips its push-notification checks)")
 	flag.BoolVar(&o.cmdStats, "cmdstats", false, "also print INFO commandstats per message for each throughput case")
 	flag.BoolVar(&o.json, "json", false, "print the results as JSON on stdout instead of tables (progress still goes to stderr)")
+	flag.StringVar(&topicCounts, "topics", "1,100,1000", "topic counts of the topics case (-cases topics; not run by default): N topics on one client")
+	flag.DurationVar(&o.topicsIdle, "topics-idle", 5*time.Second, "the idle window of the topics case (client CPU and Redis commands/s)")
+	flag.DurationVar(&o.topicsTimeout, "topics-timeout", 2*time.Minute, "the most each phase of the topics case may take (start, a wave's firing, close)")
 	flag.BoolVar(&o.verbose, "v", false, "log RMQ warnings and asynq errors to stderr")
 	flag.Parse()
 	o.rawArgs = os.Args[1:]
@@ -150,15 +160,20 @@ func parseFlags() (options, error) {
 	}
 	for _, c := range strings.Split(cases, ",") {
 		c = strings.TrimSpace(c)
-		known := false
+		known := c == "topics" // not in allCases: not run by default
 		for _, k := range allCases {
 			known = known || k == c
 		}
 		if !known {
-			return o, fmt.Errorf("-cases: unknown %q (%s)", c, strings.Join(allCases, ", "))
+			return o, fmt.Errorf("-cases: unknown %q (%s, topics)", c, strings.Join(allCases, ", "))
 		}
 		o.cases[c] = true
 	}
+	counts, err := parseTopicCounts(topicCounts)
+	if err != nil {
+		return o, err
+	}
+	o.topicCounts = counts
 	for _, spec := range strings.Split(late, ",") {
 		r, d, ok := strings.Cut(strings.TrimSpace(spec), ":")
 		rate, err1 := strconv.Atoi(r)
@@ -171,6 +186,8 @@ func parseFlags() (options, error) {
 	switch {
 	case o.resp != 2 && o.resp != 3:
 		return o, errors.New("-resp must be 2 or 3")
+	case o.topicsIdle <= 0 || o.topicsTimeout <= 0:
+		return o, errors.New("-topics-idle and -topics-timeout must be positive")
 	case o.runs < 1, o.n < 1, o.batchN < 1, o.batch < 1, o.batchG < 1, o.producers < 1, o.workers < 1, o.body < 32, o.waiting < 0, o.memN < 0:
 		return o, errors.New("counts must be positive (-body at least 32)")
 	}
@@ -211,7 +228,11 @@ func run(ctx context.Context, o options) (err error) {
 	if err := redisserver.EnsureInstalled(ctx, progress); err != nil {
 		return err
 	}
-	srv, err := redisserver.Start(ctx, redisserver.Config{})
+	var srvArgs []string
+	if mc := topicsMaxClients(o); mc > 0 {
+		srvArgs = []string{"--maxclients", strconv.Itoa(mc)}
+	}
+	srv, err := redisserver.Start(ctx, redisserver.Config{ExtraArgs: srvArgs})
 	if err != nil {
 		return err
 	}
@@ -253,7 +274,12 @@ func run(ctx context.Context, o options) (err error) {
 		}
 	}
 	b := &runner{o: o, rdb: rdb, admin: admin, cnt: cnt, res: newResults()}
-	err = b.all(ctx, systems)
+	if classicCases(o) {
+		err = b.all(ctx, systems)
+	}
+	if err == nil && o.cases["topics"] {
+		err = b.topics(ctx, log)
+	}
 	env.elapsed = time.Since(began)
 	env.loadAfter = loadAvg()
 	if o.json {
@@ -265,10 +291,14 @@ func run(ctx context.Context, o options) (err error) {
 			// Print what was measured before the failure.
 			fmt.Fprintln(os.Stdout, "INCOMPLETE: bench stopped early:", err)
 		}
-		printReport(os.Stdout, o, env, systems, b.res)
+		if classicCases(o) {
+			printReport(os.Stdout, o, env, systems, b.res)
+		} else {
+			printTopicsReport(os.Stdout, o, env, b.res)
+		}
 	}
 	if err == nil {
-		if p := problems(systems, b.res); len(p) > 0 {
+		if p := append(problems(systems, b.res), topicsProblems(b.res)...); len(p) > 0 {
 			err = fmt.Errorf("FAILED: %s", strings.Join(p, "; "))
 		}
 	}

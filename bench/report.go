@@ -335,6 +335,7 @@ func printReport(w io.Writer, o options, env environment, systems []system, res 
 	// Per-message costs of the throughput cases.
 	if !o.cases["produce1"] && !o.cases["produce32"] && !o.cases["batch"] && !o.cases["consume"] && !o.cases["consumepf"] {
 		printTypes(w, o, systems, res)
+		printTopics(w, o, res)
 		printFooter(w, o, env, aName, asys, rtype, res)
 		return
 	}
@@ -368,6 +369,7 @@ func printReport(w io.Writer, o options, env environment, systems []system, res 
 		printCmdStats(w, res, asys, rsys)
 	}
 	printTypes(w, o, systems, res)
+	printTopics(w, o, res)
 	printFooter(w, o, env, aName, asys, rtype, res)
 }
 

@@ -19,6 +19,7 @@ type jsonReport struct {
 	Environment jsonEnv      `json:"environment"`
 	Settings    jsonSettings `json:"settings"`
 	Results     []jsonResult `json:"results"`
+	Topics      []jsonTopics `json:"topics,omitempty"` // the topics case
 }
 
 type jsonEnv struct {
@@ -151,6 +152,7 @@ func printJSON(w io.Writer, o options, env environment, systems []system, res *r
 			rep.Results = append(rep.Results, r)
 		}
 	}
+	rep.Topics = jsonTopicsOf(res)
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	enc.SetEscapeHTML(false)

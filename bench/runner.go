@@ -24,7 +24,8 @@ type sample struct {
 }
 
 type results struct {
-	m map[string]map[string]*sample // case id -> system name -> sample
+	m      map[string]map[string]*sample // case id -> system name -> sample
+	topics []topicsResult                // the topics case (topics.go), one per N
 }
 
 func newResults() *results { return &results{m: map[string]map[string]*sample{}} }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The whole test suite, exactly as CI runs it: installs the servers the tests
-# start for themselves (redis-server, redis-cli, ZooKeeper) when missing, then
+# start for themselves (redis-server, redis-cli, ZooKeeper, Chromium) when missing, then
 # runs every package with the race detector. Tests never use a running
 # server: each starts its own on free loopback ports.
 set -euo pipefail
@@ -10,6 +10,8 @@ need=()
 command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
 command -v redis-cli >/dev/null 2>&1 || need+=(redis-tools)
 [ -f /usr/share/java/zookeeper.jar ] || need+=(zookeeper)
+# The dashboard's browser test drives a headless Chromium.
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
 if [ ${#need[@]} -gt 0 ]; then
   sudo=""
   if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi

@@ -282,3 +282,21 @@ func TestNewRefusesBadOptions(t *testing.T) {
 	_, err = rmqotel.New(rmqotel.WithLogger(nil))
 	assert.ErrorIs(t, err, rmq.ErrInvalidOption)
 }
+
+// A message whose TTL passed before it came due is dropped at fetch and
+// counted as expired, never delivered.
+func TestMetricsExpired(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := ctxT(t)
+	m := newMeter(t)
+	c, _ := e.withTelemetry(m)
+	tp := mustTopic(t, "ttl", topic.FixedTime, 1)
+	require.NoError(t, c.Register(tp, consumer.ListenerFunc(ack)))
+	e.start(c)
+	_, err := c.Producer().SendFixedTime(ctx, tp, []byte("x"), time.Now().Add(300*time.Millisecond), producer.WithKey("x"), producer.WithTTL(100*time.Millisecond))
+	require.NoError(t, err)
+	m.eventually("rmq.expired", "ttl", 1)
+	e.eventuallyQueues(tp, 0, 0, 0)
+	assert.Equal(t, 0.0, m.value("messaging.client.consumed.messages", "ttl"))
+}

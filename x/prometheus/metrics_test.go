@@ -313,3 +313,21 @@ func TestNewRefusesBadOptions(t *testing.T) {
 	_, err = rmqprom.New(prometheus.NewRegistry(), rmqprom.WithLogger(nil))
 	assert.ErrorIs(t, err, rmq.ErrInvalidOption)
 }
+
+// A message whose TTL passed before it came due is dropped at fetch and
+// counted as expired, never delivered.
+func TestMetricsExpired(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := ctxT(t)
+	reg := prometheus.NewRegistry()
+	c := e.withMetrics(reg)
+	tp := mustTopic(t, "ttl", topic.FixedTime, 1)
+	require.NoError(t, c.Register(tp, consumer.ListenerFunc(ack)))
+	e.start(c)
+	_, err := c.Producer().SendFixedTime(ctx, tp, []byte("x"), time.Now().Add(300*time.Millisecond), producer.WithKey("x"), producer.WithTTL(100*time.Millisecond))
+	require.NoError(t, err)
+	eventuallyMetric(t, reg, "rmq_expired_total", "ttl", 1)
+	e.eventuallyQueues(tp, 0, 0, 0)
+	assert.Equal(t, 0.0, value(t, reg, "rmq_delivered_total", "ttl"))
+}

@@ -1,0 +1,45 @@
+// Package dashboard is RMQ's web dashboard as an http.Handler that a host
+// mounts in its own server: every topic's queues at a glance, live charts,
+// waiting, in-flight and dead messages paged by cursor, and the repairs an
+// operator needs (requeue or delete dead messages, remove a waiting one,
+// find a message by id), each confirmed before it runs.
+//
+// Mount it under a path of your choice; every link it writes is relative,
+// so http.StripPrefix is all it needs:
+//
+//	mux := http.NewServeMux()
+//	mux.Handle("/rmq/", http.StripPrefix("/rmq", dashboard.New(rdb,
+//		dashboard.WithKeyPrefix("rmq"),   // the rmq.WithPrefix of your clients
+//		dashboard.WithAuth(requireAdmin), // your own authentication
+//	)))
+//
+// Without StripPrefix, pass the mount path with WithPathPrefix.
+//
+// Redis holds queue depths, not counters: for the charts of messages sent,
+// acked, retried and dead per second and the firing-lateness histogram,
+// attach a Counters to the client and pass it on:
+//
+//	ctr := dashboard.NewCounters()
+//	client, err := rmq.New(rdb, rmq.WithObserver(ctr))
+//	...
+//	h := dashboard.New(rdb, dashboard.WithCounters(ctr))
+//
+// # Safety
+//
+// The dashboard authenticates nobody: WithAuth wraps it in the host's
+// authentication, and WithReadOnly removes every action. A request that is
+// not GET or HEAD is refused (403) unless its Origin (else Referer) names
+// the host it was sent to and it carries the CSRF token of the page it came
+// from (a cookie and an HMAC of it in the form). Pages are html/template
+// output with a Content-Security-Policy that allows only the dashboard's
+// own script and stylesheet, so a message body is shown as text, never run.
+//
+// # Cost
+//
+// Every page reads counts (ZCARD, ZCOUNT) and one page of entries per
+// listing, found by rank from its cursor: no page scans a queue, so pages
+// answer in milliseconds on topics with millions of messages. The
+// dashboard starts no goroutine; the live charts are drawn by the browser
+// from a JSON snapshot it polls every two seconds, and cost one snapshot
+// (a few commands per topic slot) per open overview and poll.
+package dashboard
