@@ -144,14 +144,17 @@ func (s *service) throttled(w http.ResponseWriter, r *http.Request, ref tokenRef
 }
 
 // basicAuth guards an admin route when accounts are configured (§8.4).
-func (s *service) basicAuth(h http.HandlerFunc) http.Handler {
+func (s *service) basicAuth(h http.HandlerFunc) http.Handler { return s.requireAccount(h) }
+
+// requireAccount is basicAuth as middleware (the dashboard's WithAuth).
+func (s *service) requireAccount(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if len(s.cfg.Accounts) > 0 && !s.accountOK(r) {
 			w.Header().Set("WWW-Authenticate", `Basic realm="Authorization Required"`)
 			w.WriteHeader(http.StatusUnauthorized)
 			return
 		}
-		h(w, r)
+		h.ServeHTTP(w, r)
 	})
 }
 

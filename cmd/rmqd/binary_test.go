@@ -124,7 +124,7 @@ func (p *rmqdProc) stop(t *testing.T) int {
 func TestBinaryHelpListsEveryFlagAndVariable(t *testing.T) {
 	out, err := exec.Command(rmqdBinary(t), "--help").CombinedOutput()
 	require.NoError(t, err, "%s", out)
-	for _, f := range []string{"redis-url", "redis-cluster", "redis-tls-ca", "listen", "admin-listen", "pool", "prefix", "admin-account",
+	for _, f := range []string{"redis-url", "redis-cluster", "redis-tls-ca", "dashboard", "listen", "admin-listen", "pool", "prefix", "admin-account",
 		"log-format", "log-level", "access-log", "max-wait", "cache-ttl", "shutdown-timeout", "dev"} {
 		require.Regexp(t, "(?m)^  --"+f+"( \\S+)?$", string(out))
 		require.Contains(t, string(out), envName(f), f)

@@ -29,6 +29,7 @@ type config struct {
 	cacheTTL        time.Duration
 	shutdownTimeout time.Duration
 	dev             bool
+	dashboard       string
 }
 
 const usageHead = `rmqd serves RMQ for Go over HTTP, wire-compatible with lmstfy's API:
@@ -70,6 +71,7 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (conf
 	fs.DurationVar(&c.maxWait, "max-wait", defaultMaxWait, "longest long poll: a consume's timeout is cut to this")
 	fs.DurationVar(&c.cacheTTL, "cache-ttl", time.Second, "how long a valid token or a limit is cached; changes made through another rmqd take up to this long")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGTERM, how long requests in progress may take to finish")
+	fs.StringVar(&c.dashboard, "dashboard", "/dashboard/", "admin-listener `PATH` of the web dashboard of the default pool, and of its token page at PATH/../dashboard-tokens (behind --admin-account); empty: none")
 	fs.BoolVar(&c.dev, "dev", false, "start a throwaway redis-server for the default pool (installed from the OS packages if missing); nothing is kept")
 
 	// Usage strings get their variable; variables become the defaults.
@@ -107,6 +109,9 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (conf
 	case "text", "json":
 	default:
 		return c, fmt.Errorf("--log-format %q: want text or json", c.logFormat)
+	}
+	if c.dashboard != "" && (!strings.HasPrefix(c.dashboard, "/") || !strings.HasSuffix(c.dashboard, "/") || c.dashboard == "/") {
+		return c, fmt.Errorf("--dashboard %q: want a path like /dashboard/", c.dashboard)
 	}
 	if c.maxWait <= 0 || c.shutdownTimeout <= 0 || c.cacheTTL < 0 {
 		return c, errors.New("--max-wait and --shutdown-timeout must be positive, --cache-ttl not negative")

@@ -113,7 +113,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	startCtx, cancel := context.WithTimeout(ctx, startTimeout)
 	svc, err := newService(startCtx, serviceConfig{
 		Prefix: cfg.prefix, CacheTTL: cfg.cacheTTL, MaxWait: cfg.maxWait,
-		Accounts: cfg.accounts, AccessLog: cfg.accessLog, Version: readVersion(),
+		Accounts: cfg.accounts, AccessLog: cfg.accessLog, Version: readVersion(), Dashboard: cfg.dashboard,
 	}, clients, log)
 	cancel()
 	if err != nil {

@@ -39,8 +39,8 @@ type pool struct {
 	long   sync.Map // hashed topic names already remembered
 }
 
-func newPool(ctx context.Context, name string, rdb redis.UniversalClient, prefix string, log *slog.Logger) (*pool, error) {
-	c, err := rmq.New(rdb, rmq.WithPrefix(prefix), rmq.WithLogger(log.With("pool", name)))
+func newPool(ctx context.Context, name string, rdb redis.UniversalClient, prefix string, log *slog.Logger, extra ...rmq.Option) (*pool, error) {
+	c, err := rmq.New(rdb, append([]rmq.Option{rmq.WithPrefix(prefix), rmq.WithLogger(log.With("pool", name))}, extra...)...)
 	if err != nil {
 		return nil, err
 	}

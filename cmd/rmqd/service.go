@@ -11,6 +11,9 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/rmq-go/rmq/dashboard"
+	"github.com/rmq-go/rmq/rmq"
 )
 
 // serviceConfig is what the service needs besides its Redis clients.
@@ -30,6 +33,9 @@ type serviceConfig struct {
 	// AccessLog starts with the access log on (POST /accesslog toggles it).
 	AccessLog bool
 	Version   versionInfo
+	// Dashboard is where the admin listener serves the web dashboard of
+	// the default pool ("/dashboard/"); empty: no dashboard.
+	Dashboard string
 }
 
 type versionInfo struct {
@@ -51,6 +57,7 @@ type service struct {
 	throttle  *throttler
 	metrics   *metrics
 	accessLog atomic.Bool
+	counters  *dashboard.Counters // the default pool's, for the dashboard's charts
 
 	// stopping is cancelled when shutdown begins, ending long polls early
 	// so that http.Server.Shutdown does not wait for them.
@@ -78,11 +85,16 @@ func newService(ctx context.Context, cfg serviceConfig, clients map[string]redis
 		limits:   newLimitStore(def, cfg.Prefix, cfg.CacheTTL),
 		throttle: newThrottler(def, cfg.Prefix),
 		metrics:  newMetrics(),
+		counters: dashboard.NewCounters(),
 	}
 	s.stopping, s.stop = context.WithCancel(context.Background())
 	s.accessLog.Store(cfg.AccessLog)
 	for name, rdb := range clients {
-		p, err := newPool(ctx, name, rdb, cfg.Prefix, log)
+		var extra []rmq.Option
+		if name == defaultPool {
+			extra = append(extra, rmq.WithObserver(s.counters))
+		}
+		p, err := newPool(ctx, name, rdb, cfg.Prefix, log, extra...)
 		if err != nil {
 			_ = s.close(ctx)
 			return nil, err
@@ -157,5 +169,6 @@ func (s *service) adminHandler() http.Handler {
 	mux.HandleFunc("GET /accesslog", s.getAccessLog)
 	mux.Handle("POST /accesslog", auth(s.setAccessLog))
 	registerPprof(mux)
+	s.mountDashboard(mux)
 	return s.serve("admin", mux, http.NotFound)
 }

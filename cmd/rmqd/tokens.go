@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"sort"
 	"sync"
 	"time"
 
@@ -45,6 +46,17 @@ func newTokenStore(rdb redis.UniversalClient, prefix string, cacheTTL time.Durat
 	return &tokenStore{rdb: rdb, prefix: prefix, cacheTTL: cacheTTL, cache: map[tokenRef]time.Time{}}
 }
 
+// namespacesKey is a set of "pool/namespace" that ever had a token made,
+// for the dashboard's token page.
+func (s *tokenStore) namespacesKey() string { return s.prefix + ":rmqd:namespaces" }
+
+// namespaces lists "pool/namespace" entries, sorted.
+func (s *tokenStore) namespaces(ctx context.Context) ([]string, error) {
+	ns, err := s.rdb.SMembers(ctx, s.namespacesKey()).Result()
+	sort.Strings(ns)
+	return ns, err
+}
+
 func (s *tokenStore) key(pool, ns string) string {
 	return s.prefix + ":rmqd:tokens:" + pool + ":" + ns
 }
@@ -57,7 +69,11 @@ func digest(token string) string {
 // create stores a token; created is false when it already exists.
 func (s *tokenStore) create(ctx context.Context, pool, ns, token, description string) (created bool, err error) {
 	rec, _ := json.Marshal(tokenRecord{token, description})
-	return s.rdb.HSetNX(ctx, s.key(pool, ns), digest(token), rec).Result()
+	created, err = s.rdb.HSetNX(ctx, s.key(pool, ns), digest(token), rec).Result()
+	if err != nil {
+		return false, err
+	}
+	return created, s.rdb.SAdd(ctx, s.namespacesKey(), pool+"/"+ns).Err()
 }
 
 // list returns token → description.
