@@ -224,5 +224,7 @@ func TestAdminQueue(t *testing.T) {
 	require.Contains(t, string(a.body), `"paused":true`)
 	requireNoJob(t, do(t, "GET", e.url("/api/ns/q"), "", "X-Token: "+tok))
 	require.Equal(t, http.StatusNoContent, do(t, "POST", e.admin.URL+"/queue/ns/q/resume", "").status)
-	e.consumeJob(tok, "/api/ns/q")
+	// A resume reaches pullers through the topic's wake-up channel, so a
+	// consume right after it may still see the queue paused: wait for it.
+	e.consumeJob(tok, "/api/ns/q?timeout=10")
 }
