@@ -1,0 +1,82 @@
+package main
+
+import (
+	"net/http"
+)
+
+// Queue administration, rmqd's addition on the admin port (behind basic
+// auth when accounts are configured): a queue's counts, and pausing its
+// deliveries. ?pool= names the pool (default: default).
+
+// adminQueue resolves the pool and the queue's topic; ok false means the
+// answer was written. found is false for a queue never published to.
+func (s *service) adminQueue(w http.ResponseWriter, r *http.Request) (p *pool, qs queueStats, found, ok bool) {
+	ns, q := r.PathValue("ns"), r.PathValue("q")
+	if msg := nameErr(ns, q); msg != "" {
+		writeError(w, http.StatusBadRequest, msg)
+		return nil, qs, false, false
+	}
+	name, ok := s.adminPool(w, r.URL.Query().Get("pool"))
+	if !ok {
+		return nil, qs, false, false
+	}
+	p = s.pools[name]
+	t, found, err := p.queueTopic(r.Context(), ns, q)
+	if err != nil {
+		s.writeInternal(w, r, err)
+		return nil, qs, false, false
+	}
+	if found {
+		if qs, err = p.stats(r.Context(), t); err != nil {
+			s.writeInternal(w, r, err)
+			return nil, qs, false, false
+		}
+	}
+	qs.Namespace, qs.Queue = ns, q
+	return p, qs, found, true
+}
+
+// queueInfo is GET /queue/{ns}/{q}: counts by state, type, paused; 404
+// {"error":"queue not found"} for a queue never published to.
+func (s *service) queueInfo(w http.ResponseWriter, r *http.Request) {
+	_, qs, found, ok := s.adminQueue(w, r)
+	if !ok {
+		return
+	}
+	if !found {
+		writeError(w, http.StatusNotFound, "queue not found")
+		return
+	}
+	writeJSON(w, http.StatusOK, qs)
+}
+
+// pauseQueue is POST /queue/{ns}/{q}/pause: consumes get nothing from it
+// until resumed (publishes, acks and the dead letter work as usual);
+// resumeQueue is POST /queue/{ns}/{q}/resume. Both 204.
+func (s *service) pauseQueue(w http.ResponseWriter, r *http.Request) { s.setPaused(w, r, true) }
+
+func (s *service) resumeQueue(w http.ResponseWriter, r *http.Request) { s.setPaused(w, r, false) }
+
+func (s *service) setPaused(w http.ResponseWriter, r *http.Request, paused bool) {
+	p, _, found, ok := s.adminQueue(w, r)
+	if !ok {
+		return
+	}
+	if !found {
+		writeError(w, http.StatusNotFound, "queue not found")
+		return
+	}
+	t, _, err := p.queueTopic(r.Context(), r.PathValue("ns"), r.PathValue("q"))
+	if err == nil {
+		if paused {
+			err = p.pause(r.Context(), t)
+		} else {
+			err = p.resume(r.Context(), t)
+		}
+	}
+	if err != nil {
+		s.libError(w, r, err)
+		return
+	}
+	writeNoContent(w)
+}

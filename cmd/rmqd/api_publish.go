@@ -1,0 +1,345 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+
+	"github.com/rmq-go/rmq/producer"
+	"github.com/rmq-go/rmq/topic"
+)
+
+// immediateSkew is how far in the past an undelayed job is due (see spec).
+const immediateSkew = time.Second
+
+// publishParams are a publish's query and headers, checked.
+type publishParams struct {
+	typ     topic.Type // 0: the queue's own
+	delay   time.Duration
+	at      time.Time // absolute due time (RMQ extension); zero: now+delay
+	ttl     time.Duration
+	tries   int
+	prio    int64
+	key     string
+	version bool // Enable-Job-Version: YES
+	attrs   map[string]string
+}
+
+// parsePublish checks the query in lmstfy's order (delay, ttl, ttl<delay,
+// tries), then rmqd's additions. It returns the 400 text, or "".
+func parsePublish(r *http.Request) (publishParams, string) {
+	q := r.URL.Query()
+	var p publishParams
+	delay, ok := queryUint(q, "delay", 0, maxUint32)
+	if !ok {
+		return p, "invalid delay"
+	}
+	p.delay = time.Duration(delay) * time.Second
+	// RMQ extensions: millisecond delays and absolute times, one way only.
+	if _, has := q["delay_ms"]; has {
+		ms, ok := queryUint(q, "delay_ms", 0, maxUint32*1000)
+		if !ok || q.Has("delay") {
+			return p, "invalid delay"
+		}
+		p.delay = time.Duration(ms) * time.Millisecond
+	}
+	if s, has := q["at"]; has {
+		t, err := time.Parse(time.RFC3339Nano, s[0])
+		if err != nil || q.Has("delay") || q.Has("delay_ms") {
+			return p, "invalid at"
+		}
+		p.at = t
+		if d := time.Until(t); d > 0 {
+			p.delay = d
+		}
+	}
+	ttl, ok := queryUint(q, "ttl", defaultTTL, maxUint32)
+	if !ok {
+		return p, "invalid ttl"
+	}
+	p.ttl = time.Duration(ttl) * time.Second
+	if p.ttl > 0 && p.ttl < p.delay {
+		return p, "ttl is shorter than delay"
+	}
+	tries, ok := queryUint(q, "tries", defaultTries, maxTries)
+	if !ok {
+		return p, "invalid tries"
+	}
+	if tries == 0 {
+		return p, "tries shouldn't be zero"
+	}
+	p.tries = int(tries)
+
+	if s, has := q["type"]; has {
+		t, err := topic.ParseType(s[0])
+		if err != nil {
+			return p, "invalid type"
+		}
+		p.typ = t
+	}
+	if q.Has("priority") {
+		v, ok := queryUint(q, "priority", 0, 1<<53)
+		if !ok || v < topic.MinPriority {
+			return p, "invalid priority"
+		}
+		p.prio = int64(v)
+	}
+	if s, has := q["key"]; has {
+		if !validKey(s[0]) {
+			return p, "invalid key"
+		}
+		p.key = s[0]
+	}
+	p.version = strings.EqualFold(r.Header.Get("Enable-Job-Version"), "yes")
+	return p, ""
+}
+
+// validKey: a key is a job id, used in paths: [-_.:A-Za-z0-9]{1,255}.
+func validKey(s string) bool {
+	if s == "" || len(s) > maxNameLength {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if !nameByte(s[i]) && s[i] != '.' && s[i] != ':' {
+			return false
+		}
+	}
+	return true
+}
+
+// attributes collects Job-Attr-* headers (only with the version header):
+// name lower-cased and cut to 32 bytes, value cut to 128, empty values
+// skipped, the first value of a repeated header. ok is false for more
+// than 16.
+func attributes(r *http.Request, version bool) (map[string]string, bool) {
+	if !version {
+		return nil, true
+	}
+	attrs := map[string]string{}
+	for name, vals := range r.Header {
+		rest, found := strings.CutPrefix(strings.ToLower(name), "job-attr-")
+		if !found || rest == "" || len(vals) == 0 || vals[0] == "" {
+			continue
+		}
+		if len(rest) > maxAttrName {
+			rest = rest[:maxAttrName]
+		}
+		v := vals[0]
+		if len(v) > maxAttrVal {
+			v = v[:maxAttrVal]
+		}
+		attrs[rest] = v
+	}
+	if len(attrs) > maxAttrs {
+		return nil, false
+	}
+	if len(attrs) == 0 {
+		return nil, true
+	}
+	return attrs, true
+}
+
+// newJobID is a ULID, with lmstfy's "1" in front in version mode.
+func (p publishParams) newJobID() string {
+	if p.key != "" {
+		return p.key
+	}
+	id := ulid.Make().String()
+	if p.version {
+		return "1" + id
+	}
+	return id
+}
+
+// spec builds the job of one body for a queue of type typ.
+func (p publishParams) spec(body []byte, typ topic.Type) jobSpec {
+	j := jobSpec{id: p.newJobID(), body: body, tries: p.tries, ttl: p.ttl, headers: p.attrs, prio: p.prio, window: p.delay}
+	switch {
+	case !p.at.IsZero():
+		j.due = p.at
+	case p.delay == 0:
+		// Due a little in the past: Redis's clock decides what is due and
+		// may lag this process's (it did by ms here; NTP between hosts by
+		// more), and a job published without delay must be consumable at
+		// once. All undelayed jobs shift alike, so they keep their order.
+		j.due = time.Now().Add(-immediateSkew)
+	default:
+		j.due = time.Now().Add(p.delay)
+	}
+	if typ == topic.Priority && p.delay > 0 {
+		j.notOn = j.due
+	}
+	return j
+}
+
+// checkType finishes the checks that need the queue's type.
+func (p publishParams) checkType(t topic.Topic) string {
+	switch t.Type() {
+	case topic.Priority:
+		if p.prio == 0 {
+			return "invalid priority"
+		}
+	default:
+		if p.prio != 0 {
+			return "invalid priority"
+		}
+	}
+	return ""
+}
+
+type publishedBody struct {
+	Msg   string `json:"msg"`
+	JobID string `json:"job_id"`
+}
+
+func (s *service) publish(w http.ResponseWriter, r *http.Request, qr *queueReq) {
+	s.publishOne(w, r, qr)
+}
+
+// republish deletes the old job first, unconditionally (even when the rest
+// then fails, as lmstfy does), then publishes like publish.
+func (s *service) republish(w http.ResponseWriter, r *http.Request, qr *queueReq) {
+	t, _, err := qr.pool.queueTopic(r.Context(), qr.ns, qr.q)
+	if err != nil {
+		s.writeInternal(w, r, err)
+		return
+	}
+	if err := qr.pool.ack(r.Context(), t, r.PathValue("id")); err != nil {
+		s.libError(w, r, err)
+		return
+	}
+	s.publishOne(w, r, qr)
+}
+
+func (s *service) publishOne(w http.ResponseWriter, r *http.Request, qr *queueReq) {
+	p, bad := parsePublish(r)
+	if bad != "" {
+		writeError(w, http.StatusBadRequest, bad)
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxJobSize))
+	if err != nil {
+		if isTooLarge(err) {
+			writeError(w, http.StatusRequestEntityTooLarge, "body too large")
+			return
+		}
+		writeError(w, http.StatusBadRequest, "invalid body")
+		return
+	}
+	attrs, ok := attributes(r, p.version)
+	if !ok {
+		writeError(w, http.StatusBadRequest, "too many attributes, cannot exceed 16")
+		return
+	}
+	p.attrs = attrs
+	t, err := qr.pool.publishTopic(r.Context(), qr.ns, qr.q, p.typ)
+	if err != nil {
+		s.libError(w, r, err)
+		return
+	}
+	if bad := p.checkType(t); bad != "" {
+		writeError(w, http.StatusBadRequest, bad)
+		return
+	}
+	j := p.spec(body, t.Type())
+	if err := qr.pool.publish(r.Context(), t, j); err != nil {
+		s.libError(w, r, err)
+		return
+	}
+	qr.pool.defined(t)
+	s.metrics.published.Add(1)
+	writeJSON(w, http.StatusCreated, publishedBody{"published", j.id})
+}
+
+// maxBulkBody bounds a bulk body: 64 jobs of 1 MiB and their JSON syntax.
+const maxBulkBody = maxBulkJobs*(maxJobSize+1) + 4096
+
+func (s *service) publishBulk(w http.ResponseWriter, r *http.Request, qr *queueReq) {
+	p, bad := parsePublish(r)
+	if bad == "" && p.key != "" {
+		bad = "invalid key" // one key for many jobs would merge them
+	}
+	if bad != "" {
+		writeError(w, http.StatusBadRequest, bad)
+		return
+	}
+	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBulkBody))
+	if err != nil {
+		if isTooLarge(err) {
+			writeError(w, http.StatusRequestEntityTooLarge, "body too large")
+			return
+		}
+		writeError(w, http.StatusBadRequest, "invalid body")
+		return
+	}
+	var elems []json.RawMessage
+	if err := json.Unmarshal(raw, &elems); err != nil || elems == nil { // "null" decodes to nil
+		writeError(w, http.StatusBadRequest, "request body should be an array of objects")
+		return
+	}
+	switch {
+	case len(elems) == 0:
+		writeError(w, http.StatusBadRequest, "no jobs")
+		return
+	case len(elems) > maxBulkJobs:
+		writeError(w, http.StatusBadRequest, "too many jobs")
+		return
+	}
+	for _, e := range elems {
+		if len(e) > maxJobSize {
+			writeError(w, http.StatusRequestEntityTooLarge, "job too large")
+			return
+		}
+	}
+	attrs, ok := attributes(r, p.version)
+	if !ok {
+		writeError(w, http.StatusBadRequest, "too many attributes, cannot exceed 16")
+		return
+	}
+	p.attrs = attrs
+	t, err := qr.pool.publishTopic(r.Context(), qr.ns, qr.q, p.typ)
+	if err != nil {
+		s.libError(w, r, err)
+		return
+	}
+	if bad := p.checkType(t); bad != "" {
+		writeError(w, http.StatusBadRequest, bad)
+		return
+	}
+	jobs := make([]jobSpec, len(elems))
+	ids := make([]string, len(elems))
+	for i, e := range elems {
+		jobs[i] = p.spec([]byte(e), t.Type())
+		ids[i] = jobs[i].id
+	}
+	if err := qr.pool.publishBatch(r.Context(), t, jobs); err != nil {
+		s.libError(w, r, err)
+		return
+	}
+	qr.pool.defined(t)
+	s.metrics.published.Add(uint64(len(jobs)))
+	writeJSON(w, http.StatusCreated, struct {
+		Msg    string   `json:"msg"`
+		JobIDs []string `json:"job_ids"`
+	}{"published", ids})
+}
+
+// libError answers an error of the library or the engine.
+func (s *service) libError(w http.ResponseWriter, r *http.Request, err error) {
+	switch {
+	case errors.Is(err, errNotYet):
+		writeError(w, http.StatusNotImplemented, err.Error())
+	case errors.Is(err, errTypeConflict), errors.Is(err, producer.ErrTopicConflict), errors.Is(err, producer.ErrTypeMismatch):
+		writeError(w, http.StatusConflict, "queue has another type")
+	case errors.Is(err, producer.ErrInvalidPriority), errors.Is(err, producer.ErrInvalidTime),
+		errors.Is(err, producer.ErrInvalidRange), errors.Is(err, producer.ErrInvalidKey):
+		writeError(w, http.StatusBadRequest, strings.TrimPrefix(err.Error(), "rmq: "))
+	default:
+		s.writeInternal(w, r, err)
+	}
+}

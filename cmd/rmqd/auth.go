@@ -1,0 +1,170 @@
+package main
+
+import (
+	"context"
+	"crypto/subtle"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// queueReq is a queue route's request after the common checks.
+type queueReq struct {
+	pool  *pool
+	ns, q string // q is the raw queue part on the consume route ("q1,q2")
+	token string // without its pool prefix; "" on public routes
+}
+
+type queueHandler func(w http.ResponseWriter, r *http.Request, qr *queueReq)
+
+type throttleKind int
+
+const (
+	throttleNone throttleKind = iota
+	throttleRead
+	throttleWrite
+)
+
+type routeOpts struct {
+	public   bool // no token needed (size routes)
+	consume  bool // the consume route's laxer name rule
+	throttle throttleKind
+}
+
+// splitToken splits "[pool:]token"; without a prefix the pool is default.
+func splitToken(s string) (pool, token string) {
+	if p, t, ok := strings.Cut(s, ":"); ok {
+		return p, t
+	}
+	return defaultPool, s
+}
+
+// requestToken is X-Token, or ?token= only when the header is absent or
+// empty (a wrong header is not rescued by a right query).
+func requestToken(r *http.Request) string {
+	if t := r.Header.Get("X-Token"); t != "" {
+		return t
+	}
+	return r.URL.Query().Get("token")
+}
+
+// queueRoute runs the checks every queue route shares, in lmstfy's order
+// (LMSTFY-API.md §2): names (400), the pool of the token's prefix (404),
+// the token (401), the throttle (429); then the handler. A throttled
+// request that ends with another status than 200/201 gives its unit back.
+func (s *service) queueRoute(o routeOpts, h queueHandler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ns, q := r.PathValue("ns"), r.PathValue("q")
+		if o.consume {
+			if !validName(ns) {
+				writeError(w, http.StatusBadRequest, "namespace name contains forbidden characters")
+				return
+			}
+		} else if msg := nameErr(ns, q); msg != "" {
+			writeError(w, http.StatusBadRequest, msg)
+			return
+		}
+		raw := requestToken(r)
+		poolName, token := splitToken(raw)
+		p, ok := s.pools[poolName]
+		if !ok {
+			writeError(w, http.StatusNotFound, "pool not found")
+			return
+		}
+		qr := &queueReq{pool: p, ns: ns, q: q}
+		if !o.public {
+			if raw == "" {
+				writeError(w, http.StatusUnauthorized, "token not found")
+				return
+			}
+			valid, err := s.tokens.valid(r.Context(), poolName, ns, token)
+			if err != nil {
+				s.writeInternal(w, r, fmt.Errorf("token lookup: %w", err))
+				return
+			}
+			if !valid {
+				writeError(w, http.StatusUnauthorized, "invalid token")
+				return
+			}
+			qr.token = token
+		}
+		if o.throttle != throttleNone {
+			giveBack, ok := s.throttled(w, r, tokenRef{poolName, ns, token}, o.throttle)
+			if !ok {
+				return
+			}
+			if giveBack != nil {
+				defer func() {
+					if st := statusOf(w); st != http.StatusOK && st != http.StatusCreated {
+						// The request's own context may be gone (client left).
+						ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Second)
+						defer cancel()
+						if err := giveBack(ctx); err != nil {
+							s.log.WarnContext(ctx, "rmqd: could not give back a throttle unit", "request_id", requestID(r.Context()), "err", err)
+						}
+					}
+				}()
+			}
+		}
+		h(w, r, qr)
+	})
+}
+
+// throttled takes a unit of the token's limit; ok false means the answer
+// (429 or 500) was written.
+func (s *service) throttled(w http.ResponseWriter, r *http.Request, ref tokenRef, kind throttleKind) (giveBack func(context.Context) error, ok bool) {
+	l, found, err := s.limits.get(r.Context(), ref.pool, ref.ns, ref.token)
+	if err != nil {
+		s.writeInternal(w, r, fmt.Errorf("limit lookup: %w", err))
+		return nil, false
+	}
+	if !found {
+		return nil, true
+	}
+	sd, verb := readSide, "consume"
+	if kind == throttleWrite {
+		sd, verb = writeSide, "produce"
+	}
+	allowed, giveBack, err := s.throttle.take(r.Context(), ref, l, sd)
+	if err != nil {
+		s.writeInternal(w, r, fmt.Errorf("throttle: %w", err))
+		return nil, false
+	}
+	if !allowed {
+		if sd == readSide {
+			s.metrics.throttledRead.Add(1)
+		} else {
+			s.metrics.throttledWrite.Add(1)
+		}
+		writeJSON(w, http.StatusTooManyRequests, msgBody{fmt.Sprintf("token(%s) %s reach the limit rate, please retry later", ref.token, verb)})
+		return nil, false
+	}
+	return giveBack, true
+}
+
+// basicAuth guards an admin route when accounts are configured (§8.4).
+func (s *service) basicAuth(h http.HandlerFunc) http.Handler { return s.requireAccount(h) }
+
+// requireAccount is basicAuth as middleware (the dashboard's WithAuth).
+func (s *service) requireAccount(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if len(s.cfg.Accounts) > 0 && !s.accountOK(r) {
+			w.Header().Set("WWW-Authenticate", `Basic realm="Authorization Required"`)
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+func (s *service) accountOK(r *http.Request) bool {
+	user, pass, ok := r.BasicAuth()
+	if !ok {
+		return false
+	}
+	want, known := s.cfg.Accounts[user]
+	// Compare even for an unknown user so the time does not tell.
+	match := subtle.ConstantTimeCompare([]byte(pass), []byte(want)) == 1
+	return known && match
+}

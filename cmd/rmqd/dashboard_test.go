@@ -1,0 +1,58 @@
+package main
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func withDashboard(c *serviceConfig) { c.Dashboard = "/dashboard/" }
+
+func TestDashboardIsMountedOnTheAdminPort(t *testing.T) {
+	e := newEnv(t, withDashboard)
+	tok := e.token("shop")
+	e.publish(tok, "shop", "orders", "", "x")
+	a := do(t, "GET", e.admin.URL+"/dashboard/", "")
+	require.Equal(t, http.StatusOK, a.status, "%s", a)
+	require.Contains(t, a.header.Get("Content-Type"), "text/html")
+	require.Contains(t, string(a.body), "shop.orders", "the queue's topic is listed")
+	require.Len(t, a.header.Get("X-Request-ID"), 26)
+	// Not on the API port, and not without the flag.
+	requireError(t, do(t, "GET", e.url("/dashboard/"), ""), http.StatusNotFound, "api not found")
+	off := newEnv(t)
+	require.Equal(t, http.StatusNotFound, do(t, "GET", off.admin.URL+"/dashboard/", "").status)
+	require.Equal(t, http.StatusNotFound, do(t, "GET", off.admin.URL+"/dashboard-tokens", "").status)
+}
+
+func TestTokenPageMasksTokensAndEscapes(t *testing.T) {
+	e := newEnv(t, withDashboard)
+	tok := e.token("shop")
+	a := do(t, "POST", e.admin.URL+"/token/shop?description=%3Cscript%3Ealert(1)%3C/script%3E", "")
+	require.Equal(t, http.StatusCreated, a.status)
+	poolTok := e.token("eu", "other")
+
+	a = do(t, "GET", e.admin.URL+"/dashboard-tokens", "")
+	require.Equal(t, http.StatusOK, a.status, "%s", a)
+	page := string(a.body)
+	require.Contains(t, page, "<td>shop</td>")
+	require.Contains(t, page, "<td>eu</td>")
+	require.Contains(t, page, tok[:4]+"…")
+	require.NotContains(t, page, tok, "token values are masked")
+	require.NotContains(t, page, strings.TrimPrefix(poolTok, "other:"))
+	require.NotContains(t, page, "<script>")
+	require.Contains(t, page, "&lt;script&gt;")
+	require.Contains(t, page, `href="/dashboard/"`)
+}
+
+func TestDashboardBehindAdminAccounts(t *testing.T) {
+	e := newEnv(t, withDashboard, func(c *serviceConfig) { c.Accounts = map[string]string{"ops": "pw"} })
+	for _, path := range []string{"/dashboard/", "/dashboard-tokens"} {
+		a := do(t, "GET", e.admin.URL+path, "")
+		require.Equal(t, http.StatusUnauthorized, a.status, path)
+		require.Equal(t, `Basic realm="Authorization Required"`, a.header.Get("WWW-Authenticate"))
+		a = do(t, "GET", e.admin.URL+path, "", "Authorization: Basic b3BzOnB3") // ops:pw
+		require.Equal(t, http.StatusOK, a.status, "%s: %s", path, a)
+	}
+}

@@ -1,0 +1,284 @@
+package main
+
+// engine.go maps jobs onto the library's Jobs API (per-message options,
+// pull, ack and message lookup by id, pause). What the library still lacks
+// is marked MISSING: nack by id answers errNotYet (501).
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/rmq-go/rmq/producer"
+	"github.com/rmq-go/rmq/rmq"
+	"github.com/rmq-go/rmq/topic"
+)
+
+// errNotYet is what a MISSING function returns.
+var errNotYet = errors.New("rmqd: not supported by the library yet")
+
+// emptyHeader marks a job whose body is empty: the library refuses empty
+// bodies and lmstfy allows them, so rmqd stores one space and this header.
+// HTTP header names cannot contain ':', so no Job-Attr-* attribute can
+// collide with it; it is never shown as an attribute.
+const emptyHeader = "rmqd:empty"
+
+// jobSpec is everything a publish says about one job.
+type jobSpec struct {
+	id      string
+	body    []byte
+	due     time.Time     // fixedtime: when it is due
+	window  time.Duration // rangemerge: the merge window
+	prio    int64         // priority: its priority
+	notOn   time.Time     // priority: competes only from then on (zero: now)
+	tries   int           // deliveries allowed, ≥ 1
+	ttl     time.Duration // 0: never expires
+	headers map[string]string
+}
+
+// maxLibRetries is the library's largest per-message retry count; lmstfy
+// allows up to 65535 tries, more than 999 are cut to 999.
+const maxLibRetries = 998
+
+// sendOptions are the per-message options of a job (the key apart).
+func (j jobSpec) sendOptions() []producer.SendOption {
+	opts := []producer.SendOption{producer.WithMaxRetries(min(j.tries-1, maxLibRetries))}
+	if j.ttl > 0 {
+		opts = append(opts, producer.WithTTL(j.ttl))
+	}
+	if len(j.headers) > 0 {
+		opts = append(opts, producer.WithHeaders(j.headers))
+	}
+	if !j.notOn.IsZero() {
+		opts = append(opts, producer.WithNotBefore(j.notOn))
+	}
+	return opts
+}
+
+// storedBody is what goes to the library for a body (see emptyHeader).
+func (j *jobSpec) storedBody() []byte {
+	if len(j.body) > 0 {
+		return j.body
+	}
+	// A copy: bulk jobs share one attribute map.
+	h := make(map[string]string, len(j.headers)+1)
+	for k, v := range j.headers {
+		h[k] = v
+	}
+	h[emptyHeader] = "1"
+	j.headers = h
+	return []byte(" ")
+}
+
+// publish stores one job.
+func (p *pool) publish(ctx context.Context, t topic.Topic, j jobSpec) error {
+	body := j.storedBody()
+	opts := append(j.sendOptions(), producer.WithKey(j.id))
+	var err error
+	switch t.Type() {
+	case topic.Priority:
+		_, err = p.prod.SendPriority(ctx, t, body, j.prio, opts...)
+	case topic.RangeMerge:
+		_, err = p.prod.SendRangeMerge(ctx, t, body, j.window, opts...)
+	default:
+		_, err = p.prod.SendFixedTime(ctx, t, body, j.due, opts...)
+	}
+	return err
+}
+
+// publishBatch stores jobs with one script call per slot.
+func (p *pool) publishBatch(ctx context.Context, t topic.Topic, jobs []jobSpec) error {
+	msgs := make([]producer.BatchMessage, len(jobs))
+	for i := range jobs {
+		j := &jobs[i]
+		body := j.storedBody()
+		msgs[i] = producer.BatchMessage{Body: body, Key: j.id, TimeRange: j.window, Priority: j.prio, At: j.due,
+			Options: j.sendOptions()}
+	}
+	_, err := p.prod.SendBatch(ctx, t, msgs)
+	return err
+}
+
+// job is a job as rmqd answers it.
+type job struct {
+	topic       topic.Topic
+	id          string
+	body        []byte
+	gone        bool      // peeked head whose data is gone: data null
+	expiresAt   time.Time // zero: never
+	firstSentAt time.Time
+	remainTries int
+	headers     map[string]string // emptyHeader already applied and removed
+}
+
+// pull hands out up to n due jobs of the topics (first topic first),
+// leased for lease, waiting up to wait for the first one.
+func (p *pool) pull(ctx context.Context, topics []topic.Topic, n int, lease, wait time.Duration) ([]job, error) {
+	ds, err := p.client.Pull(ctx, topics, n, rmq.WithLease(lease), rmq.WithWait(wait))
+	if err != nil {
+		return nil, err
+	}
+	byName := make(map[string]topic.Topic, len(topics))
+	for _, t := range topics {
+		byName[t.Name()] = t
+	}
+	jobs := make([]job, len(ds))
+	for i, d := range ds {
+		jobs[i] = job{topic: byName[d.Topic], id: d.ID, body: d.Body, expiresAt: d.ExpiresAt,
+			firstSentAt: d.FirstSentAt, remainTries: triesLeft(d.MaxRetries, d.Attempt), headers: d.Headers}.fromStored()
+	}
+	return jobs, nil
+}
+
+// triesLeft is lmstfy's remain_tries: deliveries left after `done` ones.
+// A message without its own limit (sent by a Go program) has the library
+// consumer's default of 16 retries.
+func triesLeft(maxRetries, done int) int {
+	if maxRetries < 0 {
+		maxRetries = 16
+	}
+	return max(0, maxRetries+1-done)
+}
+
+// ack ends a job wherever it is (lmstfy's DELETE job): an in-flight
+// delivery is acked by id without its fencing token, a waiting or delayed
+// job is removed, a dead one deleted. Unknown ids are fine.
+func (p *pool) ack(ctx context.Context, t topic.Topic, id string) error {
+	if acked, err := p.client.AckByID(ctx, t, id); err != nil || acked {
+		return err
+	}
+	removed, err := p.prod.Remove(ctx, t, id)
+	if err != nil || removed != producer.NotFound {
+		return err
+	}
+	_, err = p.insp.DeleteDead(ctx, t, id)
+	return err
+}
+
+// destroy removes every ready job of t (lmstfy's DELETE queue): delayed
+// and in-flight jobs and the dead letter are left alone.
+func (p *pool) destroy(ctx context.Context, t topic.Topic) error {
+	for {
+		ws, err := p.readyIDs(ctx, t, 500)
+		if err != nil || len(ws) == 0 {
+			return err
+		}
+		progress := false
+		for _, w := range ws {
+			if w.InFlight {
+				continue // a re-send waiting behind a running delivery: leave both
+			}
+			removed, err := p.prod.Remove(ctx, t, w.ID)
+			if err != nil {
+				return err
+			}
+			progress = progress || removed == producer.RemovedWaiting
+		}
+		if !progress {
+			return nil
+		}
+	}
+}
+
+// nack ends an in-flight delivery as failed, to be delivered again after
+// retryAfter (or dead when it has no try left). found is false when no
+// delivery of id is in flight.
+func (p *pool) nack(ctx context.Context, t topic.Topic, id string, retryAfter time.Duration, cause string) (found bool, err error) {
+	// MISSING: a Delivery's Nack needs the Delivery, which a stateless
+	// HTTP service does not keep between requests. Needs
+	// (*rmq.Client).NackByID(ctx, t, id, retryAfter, cause).
+	return false, errNotYet
+}
+
+// lookupJob returns a job in any state (delayed, ready, in flight, dead);
+// found is false when its data is gone. remainTries is 0 (lmstfy does not
+// report it by id).
+func (p *pool) lookupJob(ctx context.Context, t topic.Topic, id string) (j job, found bool, err error) {
+	m, err := p.insp.Message(ctx, t, id)
+	if errors.Is(err, rmq.ErrNotFound) {
+		return job{}, false, nil
+	}
+	if err != nil {
+		return job{}, false, err
+	}
+	return infoJob(t, id, m), true, nil
+}
+
+// infoJob is a job as the Inspector reports it; remainTries counts the
+// deliveries left before the next one.
+func infoJob(t topic.Topic, id string, m rmq.MessageInfo) job {
+	return job{topic: t, id: id, body: m.Body, expiresAt: m.ExpiresAt, firstSentAt: m.FirstSentAt,
+		remainTries: triesLeft(m.MaxRetries, m.Attempts), headers: m.Headers}.fromStored()
+}
+
+// head returns the ready job a consume would take next, without taking it.
+func (p *pool) head(ctx context.Context, t topic.Topic) (j job, found bool, err error) {
+	ws, err := p.readyIDs(ctx, t, 1)
+	if err != nil || len(ws) == 0 {
+		return job{}, false, err
+	}
+	m, err := p.insp.Message(ctx, t, ws[0].ID)
+	if errors.Is(err, rmq.ErrNotFound) {
+		// Acked or expired between the two reads: lmstfy shows such a
+		// head with its data gone.
+		return job{topic: t, id: ws[0].ID, gone: true}, true, nil
+	}
+	if err != nil {
+		return job{}, false, err
+	}
+	return infoJob(t, ws[0].ID, m), true, nil
+}
+
+// respawn moves dead jobs back to the ready queue, fresh, in the given
+// order, and returns how many moved.
+func (p *pool) respawn(ctx context.Context, t topic.Topic, ids []string, ttl time.Duration) (int, error) {
+	// MISSING: lmstfy gives a respawned job tries 1
+	// and ttl seconds to live; Requeue keeps the job's own tries and expiry.
+	// Needs Inspector.Requeue options, e.g. rmq.RequeueWith(producer.WithMaxRetries(0), producer.WithTTL(ttl)).
+	return p.insp.Requeue(ctx, t, ids...)
+}
+
+// fromStored undoes storedBody.
+func (j job) fromStored() job {
+	if j.headers[emptyHeader] != "" {
+		j.body = []byte{}
+	}
+	if len(j.headers) > 0 {
+		h := make(map[string]string, len(j.headers))
+		for k, v := range j.headers {
+			if k != emptyHeader {
+				h[k] = v
+			}
+		}
+		j.headers = h
+	}
+	return j
+}
+
+// pause stops deliveries of t (publishes still land); resume restarts them.
+func (p *pool) pause(ctx context.Context, t topic.Topic) error { return p.insp.Pause(ctx, t) }
+
+func (p *pool) resume(ctx context.Context, t topic.Topic) error { return p.insp.Resume(ctx, t) }
+
+// queueStats are the counts GET /queue/{ns}/{q} answers.
+type queueStats struct {
+	Namespace string `json:"namespace"`
+	Queue     string `json:"queue"`
+	Type      string `json:"type"`
+	Ready     int64  `json:"ready"`
+	Delayed   int64  `json:"delayed"`
+	InFlight  int64  `json:"in_flight"`
+	Dead      int64  `json:"dead"`
+	Paused    bool   `json:"paused"`
+}
+
+func (p *pool) stats(ctx context.Context, t topic.Topic) (queueStats, error) {
+	st, err := p.insp.Stats(ctx, t)
+	if err != nil {
+		return queueStats{}, err
+	}
+	// Delayed time-based jobs wait in Store, not yet due; delayed priority
+	// jobs wait outside it (Stats.Delayed).
+	return queueStats{Type: t.Type().String(), Ready: st.Due, Delayed: st.Store - st.Due + st.Delayed,
+		InFlight: st.Prepare, Dead: st.Dead, Paused: st.Paused}, nil
+}

@@ -1,0 +1,229 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/rmq-go/rmq/producer"
+	"github.com/rmq-go/rmq/rmq"
+	"github.com/rmq-go/rmq/slots"
+	"github.com/rmq-go/rmq/topic"
+)
+
+const defaultPool = "default"
+
+// queueSlots is the slot amount of the topics rmqd creates. One slot keeps
+// a queue in one sorted set, so jobs come out in publish order across
+// every rmqd process, as an lmstfy queue (one Redis list) does; many
+// queues still spread over a cluster's masters.
+const queueSlots = 1
+
+// pool is one Redis (a node or a cluster) with the RMQ client that serves
+// its queues. The default pool also holds tokens and limits.
+type pool struct {
+	name   string
+	rdb    redis.UniversalClient
+	prefix string
+	client *rmq.Client
+	prod   *producer.Producer
+	insp   *rmq.Inspector
+
+	topics sync.Map // topic name -> topic.Topic; definitions never change
+	long   sync.Map // hashed topic names already remembered
+}
+
+func newPool(ctx context.Context, name string, rdb redis.UniversalClient, prefix string, log *slog.Logger, extra ...rmq.Option) (*pool, error) {
+	c, err := rmq.New(rdb, append([]rmq.Option{rmq.WithPrefix(prefix), rmq.WithLogger(log.With("pool", name))}, extra...)...)
+	if err != nil {
+		return nil, err
+	}
+	// Started with no listeners: pulls need a started client.
+	if err := c.Start(ctx); err != nil {
+		return nil, fmt.Errorf("pool %s: %w", name, err)
+	}
+	return &pool{name: name, rdb: rdb, prefix: prefix, client: c, prod: c.Producer(), insp: c.Inspector()}, nil
+}
+
+// errTypeConflict: a publish named another type than the queue has.
+var errTypeConflict = errors.New("rmqd: queue has another type")
+
+// lookup returns the stored definition of a topic; found is false for a
+// queue never published to.
+func (p *pool) lookup(ctx context.Context, name string) (topic.Topic, bool, error) {
+	if t, ok := p.topics.Load(name); ok {
+		return t.(topic.Topic), true, nil
+	}
+	t, err := p.insp.Topic(ctx, name)
+	if errors.Is(err, rmq.ErrUnknownTopic) {
+		return topic.Topic{}, false, nil
+	}
+	if err != nil {
+		return topic.Topic{}, false, err
+	}
+	p.topics.Store(name, t)
+	return t, true, nil
+}
+
+// queueTopic is the topic of (ns, q) for reading: the stored one, or, for a
+// queue never published to, a FixedTime topic (lmstfy's kind).
+func (p *pool) queueTopic(ctx context.Context, ns, q string) (topic.Topic, bool, error) {
+	name := topicName(ns, q)
+	t, found, err := p.lookup(ctx, name)
+	if err != nil || found {
+		return t, found, err
+	}
+	t, err = topic.New(name, topic.FixedTime, queueSlots)
+	return t, false, err
+}
+
+// publishTopic is the topic a publish to (ns, q) goes to. want 0 takes the
+// queue's type (FixedTime for a new queue); another type than the stored
+// one is errTypeConflict.
+func (p *pool) publishTopic(ctx context.Context, ns, q string, want topic.Type) (topic.Topic, error) {
+	name := topicName(ns, q)
+	t, found, err := p.lookup(ctx, name)
+	if err != nil {
+		return topic.Topic{}, err
+	}
+	if found {
+		if want != 0 && t.Type() != want {
+			return topic.Topic{}, fmt.Errorf("%w: %s", errTypeConflict, t.Type())
+		}
+		return t, nil
+	}
+	if want == 0 {
+		want = topic.FixedTime
+	}
+	if isLongTopicName(name) {
+		if _, done := p.long.Load(name); !done {
+			if err := p.rdb.HSetNX(ctx, p.longNamesKey(), name, ns+"/"+q).Err(); err != nil {
+				return topic.Topic{}, err
+			}
+			p.long.Store(name, struct{}{})
+		}
+	}
+	return topic.New(name, want, queueSlots)
+}
+
+// defined caches a topic the producer has just stored.
+func (p *pool) defined(t topic.Topic) { p.topics.Store(t.Name(), t) }
+
+func (p *pool) longNamesKey() string { return p.prefix + ":rmqd:longnames" }
+
+// queues returns namespace -> queue names of every topic rmqd made here.
+func (p *pool) queues(ctx context.Context) (map[string][]string, error) {
+	ts, err := p.insp.Topics(ctx)
+	if err != nil {
+		return nil, err
+	}
+	long, err := p.rdb.HGetAll(ctx, p.longNamesKey()).Result()
+	if err != nil {
+		return nil, err
+	}
+	out := map[string][]string{}
+	for _, t := range ts {
+		ns, q, ok := splitTopicName(t.Name())
+		if !ok && isLongTopicName(t.Name()) {
+			if v, known := long[t.Name()]; known {
+				ns, q, ok = splitLong(v)
+			}
+		}
+		if ok {
+			out[ns] = append(out[ns], q)
+		}
+	}
+	for ns := range out {
+		sort.Strings(out[ns])
+	}
+	return out, nil
+}
+
+func splitLong(v string) (ns, q string, ok bool) {
+	for i := 0; i < len(v); i++ {
+		if v[i] == '/' {
+			return v[:i], v[i+1:], true
+		}
+	}
+	return "", "", false
+}
+
+// readySize counts the jobs a consume could take now (lmstfy's size):
+// waiting and due; delayed, in-flight and dead ones are not counted.
+func (p *pool) readySize(ctx context.Context, t topic.Topic) (int64, error) {
+	st, err := p.insp.Stats(ctx, t)
+	if err != nil {
+		return 0, err
+	}
+	return st.Due, nil
+}
+
+// deadSize counts the dead letter.
+func (p *pool) deadSize(ctx context.Context, t topic.Topic) (int64, error) {
+	pipe := p.rdb.Pipeline()
+	cmds := make([]*redis.IntCmd, t.SlotAmount())
+	for i := range cmds {
+		cmds[i] = pipe.ZCard(ctx, slots.KeysFor(p.prefix, t, i).Dead)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, c := range cmds {
+		n += c.Val()
+	}
+	return n, nil
+}
+
+// deadOldest returns the ids of up to n dead jobs, the one that died first
+// first (lmstfy's dead letter is FIFO). The Inspector lists newest first,
+// so this reads the dead sets directly: n per slot, merged by time of death.
+func (p *pool) deadOldest(ctx context.Context, t topic.Topic, n int) ([]string, error) {
+	pipe := p.rdb.Pipeline()
+	cmds := make([]*redis.ZSliceCmd, t.SlotAmount())
+	for i := range cmds {
+		cmds[i] = pipe.ZRangeWithScores(ctx, slots.KeysFor(p.prefix, t, i).Dead, 0, int64(n-1))
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, err
+	}
+	var all []redis.Z
+	for _, c := range cmds {
+		all = append(all, c.Val()...)
+	}
+	sort.SliceStable(all, func(i, j int) bool { return all[i].Score < all[j].Score })
+	if len(all) > n {
+		all = all[:n]
+	}
+	ids := make([]string, len(all))
+	for i, z := range all {
+		ids[i] = z.Member.(string)
+	}
+	return ids, nil
+}
+
+// readyIDs returns up to n ids of waiting jobs that are due now, in the
+// order consumers take them.
+func (p *pool) readyIDs(ctx context.Context, t topic.Topic, n int) ([]rmq.WaitingMessage, error) {
+	ws, err := p.insp.Peek(ctx, t, n)
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	for i, w := range ws {
+		if t.Type().TimeBased() && w.DueAt.After(now) {
+			return ws[:i], nil
+		}
+	}
+	return ws, nil
+}
+
+func (p *pool) close(ctx context.Context) error {
+	return p.client.Close(ctx)
+}

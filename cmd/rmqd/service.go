@@ -1,0 +1,174 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sort"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/rmq-go/rmq/dashboard"
+	"github.com/rmq-go/rmq/rmq"
+)
+
+// serviceConfig is what the service needs besides its Redis clients.
+type serviceConfig struct {
+	// Prefix is the key prefix of the queues (the library's) and of rmqd's
+	// own keys ("<prefix>:rmqd:…").
+	Prefix string
+	// CacheTTL bounds how long a token or limit change made through another
+	// process may take to be seen here.
+	CacheTTL time.Duration
+	// MaxWait caps a consume's timeout (a long poll), so no request is held
+	// longer than the server's write timeout allows.
+	MaxWait time.Duration
+	// Accounts are the admin's basic-auth users (user -> password); none
+	// leaves the admin port open, as in lmstfy.
+	Accounts map[string]string
+	// AccessLog starts with the access log on (POST /accesslog toggles it).
+	AccessLog bool
+	Version   versionInfo
+	// Dashboard is where the admin listener serves the web dashboard of
+	// the default pool ("/dashboard/"); empty: no dashboard.
+	Dashboard string
+}
+
+type versionInfo struct {
+	Version     string `json:"version"`
+	BuildCommit string `json:"build_commit"`
+	BuildDate   string `json:"build_date"`
+}
+
+// service is rmqd: both listeners' handlers over the pools. It keeps no
+// state a second process would need: tokens, limits and queues are in
+// Redis; what it caches is bounded by cfg.CacheTTL.
+type service struct {
+	cfg       serviceConfig
+	log       *slog.Logger
+	pools     map[string]*pool
+	poolNames []string // sorted
+	tokens    *tokenStore
+	limits    *limitStore
+	throttle  *throttler
+	metrics   *metrics
+	accessLog atomic.Bool
+	counters  *dashboard.Counters // the default pool's, for the dashboard's charts
+
+	// stopping is cancelled when shutdown begins, ending long polls early
+	// so that http.Server.Shutdown does not wait for them.
+	stopping context.Context
+	stop     context.CancelFunc
+}
+
+// newService starts an RMQ client per pool; clients must contain "default".
+func newService(ctx context.Context, cfg serviceConfig, clients map[string]redis.UniversalClient, log *slog.Logger) (*service, error) {
+	def, ok := clients[defaultPool]
+	if !ok {
+		return nil, errors.New("rmqd: no default pool")
+	}
+	if cfg.Prefix == "" {
+		cfg.Prefix = "rmq"
+	}
+	if cfg.MaxWait <= 0 {
+		cfg.MaxWait = defaultMaxWait
+	}
+	s := &service{
+		cfg:      cfg,
+		log:      log,
+		pools:    map[string]*pool{},
+		tokens:   newTokenStore(def, cfg.Prefix, cfg.CacheTTL),
+		limits:   newLimitStore(def, cfg.Prefix, cfg.CacheTTL),
+		throttle: newThrottler(def, cfg.Prefix),
+		metrics:  newMetrics(),
+		counters: dashboard.NewCounters(),
+	}
+	s.stopping, s.stop = context.WithCancel(context.Background())
+	s.accessLog.Store(cfg.AccessLog)
+	for name, rdb := range clients {
+		var extra []rmq.Option
+		if name == defaultPool {
+			extra = append(extra, rmq.WithObserver(s.counters))
+		}
+		p, err := newPool(ctx, name, rdb, cfg.Prefix, log, extra...)
+		if err != nil {
+			_ = s.close(ctx)
+			return nil, err
+		}
+		s.pools[name] = p
+		s.poolNames = append(s.poolNames, name)
+	}
+	sort.Strings(s.poolNames)
+	return s, nil
+}
+
+// defaultMaxWait is the longest long poll when none is configured.
+const defaultMaxWait = 10 * time.Minute
+
+// beginShutdown ends the long polls in progress; new requests still work.
+func (s *service) beginShutdown() { s.stop() }
+
+// close stops the RMQ clients (no goroutine of the service is left).
+func (s *service) close(ctx context.Context) error {
+	s.stop()
+	var errs []error
+	for name, p := range s.pools {
+		if err := p.close(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("pool %s: %w", name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// apiHandler serves lmstfy's queue API (LMSTFY-API.md §4–6).
+func (s *service) apiHandler() http.Handler {
+	mux := http.NewServeMux()
+	q := func(pattern string, o routeOpts, h queueHandler) { mux.Handle(pattern, s.queueRoute(o, h)) }
+	q("PUT /api/{ns}/{q}", routeOpts{throttle: throttleWrite}, s.publish)
+	q("PUT /api/{ns}/{q}/bulk", routeOpts{throttle: throttleWrite}, s.publishBulk)
+	q("PUT /api/{ns}/{q}/job/{id}", routeOpts{}, s.republish)
+	q("GET /api/{ns}/{q}", routeOpts{consume: true, throttle: throttleRead}, s.consume)
+	q("DELETE /api/{ns}/{q}/job/{id}", routeOpts{}, s.ackJob)
+	q("POST /api/{ns}/{q}/job/{id}/nack", routeOpts{}, s.nackJob)
+	q("GET /api/{ns}/{q}/peek", routeOpts{}, s.peekQueue)
+	q("GET /api/{ns}/{q}/job/{id}", routeOpts{}, s.peekJob)
+	q("GET /api/{ns}/{q}/size", routeOpts{public: true}, s.size)
+	q("DELETE /api/{ns}/{q}", routeOpts{}, s.destroy)
+	q("GET /api/{ns}/{q}/deadletter", routeOpts{}, s.deadPeek)
+	q("GET /api/{ns}/{q}/deadletter/size", routeOpts{public: true}, s.deadSize)
+	q("PUT /api/{ns}/{q}/deadletter", routeOpts{}, s.respawn)
+	q("DELETE /api/{ns}/{q}/deadletter", routeOpts{}, s.deadDelete)
+	return s.serve("api", mux, func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "api not found")
+	})
+}
+
+// adminHandler serves tokens, limits and the operational routes (§8).
+func (s *service) adminHandler() http.Handler {
+	mux := http.NewServeMux()
+	auth := s.basicAuth
+	mux.Handle("POST /token/{ns}", auth(s.createToken))
+	mux.Handle("GET /token/{ns}", auth(s.listTokens))
+	mux.Handle("DELETE /token/{ns}/{token}", auth(s.deleteToken))
+	mux.Handle("GET /token/{ns}/{token}/limit", auth(s.getLimit))
+	mux.Handle("POST /token/{ns}/{token}/limit", auth(s.createLimit))
+	mux.Handle("PUT /token/{ns}/{token}/limit", auth(s.putLimit))
+	mux.Handle("DELETE /token/{ns}/{token}/limit", auth(s.deleteLimit))
+	mux.Handle("GET /limits", auth(s.listLimits))
+	mux.Handle("GET /queue/{ns}/{q}", auth(s.queueInfo))
+	mux.Handle("POST /queue/{ns}/{q}/pause", auth(s.pauseQueue))
+	mux.Handle("POST /queue/{ns}/{q}/resume", auth(s.resumeQueue))
+	mux.HandleFunc("GET /version", s.version)
+	mux.HandleFunc("GET /pools", s.listPools)
+	mux.HandleFunc("GET /info", s.info)
+	mux.HandleFunc("GET /metrics", s.serveMetrics)
+	mux.HandleFunc("GET /accesslog", s.getAccessLog)
+	mux.Handle("POST /accesslog", auth(s.setAccessLog))
+	registerPprof(mux)
+	s.mountDashboard(mux)
+	return s.serve("admin", mux, http.NotFound)
+}
