@@ -16,9 +16,12 @@
 -- ARGV[5] -> B, then ARGV[6..5+B] -> backoff ms for attempt 1..B (the last repeats)
 -- ARGV[6+B] ... -> quadruples of id, delivery token, error text, and what the
 --            handler asked for: '' retry after the backoff, 'd' dead now,
---            'r<ms>' retry after ms, 's<ms>' snooze ms (no attempt counted)
+--            'r<ms>' retry after ms, 's<ms>' snooze ms (no attempt counted);
+--            a token of -1 ends whatever delivery of the id is current
+--            (the unfenced nack by id of pull callers)
 -- ARGV[#ARGV] -> the caller's owner epoch, when KEYS[8] is given (after the quadruples)
--- Returns: one integer per quadruple: 0 refused (stale token), 2 superseded
+-- Returns: one integer per quadruple: 0 refused (stale token; for token -1:
+-- no delivery of the id is in flight), 2 superseded
 -- by a waiting re-send, 3 moved to dead, 4 waiting for a retry, 5 expired
 -- (dropped with its body), 6 snoozed. With KEYS[8]: an error reply
 -- RMQFENCED, and nothing changed, when the epoch is not the slot's current
@@ -36,6 +39,19 @@ local backoff, at = parse_backoff(ARGV, 5)
 local now, _, now_up = now_ms()
 local res = {}
 for i = at, last, 4 do
-  res[#res + 1] = rollback_one(k, ARGV[i], tonumber(ARGV[i + 1]), ARGV[i + 2], now, max_retries, backoff, dead_max, dead_age, ARGV[1], ARGV[i + 3], now_up)
+  local token = tonumber(ARGV[i + 1])
+  if token == -1 then
+    -- Read the current delivery's token here, in the script, so no other
+    -- delivery can begin between the read and the rollback. A tombstone
+    -- (token 0, remove.lua) is no delivery: it is left to its sweeper.
+    local s = redis.call('ZSCORE', k.prepare, ARGV[i])
+    token = s and token_of(s) or nil
+    if token == 0 then token = nil end
+  end
+  if not token then
+    res[#res + 1] = 0
+  else
+    res[#res + 1] = rollback_one(k, ARGV[i], token, ARGV[i + 2], now, max_retries, backoff, dead_max, dead_age, ARGV[1], ARGV[i + 3], now_up)
+  end
 end
 return res

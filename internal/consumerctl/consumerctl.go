@@ -47,6 +47,9 @@ type Puller interface {
 	// lease, and returns them (a []*consumer.Delivery) with how long until
 	// the next message comes due (negative: nothing known to come due).
 	Pull(ctx context.Context, n int, lease time.Duration) (deliveries any, count int, next time.Duration, err error)
+	// NackByID ends whatever delivery of id is current as failed, unfenced,
+	// as a pulled delivery's Nack does; it reports whether one was ended.
+	NackByID(ctx context.Context, id string, retryAfter time.Duration, cause error) (bool, error)
 }
 
 // Engine consumes one topic with one listener.
