@@ -33,8 +33,8 @@ func (s *service) ackJob(w http.ResponseWriter, r *http.Request, qr *queueReq) {
 const maxCauseSize = 64 << 10
 
 // nackJob is rmqd's addition POST …/job/{id}/nack?delay_ms=N (or delay=N
-// seconds): the delivery failed; it comes back after the delay, or goes to
-// the dead letter when it has no try left. The body, if any, is kept as
+// seconds): the delivery failed; it comes back after the delay (0: the
+// library's backoff), or goes to the dead letter when it has no try left. The body, if any, is kept as
 // the job's last error. 204, or 404 when no delivery of the job is in flight.
 func (s *service) nackJob(w http.ResponseWriter, r *http.Request, qr *queueReq) {
 	q := r.URL.Query()

@@ -1,8 +1,7 @@
 package main
 
 // engine.go maps jobs onto the library's Jobs API (per-message options,
-// pull, ack and message lookup by id, pause). What the library still lacks
-// is marked MISSING: nack by id answers errNotYet (501).
+// pull, ack, nack and message lookup by id, pause).
 
 import (
 	"context"
@@ -13,9 +12,6 @@ import (
 	"github.com/rmq-go/rmq/rmq"
 	"github.com/rmq-go/rmq/topic"
 )
-
-// errNotYet is what a MISSING function returns.
-var errNotYet = errors.New("rmqd: not supported by the library yet")
 
 // emptyHeader marks a job whose body is empty: the library refuses empty
 // bodies and lmstfy allows them, so rmqd stores one space and this header.
@@ -181,13 +177,15 @@ func (p *pool) destroy(ctx context.Context, t topic.Topic) error {
 }
 
 // nack ends an in-flight delivery as failed, to be delivered again after
-// retryAfter (or dead when it has no try left). found is false when no
-// delivery of id is in flight.
+// retryAfter (0: the library's backoff), or dead when it has no try left.
+// Like ack it names no fencing token: rmqd keeps no delivery between
+// requests. found is false when no delivery of id is in flight.
 func (p *pool) nack(ctx context.Context, t topic.Topic, id string, retryAfter time.Duration, cause string) (found bool, err error) {
-	// MISSING: a Delivery's Nack needs the Delivery, which a stateless
-	// HTTP service does not keep between requests. Needs
-	// (*rmq.Client).NackByID(ctx, t, id, retryAfter, cause).
-	return false, errNotYet
+	var why error
+	if cause != "" {
+		why = errors.New(cause)
+	}
+	return p.client.NackByID(ctx, t, id, retryAfter, why)
 }
 
 // lookupJob returns a job in any state (delayed, ready, in flight, dead);
