@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/rmq-go/rmq/internal/lifecycle"
 	"github.com/rmq-go/rmq/internal/scripts"
 	"github.com/rmq-go/rmq/topic"
 )
@@ -101,8 +102,22 @@ func newPullEngine(rdb redis.UniversalClient, t topic.Topic, onWake func(), opts
 
 // Pull implements consumerctl.Puller: up to n due messages in consume
 // order across the topic's slots, each leased for lease. Nothing while the
-// topic is paused.
+// topic is paused. It refuses (lifecycle.ErrClosed) once Close began, and
+// a fetch under way counts as a handler, so Close waits for it: no message
+// moves to prepare after Close returned.
 func (c *engine) Pull(ctx context.Context, n int, lease time.Duration) (any, int, time.Duration, error) {
+	c.mu.Lock()
+	if !c.live {
+		phase := c.phase
+		c.mu.Unlock()
+		if phase == lifecycle.Closed {
+			return []*Delivery(nil), 0, -1, lifecycle.ErrClosed
+		}
+		return []*Delivery(nil), 0, -1, lifecycle.ErrNotStarted
+	}
+	c.handlers.Add(1)
+	c.mu.Unlock()
+	defer c.handlers.Done()
 	if n <= 0 || c.paused.Load() {
 		return []*Delivery(nil), 0, -1, nil
 	}

@@ -194,7 +194,7 @@ func (c *Client) Close(ctx context.Context) error {
 		return nil
 	}
 	consumers := append([]consumerctl.Engine(nil), c.consumers...)
-	consumers = append(consumers, c.pulls.engines()...)
+	consumers = append(consumers, c.pulls.closeLocked()...)
 	c.mu.Unlock()
 
 	// Shutdown order. ZooKeeper mode: leave the fleet first (no new slots), drain the

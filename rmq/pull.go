@@ -54,6 +54,14 @@ type pullState struct {
 	gen     chan struct{} // closed and replaced on every wake-up
 }
 
+// closeLocked is Close's part, under the client's mu after the phase moved
+// to Closed: it wakes every waiting Pull (which then sees the phase) and
+// returns the engines to close.
+func (p *pullState) closeLocked() []consumerctl.Engine {
+	p.wake()
+	return p.engines()
+}
+
 func (p *pullState) engines() []consumerctl.Engine {
 	out := make([]consumerctl.Engine, 0, len(p.byTopic))
 	for _, e := range p.byTopic {
@@ -111,8 +119,12 @@ func (c *Client) Pull(ctx context.Context, topics []topic.Topic, n int, opts ...
 	}
 	deadline := time.Now().Add(cfg.wait)
 	for {
-		// Taken before the fetch, so a wake-up during it is not missed.
+		// Taken before the fetch and the phase check, so neither a wake-up
+		// during the fetch nor Close's wake-up is missed.
 		changed := c.pulls.changed()
+		if c.isClosed() {
+			return nil, ErrClosed
+		}
 		var out []*consumer.Delivery
 		next := time.Duration(-1)
 		for _, e := range engines {
@@ -147,6 +159,14 @@ func (c *Client) Pull(ctx context.Context, topics []topic.Topic, n int, opts ...
 		}
 		t.Stop()
 	}
+}
+
+// isClosed reports whether Close began: a waiting Pull then returns
+// ErrClosed (Close wakes it) rather than fetching on closed engines.
+func (c *Client) isClosed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.phase == lifecycle.Closed
 }
 
 // puller returns the pull engine of t, making and starting it on first use.

@@ -130,3 +130,43 @@ func TestPullDeliveries(t *testing.T) {
 		assert.Len(t, ds, 1)
 	})
 }
+
+// Close wakes a long-poll, which returns ErrClosed at once instead of
+// sleeping until the next due time and then fetching on closed engines:
+// nothing moves to prepare.
+func TestPullClose(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		ctx := ctxT(t)
+		tp := mustTopic(t, "pullclose", topic.FixedTime, 4)
+		c := e.client()
+		e.start(c)
+		// Started by a first Pull, so the long-poll below goes straight to
+		// its wait.
+		ds, err := c.Pull(ctx, []topic.Topic{tp}, 1)
+		require.NoError(t, err)
+		require.Empty(t, ds)
+		_, err = c.Producer().SendFixedTime(ctx, tp, []byte("x"), time.Now().Add(3*time.Second), producer.WithKey("x"))
+		require.NoError(t, err)
+
+		done := make(chan error, 1)
+		go func() {
+			_, err := c.Pull(ctx, []topic.Topic{tp}, 1, rmq.WithWait(30*time.Second))
+			done <- err
+		}()
+		// Not a signal of anything: it gives the Pull time to reach its
+		// wait; the result must be the same if it has not.
+		time.Sleep(200 * time.Millisecond)
+		closed := time.Now()
+		require.NoError(t, c.Close(ctx))
+		select {
+		case err := <-done:
+			assert.ErrorIs(t, err, rmq.ErrClosed)
+			assert.Less(t, time.Since(closed), time.Second, "woken by Close")
+		case <-time.After(10 * time.Second):
+			t.Fatal("the long-poll did not return after Close")
+		}
+		_, err = c.Pull(ctx, []topic.Topic{tp}, 1)
+		assert.ErrorIs(t, err, rmq.ErrClosed)
+		assert.Equal(t, counts{Store: 1, Msg: 1}, e.counts(tp))
+	})
+}
