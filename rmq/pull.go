@@ -94,6 +94,10 @@ func (p *pullState) wake() {
 // WithWait it waits for a message when none is due. The client must be
 // started (Start with no listener registered is fine). A paused topic gives
 // nothing. Every delivery must end with Ack or Nack; see consumer.Delivery.
+//
+// The error is nil whenever messages were taken: if one topic's fetch
+// fails after earlier topics gave messages, Pull returns those (fewer than
+// n) and no error, and the failing fetch's error comes with a later Pull.
 func (c *Client) Pull(ctx context.Context, topics []topic.Topic, n int, opts ...PullOption) ([]*consumer.Delivery, error) {
 	cfg := pullConfig{lease: DefaultLease}
 	for _, o := range opts {
@@ -130,7 +134,13 @@ func (c *Client) Pull(ctx context.Context, topics []topic.Topic, n int, opts ...
 		for _, e := range engines {
 			got, count, wait, err := e.Pull(ctx, n-len(out), cfg.lease)
 			if err != nil {
-				return out, err
+				if len(out) > 0 {
+					// Earlier topics' messages are leased already: hand
+					// them out rather than leave them to expire (an
+					// attempt counted) behind an error callers drop.
+					return out, nil
+				}
+				return nil, err
 			}
 			if count > 0 {
 				out = append(out, got.([]*consumer.Delivery)...)

@@ -170,3 +170,29 @@ func TestPullClose(t *testing.T) {
 		assert.Equal(t, counts{Store: 1, Msg: 1}, e.counts(tp))
 	})
 }
+
+// A later topic's failing fetch does not hide what earlier topics gave:
+// those messages are leased already, so Pull returns them and no error.
+func TestPullPartialResult(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		ctx := ctxT(t)
+		good := mustTopic(t, "pullgood", topic.FixedTime, 2)
+		bad := mustTopic(t, "pullbad", topic.FixedTime, 2)
+		c := e.client()
+		e.start(c)
+		// Every store key of bad holds a string: its fetch fails (WRONGTYPE).
+		for s := range bad.SlotAmount() {
+			require.NoError(t, e.rdb.Set(ctx, e.keys(bad, s).Store, "x", 0).Err())
+		}
+		send(t, c.Producer(), good, "g", "g")
+		time.Sleep(5 * time.Millisecond) // due times are rounded up to the next ms
+
+		_, err := c.Pull(ctx, []topic.Topic{bad}, 1)
+		require.Error(t, err, "the bad topic's fetch fails on its own")
+		ds, err := c.Pull(ctx, []topic.Topic{good, bad}, 5)
+		require.NoError(t, err)
+		require.Len(t, ds, 1)
+		assert.Equal(t, "g", ds[0].ID)
+		require.NoError(t, ds[0].Ack(ctx))
+	})
+}
