@@ -196,6 +196,8 @@ func (c *Client) Close(ctx context.Context) error {
 	consumers := append([]consumerctl.Engine(nil), c.consumers...)
 	consumers = append(consumers, c.pulls.closeLocked()...)
 	c.mu.Unlock()
+	// A pull engine whose start was under way is closed by its starter.
+	c.pulls.starting.Wait()
 
 	// Shutdown order. ZooKeeper mode: leave the fleet first (no new slots), drain the
 	// consumers, then end the session, which hands their slots over.

@@ -48,24 +48,35 @@ func WithWait(d time.Duration) PullOption { return func(c *pullConfig) { c.wait 
 // the first Pull of the topic and closed by Close. Each subscribes to its
 // topic's wake-ups (which wake waiting Pulls through gen) and sweeps the
 // leases pullers let run out, so topics that are only pulled are swept.
+// byTopic and starting are guarded by the client's mu; an engine starts
+// outside it (its start makes network calls).
 type pullState struct {
-	byTopic map[string]consumerctl.Puller
-	genMu   sync.Mutex
-	gen     chan struct{} // closed and replaced on every wake-up
+	byTopic  map[string]*pullEntry
+	starting sync.WaitGroup // engine starts under way; Close waits for them
+	genMu    sync.Mutex
+	gen      chan struct{} // closed and replaced on every wake-up
+}
+
+// pullEntry is one topic's engine: ready is closed once its start ended,
+// with p set, or err set and the entry removed (a later Pull tries again).
+type pullEntry struct {
+	topic topic.Topic
+	ready chan struct{}
+	p     consumerctl.Puller
+	err   error
 }
 
 // closeLocked is Close's part, under the client's mu after the phase moved
 // to Closed: it wakes every waiting Pull (which then sees the phase) and
-// returns the engines to close.
+// returns the started engines to close; an engine whose start is under way
+// is closed by its starter, and Close waits for that through starting.
 func (p *pullState) closeLocked() []consumerctl.Engine {
 	p.wake()
-	return p.engines()
-}
-
-func (p *pullState) engines() []consumerctl.Engine {
 	out := make([]consumerctl.Engine, 0, len(p.byTopic))
 	for _, e := range p.byTopic {
-		out = append(out, e)
+		if e.p != nil {
+			out = append(out, e.p)
+		}
 	}
 	return out
 }
@@ -180,25 +191,75 @@ func (c *Client) isClosed() bool {
 }
 
 // puller returns the pull engine of t, making and starting it on first use.
+// Concurrent first Pulls of a topic share one start.
 func (c *Client) puller(ctx context.Context, t topic.Topic) (consumerctl.Puller, error) {
 	if t.IsZero() {
 		return nil, fmt.Errorf("%w: zero Topic", topic.ErrInvalidName)
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	switch c.phase {
-	case lifecycle.Closed:
-		return nil, ErrClosed
-	case lifecycle.Started:
-	default:
-		return nil, fmt.Errorf("%w: Pull before Start", ErrInvalidPull)
-	}
-	if e, ok := c.pulls.byTopic[t.Name()]; ok {
-		if e.Topic().Definition() != t.Definition() {
-			return nil, fmt.Errorf("%w: %s is %s, given as %s", topic.ErrConflict, t.Name(), e.Topic().Definition(), t.Definition())
+	for {
+		c.mu.Lock()
+		switch c.phase {
+		case lifecycle.Closed:
+			c.mu.Unlock()
+			return nil, ErrClosed
+		case lifecycle.Started:
+		default:
+			c.mu.Unlock()
+			return nil, fmt.Errorf("%w: Pull before Start", ErrInvalidPull)
 		}
-		return e, nil
+		e, ok := c.pulls.byTopic[t.Name()]
+		if !ok {
+			e = &pullEntry{topic: t, ready: make(chan struct{})}
+			if c.pulls.byTopic == nil {
+				c.pulls.byTopic = map[string]*pullEntry{}
+			}
+			c.pulls.byTopic[t.Name()] = e
+			c.pulls.starting.Add(1)
+			c.mu.Unlock()
+			c.startPuller(ctx, e)
+			return e.p, e.err
+		}
+		c.mu.Unlock()
+		if e.topic.Definition() != t.Definition() {
+			return nil, fmt.Errorf("%w: %s is %s, given as %s", topic.ErrConflict, t.Name(), e.topic.Definition(), t.Definition())
+		}
+		select {
+		case <-e.ready:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		if e.err == nil {
+			return e.p, nil
+		}
+		// Its start failed (maybe only its caller's ctx ended): try again,
+		// this caller starting it.
 	}
+}
+
+// startPuller makes and starts e's engine outside the client's mu, then
+// stores it, or, if Close began meanwhile, closes it again.
+func (c *Client) startPuller(ctx context.Context, e *pullEntry) {
+	defer c.pulls.starting.Done()
+	defer close(e.ready)
+	p, err := c.newPuller(ctx, e.topic)
+	c.mu.Lock()
+	if err == nil && c.phase == lifecycle.Closed {
+		err = ErrClosed
+	}
+	if err != nil {
+		delete(c.pulls.byTopic, e.topic.Name())
+		e.err = err
+	} else {
+		e.p = p
+	}
+	c.mu.Unlock()
+	if p != nil && err != nil {
+		// Started after Close collected the engines: nobody else closes it.
+		_ = p.Close(context.WithoutCancel(ctx))
+	}
+}
+
+func (c *Client) newPuller(ctx context.Context, t topic.Topic) (consumerctl.Puller, error) {
 	opts := []consumer.Option{consumer.WithPrefix(c.cfg.prefix), consumer.WithLogger(c.log)}
 	opts = append(opts, consumerObserverOptions(c.cfg.observers, t)...)
 	eng, err := consumerctl.New(consumerctl.Params{Redis: c.rdb, Topic: t, Options: opts, Pull: true, OnWake: c.pulls.wake})
@@ -209,15 +270,9 @@ func (c *Client) puller(ctx context.Context, t topic.Topic) (consumerctl.Puller,
 	if !ok {
 		return nil, fmt.Errorf("rmq: the consumer engine of %s cannot pull", t.Name())
 	}
-	// Started under mu: a concurrent first Pull of the same topic waits
-	// rather than starting a second engine.
 	if err := p.Start(ctx); err != nil {
 		return nil, wrapOp(err, "start pulling "+t.Name())
 	}
-	if c.pulls.byTopic == nil {
-		c.pulls.byTopic = map[string]consumerctl.Puller{}
-	}
-	c.pulls.byTopic[t.Name()] = p
 	return p, nil
 }
 

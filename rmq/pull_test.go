@@ -196,3 +196,34 @@ func TestPullPartialResult(t *testing.T) {
 		require.NoError(t, ds[0].Ack(ctx))
 	})
 }
+
+// First Pulls of a topic racing each other and Close share one engine
+// start, made outside the client's lock: Close does not wait for a
+// long-poll, every Pull ends with ErrClosed (the topic is empty), and an
+// engine started after Close is closed again.
+func TestPullStartRacesClose(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		ctx := ctxT(t)
+		tp := mustTopic(t, "pullrace", topic.FixedTime, 4)
+		c := e.client()
+		e.start(c)
+		errs := make(chan error, 8)
+		for range cap(errs) {
+			go func() {
+				_, err := c.Pull(ctx, []topic.Topic{tp}, 1, rmq.WithWait(30*time.Second))
+				errs <- err
+			}()
+		}
+		closed := time.Now()
+		require.NoError(t, c.Close(ctx))
+		for range cap(errs) {
+			select {
+			case err := <-errs:
+				assert.ErrorIs(t, err, rmq.ErrClosed)
+			case <-time.After(10 * time.Second):
+				t.Fatal("a Pull did not return after Close")
+			}
+		}
+		assert.Less(t, time.Since(closed), 5*time.Second)
+	})
+}
