@@ -25,6 +25,8 @@ var (
 	ErrStarted = lifecycle.ErrStarted
 	// ErrClosed is returned by calls on a closed client.
 	ErrClosed = lifecycle.ErrClosed
+	// ErrNotStarted is returned by Pull before Start.
+	ErrNotStarted = lifecycle.ErrNotStarted
 	// ErrDuplicateTopic is returned when a topic is registered twice.
 	ErrDuplicateTopic = errors.New("rmq: topic already registered")
 	// ErrInvalidOption is returned by New for a bad option, and by Register

@@ -21,7 +21,7 @@ import (
 const DefaultLease = 30 * time.Second
 
 // ErrInvalidPull is returned by Pull for no topics, n < 1, or a lease or
-// wait out of range.
+// wait out of range, and by AckByID for an empty id.
 var ErrInvalidPull = errors.New("rmq: invalid pull")
 
 // PullOption configures one Pull.
@@ -103,7 +103,8 @@ func (p *pullState) wake() {
 // Pull takes up to n due messages from topics, in list order (the first
 // topic's due messages first), each leased to the caller (WithLease). With
 // WithWait it waits for a message when none is due. The client must be
-// started (Start with no listener registered is fine). A paused topic gives
+// started (Start with no listener registered is fine): ErrNotStarted
+// before Start, ErrClosed once Close began (Close wakes a waiting Pull). A paused topic gives
 // nothing. Every delivery must end with Ack or Nack; see consumer.Delivery.
 //
 // The error is nil whenever messages were taken: if one topic's fetch
@@ -205,7 +206,7 @@ func (c *Client) puller(ctx context.Context, t topic.Topic) (consumerctl.Puller,
 		case lifecycle.Started:
 		default:
 			c.mu.Unlock()
-			return nil, fmt.Errorf("%w: Pull before Start", ErrInvalidPull)
+			return nil, ErrNotStarted
 		}
 		e, ok := c.pulls.byTopic[t.Name()]
 		if !ok {

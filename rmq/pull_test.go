@@ -227,3 +227,22 @@ func TestPullStartRacesClose(t *testing.T) {
 		assert.Less(t, time.Since(closed), 5*time.Second)
 	})
 }
+
+// Pull before Start is refused with ErrNotStarted, and leaves nothing
+// behind: no engine, so a Pull after Start works.
+func TestPullBeforeStart(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		ctx := ctxT(t)
+		tp := mustTopic(t, "pullearly", topic.FixedTime, 2)
+		c := e.client()
+		_, err := c.Pull(ctx, []topic.Topic{tp}, 1)
+		require.ErrorIs(t, err, rmq.ErrNotStarted)
+		assert.NotErrorIs(t, err, rmq.ErrInvalidPull)
+		e.start(c)
+		send(t, c.Producer(), tp, "a", "a")
+		ds, err := c.Pull(ctx, []topic.Topic{tp}, 1, rmq.WithWait(2*time.Second))
+		require.NoError(t, err)
+		require.Len(t, ds, 1)
+		require.NoError(t, ds[0].Ack(ctx))
+	})
+}
