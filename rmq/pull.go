@@ -20,8 +20,9 @@ import (
 // DefaultLease is the lease of a pulled message when WithLease is not given.
 const DefaultLease = 30 * time.Second
 
-// ErrInvalidPull is returned by Pull for no topics, n < 1, or a lease or
-// wait out of range, and by AckByID for an empty id.
+// ErrInvalidPull is returned by Pull for no topics, n < 1, a lease or wait
+// out of range, or a client in ZooKeeper mode (WithZooKeeper), and by
+// AckByID for an empty id.
 var ErrInvalidPull = errors.New("rmq: invalid pull")
 
 // PullOption configures one Pull.
@@ -124,6 +125,10 @@ func (c *Client) Pull(ctx context.Context, topics []topic.Topic, n int, opts ...
 		return nil, fmt.Errorf("%w: lease %v (want 1s..24h)", ErrInvalidPull, cfg.lease)
 	case cfg.wait < 0:
 		return nil, fmt.Errorf("%w: wait %v", ErrInvalidPull, cfg.wait)
+	case c.coord != nil:
+		// A pull engine consumes every slot, unfenced: in ZooKeeper mode
+		// it would take messages from slots other workers own.
+		return nil, fmt.Errorf("%w: Pull is not available in ZooKeeper mode", ErrInvalidPull)
 	}
 	engines := make([]consumerctl.Puller, len(topics))
 	for i, t := range topics {

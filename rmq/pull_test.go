@@ -2,6 +2,7 @@ package rmq_test
 
 import (
 	"errors"
+	"net"
 	"testing"
 	"time"
 
@@ -245,4 +246,23 @@ func TestPullBeforeStart(t *testing.T) {
 		require.Len(t, ds, 1)
 		require.NoError(t, ds[0].Ack(ctx))
 	})
+}
+
+// A client in ZooKeeper mode refuses Pull (its engines would fetch
+// unfenced from slots other workers own), and nothing is taken.
+func TestPullRefusedInZooKeeperMode(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := ctxT(t)
+	tp := mustTopic(t, "pullzk", topic.FixedTime, 2)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	require.NoError(t, l.Close()) // the refusal needs no ZooKeeper
+	c := e.client(rmq.WithZooKeeper([]string{addr}))
+	send(t, c.Producer(), tp, "a", "a")
+	_, err = c.Pull(ctx, []topic.Topic{tp}, 1)
+	require.ErrorIs(t, err, rmq.ErrInvalidPull)
+	assert.Contains(t, err.Error(), "ZooKeeper mode")
+	assert.Equal(t, counts{Store: 1, Msg: 1}, e.counts(tp))
 }
