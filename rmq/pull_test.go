@@ -75,7 +75,8 @@ func TestPullDeliveries(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		ctx := ctxT(t)
 		tp := mustTopic(t, "pulled", topic.FixedTime, 4)
-		c := e.client()
+		obs := newPullObserver()
+		c := e.client(rmq.WithObserver(obs))
 		e.start(c)
 		p := c.Producer()
 		send(t, p, tp, "a", "a")
@@ -92,17 +93,26 @@ func TestPullDeliveries(t *testing.T) {
 		assert.Equal(t, 2, ds[0].Attempt)
 		assert.Equal(t, "later", ds[0].LastError)
 
+		before, err := c.Inspector().Message(ctx, tp, ds[0].ID)
+		require.NoError(t, err)
+		extended := time.Now()
 		require.NoError(t, ds[0].Extend(ctx, 3*time.Second))
-		// The lease (1s) would have run out without the extension.
-		time.Sleep(1500 * time.Millisecond)
+		// The lease deadline (whole seconds) moved from about 1s to about
+		// 3s from now.
+		after, err := c.Inspector().Message(ctx, tp, ds[0].ID)
+		require.NoError(t, err)
+		assert.Less(t, before.LeaseUntil, extended.Add(2*time.Second), "a 1s lease")
+		assert.GreaterOrEqual(t, after.LeaseUntil, extended.Add(2*time.Second), "extended to 3s")
+		assert.True(t, after.LeaseUntil.After(before.LeaseUntil))
 		require.NoError(t, ds[0].Ack(ctx))
 
 		send(t, p, tp, "b", "b")
 		ds, err = c.Pull(ctx, []topic.Topic{tp}, 1, rmq.WithLease(time.Second), rmq.WithWait(2*time.Second))
 		require.NoError(t, err)
 		require.Len(t, ds, 1)
-		// Not acked: the sweeper (run for pulled topics) redelivers it.
-		again, err := c.Pull(ctx, []topic.Topic{tp}, 1, rmq.WithWait(10*time.Second))
+		// Not acked: the sweeper (run for pulled topics, every 10s) rolls
+		// it back, and after its backoff it is delivered again.
+		again, err := c.Pull(ctx, []topic.Topic{tp}, 1, rmq.WithWait(25*time.Second))
 		require.NoError(t, err)
 		require.Len(t, again, 1)
 		assert.Equal(t, "b", again[0].ID)
@@ -119,7 +129,7 @@ func TestPullDeliveries(t *testing.T) {
 
 		// Pause: pulls return nothing.
 		require.NoError(t, c.Inspector().Pause(ctx, tp))
-		time.Sleep(300 * time.Millisecond) // the published pause reaches the pull engine
+		obs.waitPaused(t, true) // the published pause reached the pull engine
 		_, err = p.SendFixedTime(ctx, tp, []byte("c"), time.Now(), producer.WithKey("c"))
 		require.NoError(t, err)
 		ds, err = c.Pull(ctx, []topic.Topic{tp}, 1, rmq.WithWait(300*time.Millisecond))
