@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/rmq-go/rmq/internal/lifecycle"
 	"github.com/rmq-go/rmq/internal/scripts"
 	"github.com/rmq-go/rmq/topic"
 )
@@ -25,9 +27,15 @@ import (
 // end it with Ack or Nack, or keep it with Extend, before the lease runs
 // out; after that the sweeper rolls it back (an attempt counted) and it is
 // delivered again.
+//
+// Observers are told of a pulled delivery as of a pushed one: Delivered
+// when Pull hands it out, Finished when the first Ack or Nack ends it (the
+// handler's time is the time since the fetch). A call that could not reach
+// Redis ends it as Failed: the lease runs out and the sweeper rolls it back.
 type Delivery struct {
 	*Message
-	e *engine
+	e        *engine
+	finished atomic.Bool // Finished was reported
 }
 
 // Ack ends the delivery as done. ErrLeaseLost: its lease ran out (or it was
@@ -36,12 +44,24 @@ func (d *Delivery) Ack(ctx context.Context) error {
 	keys, args := d.e.ackCall([]int{d.Slot}, [][]*delivery{{{msg: d.Message}}})
 	res, err := scripts.Ack.Run(ctx, d.e.rdb, keys, args...).Int64Slice()
 	if err != nil {
+		d.finish(Failed, nil)
 		return fmt.Errorf("rmq: ack %s on %s: %w", d.ID, d.Topic, err)
 	}
 	if len(res) != 1 || (res[0] != ackDone && res[0] != ackGone) {
+		d.finish(Refused, nil)
 		return ErrLeaseLost
 	}
+	d.finish(Acked, nil)
 	return nil
+}
+
+// finish tells the observers how the delivery ended, once: a second Ack or
+// Nack (a retry after a failed call, say) is not a second delivery.
+func (d *Delivery) finish(outcome Outcome, err error) {
+	if d.finished.Swap(true) {
+		return
+	}
+	finished(d.e.cfg.observer, d.Message, time.Since(d.FetchedAt), outcome, err)
 }
 
 // Nack ends the delivery as failed: it is retried after retryAfter (zero:
@@ -57,13 +77,16 @@ func (d *Delivery) Nack(ctx context.Context, retryAfter time.Duration, cause err
 	}
 	res, err := d.e.rollback(ctx, d.Slot, []rollbackItem{{id: d.ID, token: d.Token, err: cause.Error(), how: rollbackDirective(cause)}})
 	if err != nil {
+		d.finish(Failed, cause)
 		return err
-	}
-	if res[0] == rollbackStale {
-		return ErrLeaseLost
 	}
 	if res[0] == rollbackExpired {
 		expired(d.e.cfg.observer, d.e.topic.Name(), 1)
+	}
+	// rollbackStale: Refused.
+	d.finish(rollbackOutcome(res[0]), cause)
+	if res[0] == rollbackStale {
+		return ErrLeaseLost
 	}
 	return nil
 }
@@ -101,8 +124,22 @@ func newPullEngine(rdb redis.UniversalClient, t topic.Topic, onWake func(), opts
 
 // Pull implements consumerctl.Puller: up to n due messages in consume
 // order across the topic's slots, each leased for lease. Nothing while the
-// topic is paused.
+// topic is paused. It refuses (lifecycle.ErrClosed) once Close began, and
+// a fetch under way counts as a handler, so Close waits for it: no message
+// moves to prepare after Close returned.
 func (c *engine) Pull(ctx context.Context, n int, lease time.Duration) (any, int, time.Duration, error) {
+	c.mu.Lock()
+	if !c.live {
+		phase := c.phase
+		c.mu.Unlock()
+		if phase == lifecycle.Closed {
+			return []*Delivery(nil), 0, -1, lifecycle.ErrClosed
+		}
+		return []*Delivery(nil), 0, -1, lifecycle.ErrNotStarted
+	}
+	c.handlers.Add(1)
+	c.mu.Unlock()
+	defer c.handlers.Done()
 	if n <= 0 || c.paused.Load() {
 		return []*Delivery(nil), 0, -1, nil
 	}

@@ -25,6 +25,8 @@ var (
 	ErrStarted = lifecycle.ErrStarted
 	// ErrClosed is returned by calls on a closed client.
 	ErrClosed = lifecycle.ErrClosed
+	// ErrNotStarted is returned by Pull before Start.
+	ErrNotStarted = lifecycle.ErrNotStarted
 	// ErrDuplicateTopic is returned when a topic is registered twice.
 	ErrDuplicateTopic = errors.New("rmq: topic already registered")
 	// ErrInvalidOption is returned by New for a bad option, and by Register
@@ -194,8 +196,10 @@ func (c *Client) Close(ctx context.Context) error {
 		return nil
 	}
 	consumers := append([]consumerctl.Engine(nil), c.consumers...)
-	consumers = append(consumers, c.pulls.engines()...)
+	consumers = append(consumers, c.pulls.closeLocked()...)
 	c.mu.Unlock()
+	// A pull engine whose start was under way is closed by its starter.
+	c.pulls.starting.Wait()
 
 	// Shutdown order. ZooKeeper mode: leave the fleet first (no new slots), drain the
 	// consumers, then end the session, which hands their slots over.

@@ -274,7 +274,8 @@ func TestPauseResume(t *testing.T) {
 		ctx := ctxT(t)
 		tp := mustTopic(t, "pause", topic.FixedTime, 4)
 		rec := newRecorder(nil)
-		c1, c2 := e.client(), e.client()
+		obs1, obs2 := newPullObserver(), newPullObserver()
+		c1, c2 := e.client(rmq.WithObserver(obs1)), e.client(rmq.WithObserver(obs2))
 		require.NoError(t, c1.Register(tp, rec))
 		require.NoError(t, c2.Register(tp, rec))
 		e.start(c1)
@@ -284,7 +285,9 @@ func TestPauseResume(t *testing.T) {
 		st, err := in.Stats(ctx, tp)
 		require.NoError(t, err)
 		assert.True(t, st.Paused)
-		time.Sleep(300 * time.Millisecond) // the published pause reaches both consumers
+		// The published pause reached both consumers.
+		obs1.waitPaused(t, true)
+		obs2.waitPaused(t, true)
 		for i := range 10 {
 			send(t, c1.Producer(), tp, "k"+strconv.Itoa(i), "b")
 		}

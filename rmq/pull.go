@@ -20,8 +20,9 @@ import (
 // DefaultLease is the lease of a pulled message when WithLease is not given.
 const DefaultLease = 30 * time.Second
 
-// ErrInvalidPull is returned by Pull for no topics, n < 1, or a lease or
-// wait out of range.
+// ErrInvalidPull is returned by Pull for no topics, n < 1, a lease or wait
+// out of range, or a client in ZooKeeper mode (WithZooKeeper), and by
+// AckByID for an empty id.
 var ErrInvalidPull = errors.New("rmq: invalid pull")
 
 // PullOption configures one Pull.
@@ -48,16 +49,35 @@ func WithWait(d time.Duration) PullOption { return func(c *pullConfig) { c.wait 
 // the first Pull of the topic and closed by Close. Each subscribes to its
 // topic's wake-ups (which wake waiting Pulls through gen) and sweeps the
 // leases pullers let run out, so topics that are only pulled are swept.
+// byTopic and starting are guarded by the client's mu; an engine starts
+// outside it (its start makes network calls).
 type pullState struct {
-	byTopic map[string]consumerctl.Puller
-	genMu   sync.Mutex
-	gen     chan struct{} // closed and replaced on every wake-up
+	byTopic  map[string]*pullEntry
+	starting sync.WaitGroup // engine starts under way; Close waits for them
+	genMu    sync.Mutex
+	gen      chan struct{} // closed and replaced on every wake-up
 }
 
-func (p *pullState) engines() []consumerctl.Engine {
+// pullEntry is one topic's engine: ready is closed once its start ended,
+// with p set, or err set and the entry removed (a later Pull tries again).
+type pullEntry struct {
+	topic topic.Topic
+	ready chan struct{}
+	p     consumerctl.Puller
+	err   error
+}
+
+// closeLocked is Close's part, under the client's mu after the phase moved
+// to Closed: it wakes every waiting Pull (which then sees the phase) and
+// returns the started engines to close; an engine whose start is under way
+// is closed by its starter, and Close waits for that through starting.
+func (p *pullState) closeLocked() []consumerctl.Engine {
+	p.wake()
 	out := make([]consumerctl.Engine, 0, len(p.byTopic))
 	for _, e := range p.byTopic {
-		out = append(out, e)
+		if e.p != nil {
+			out = append(out, e.p)
+		}
 	}
 	return out
 }
@@ -84,8 +104,13 @@ func (p *pullState) wake() {
 // Pull takes up to n due messages from topics, in list order (the first
 // topic's due messages first), each leased to the caller (WithLease). With
 // WithWait it waits for a message when none is due. The client must be
-// started (Start with no listener registered is fine). A paused topic gives
+// started (Start with no listener registered is fine): ErrNotStarted
+// before Start, ErrClosed once Close began (Close wakes a waiting Pull). A paused topic gives
 // nothing. Every delivery must end with Ack or Nack; see consumer.Delivery.
+//
+// The error is nil whenever messages were taken: if one topic's fetch
+// fails after earlier topics gave messages, Pull returns those (fewer than
+// n) and no error, and the failing fetch's error comes with a later Pull.
 func (c *Client) Pull(ctx context.Context, topics []topic.Topic, n int, opts ...PullOption) ([]*consumer.Delivery, error) {
 	cfg := pullConfig{lease: DefaultLease}
 	for _, o := range opts {
@@ -100,6 +125,10 @@ func (c *Client) Pull(ctx context.Context, topics []topic.Topic, n int, opts ...
 		return nil, fmt.Errorf("%w: lease %v (want 1s..24h)", ErrInvalidPull, cfg.lease)
 	case cfg.wait < 0:
 		return nil, fmt.Errorf("%w: wait %v", ErrInvalidPull, cfg.wait)
+	case c.coord != nil:
+		// A pull engine consumes every slot, unfenced: in ZooKeeper mode
+		// it would take messages from slots other workers own.
+		return nil, fmt.Errorf("%w: Pull is not available in ZooKeeper mode", ErrInvalidPull)
 	}
 	engines := make([]consumerctl.Puller, len(topics))
 	for i, t := range topics {
@@ -111,14 +140,24 @@ func (c *Client) Pull(ctx context.Context, topics []topic.Topic, n int, opts ...
 	}
 	deadline := time.Now().Add(cfg.wait)
 	for {
-		// Taken before the fetch, so a wake-up during it is not missed.
+		// Taken before the fetch and the phase check, so neither a wake-up
+		// during the fetch nor Close's wake-up is missed.
 		changed := c.pulls.changed()
+		if c.isClosed() {
+			return nil, ErrClosed
+		}
 		var out []*consumer.Delivery
 		next := time.Duration(-1)
 		for _, e := range engines {
 			got, count, wait, err := e.Pull(ctx, n-len(out), cfg.lease)
 			if err != nil {
-				return out, err
+				if len(out) > 0 {
+					// Earlier topics' messages are leased already: hand
+					// them out rather than leave them to expire (an
+					// attempt counted) behind an error callers drop.
+					return out, nil
+				}
+				return nil, err
 			}
 			if count > 0 {
 				out = append(out, got.([]*consumer.Delivery)...)
@@ -149,26 +188,84 @@ func (c *Client) Pull(ctx context.Context, topics []topic.Topic, n int, opts ...
 	}
 }
 
+// isClosed reports whether Close began: a waiting Pull then returns
+// ErrClosed (Close wakes it) rather than fetching on closed engines.
+func (c *Client) isClosed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.phase == lifecycle.Closed
+}
+
 // puller returns the pull engine of t, making and starting it on first use.
+// Concurrent first Pulls of a topic share one start.
 func (c *Client) puller(ctx context.Context, t topic.Topic) (consumerctl.Puller, error) {
 	if t.IsZero() {
 		return nil, fmt.Errorf("%w: zero Topic", topic.ErrInvalidName)
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	switch c.phase {
-	case lifecycle.Closed:
-		return nil, ErrClosed
-	case lifecycle.Started:
-	default:
-		return nil, fmt.Errorf("%w: Pull before Start", ErrInvalidPull)
-	}
-	if e, ok := c.pulls.byTopic[t.Name()]; ok {
-		if e.Topic().Definition() != t.Definition() {
-			return nil, fmt.Errorf("%w: %s is %s, given as %s", topic.ErrConflict, t.Name(), e.Topic().Definition(), t.Definition())
+	for {
+		c.mu.Lock()
+		switch c.phase {
+		case lifecycle.Closed:
+			c.mu.Unlock()
+			return nil, ErrClosed
+		case lifecycle.Started:
+		default:
+			c.mu.Unlock()
+			return nil, ErrNotStarted
 		}
-		return e, nil
+		e, ok := c.pulls.byTopic[t.Name()]
+		if !ok {
+			e = &pullEntry{topic: t, ready: make(chan struct{})}
+			if c.pulls.byTopic == nil {
+				c.pulls.byTopic = map[string]*pullEntry{}
+			}
+			c.pulls.byTopic[t.Name()] = e
+			c.pulls.starting.Add(1)
+			c.mu.Unlock()
+			c.startPuller(ctx, e)
+			return e.p, e.err
+		}
+		c.mu.Unlock()
+		if e.topic.Definition() != t.Definition() {
+			return nil, fmt.Errorf("%w: %s is %s, given as %s", topic.ErrConflict, t.Name(), e.topic.Definition(), t.Definition())
+		}
+		select {
+		case <-e.ready:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		if e.err == nil {
+			return e.p, nil
+		}
+		// Its start failed (maybe only its caller's ctx ended): try again,
+		// this caller starting it.
 	}
+}
+
+// startPuller makes and starts e's engine outside the client's mu, then
+// stores it, or, if Close began meanwhile, closes it again.
+func (c *Client) startPuller(ctx context.Context, e *pullEntry) {
+	defer c.pulls.starting.Done()
+	defer close(e.ready)
+	p, err := c.newPuller(ctx, e.topic)
+	c.mu.Lock()
+	if err == nil && c.phase == lifecycle.Closed {
+		err = ErrClosed
+	}
+	if err != nil {
+		delete(c.pulls.byTopic, e.topic.Name())
+		e.err = err
+	} else {
+		e.p = p
+	}
+	c.mu.Unlock()
+	if p != nil && err != nil {
+		// Started after Close collected the engines: nobody else closes it.
+		_ = p.Close(context.WithoutCancel(ctx))
+	}
+}
+
+func (c *Client) newPuller(ctx context.Context, t topic.Topic) (consumerctl.Puller, error) {
 	opts := []consumer.Option{consumer.WithPrefix(c.cfg.prefix), consumer.WithLogger(c.log)}
 	opts = append(opts, consumerObserverOptions(c.cfg.observers, t)...)
 	eng, err := consumerctl.New(consumerctl.Params{Redis: c.rdb, Topic: t, Options: opts, Pull: true, OnWake: c.pulls.wake})
@@ -179,15 +276,9 @@ func (c *Client) puller(ctx context.Context, t topic.Topic) (consumerctl.Puller,
 	if !ok {
 		return nil, fmt.Errorf("rmq: the consumer engine of %s cannot pull", t.Name())
 	}
-	// Started under mu: a concurrent first Pull of the same topic waits
-	// rather than starting a second engine.
 	if err := p.Start(ctx); err != nil {
 		return nil, wrapOp(err, "start pulling "+t.Name())
 	}
-	if c.pulls.byTopic == nil {
-		c.pulls.byTopic = map[string]consumerctl.Puller{}
-	}
-	c.pulls.byTopic[t.Name()] = p
 	return p, nil
 }
 

@@ -2,6 +2,7 @@ package rmq_test
 
 import (
 	"errors"
+	"net"
 	"testing"
 	"time"
 
@@ -74,7 +75,8 @@ func TestPullDeliveries(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		ctx := ctxT(t)
 		tp := mustTopic(t, "pulled", topic.FixedTime, 4)
-		c := e.client()
+		obs := newPullObserver()
+		c := e.client(rmq.WithObserver(obs))
 		e.start(c)
 		p := c.Producer()
 		send(t, p, tp, "a", "a")
@@ -91,17 +93,26 @@ func TestPullDeliveries(t *testing.T) {
 		assert.Equal(t, 2, ds[0].Attempt)
 		assert.Equal(t, "later", ds[0].LastError)
 
+		before, err := c.Inspector().Message(ctx, tp, ds[0].ID)
+		require.NoError(t, err)
+		extended := time.Now()
 		require.NoError(t, ds[0].Extend(ctx, 3*time.Second))
-		// The lease (1s) would have run out without the extension.
-		time.Sleep(1500 * time.Millisecond)
+		// The lease deadline (whole seconds) moved from about 1s to about
+		// 3s from now.
+		after, err := c.Inspector().Message(ctx, tp, ds[0].ID)
+		require.NoError(t, err)
+		assert.Less(t, before.LeaseUntil, extended.Add(2*time.Second), "a 1s lease")
+		assert.GreaterOrEqual(t, after.LeaseUntil, extended.Add(2*time.Second), "extended to 3s")
+		assert.True(t, after.LeaseUntil.After(before.LeaseUntil))
 		require.NoError(t, ds[0].Ack(ctx))
 
 		send(t, p, tp, "b", "b")
 		ds, err = c.Pull(ctx, []topic.Topic{tp}, 1, rmq.WithLease(time.Second), rmq.WithWait(2*time.Second))
 		require.NoError(t, err)
 		require.Len(t, ds, 1)
-		// Not acked: the sweeper (run for pulled topics) redelivers it.
-		again, err := c.Pull(ctx, []topic.Topic{tp}, 1, rmq.WithWait(10*time.Second))
+		// Not acked: the sweeper (run for pulled topics, every 10s) rolls
+		// it back, and after its backoff it is delivered again.
+		again, err := c.Pull(ctx, []topic.Topic{tp}, 1, rmq.WithWait(25*time.Second))
 		require.NoError(t, err)
 		require.Len(t, again, 1)
 		assert.Equal(t, "b", again[0].ID)
@@ -118,7 +129,7 @@ func TestPullDeliveries(t *testing.T) {
 
 		// Pause: pulls return nothing.
 		require.NoError(t, c.Inspector().Pause(ctx, tp))
-		time.Sleep(300 * time.Millisecond) // the published pause reaches the pull engine
+		obs.waitPaused(t, true) // the published pause reached the pull engine
 		_, err = p.SendFixedTime(ctx, tp, []byte("c"), time.Now(), producer.WithKey("c"))
 		require.NoError(t, err)
 		ds, err = c.Pull(ctx, []topic.Topic{tp}, 1, rmq.WithWait(300*time.Millisecond))
@@ -129,4 +140,139 @@ func TestPullDeliveries(t *testing.T) {
 		require.NoError(t, err)
 		assert.Len(t, ds, 1)
 	})
+}
+
+// Close wakes a long-poll, which returns ErrClosed at once instead of
+// sleeping until the next due time and then fetching on closed engines:
+// nothing moves to prepare.
+func TestPullClose(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		ctx := ctxT(t)
+		tp := mustTopic(t, "pullclose", topic.FixedTime, 4)
+		c := e.client()
+		e.start(c)
+		// Started by a first Pull, so the long-poll below goes straight to
+		// its wait.
+		ds, err := c.Pull(ctx, []topic.Topic{tp}, 1)
+		require.NoError(t, err)
+		require.Empty(t, ds)
+		_, err = c.Producer().SendFixedTime(ctx, tp, []byte("x"), time.Now().Add(3*time.Second), producer.WithKey("x"))
+		require.NoError(t, err)
+
+		done := make(chan error, 1)
+		go func() {
+			_, err := c.Pull(ctx, []topic.Topic{tp}, 1, rmq.WithWait(30*time.Second))
+			done <- err
+		}()
+		// Not a signal of anything: it gives the Pull time to reach its
+		// wait; the result must be the same if it has not.
+		time.Sleep(200 * time.Millisecond)
+		closed := time.Now()
+		require.NoError(t, c.Close(ctx))
+		select {
+		case err := <-done:
+			assert.ErrorIs(t, err, rmq.ErrClosed)
+			assert.Less(t, time.Since(closed), time.Second, "woken by Close")
+		case <-time.After(10 * time.Second):
+			t.Fatal("the long-poll did not return after Close")
+		}
+		_, err = c.Pull(ctx, []topic.Topic{tp}, 1)
+		assert.ErrorIs(t, err, rmq.ErrClosed)
+		assert.Equal(t, counts{Store: 1, Msg: 1}, e.counts(tp))
+	})
+}
+
+// A later topic's failing fetch does not hide what earlier topics gave:
+// those messages are leased already, so Pull returns them and no error.
+func TestPullPartialResult(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		ctx := ctxT(t)
+		good := mustTopic(t, "pullgood", topic.FixedTime, 2)
+		bad := mustTopic(t, "pullbad", topic.FixedTime, 2)
+		c := e.client()
+		e.start(c)
+		// Every store key of bad holds a string: its fetch fails (WRONGTYPE).
+		for s := range bad.SlotAmount() {
+			require.NoError(t, e.rdb.Set(ctx, e.keys(bad, s).Store, "x", 0).Err())
+		}
+		send(t, c.Producer(), good, "g", "g")
+		time.Sleep(5 * time.Millisecond) // due times are rounded up to the next ms
+
+		_, err := c.Pull(ctx, []topic.Topic{bad}, 1)
+		require.Error(t, err, "the bad topic's fetch fails on its own")
+		ds, err := c.Pull(ctx, []topic.Topic{good, bad}, 5)
+		require.NoError(t, err)
+		require.Len(t, ds, 1)
+		assert.Equal(t, "g", ds[0].ID)
+		require.NoError(t, ds[0].Ack(ctx))
+	})
+}
+
+// First Pulls of a topic racing each other and Close share one engine
+// start, made outside the client's lock: Close does not wait for a
+// long-poll, every Pull ends with ErrClosed (the topic is empty), and an
+// engine started after Close is closed again.
+func TestPullStartRacesClose(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		ctx := ctxT(t)
+		tp := mustTopic(t, "pullrace", topic.FixedTime, 4)
+		c := e.client()
+		e.start(c)
+		errs := make(chan error, 8)
+		for range cap(errs) {
+			go func() {
+				_, err := c.Pull(ctx, []topic.Topic{tp}, 1, rmq.WithWait(30*time.Second))
+				errs <- err
+			}()
+		}
+		closed := time.Now()
+		require.NoError(t, c.Close(ctx))
+		for range cap(errs) {
+			select {
+			case err := <-errs:
+				assert.ErrorIs(t, err, rmq.ErrClosed)
+			case <-time.After(10 * time.Second):
+				t.Fatal("a Pull did not return after Close")
+			}
+		}
+		assert.Less(t, time.Since(closed), 5*time.Second)
+	})
+}
+
+// Pull before Start is refused with ErrNotStarted, and leaves nothing
+// behind: no engine, so a Pull after Start works.
+func TestPullBeforeStart(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		ctx := ctxT(t)
+		tp := mustTopic(t, "pullearly", topic.FixedTime, 2)
+		c := e.client()
+		_, err := c.Pull(ctx, []topic.Topic{tp}, 1)
+		require.ErrorIs(t, err, rmq.ErrNotStarted)
+		assert.NotErrorIs(t, err, rmq.ErrInvalidPull)
+		e.start(c)
+		send(t, c.Producer(), tp, "a", "a")
+		ds, err := c.Pull(ctx, []topic.Topic{tp}, 1, rmq.WithWait(2*time.Second))
+		require.NoError(t, err)
+		require.Len(t, ds, 1)
+		require.NoError(t, ds[0].Ack(ctx))
+	})
+}
+
+// A client in ZooKeeper mode refuses Pull (its engines would fetch
+// unfenced from slots other workers own), and nothing is taken.
+func TestPullRefusedInZooKeeperMode(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := ctxT(t)
+	tp := mustTopic(t, "pullzk", topic.FixedTime, 2)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	require.NoError(t, l.Close()) // the refusal needs no ZooKeeper
+	c := e.client(rmq.WithZooKeeper([]string{addr}))
+	send(t, c.Producer(), tp, "a", "a")
+	_, err = c.Pull(ctx, []topic.Topic{tp}, 1)
+	require.ErrorIs(t, err, rmq.ErrInvalidPull)
+	assert.Contains(t, err.Error(), "ZooKeeper mode")
+	assert.Equal(t, counts{Store: 1, Msg: 1}, e.counts(tp))
 }

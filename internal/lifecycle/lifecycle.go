@@ -30,6 +30,9 @@ var (
 	ErrStarted = errors.New("rmq: client already started")
 	// ErrClosed is returned by calls on a closed client.
 	ErrClosed = errors.New("rmq: client closed")
+	// ErrNotStarted is returned by calls that need a started client
+	// (rmq.Client.Pull) before Start.
+	ErrNotStarted = errors.New("rmq: client not started")
 )
 
 // Phase is the state of an owner. The zero value is New.
