@@ -22,6 +22,8 @@ func TestNackByID(t *testing.T) {
 		ctx := ctxT(t)
 		tp := mustTopic(t, "nackbyid", topic.FixedTime, 4)
 		c := e.client()
+		_, err := c.NackByID(ctx, tp, "a", 0, nil)
+		require.ErrorIs(t, err, rmq.ErrNotStarted)
 		e.start(c)
 		p := c.Producer()
 
