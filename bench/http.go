@@ -80,7 +80,14 @@ func (b *runner) httpCase(ctx context.Context) error {
 
 	progress("http: building rmqd")
 	bin := filepath.Join(dir, "rmqd")
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/rmq-go/rmq/cmd/rmqd")
+	// Built in the library's own module (the replace of go.mod points at
+	// it): rmqd's dependencies are in its go.sum, not in the bench's.
+	root, err := exec.CommandContext(ctx, "go", "list", "-m", "-f", "{{.Dir}}", "github.com/rmq-go/rmq").Output()
+	if err != nil {
+		return fmt.Errorf("http: locate the rmq module: %w", err)
+	}
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/rmqd")
+	build.Dir = string(bytes.TrimSpace(root))
 	if out, err := build.CombinedOutput(); err != nil {
 		return fmt.Errorf("http: go build rmqd: %v\n%s", err, out)
 	}

@@ -83,7 +83,7 @@ func printHTTPReport(w io.Writer, o options, env environment, res *results) {
 	printHTTP(w, o, res)
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "machine:  %s, nproc %d, %s RAM, %s/%s, %s; load average %s before, %s after\n", env.cpuModel, runtime.NumCPU(), env.memTotal, runtime.GOOS, runtime.GOARCH, runtime.Version(), env.loadBefore, env.loadAfter)
-	fmt.Fprintf(w, "server:   rmqd %s built from the working tree; Go net/http clients (MaxIdleConnsPerHost 64); redis-server %s\n", env.rmqTree, env.redisVersion)
+	fmt.Fprintf(w, "server:   rmqd built from the %s; Go net/http clients (MaxIdleConnsPerHost 64); redis-server %s\n", env.rmqTree, env.redisVersion)
 	fmt.Fprintf(w, "command:  %s   (took %v)\n", commandLine(o.rawArgs), env.elapsed.Round(time.Second))
 }
 
