@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"os"
 	"runtime"
 	"text/tabwriter"
 	"time"
@@ -75,6 +76,8 @@ func printHTTP(w io.Writer, o options, res *results) {
 	}
 	if len(res.http) == 1 {
 		fmt.Fprintln(w, "\nlmstfy: set LMSTFY_BIN to compare")
+	} else {
+		fmt.Fprintf(w, "\nlmstfy: LMSTFY_BIN=%s, on the same Redis (flushed in between), after rmqd\n", os.Getenv("LMSTFY_BIN"))
 	}
 }
 
