@@ -86,6 +86,7 @@ type options struct {
 	topicCounts   []int
 	topicsTimeout time.Duration
 	topicsIdle    time.Duration
+	httpN         int // the http case (http.go): jobs of publish and consume+ack
 }
 
 type latSpec struct {
@@ -124,6 +125,7 @@ func parseFlags() (options, error) {
 	flag.BoolVar(&o.cmdStats, "cmdstats", false, "also print INFO commandstats per message for each throughput case")
 	flag.BoolVar(&o.json, "json", false, "print the results as JSON on stdout instead of tables (progress still goes to stderr)")
 	flag.StringVar(&topicCounts, "topics", "1,100,1000", "topic counts of the topics case (-cases topics; not run by default): N topics on one client")
+	flag.IntVar(&o.httpN, "http-n", 20000, "jobs of the http case's publish and consume+ack (-cases http; not run by default): rmqd over HTTP, lmstfy too with LMSTFY_BIN")
 	flag.DurationVar(&o.topicsIdle, "topics-idle", 5*time.Second, "the idle window of the topics case (client CPU and Redis commands/s)")
 	flag.DurationVar(&o.topicsTimeout, "topics-timeout", 2*time.Minute, "the most each phase of the topics case may take (start, a wave's firing, close)")
 	flag.BoolVar(&o.verbose, "v", false, "log RMQ warnings and asynq errors to stderr")
@@ -160,12 +162,12 @@ func parseFlags() (options, error) {
 	}
 	for _, c := range strings.Split(cases, ",") {
 		c = strings.TrimSpace(c)
-		known := c == "topics" // not in allCases: not run by default
+		known := c == "topics" || c == "http" // not in allCases: not run by default
 		for _, k := range allCases {
 			known = known || k == c
 		}
 		if !known {
-			return o, fmt.Errorf("-cases: unknown %q (%s, topics)", c, strings.Join(allCases, ", "))
+			return o, fmt.Errorf("-cases: unknown %q (%s, topics, http)", c, strings.Join(allCases, ", "))
 		}
 		o.cases[c] = true
 	}
@@ -188,7 +190,7 @@ func parseFlags() (options, error) {
 		return o, errors.New("-resp must be 2 or 3")
 	case o.topicsIdle <= 0 || o.topicsTimeout <= 0:
 		return o, errors.New("-topics-idle and -topics-timeout must be positive")
-	case o.runs < 1, o.n < 1, o.batchN < 1, o.batch < 1, o.batchG < 1, o.producers < 1, o.workers < 1, o.body < 32, o.waiting < 0, o.memN < 0:
+	case o.runs < 1, o.n < 1, o.batchN < 1, o.batch < 1, o.batchG < 1, o.producers < 1, o.workers < 1, o.body < 32, o.waiting < 0, o.memN < 0, o.httpN < 1:
 		return o, errors.New("counts must be positive (-body at least 32)")
 	}
 	if _, err := topic.New("x", topic.FixedTime, o.slots); err != nil {
@@ -280,6 +282,9 @@ func run(ctx context.Context, o options) (err error) {
 	if err == nil && o.cases["topics"] {
 		err = b.topics(ctx, log)
 	}
+	if err == nil && o.cases["http"] {
+		err = b.httpCase(ctx)
+	}
 	env.elapsed = time.Since(began)
 	env.loadAfter = loadAvg()
 	if o.json {
@@ -291,14 +296,19 @@ func run(ctx context.Context, o options) (err error) {
 			// Print what was measured before the failure.
 			fmt.Fprintln(os.Stdout, "INCOMPLETE: bench stopped early:", err)
 		}
-		if classicCases(o) {
+		switch {
+		case classicCases(o):
 			printReport(os.Stdout, o, env, systems, b.res)
-		} else {
+			printHTTP(os.Stdout, o, b.res)
+		case o.cases["topics"]:
 			printTopicsReport(os.Stdout, o, env, b.res)
+			printHTTP(os.Stdout, o, b.res)
+		default:
+			printHTTPReport(os.Stdout, o, env, b.res)
 		}
 	}
 	if err == nil {
-		if p := append(problems(systems, b.res), topicsProblems(b.res)...); len(p) > 0 {
+		if p := slices.Concat(problems(systems, b.res), topicsProblems(b.res), httpProblems(b.res)); len(p) > 0 {
 			err = fmt.Errorf("FAILED: %s", strings.Join(p, "; "))
 		}
 	}

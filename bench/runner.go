@@ -26,6 +26,7 @@ type sample struct {
 type results struct {
 	m      map[string]map[string]*sample // case id -> system name -> sample
 	topics []topicsResult                // the topics case (topics.go), one per N
+	http   []httpServerResult            // the http case (http.go), one per server
 }
 
 func newResults() *results { return &results{m: map[string]map[string]*sample{}} }

@@ -74,7 +74,7 @@ func classicCases(o options) bool {
 		return true
 	}
 	for c := range o.cases {
-		if c != "topics" {
+		if c != "topics" && c != "http" {
 			return true
 		}
 	}
