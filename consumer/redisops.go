@@ -174,12 +174,12 @@ func (c *engine) decodeFetch(reqs []fetchReq, cmd *redis.Cmd, received time.Time
 // the given slots, bySlot[i] of slots[i] (with ZooKeeper: one slot, fenced
 // by its owner epoch).
 func (c *engine) ackCall(slotList []int, bySlot [][]*delivery) ([]string, []any) {
-	keys := make([]string, 0, 5*len(slotList)+1)
+	keys := make([]string, 0, 6*len(slotList)+1)
 	args := make([]any, 0, 2+len(slotList)+4*len(bySlot[0]))
 	args = append(args, c.wakeCmd)
 	for i, s := range slotList {
 		k := c.keys[s]
-		keys = append(keys, k.Store, k.Prepare, k.Msg, k.Wake, c.ackDelayedKey(k))
+		keys = append(keys, k.Store, k.Prepare, k.Msg, k.Wake, c.ackDelayedKey(k), k.Dead)
 		args = append(args, len(bySlot[i]))
 	}
 	for _, ds := range bySlot {

@@ -260,3 +260,23 @@ func TestRemoveAnywhere(t *testing.T) {
 		assert.Equal(t, where{}, s.where(id))
 	}
 }
+
+// A late ack of a delivery the sweeper dead-lettered after its lease ran
+// out is refused (0), not "gone" (2, which callers count as acked); an id
+// that is nowhere at all is still gone.
+func TestLateAckOfDeadLetteredDeliveryIsRefused(t *testing.T) {
+	for _, typ := range []int{2, 3} {
+		t.Run(strconv.Itoa(typ), func(t *testing.T) {
+			s := newSlot(t, typ)
+			s.send("a", past(), "x")
+			_, got := s.fetch(1, 30)
+			require.Len(t, got, 1)
+			s.expire("a")
+			require.EqualValues(t, 1, s.sweep(0), "no retries: the lease's end dead-letters it")
+			require.Equal(t, where{dead: true, deadmsg: true}, s.where("a"))
+			assert.EqualValues(t, 0, s.ack("a", got[0].token), "refused, not gone")
+			assert.Equal(t, where{dead: true, deadmsg: true}, s.where("a"))
+			assert.EqualValues(t, 2, s.ack("never", 1001), "nowhere at all: gone")
+		})
+	}
+}

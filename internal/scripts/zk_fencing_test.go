@@ -45,7 +45,7 @@ func (f *fenced) fetchE(epoch int64, n int) ([]delivered, error) {
 }
 
 func (f *fenced) ackE(epoch int64, id string, token int64) ([]int64, error) {
-	return scripts.Ack.Run(f.ctx, f.rdb, []string{f.k.Store, f.k.Prepare, f.k.Msg, f.k.Wake, f.k.Delayed, f.epochKey}, "PUBLISH", 1, id, token, epoch).Int64Slice()
+	return scripts.Ack.Run(f.ctx, f.rdb, []string{f.k.Store, f.k.Prepare, f.k.Msg, f.k.Wake, f.k.Delayed, f.k.Dead, f.epochKey}, "PUBLISH", 1, id, token, epoch).Int64Slice()
 }
 
 func (f *fenced) rollbackE(epoch int64, id string, token int64) ([]int64, error) {
