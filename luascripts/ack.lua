@@ -30,8 +30,12 @@
 -- is 0 too. With KEYS[7]: an error reply RMQFENCED, and nothing changed,
 -- when the epoch is not the slot's current owner epoch.
 local fenced = #KEYS == 7
-local W = #KEYS == 5 and 5 or 6 -- KEYS per group
-local G = (fenced or W == 5) and 1 or #KEYS / 6
+if #KEYS == 5 then
+  -- One group without its dead key: name the delayed key (or store) in its
+  -- place, which the gone check reads anyway.
+  KEYS[6] = KEYS[5]
+end
+local G = fenced and 1 or #KEYS / 6
 if fenced then
   local refused = fence(KEYS[7], ARGV[#ARGV])
   if refused then return refused end
@@ -39,9 +43,8 @@ end
 -- nowhere reports whether group g's id is neither waiting (store, delayed)
 -- nor dead.
 local function nowhere(g, id)
-  local b = W * (g - 1)
-  return not redis.call('ZSCORE', KEYS[b + 1], id) and not redis.call('ZSCORE', KEYS[b + 5], id)
-    and not (W == 6 and redis.call('ZSCORE', KEYS[b + 6], id))
+  return not redis.call('ZSCORE', KEYS[6 * g - 5], id) and not redis.call('ZSCORE', KEYS[6 * g - 1], id)
+    and not redis.call('ZSCORE', KEYS[6 * g], id)
 end
 local res = {}
 local at = 2 + G
@@ -53,7 +56,7 @@ for g = 1, G do
     at = at + 2
   end
   if #ids > 0 then
-    local cur = mcall('ZMSCORE', KEYS[W * g - W + 2], ids)
+    local cur = mcall('ZMSCORE', KEYS[6 * g - 4], ids)
     local acked, seen = {}, {}
     for j = 1, #ids do
       -- An id named twice is acked once, as two calls in a row would.
@@ -78,23 +81,23 @@ for g = 1, G do
       end
     end
     if #acked > 0 then
-      mcall('ZREM', KEYS[W * g - W + 2], acked)
-      local waiting = mcall('ZMSCORE', KEYS[W * g - W + 1], acked)
+      mcall('ZREM', KEYS[6 * g - 4], acked)
+      local waiting = mcall('ZMSCORE', KEYS[6 * g - 5], acked)
       local gone = {}
       -- One ZCARD per group of a priority topic (time-based topics name
       -- no delayed set): it is mostly empty.
-      local has_delayed = KEYS[W * g - W + 5] ~= KEYS[W * g - W + 1] and redis.call('ZCARD', KEYS[W * g - W + 5]) > 0
+      local has_delayed = KEYS[6 * g - 1] ~= KEYS[6 * g - 5] and redis.call('ZCARD', KEYS[6 * g - 1]) > 0
       for j = 1, #acked do
         if waiting[j] then
           -- A send arrived during the delivery: keep its body, let it go next.
-          if ARGV[1] ~= '' then redis.call(ARGV[1], KEYS[W * g - W + 4], waiting[j]) end
-        elseif has_delayed and redis.call('ZSCORE', KEYS[W * g - W + 5], acked[j]) then
+          if ARGV[1] ~= '' then redis.call(ARGV[1], KEYS[6 * g - 2], waiting[j]) end
+        elseif has_delayed and redis.call('ZSCORE', KEYS[6 * g - 1], acked[j]) then
           -- A priority re-send that waits for its time: keep its body.
         else
           gone[#gone + 1] = acked[j]
         end
       end
-      if #gone > 0 then mcall('HDEL', KEYS[W * g - W + 3], gone) end
+      if #gone > 0 then mcall('HDEL', KEYS[6 * g - 3], gone) end
     end
   end
 end
