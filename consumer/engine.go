@@ -83,8 +83,15 @@ type engine struct {
 	merged bool
 
 	// paused: the topic is paused (Inspector.Pause): read from Redis at
-	// start and on every resubscription, told on the wake channels.
+	// start, on every resubscription and on every pause or resume payload
+	// of the wake channels (jobs.go recheckPaused).
 	paused atomic.Bool
+	// pauseMu serialises the reads of the pause state, so an older read
+	// never overwrites a newer one; pauseReq counts requests to read it,
+	// pauseDone is the last request a finished read covered.
+	pauseMu   sync.Mutex
+	pauseReq  atomic.Uint64
+	pauseDone uint64
 
 	// pull: an engine without a listener that fetches only when asked
 	// (pull.go); onWake is told of every wake-up.

@@ -107,12 +107,9 @@ func (f *fetcher) run(ctx context.Context) {
 	timer := time.NewTimer(maxIdle)
 	defer timer.Stop()
 	for ctx.Err() == nil {
-		if f.applyWakes() {
-			// Resubscribed: a pause or resume may have been missed.
-			if err := c.refreshPaused(ctx); err != nil && ctx.Err() == nil {
-				c.log.WarnContext(ctx, "rmq: could not read the pause state", "err", err)
-			}
-		}
+		// The waker re-reads the pause state on a resubscription itself
+		// (recheckPaused), before it signals.
+		f.applyWakes()
 		wait := maxIdle
 		// A paused topic (Inspector.Pause) fetches nothing; the resume
 		// arrives as a wake-up.

@@ -174,12 +174,12 @@ func (c *engine) decodeFetch(reqs []fetchReq, cmd *redis.Cmd, received time.Time
 // the given slots, bySlot[i] of slots[i] (with ZooKeeper: one slot, fenced
 // by its owner epoch).
 func (c *engine) ackCall(slotList []int, bySlot [][]*delivery) ([]string, []any) {
-	keys := make([]string, 0, 5*len(slotList)+1)
+	keys := make([]string, 0, 6*len(slotList)+1)
 	args := make([]any, 0, 2+len(slotList)+4*len(bySlot[0]))
 	args = append(args, c.wakeCmd)
 	for i, s := range slotList {
 		k := c.keys[s]
-		keys = append(keys, k.Store, k.Prepare, k.Msg, k.Wake, c.ackDelayedKey(k))
+		keys = append(keys, k.Store, k.Prepare, k.Msg, k.Wake, c.ackDelayedKey(k), k.Dead)
 		args = append(args, len(bySlot[i]))
 	}
 	for _, ds := range bySlot {
@@ -293,9 +293,18 @@ func (c *engine) extend(ctx context.Context, bySlot map[int][]*delivery) (lost [
 	return lost, err
 }
 
+// deadLease is a message the sweeper moved to the dead queue because its
+// last attempt's lease ran out.
+type deadLease struct {
+	slot     int
+	id       string
+	attempts int
+}
+
 // sweep rolls back expired leases on the given slots; it returns how many
-// were rolled back and how many of them died.
-func (c *engine) sweep(ctx context.Context, slotList []int) (rolled, died, expiredN int, err error) {
+// were rolled back, which of them died, and how many expired messages were
+// dropped.
+func (c *engine) sweep(ctx context.Context, slotList []int) (rolled int, dead []deadLease, expiredN int, err error) {
 	args := c.retryArgs(1000)
 	// ZooKeeper mode: only the owner sweeps a slot, naming its epoch.
 	slotList, epochs := c.own.sweepable(slotList)
@@ -314,17 +323,22 @@ func (c *engine) sweep(ctx context.Context, slotList []int) (rolled, died, expir
 			err = e
 			continue
 		}
-		// sweep.lua returns { rolled back, of them dead, expired, ids ... }.
+		// sweep.lua returns { rolled back, of them dead (D), expired,
+		// D pairs of id and attempts, ids retried ... }.
 		if len(vals) >= 3 {
 			r, _ := vals[0].(int64)
 			d, _ := vals[1].(int64)
 			x, _ := vals[2].(int64)
 			rolled += int(r)
-			died += int(d)
 			expiredN += int(x)
+			for j := 0; j < int(d) && 3+2*j+1 < len(vals); j++ {
+				id, _ := vals[3+2*j].(string)
+				n, _ := vals[3+2*j+1].(int64)
+				dead = append(dead, deadLease{slot: slotList[i], id: id, attempts: int(n)})
+			}
 		}
 	}
-	return rolled, died, expiredN, err
+	return rolled, dead, expiredN, err
 }
 
 // expiredCandidates reads (no script) which slots hold a lease that looks

@@ -47,7 +47,7 @@ func (s *sweeper) once(ctx context.Context) {
 		}
 		return
 	}
-	rolled, died, exp, err := c.sweep(ctx, cands)
+	rolled, dead, exp, err := c.sweep(ctx, cands)
 	if err != nil && ctx.Err() == nil {
 		c.log.WarnContext(ctx, "rmq: sweep failed", "err", err)
 	}
@@ -56,7 +56,17 @@ func (s *sweeper) once(ctx context.Context) {
 		c.log.InfoContext(ctx, "rmq: dropped expired messages", "count", exp)
 	}
 	if rolled > 0 {
-		c.cfg.observer.LeasesExpired(c.topic.Name(), rolled, died)
-		c.log.InfoContext(ctx, "rmq: rolled back expired leases", "count", rolled, "dead", died)
+		c.cfg.observer.LeasesExpired(c.topic.Name(), rolled, len(dead))
+		c.log.InfoContext(ctx, "rmq: rolled back expired leases", "count", rolled, "dead", len(dead))
+	}
+	// Each dead-lettered message at Warn, as a handler's dead-lettering is
+	// (logOutcome): nobody handles it any more unless someone looks.
+	for _, d := range dead {
+		c.log.WarnContext(ctx, "rmq: message moved to the dead queue", "id", d.id, "slot", d.slot,
+			"attempts", d.attempts, "last_error", leaseExpiredError)
 	}
 }
+
+// leaseExpiredError is the last error sweep.lua records for a delivery
+// whose lease ran out.
+const leaseExpiredError = "rmq: lease expired"

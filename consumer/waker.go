@@ -82,12 +82,17 @@ func (w *waker) run(ctx context.Context) {
 			switch m := m.(type) {
 			case *redis.Subscription:
 				// A (re)subscription: wake-ups may have been missed while
-				// the connection was down, so every slot is looked at.
+				// the connection was down, so every slot is looked at, and
+				// the pause state read again (once a connection: its first
+				// confirmation counts one channel).
+				if m.Count <= 1 {
+					w.c.recheckPaused(ctx, nil)
+				}
 				w.mu.Lock()
 				w.all = true
 				w.mu.Unlock()
 			case *redis.Message:
-				if !w.message(m) {
+				if !w.message(ctx, m) {
 					continue
 				}
 			}
@@ -98,7 +103,7 @@ func (w *waker) run(ctx context.Context) {
 
 // message records a wake-up (the slot's new head score) without signalling
 // the fetcher; it reports whether the channel is one of ours.
-func (w *waker) message(m *redis.Message) bool {
+func (w *waker) message(ctx context.Context, m *redis.Message) bool {
 	slot, ok := w.slotOf[m.Channel]
 	if !ok {
 		return false
@@ -106,8 +111,10 @@ func (w *waker) message(m *redis.Message) bool {
 	kind, score := parseWake(m.Payload)
 	switch kind {
 	case wakePause, wakeResume:
-		// Inspector.Pause / Resume of the topic (told on every slot).
-		w.c.setPaused(kind == wakePause)
+		// Inspector.Pause / Resume of the topic (told on every slot): the
+		// stored state decides, not the payload (see recheckPaused).
+		paused := kind == wakePause
+		w.c.recheckPaused(ctx, &paused)
 		return true
 	case wakeDelayed:
 		w.mu.Lock()

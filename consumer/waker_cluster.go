@@ -337,12 +337,17 @@ func (s *shardWaker) receive(sc *shardConn) {
 		pinged = false
 		switch m := msg.(type) {
 		case *redis.Message:
-			if s.w.message(m) {
+			if s.w.message(s.ctx, m) {
 				s.w.poke()
 			}
 		case *redis.Subscription:
 			switch m.Kind {
 			case "ssubscribe":
+				if m.Count <= 1 {
+					// A connection's first channel: pause or resume
+					// payloads may have been missed while it was missing.
+					s.w.c.recheckPaused(s.ctx, nil)
+				}
 				if s.w.lookAt(m.Channel) {
 					s.confirm(sc, m.Channel)
 					s.w.poke()

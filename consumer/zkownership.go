@@ -94,7 +94,7 @@ func (o *assignedSlots) Acquire(ctx context.Context, slot int, epoch int64) erro
 		return err
 	}
 	k := c.keys[slot]
-	res, err := scripts.Takeover.Run(ctx, c.rdb, []string{k.Store, k.Prepare, k.Msg, o.epochKeys[slot]}, epoch).Int64Slice()
+	res, err := scripts.Takeover.Run(ctx, c.rdb, []string{k.Store, k.Prepare, k.Msg, o.epochKeys[slot], k.Delayed}, epoch).Int64Slice()
 	if err != nil {
 		if scripts.IsFenced(err) {
 			return fmt.Errorf("%w: take over %s slot %d: %v", ErrFenced, c.topic.Name(), slot, err)
@@ -328,7 +328,7 @@ func (o *assignedSlots) shutdown() {
 	cmds := c.runPipelined(ctx, len(list), func(i int) scripts.Call {
 		s := list[i]
 		k := c.keys[s]
-		return scriptCall(scripts.Takeover, []string{k.Store, k.Prepare, k.Msg, o.epochKeys[s]}, []any{epochs[s]})
+		return scriptCall(scripts.Takeover, []string{k.Store, k.Prepare, k.Msg, o.epochKeys[s], k.Delayed}, []any{epochs[s]})
 	})
 	for i, cmd := range cmds {
 		res, err := cmd.Int64Slice()

@@ -9,10 +9,12 @@
 -- Returns: what was removed, a sum of 1 (waiting in store), 2 (waiting in
 -- the delayed set) and 4 (in flight); 0 when the id is in none of them
 -- (unknown, acked or dead). A removed in-flight delivery's prepare entry
--- becomes a tombstone: token 0 (never a delivery's) with a lease of 2
--- seconds. Its ack, rollback and extend are refused (ack.lua tells this
+-- becomes a tombstone: token 0 (never a delivery's) with the delivery's own
+-- lease deadline, so it lasts as long as the running delivery may still
+-- ack. Its ack, rollback and extend are refused (ack.lua tells this
 -- refusal from a resent ack by the tombstone), and the sweeper clears it
--- without redelivering anything: there is no envelope left. A re-send of
+-- once that lease has run out, without redelivering anything: there is no
+-- envelope left. A re-send of
 -- the id meanwhile waits behind it, as behind a delivery. Running twice
 -- removes nothing more.
 local id = ARGV[1]
@@ -21,8 +23,8 @@ if redis.call('ZREM', KEYS[1], id) == 1 then what = what + 1 end
 if redis.call('ZREM', KEYS[4], id) == 1 then what = what + 2 end
 local s = redis.call('ZSCORE', KEYS[2], id)
 if s and token_of(s) ~= 0 then
-  local t = redis.call('TIME')
-  redis.call('ZADD', KEYS[2], (tonumber(t[1]) + 2) * TOKEN_MOD, id)
+  local deadline = math.floor(tonumber(s) / TOKEN_MOD) * TOKEN_MOD
+  redis.call('ZADD', KEYS[2], deadline, id)
   what = what + 4
 end
 if what > 0 then redis.call('HDEL', KEYS[3], id) end

@@ -15,9 +15,10 @@
 -- ARGV[5] -> most leases to roll back in this call
 -- ARGV[6] -> B, then ARGV[7..6+B] -> backoff ms for attempt 1..B
 -- ARGV[7+B] -> the caller's owner epoch, when KEYS[8] is given
--- Returns: { rolled back, of them moved to dead, expired, ids rolled back ... }
--- where expired counts messages dropped because their expiry (a
--- per-message option) passed. A lease is expired when its deadline second
+-- Returns: { rolled back, of them moved to dead (D), expired, then D pairs
+-- of a dead id and its attempts, then the ids retried ... } where expired
+-- counts messages dropped because their expiry (a per-message option)
+-- passed; the dead pairs let the caller log each dead-lettered message. A lease is expired when its deadline second
 -- is before Redis's clock, so a consumer with a fast clock cannot take a
 -- live lease. With KEYS[8]: an error reply RMQFENCED, and nothing changed,
 -- when the epoch is not the slot's current owner epoch (only a slot's owner
@@ -33,16 +34,24 @@ local backoff = parse_backoff(ARGV, 6)
 local now, _, now_up = now_ms()
 local limit = math.floor(now / 1000) * TOKEN_MOD
 local leases = redis.call('ZRANGE', k.prepare, '-inf', '(' .. limit, 'BYSCORE', 'LIMIT', 0, tonumber(ARGV[5]), 'WITHSCORES')
-local out = { 0, 0, 0 }
+local out, dead, retried = { 0, 0, 0 }, {}, {}
 for i = 1, #leases, 2 do
   local id = leases[i]
-  local r = rollback_one(k, id, token_of(leases[i + 1]), 'rmq: lease expired', now, max_retries, backoff, dead_max, dead_age, ARGV[1], '', now_up)
+  local token = token_of(leases[i + 1])
+  local r = rollback_one(k, id, token, 'rmq: lease expired', now, max_retries, backoff, dead_max, dead_age, ARGV[1], '', now_up)
   if r == 5 then
     out[3] = out[3] + 1
   elseif r ~= 0 then
     out[1] = out[1] + 1
-    if r == 3 then out[2] = out[2] + 1 end
-    out[#out + 1] = id
+    if r == 3 then
+      out[2] = out[2] + 1
+      dead[#dead + 1] = id
+      dead[#dead + 1] = token % 1000
+    else
+      retried[#retried + 1] = id
+    end
   end
 end
+for _, v in ipairs(dead) do out[#out + 1] = v end
+for _, v in ipairs(retried) do out[#out + 1] = v end
 return out

@@ -13,7 +13,8 @@ var (
 	ErrBodyTooLarge = errors.New("rmq: message body too large")
 	// ErrInvalidPriority is returned for priorities <= 16 or above 2^53.
 	ErrInvalidPriority = errors.New("rmq: invalid priority")
-	// ErrInvalidTime is returned for a zero or out-of-range fixed time.
+	// ErrInvalidTime is returned for a zero or out-of-range fixed time, or
+	// a WithNotBefore time after 2^48-1 ms since the Unix epoch.
 	ErrInvalidTime = errors.New("rmq: invalid time")
 	// ErrInvalidRange is returned for a negative or huge time range.
 	ErrInvalidRange = errors.New("rmq: invalid time range")
@@ -33,7 +34,8 @@ var (
 	// ErrInvalidMaxRetries is returned for WithMaxRetries outside 0..998.
 	ErrInvalidMaxRetries = errors.New("rmq: invalid max retries")
 	// ErrInvalidExpiry is returned for a WithTTL or WithExpiresAt that is
-	// not in the future (or out of range).
+	// not in the future, or out of range (WithExpiresAt after 2^48-1 ms
+	// since the Unix epoch).
 	ErrInvalidExpiry = errors.New("rmq: invalid expiry")
 	// ErrInvalidTimeout is returned for a WithTimeout outside 1ms..24h.
 	ErrInvalidTimeout = errors.New("rmq: invalid timeout")

@@ -70,7 +70,7 @@ func checkJob(j jobConfig, typ topic.Type) error {
 	if j.hasTTL && (j.ttl <= 0 || j.ttl > maxRange) {
 		return fmt.Errorf("%w: TTL %v", ErrInvalidExpiry, j.ttl)
 	}
-	if !j.expiresAt.IsZero() && (j.expiresAt.UnixMilli() <= 0 || j.expiresAt.UnixMilli() > maxScore) {
+	if !j.expiresAt.IsZero() && (j.expiresAt.UnixMilli() <= 0 || j.expiresAt.UnixMilli() > maxOptionMs) {
 		return fmt.Errorf("%w: %v out of range", ErrInvalidExpiry, j.expiresAt)
 	}
 	if j.timeout != 0 && (j.timeout < time.Millisecond || j.timeout > maxTimeout) {
@@ -83,8 +83,12 @@ func checkJob(j jobConfig, typ topic.Type) error {
 		return fmt.Errorf("%w: delay %v", ErrInvalidTime, j.delay)
 	}
 	if !j.notBefore.IsZero() {
-		if _, err := fixedScore(j.notBefore); err != nil {
+		ms, err := fixedScore(j.notBefore)
+		if err != nil {
 			return err
+		}
+		if ms > maxOptionMs {
+			return fmt.Errorf("%w: not before %v out of range", ErrInvalidTime, j.notBefore)
 		}
 	}
 	return checkHeaders(j.headers)

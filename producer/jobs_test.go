@@ -56,6 +56,10 @@ func TestBadJobOptionsWriteNothing(t *testing.T) {
 		{pr, []producer.SendOption{producer.WithHeaders(map[string]string{"k": strings.Repeat("v", producer.MaxHeaderValueLength+1)})}, producer.ErrInvalidHeaders},
 		{pr, []producer.SendOption{producer.WithDelay(-time.Second)}, producer.ErrInvalidTime},
 		{ft, []producer.SendOption{producer.WithNotBefore(time.Now())}, producer.ErrTypeMismatch},
+		// The envelope keeps option times in 48 bits of ms: later ones would wrap.
+		{pr, []producer.SendOption{producer.WithExpiresAt(time.UnixMilli(1 << 48))}, producer.ErrInvalidExpiry},
+		{pr, []producer.SendOption{producer.WithNotBefore(time.UnixMilli(1 << 48))}, producer.ErrInvalidTime},
+		{pr, []producer.SendOption{producer.WithNotBefore(time.UnixMilli(1<<48 - 1).Add(time.Microsecond))}, producer.ErrInvalidTime},
 	}
 	for i, c := range cases {
 		var err error
@@ -105,6 +109,19 @@ func TestJobOptionsAreStored(t *testing.T) {
 		require.NoError(t, err)
 		assert.InDelta(t, float64(time.Now().Add(time.Hour).UnixMilli()), d, 2000)
 	})
+}
+
+// The latest option times the envelope holds (2^48-1 ms) are stored exactly.
+func TestFarOptionTimesAreStoredExactly(t *testing.T) {
+	p, rdb, prefix := setup(t, "single")
+	ctx := context.Background()
+	pr := topic.MustNew("far", topic.Priority, 4)
+	last := time.UnixMilli(1<<48 - 1)
+	_, err := p.SendPriority(ctx, pr, []byte("x"), 100, producer.WithKey("far"), producer.WithExpiresAt(last), producer.WithNotBefore(last))
+	require.NoError(t, err)
+	o := envelopeOf(t, rdb, prefix, pr, "far").Options
+	assert.Equal(t, last.UnixMilli(), o.ExpiresAtMs)
+	assert.Equal(t, last.UnixMilli(), o.NotBeforeMs)
 }
 
 // Never early: a fixed time with a sub-millisecond part is stored rounded

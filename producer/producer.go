@@ -21,6 +21,11 @@ import (
 // for integers up to 2^53.
 const maxScore = 1 << 53
 
+// maxOptionMs bounds the times of the per-message options (expiry, not
+// before): the envelope keeps them in 48 bits of ms (about year 10889), so
+// a later one would wrap.
+const maxOptionMs = 1<<48 - 1
+
 // maxRange bounds a range-merge window (about 100 years).
 const maxRange = 100 * 365 * 24 * time.Hour
 

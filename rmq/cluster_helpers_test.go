@@ -52,7 +52,7 @@ type keySlotCheck struct {
 
 // groupSize is the number of KEYS per slot group of the scripts that take
 // several groups in one call on a single node.
-var groupSize = map[string]int{"sendbatch": 5, scripts.NameFetch: 4, scripts.NameAck: 5}
+var groupSize = map[string]int{"sendbatch": 5, scripts.NameFetch: 4, scripts.NameAck: 6}
 
 func newKeySlotCheck(grouped bool) *keySlotCheck {
 	return &keySlotCheck{grouped: grouped, calls: map[string]int{}}

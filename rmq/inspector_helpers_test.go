@@ -283,7 +283,7 @@ func fetchDirect(t *testing.T, rdb redis.UniversalClient, k slots.Keys, timeBase
 func ackOne(t *testing.T, e *env, tp topic.Topic, slot int, id string, token int64) {
 	t.Helper()
 	k := e.keys(tp, slot)
-	res, err := scripts.Ack.Run(context.Background(), e.rdb, []string{k.Store, k.Prepare, k.Msg, k.Wake, k.Delayed}, "", 1, id, token).Int64Slice()
+	res, err := scripts.Ack.Run(context.Background(), e.rdb, []string{k.Store, k.Prepare, k.Msg, k.Wake, k.Delayed, k.Dead}, "", 1, id, token).Int64Slice()
 	require.NoError(t, err)
 	require.Equal(t, []int64{1}, res, "ack refused")
 }

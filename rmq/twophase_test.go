@@ -348,7 +348,7 @@ func TestTwoPhaseLeaseLost(t *testing.T) {
 		require.NotEqual(t, first.Token, second.Token)
 
 		// Stale ack and stale rollback naming the first token: refused, inert.
-		res, err := scripts.Ack.Run(ctx, e.rdb, []string{k.Store, k.Prepare, k.Msg, k.Wake, k.Delayed}, "", 1, "job", first.Token).Int64Slice()
+		res, err := scripts.Ack.Run(ctx, e.rdb, []string{k.Store, k.Prepare, k.Msg, k.Wake, k.Delayed, k.Dead}, "", 1, "job", first.Token).Int64Slice()
 		require.NoError(t, err)
 		assert.Equal(t, []int64{0}, res, "stale ack accepted")
 		res, err = scripts.Rollback.Run(ctx, e.rdb, []string{k.Store, k.Prepare, k.Msg, k.Dead, k.DeadMsg, k.Wake, k.Delayed},

@@ -113,7 +113,7 @@ func TestFetchMergesSlotsInConsumeOrder(t *testing.T) {
 				var pairs []any
 				var wantRes []int64
 				for g, k := range ks {
-					ackKeys = append(ackKeys, k.Store, k.Prepare, k.Msg, k.Wake, k.Delayed)
+					ackKeys = append(ackKeys, k.Store, k.Prepare, k.Msg, k.Wake, k.Delayed, k.Dead)
 					n := 0
 					for _, m := range r.Msgs {
 						if m.Group != g {

@@ -260,3 +260,52 @@ func TestRemoveAnywhere(t *testing.T) {
 		assert.Equal(t, where{}, s.where(id))
 	}
 }
+
+// A late ack of a delivery the sweeper dead-lettered after its lease ran
+// out is refused (0), not "gone" (2, which callers count as acked); an id
+// that is nowhere at all is still gone.
+func TestLateAckOfDeadLetteredDeliveryIsRefused(t *testing.T) {
+	for _, typ := range []int{2, 3} {
+		t.Run(strconv.Itoa(typ), func(t *testing.T) {
+			s := newSlot(t, typ)
+			s.send("a", past(), "x")
+			_, got := s.fetch(1, 30)
+			require.Len(t, got, 1)
+			s.expire("a")
+			require.EqualValues(t, 1, s.sweep(0), "no retries: the lease's end dead-letters it")
+			require.Equal(t, where{dead: true, deadmsg: true}, s.where("a"))
+			assert.EqualValues(t, 0, s.ack("a", got[0].token), "refused, not gone")
+			assert.Equal(t, where{dead: true, deadmsg: true}, s.where("a"))
+			assert.EqualValues(t, 2, s.ack("never", 1001), "nowhere at all: gone")
+		})
+	}
+}
+
+// Removing an in-flight delivery leaves a tombstone for as long as the
+// delivery's lease (its deadline second, token 0), not a fixed two seconds:
+// until then a sweep keeps it and the running delivery's late ack is
+// refused; once that lease has run out the sweeper clears it.
+func TestRemoveInFlightTombstoneKeepsTheLease(t *testing.T) {
+	s := newSlot(t, 3)
+	s.send("a", past(), "x")
+	_, got := s.fetch(1, 30)
+	require.Len(t, got, 1)
+	// A lease deadline well beyond two seconds, set exactly.
+	deadline := time.Now().Unix() + 100
+	require.NoError(t, s.rdb.ZAdd(s.ctx, s.k.Prepare, redis.Z{Score: float64(deadline*scripts.TokenMod + got[0].token%scripts.TokenMod), Member: "a"}).Err())
+
+	require.EqualValues(t, 4, s.remove("a"))
+	score, err := s.rdb.ZScore(s.ctx, s.k.Prepare, "a").Result()
+	require.NoError(t, err)
+	sec, tok := scripts.SplitPrepareScore(score)
+	assert.Equal(t, deadline, sec, "the tombstone keeps the delivery's lease deadline")
+	assert.EqualValues(t, 0, tok)
+
+	assert.EqualValues(t, 0, s.sweep(16))
+	assert.Equal(t, where{prepare: true}, s.where("a"), "kept while the lease lasts")
+	assert.EqualValues(t, 0, s.ack("a", got[0].token), "refused, not gone")
+
+	s.expire("a")
+	assert.EqualValues(t, 0, s.sweep(16), "nothing redelivered")
+	assert.Equal(t, where{}, s.where("a"), "cleared once the lease ran out")
+}

@@ -509,7 +509,7 @@ for g = 1, #KEYS / 2 do redis.call('ZREM', KEYS[2 * g - 1], 'm') end`
 		{"sendbatch", "sendbatch", "local msg = KEYS[5 * g - 2]", "local msg = ARGV[5 * g - 2]"},
 		{"rollback", "rollback", "prepare = KEYS[2]", "prepare = ARGV[2]"},
 		{"fetch", "fetch", "redis.call('ZMSCORE', KEYS[4 * g - 2], unpack(ids))", "redis.call('ZMSCORE', KEYS[4 * g - 2] .. 'x', unpack(ids))"},
-		{"ack", "ack", "mcall('HDEL', KEYS[5 * g - 2], gone)", "mcall('HDEL', ARGV[3], gone)"},
+		{"ack", "ack", "mcall('HDEL', KEYS[6 * g - 3], gone)", "mcall('HDEL', ARGV[3], gone)"},
 	} {
 		src, err := luascripts.Source(m.script)
 		require.NoError(t, err)

@@ -78,10 +78,10 @@ func runModel(t *testing.T, typ int, steps int, seed uint64) {
 		// acked checks one ack's result against the model and applies it.
 		acked := func(st *model, token, res int64, what string) {
 			if st.token == 0 || token != st.token {
-				// Refused; "gone" (2) when the id is nowhere, which is what
-				// a resent ack of a success sees.
+				// Refused; "gone" (2) when the id is nowhere (dead is
+				// somewhere), which is what a resent ack of a success sees.
 				want := int64(0)
-				if st.token == 0 && !st.waiting && !st.delayed && !st.tombstone {
+				if st.token == 0 && !st.waiting && !st.delayed && !st.tombstone && !st.dead {
 					want = 2
 				}
 				require.EqualValues(t, want, res, "step %d: stale ack %s", step, what)

@@ -79,7 +79,7 @@ func (s *slot) ackAll(ids []string, tokens []int64) []int64 {
 	for i, id := range ids {
 		args = append(args, id, tokens[i])
 	}
-	res, err := scripts.Ack.Run(s.ctx, s.rdb, []string{s.k.Store, s.k.Prepare, s.k.Msg, s.k.Wake, s.k.Delayed}, args...).Int64Slice()
+	res, err := scripts.Ack.Run(s.ctx, s.rdb, []string{s.k.Store, s.k.Prepare, s.k.Msg, s.k.Wake, s.k.Delayed, s.k.Dead}, args...).Int64Slice()
 	require.NoError(s.t, err)
 	require.Len(s.t, res, len(ids))
 	return res
@@ -128,7 +128,7 @@ func deliveries(t *testing.T, r scripts.FetchReply) []delivered {
 
 func (s *slot) ack(id string, token int64) int64 {
 	s.t.Helper()
-	res, err := scripts.Ack.Run(s.ctx, s.rdb, []string{s.k.Store, s.k.Prepare, s.k.Msg, s.k.Wake, s.k.Delayed}, "PUBLISH", 1, id, token).Int64Slice()
+	res, err := scripts.Ack.Run(s.ctx, s.rdb, []string{s.k.Store, s.k.Prepare, s.k.Msg, s.k.Wake, s.k.Delayed, s.k.Dead}, "PUBLISH", 1, id, token).Int64Slice()
 	require.NoError(s.t, err)
 	return res[0]
 }

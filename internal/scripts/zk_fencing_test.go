@@ -2,6 +2,7 @@ package scripts_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
@@ -26,7 +27,7 @@ func newFenced(t *testing.T, typ int) *fenced {
 }
 
 func (f *fenced) takeover(epoch int64) ([]int64, error) {
-	return scripts.Takeover.Run(f.ctx, f.rdb, []string{f.k.Store, f.k.Prepare, f.k.Msg, f.epochKey}, epoch).Int64Slice()
+	return scripts.Takeover.Run(f.ctx, f.rdb, []string{f.k.Store, f.k.Prepare, f.k.Msg, f.epochKey, f.k.Delayed}, epoch).Int64Slice()
 }
 
 func (f *fenced) fetchE(epoch int64, n int) ([]delivered, error) {
@@ -44,7 +45,7 @@ func (f *fenced) fetchE(epoch int64, n int) ([]delivered, error) {
 }
 
 func (f *fenced) ackE(epoch int64, id string, token int64) ([]int64, error) {
-	return scripts.Ack.Run(f.ctx, f.rdb, []string{f.k.Store, f.k.Prepare, f.k.Msg, f.k.Wake, f.k.Delayed, f.epochKey}, "PUBLISH", 1, id, token, epoch).Int64Slice()
+	return scripts.Ack.Run(f.ctx, f.rdb, []string{f.k.Store, f.k.Prepare, f.k.Msg, f.k.Wake, f.k.Delayed, f.k.Dead, f.epochKey}, "PUBLISH", 1, id, token, epoch).Int64Slice()
 }
 
 func (f *fenced) rollbackE(epoch int64, id string, token int64) ([]int64, error) {
@@ -174,7 +175,7 @@ func TestTakeoverComparesEpochsExactly(t *testing.T) {
 	v, err := f.rdb.Get(f.ctx, f.epochKey).Int64()
 	require.NoError(t, err)
 	assert.Equal(t, big+1, v)
-	_, err = scripts.Takeover.Run(f.ctx, f.rdb, []string{f.k.Store, f.k.Prepare, f.k.Msg, f.epochKey}, "-3").Result()
+	_, err = scripts.Takeover.Run(f.ctx, f.rdb, []string{f.k.Store, f.k.Prepare, f.k.Msg, f.epochKey, f.k.Delayed}, "-3").Result()
 	assert.Error(t, err)
 	assert.False(t, scripts.IsFenced(err))
 }
@@ -191,4 +192,31 @@ func (f *fenced) dumpSlot() map[string]string {
 		out[k] = v
 	}
 	return out
+}
+
+// A priority message re-sent with a not-before time while in flight waits in
+// the delayed set; a takeover must drop the old delivery (superseded), not
+// put the id in store too, where it would go before its time and again later.
+func TestTakeoverSupersededByDelayedResend(t *testing.T) {
+	f := newFenced(t, 2)
+	_, err := f.takeover(1)
+	require.NoError(t, err)
+	f.send("a", 500, "v1")
+	keys, args := scripts.FetchCall{N: 1, LeaseSec: 30, Window: 8, EpochKey: f.epochKey, Epoch: 1,
+		Groups: []scripts.FetchGroup{{Store: f.k.Store, Prepare: f.k.Prepare, Msg: f.k.Msg, Max: 1, Delayed: f.k.Delayed, CheckDelayed: true}}}.Args()
+	vals, err := scripts.Fetch.Run(f.ctx, f.rdb, keys, args...).Slice()
+	require.NoError(t, err)
+	r, err := scripts.ParseFetchReply(vals)
+	require.NoError(t, err)
+	require.Len(t, r.Msgs, 1)
+
+	nb := time.Now().Add(time.Hour).UnixMilli()
+	f.sendOpts("a", 900, scripts.Options{NotBeforeMs: nb}, "v2")
+	require.Equal(t, where{prepare: true, msg: true, delayed: true}, f.where("a"))
+
+	res, err := f.takeover(2)
+	require.NoError(t, err)
+	assert.Equal(t, []int64{0, 1}, res, "superseded by the delayed re-send")
+	assert.Equal(t, where{msg: true, delayed: true}, f.where("a"), "not in store before its time")
+	assert.Equal(t, "v2", string(f.envelope(f.k.Msg, "a").Body))
 }

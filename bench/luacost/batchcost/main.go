@@ -178,7 +178,7 @@ func ackAll(ctx context.Context, rdb *redis.Client, keys []slots.Keys, got []fet
 		var ks []string
 		args := []any{""}
 		for g, k := range keys {
-			ks = append(ks, k.Store, k.Prepare, k.Msg, k.Wake, k.Store) // a time-based topic names its store as the delayed key
+			ks = append(ks, k.Store, k.Prepare, k.Msg, k.Wake, k.Store, k.Dead) // a time-based topic names its store as the delayed key
 			args = append(args, len(by[g]))
 		}
 		for _, ms := range by {
