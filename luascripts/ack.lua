@@ -10,9 +10,6 @@
 -- KEYS[6] -> dead ZSET      /
 -- KEYS[7] -> owner epoch STRING, ZooKeeper mode only, with exactly one group
 --            (omit it for no fencing)
--- A call of exactly five KEYS is one group without its dead key (callers
--- from before it was added); its late acks of dead-lettered deliveries read
--- as gone.
 -- ARGV[1] -> wake command: PUBLISH, SPUBLISH or ''
 -- ARGV[2] ... ARGV[1+G] -> how many deliveries of each group follow
 -- then pairs of id, delivery token: group 1's, then group 2's, ...; a
@@ -30,11 +27,6 @@
 -- is 0 too. With KEYS[7]: an error reply RMQFENCED, and nothing changed,
 -- when the epoch is not the slot's current owner epoch.
 local fenced = #KEYS == 7
-if #KEYS == 5 then
-  -- One group without its dead key: name the delayed key (or store) in its
-  -- place, which the gone check reads anyway.
-  KEYS[6] = KEYS[5]
-end
 local G = fenced and 1 or #KEYS / 6
 if fenced then
   local refused = fence(KEYS[7], ARGV[#ARGV])

@@ -320,7 +320,7 @@ func (c *Client) AckByID(ctx context.Context, t topic.Topic, id string) (bool, e
 func (c *Client) ackByIDAt(ctx context.Context, t topic.Topic, slot int, id string) (bool, error) {
 	k := slots.KeysFor(c.cfg.prefix, t, slot)
 	// Token -1: whatever delivery is current (ack.lua).
-	res, err := scripts.Ack.Run(ctx, c.rdb, []string{k.Store, k.Prepare, k.Msg, k.Wake, k.Delayed}, scripts.WakeCommand(c.rdb), 1, id, -1).Int64Slice()
+	res, err := scripts.Ack.Run(ctx, c.rdb, []string{k.Store, k.Prepare, k.Msg, k.Wake, k.Delayed, k.Dead}, scripts.WakeCommand(c.rdb), 1, id, -1).Int64Slice()
 	if err != nil {
 		return false, fmt.Errorf("rmq: ack %s on %s: %w", id, t.Name(), err)
 	}
