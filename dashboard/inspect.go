@@ -79,7 +79,7 @@ type messageInfo struct {
 }
 
 // errMessageNotFound is what message answers for an id in no state.
-var errMessageNotFound = rmq.ErrNotFound
+var errMessageNotFound = rmq.ErrMessageNotFound
 
 func (h *handler) message(ctx context.Context, t topic.Topic, id string) (messageInfo, error) {
 	mi, err := h.insp.Message(ctx, t, id)

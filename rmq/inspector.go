@@ -18,8 +18,8 @@ var (
 	// ErrUnknownTopic is returned by Inspector.Topic for a name with no
 	// stored definition.
 	ErrUnknownTopic = errors.New("rmq: unknown topic")
-	// ErrMessageNotFound is returned by Inspector.DeadMessage when no dead
-	// message has the id.
+	// ErrMessageNotFound is returned by Inspector.Message when no message
+	// has the id, and by Inspector.DeadMessage when no dead message has it.
 	ErrMessageNotFound = errors.New("rmq: message not found")
 	// ErrInvalidCursor is returned for a cursor that is not one a listing
 	// returned for the same topic.

@@ -13,10 +13,6 @@ import (
 	"github.com/rmq-go/rmq/topic"
 )
 
-// ErrNotFound is returned by Inspector.Message (and DeadMessage) when no
-// message has the id. It is ErrMessageNotFound under a shorter name.
-var ErrNotFound = ErrMessageNotFound
-
 // Pause and resume payloads on a slot's wake channel. A consumer that does
 // not know them reads them as "look at the slot", which is harmless.
 const (
@@ -130,7 +126,7 @@ type MessageInfo struct {
 	DiedAt      time.Time // dead: the time of death
 }
 
-// Message returns one message of t in any state, or ErrNotFound. A message
+// Message returns one message of t in any state, or ErrMessageNotFound. A message
 // sent while a delivery of its id runs is reported as waiting (its
 // envelope is the new send's).
 func (i *Inspector) Message(ctx context.Context, t topic.Topic, id string) (MessageInfo, error) {
@@ -139,7 +135,7 @@ func (i *Inspector) Message(ctx context.Context, t topic.Topic, id string) (Mess
 	}
 	first := slots.IndexString(id, t.SlotAmount())
 	info, err := i.messageAt(ctx, t, first, id)
-	if !errors.Is(err, ErrNotFound) {
+	if !errors.Is(err, ErrMessageNotFound) {
 		return info, err
 	}
 	// A body-derived id lives in its body's slot: find the slot whose
@@ -160,7 +156,7 @@ func (i *Inspector) Message(ctx context.Context, t topic.Topic, id string) (Mess
 			}
 		}
 	}
-	return MessageInfo{}, fmt.Errorf("%w: %s in %s", ErrNotFound, id, t.Name())
+	return MessageInfo{}, fmt.Errorf("%w: %s in %s", ErrMessageNotFound, id, t.Name())
 }
 
 func (i *Inspector) messageAt(ctx context.Context, t topic.Topic, slot int, id string) (MessageInfo, error) {
@@ -192,7 +188,7 @@ func (i *Inspector) messageAt(ctx context.Context, t topic.Topic, slot int, id s
 		info.DiedAt = time.UnixMilli(int64(dead.Val()))
 		raw = deadEnv.Val()
 	default:
-		return MessageInfo{}, fmt.Errorf("%w: %s in %s", ErrNotFound, id, t.Name())
+		return MessageInfo{}, fmt.Errorf("%w: %s in %s", ErrMessageNotFound, id, t.Name())
 	}
 	e, err := scripts.DecodeEnvelope([]byte(raw))
 	if err != nil {

@@ -54,7 +54,7 @@ func TestInspectorMessage(t *testing.T) {
 		assert.Equal(t, string(body), string(m.Body), "found in its body's slot")
 
 		_, err = in.Message(ctx, tp, "nobody")
-		assert.ErrorIs(t, err, rmq.ErrNotFound)
+		assert.ErrorIs(t, err, rmq.ErrMessageNotFound)
 
 		st, err := in.Stats(ctx, tp)
 		require.NoError(t, err)

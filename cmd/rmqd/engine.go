@@ -193,7 +193,7 @@ func (p *pool) nack(ctx context.Context, t topic.Topic, id string, retryAfter ti
 // report it by id).
 func (p *pool) lookupJob(ctx context.Context, t topic.Topic, id string) (j job, found bool, err error) {
 	m, err := p.insp.Message(ctx, t, id)
-	if errors.Is(err, rmq.ErrNotFound) {
+	if errors.Is(err, rmq.ErrMessageNotFound) {
 		return job{}, false, nil
 	}
 	if err != nil {
@@ -216,7 +216,7 @@ func (p *pool) head(ctx context.Context, t topic.Topic) (j job, found bool, err 
 		return job{}, false, err
 	}
 	m, err := p.insp.Message(ctx, t, ws[0].ID)
-	if errors.Is(err, rmq.ErrNotFound) {
+	if errors.Is(err, rmq.ErrMessageNotFound) {
 		// Acked or expired between the two reads: lmstfy shows such a
 		// head with its data gone.
 		return job{topic: t, id: ws[0].ID, gone: true}, true, nil
