@@ -151,3 +151,23 @@ func (i *Inspector) Stats(ctx context.Context, t topic.Topic) (Stats, error) {
 	}
 	return st, nil
 }
+
+// AllStats returns the Stats of every topic stored under the inspector's
+// prefix, in Topics order. Any failed read fails the whole call, so a
+// caller (a metrics scrape, a dashboard) never shows some topics from
+// before an outage and none of the rest.
+func (i *Inspector) AllStats(ctx context.Context) ([]Stats, error) {
+	topics, err := i.Topics(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Stats, 0, len(topics))
+	for _, t := range topics {
+		st, err := i.Stats(ctx, t)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, st)
+	}
+	return out, nil
+}

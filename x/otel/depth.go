@@ -81,7 +81,7 @@ func (d *depthReader) observe(ctx context.Context, o metric.Observer) error {
 	defer cancel()
 	seen := map[string]bool{}
 	for _, src := range sources {
-		stats, err := depths(ctx, src)
+		stats, err := src.AllStats(ctx)
 		if err != nil {
 			d.failures.Add(1)
 			d.log.WarnContext(ctx, "rmq: metrics: could not read queue depths", "prefix", src.Prefix(), "err", err)
@@ -111,22 +111,4 @@ func (d *depthReader) observe(ctx context.Context, o metric.Observer) error {
 	}
 	o.ObserveInt64(d.errs, d.failures.Load())
 	return nil
-}
-
-// depths reads the Stats of every topic stored under i's prefix; any failed
-// read fails the prefix.
-func depths(ctx context.Context, i *rmq.Inspector) ([]rmq.Stats, error) {
-	topics, err := i.Topics(ctx)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]rmq.Stats, 0, len(topics))
-	for _, t := range topics {
-		st, err := i.Stats(ctx, t)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, st)
-	}
-	return out, nil
 }

@@ -76,7 +76,7 @@ func (d *depthCollector) Collect(ch chan<- prometheus.Metric) {
 	defer cancel()
 	seen := map[string]bool{}
 	for _, src := range sources {
-		depths, err := depths(ctx, src)
+		depths, err := src.AllStats(ctx)
 		if err != nil {
 			d.failures.Add(1)
 			d.log.WarnContext(ctx, "rmq: metrics: could not read queue depths", "prefix", src.Prefix(), "err", err)
@@ -101,23 +101,4 @@ func (d *depthCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	ch <- prometheus.MustNewConstMetric(d.errs, prometheus.CounterValue, float64(d.failures.Load()))
-}
-
-// depths reads the Stats of every topic stored under i's prefix. Any
-// failed read fails the prefix, so a scrape never shows some of its topics
-// from before an outage and none of the rest.
-func depths(ctx context.Context, i *rmq.Inspector) ([]rmq.Stats, error) {
-	topics, err := i.Topics(ctx)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]rmq.Stats, 0, len(topics))
-	for _, t := range topics {
-		st, err := i.Stats(ctx, t)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, st)
-	}
-	return out, nil
 }
