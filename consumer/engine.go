@@ -97,6 +97,11 @@ type engine struct {
 	// (pull.go); onWake is told of every wake-up.
 	pull   bool
 	onWake func()
+
+	// hub is what the engines of one client share (hub.go); ownHub: it is
+	// this engine's own, closed with it.
+	hub    *hub
+	ownHub bool
 }
 
 // newEngineFromParams is consumerctl.New.
@@ -109,10 +114,18 @@ func newEngineFromParams(p consumerctl.Params) (consumerctl.Engine, error) {
 	if !ok && p.Options != nil {
 		return nil, fmt.Errorf("%w: options of type %T", ErrInvalidOption, p.Options)
 	}
+	var c *engine
+	var err error
 	if p.Pull {
-		return newPullEngine(p.Redis, p.Topic, p.OnWake, opts...)
+		c, err = newPullEngine(p.Redis, p.Topic, p.OnWake, opts...)
+	} else {
+		c, err = newEngine(p.Redis, p.Topic, l, p.Coordinator, opts...)
 	}
-	return newEngine(p.Redis, p.Topic, l, p.Coordinator, opts...)
+	if err != nil {
+		return nil, err
+	}
+	c.hub, c.ownHub = hubOf(p.Redis, p.Shared)
+	return c, nil
 }
 
 // newEngine returns an engine of t; coord, if not nil, assigns its slots.
@@ -188,6 +201,13 @@ func (c *engine) Start(ctx context.Context) error {
 	if err := scripts.Load(ctx, c.rdb); err != nil {
 		return err
 	}
+	if c.hub == nil {
+		c.hub, c.ownHub = hubOf(c.rdb, nil)
+	}
+	if err := c.hub.use(ctx); err != nil {
+		c.closeOwnHub()
+		return err
+	}
 	base := context.WithoutCancel(ctx)
 	c.runCtx, c.stopRun = context.WithCancel(base)
 	c.handleCtx, c.stopAll = context.WithCancel(base)
@@ -196,6 +216,7 @@ func (c *engine) Start(ctx context.Context) error {
 	if err := c.waker.start(ctx, c.runCtx, &c.loops); err != nil {
 		c.stopRun()
 		c.stopAll()
+		c.closeOwnHub()
 		return err
 	}
 	// After the subscription: a pause published from now on is heard.
@@ -203,6 +224,7 @@ func (c *engine) Start(ctx context.Context) error {
 		c.stopRun()
 		c.stopAll()
 		c.loops.Wait()
+		c.closeOwnHub()
 		return err
 	}
 	// A pull engine fetches when asked and extends no lease by itself; it
@@ -260,7 +282,16 @@ func (c *engine) Close(ctx context.Context) error {
 	if w := c.ackWait.Load(); w != nil {
 		w.cancel()
 	}
+	c.closeOwnHub()
 	return err
+}
+
+// closeOwnHub closes the engine's hub if it is its own (no client shares
+// it); a shared hub is the client's to close.
+func (c *engine) closeOwnHub() {
+	if c.ownHub && c.hub != nil {
+		c.hub.Close()
+	}
 }
 
 // abandonInflight rolls back every delivery still in flight and cancels its

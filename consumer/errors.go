@@ -36,3 +36,6 @@ func (e *PanicError) Unwrap() error {
 	err, _ := e.Value.(error)
 	return err
 }
+
+// errHubClosed: an engine started after its client's hub was closed.
+var errHubClosed = errors.New("rmq: consumer hub closed")

@@ -41,6 +41,9 @@ type Client struct {
 	log      *slog.Logger
 	producer *producer.Producer
 	coord    *zkcoord.Coordinator // nil without WithZooKeeper
+	// shared is what the client's engines share (one subscription, one
+	// sweeper, shared script calls: issue 15); closed after them.
+	shared consumerctl.Shared
 
 	mu        sync.Mutex
 	phase     lifecycle.Phase
@@ -77,6 +80,7 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 		log:      cfg.logger,
 		producer: producer.New(rdb, popts...),
 		topics:   map[string]topic.Topic{},
+		shared:   consumerctl.NewShared(rdb),
 	}
 	if err := c.initZooKeeper(); err != nil {
 		return nil, err
@@ -110,6 +114,7 @@ func (c *Client) Register(t topic.Topic, l consumer.MessageListener, opts ...con
 	}
 	cons, err := consumerctl.New(consumerctl.Params{
 		Redis: c.rdb, Topic: t, Listener: l, Options: append(base, opts...), Coordinator: c.zkCoordinator(),
+		Shared: c.shared,
 	})
 	if err != nil {
 		return err
@@ -215,6 +220,7 @@ func (c *Client) Close(ctx context.Context) error {
 	}
 	wg.Wait()
 	errs[len(consumers)] = c.closeZooKeeper()
+	c.shared.Close()
 	return errors.Join(errs...)
 }
 

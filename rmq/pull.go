@@ -268,7 +268,7 @@ func (c *Client) startPuller(ctx context.Context, e *pullEntry) {
 func (c *Client) newPuller(ctx context.Context, t topic.Topic) (consumerctl.Puller, error) {
 	opts := []consumer.Option{consumer.WithPrefix(c.cfg.prefix), consumer.WithLogger(c.log)}
 	opts = append(opts, consumerObserverOptions(c.cfg.observers, t)...)
-	eng, err := consumerctl.New(consumerctl.Params{Redis: c.rdb, Topic: t, Options: opts, Pull: true, OnWake: c.pulls.wake})
+	eng, err := consumerctl.New(consumerctl.Params{Redis: c.rdb, Topic: t, Options: opts, Pull: true, OnWake: c.pulls.wake, Shared: c.shared})
 	if err != nil {
 		return nil, err
 	}

@@ -38,7 +38,22 @@ type Params struct {
 	// waker's goroutine; it must not block).
 	Pull   bool
 	OnWake func()
+	// Shared, when not nil, is what the engines of one client share (made
+	// by NewShared): one wake-up subscription, one sweeper and lease
+	// keeper, and shared script calls. Nil: the engine makes its own.
+	Shared Shared
 }
+
+// Shared is what the engines of one client share. The client closes it
+// after closing every engine that uses it; Close returns once its
+// goroutines ended.
+type Shared interface {
+	Close()
+}
+
+// NewShared makes a Shared for engines on rdb; package consumer sets it in
+// its init.
+var NewShared func(rdb redis.UniversalClient) Shared
 
 // Puller is an engine made with Params.Pull.
 type Puller interface {
