@@ -25,7 +25,9 @@ import (
 // its first engine's Start and end in Close, in the start(ctx, wg) style of
 // internal/lifecycle.
 
-func init() { consumerctl.NewShared = func(rdb redis.UniversalClient) consumerctl.Shared { return newHub(rdb) } }
+func init() {
+	consumerctl.NewShared = func(rdb redis.UniversalClient) consumerctl.Shared { return newHub(rdb) }
+}
 
 type hub struct {
 	rdb redis.UniversalClient
