@@ -320,6 +320,9 @@ func (f *fetcher) fetch(ctx context.Context, reqs []fetchReq, total int) (moved 
 			f.dheads[r.slot] = r.delayedHead
 		}
 	}
+	if moved > 0 {
+		c.hub.leases.leased(c, time.Now().Add(c.cfg.prepareTimeout))
+	}
 	if !failed {
 		f.errWait = 0
 		return moved

@@ -199,6 +199,9 @@ func (c *engine) Pull(ctx context.Context, n int, lease time.Duration) (any, int
 	if len(out) == 0 && firstErr != nil {
 		return []*Delivery(nil), 0, -1, fmt.Errorf("rmq: pull %s: %w", c.topic.Name(), firstErr)
 	}
+	if len(out) > 0 {
+		c.hub.leases.leased(c, time.Now().Add(time.Duration(sec)*time.Second))
+	}
 	for _, d := range out {
 		c.cfg.observer.Delivered(d.Message)
 	}

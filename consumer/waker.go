@@ -91,6 +91,7 @@ func (w *waker) run(ctx context.Context) {
 				w.mu.Lock()
 				w.all = true
 				w.mu.Unlock()
+				w.c.hub.leases.resubscribed()
 			case *redis.Message:
 				if !w.message(ctx, m) {
 					continue
@@ -129,6 +130,7 @@ func (w *waker) message(ctx context.Context, m *redis.Message) bool {
 		w.pending[slot] = score
 	}
 	w.mu.Unlock()
+	w.c.hub.leases.heard(w.c)
 	return true
 }
 
