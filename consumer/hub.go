@@ -16,8 +16,9 @@ import (
 //     every slot channel of every topic (hub_wake.go);
 //   - leases: one sweeper, woken by the earliest lease deadline it knows,
 //     and one lease keeper for every delivery in flight (hub_leases.go);
-//   - calls: fetches and acks of different topics that are ready at once
-//     group-committed into shared script calls (hub_calls.go).
+//   - calls: fetches of different topics that are ready at once
+//     group-committed into shared script calls (hub_calls.go), and acks
+//     likewise (hub_acks.go).
 //
 // rmq.Client makes one with consumerctl.NewShared and closes it after its
 // engines; an engine made without one (the package's own tests) makes a
@@ -42,6 +43,7 @@ type hub struct {
 	wake   *wakeHub
 	leases *leaseHub
 	calls  *callMux
+	acks   *ackMux
 }
 
 func newHub(rdb redis.UniversalClient) *hub {
@@ -50,6 +52,7 @@ func newHub(rdb redis.UniversalClient) *hub {
 	h.wake = newWakeHub(h)
 	h.leases = newLeaseHub(h)
 	h.calls = newCallMux(h)
+	h.acks = newAckMux(h)
 	return h
 }
 
@@ -77,6 +80,7 @@ func (h *hub) use(ctx context.Context) error {
 	}
 	h.leases.start(h.ctx, &h.wg)
 	h.calls.start(h.ctx, &h.wg)
+	h.acks.start(h.ctx, &h.wg)
 	h.started = true
 	return nil
 }
