@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -47,15 +48,19 @@ func WithWait(d time.Duration) PullOption { return func(c *pullConfig) { c.wait 
 
 // pullState holds the client's pull engines, one per pulled topic, made on
 // the first Pull of the topic and closed by Close. Each subscribes to its
-// topic's wake-ups (which wake waiting Pulls through gen) and sweeps the
-// leases pullers let run out, so topics that are only pulled are swept.
-// byTopic and starting are guarded by the client's mu; an engine starts
-// outside it (its start makes network calls).
+// topic's wake-ups and sweeps the leases pullers let run out, so topics
+// that are only pulled are swept. byTopic and starting are guarded by the
+// client's mu; an engine starts outside it (its start makes network calls).
+//
+// A wake-up of a topic wakes only the Pulls waiting on that topic: each
+// entry keeps its own waiters, so a busy topic does not make the long-polls
+// of every other topic fetch again for nothing.
 type pullState struct {
 	byTopic  map[string]*pullEntry
 	starting sync.WaitGroup // engine starts under way; Close waits for them
-	genMu    sync.Mutex
-	gen      chan struct{} // closed and replaced on every wake-up
+	// woken counts the waits that a wake-up ended (not the wait's end,
+	// nor the caller's ctx); tests read it.
+	woken atomic.Int64
 }
 
 // pullEntry is one topic's engine: ready is closed once its start ended,
@@ -65,6 +70,42 @@ type pullEntry struct {
 	ready chan struct{}
 	p     consumerctl.Puller
 	err   error
+
+	wakes   atomic.Uint64 // wake-ups so far: a Pull compares it across its fetch
+	mu      sync.Mutex
+	waiters map[*pullWaiter]struct{} // Pulls waiting on this topic
+}
+
+// pullWaiter is one waiting Pull: a wake-up of any of its topics leaves a
+// token in ch (capacity one; more wake-ups before it looks add nothing).
+type pullWaiter struct{ ch chan struct{} }
+
+// wake records a wake-up of e's topic and wakes the Pulls waiting on it.
+func (e *pullEntry) wake() {
+	e.wakes.Add(1)
+	e.mu.Lock()
+	for w := range e.waiters {
+		select {
+		case w.ch <- struct{}{}:
+		default:
+		}
+	}
+	e.mu.Unlock()
+}
+
+func (e *pullEntry) watch(w *pullWaiter) {
+	e.mu.Lock()
+	if e.waiters == nil {
+		e.waiters = map[*pullWaiter]struct{}{}
+	}
+	e.waiters[w] = struct{}{}
+	e.mu.Unlock()
+}
+
+func (e *pullEntry) unwatch(w *pullWaiter) {
+	e.mu.Lock()
+	delete(e.waiters, w)
+	e.mu.Unlock()
 }
 
 // closeLocked is Close's part, under the client's mu after the phase moved
@@ -72,33 +113,14 @@ type pullEntry struct {
 // returns the started engines to close; an engine whose start is under way
 // is closed by its starter, and Close waits for that through starting.
 func (p *pullState) closeLocked() []consumerctl.Engine {
-	p.wake()
 	out := make([]consumerctl.Engine, 0, len(p.byTopic))
 	for _, e := range p.byTopic {
+		e.wake()
 		if e.p != nil {
 			out = append(out, e.p)
 		}
 	}
 	return out
-}
-
-// changed returns a channel closed at the next wake-up of any pulled topic.
-func (p *pullState) changed() <-chan struct{} {
-	p.genMu.Lock()
-	defer p.genMu.Unlock()
-	if p.gen == nil {
-		p.gen = make(chan struct{})
-	}
-	return p.gen
-}
-
-func (p *pullState) wake() {
-	p.genMu.Lock()
-	if p.gen != nil {
-		close(p.gen)
-		p.gen = nil
-	}
-	p.genMu.Unlock()
 }
 
 // Pull takes up to n due messages from topics, in list order (the first
@@ -130,26 +152,42 @@ func (c *Client) Pull(ctx context.Context, topics []topic.Topic, n int, opts ...
 		// it would take messages from slots other workers own.
 		return nil, fmt.Errorf("%w: Pull is not available in ZooKeeper mode", ErrInvalidPull)
 	}
-	engines := make([]consumerctl.Puller, len(topics))
+	entries := make([]*pullEntry, len(topics))
 	for i, t := range topics {
-		e, err := c.puller(ctx, t)
+		e, err := c.pullEntry(ctx, t)
 		if err != nil {
 			return nil, err
 		}
-		engines[i] = e
+		entries[i] = e
 	}
 	deadline := time.Now().Add(cfg.wait)
+	// The waiter is registered only once a fetch came back empty, so a
+	// Pull that finds messages at once pays nothing for waiting. The wake
+	// counts read before that fetch tell whether a wake-up came between
+	// the fetch and the registration; Close's wake-up counts too.
+	var w *pullWaiter
+	defer func() {
+		if w != nil {
+			for _, e := range entries {
+				e.unwatch(w)
+			}
+		}
+	}()
+	var seenBuf [4]uint64
 	for {
-		// Taken before the fetch and the phase check, so neither a wake-up
-		// during the fetch nor Close's wake-up is missed.
-		changed := c.pulls.changed()
+		seen := seenBuf[:0]
+		if w == nil {
+			for _, e := range entries {
+				seen = append(seen, e.wakes.Load())
+			}
+		}
 		if c.isClosed() {
 			return nil, ErrClosed
 		}
 		var out []*consumer.Delivery
 		next := time.Duration(-1)
-		for _, e := range engines {
-			got, count, wait, err := e.Pull(ctx, n-len(out), cfg.lease)
+		for _, e := range entries {
+			got, count, wait, err := e.p.Pull(ctx, n-len(out), cfg.lease)
 			if err != nil {
 				if len(out) > 0 {
 					// Earlier topics' messages are leased already: hand
@@ -173,6 +211,17 @@ func (c *Client) Pull(ctx context.Context, topics []topic.Topic, n int, opts ...
 		if len(out) > 0 || left <= 0 {
 			return out, nil
 		}
+		if w == nil {
+			w = &pullWaiter{ch: make(chan struct{}, 1)}
+			woke := false
+			for i, e := range entries {
+				e.watch(w)
+				woke = woke || e.wakes.Load() != seen[i]
+			}
+			if woke {
+				continue
+			}
+		}
 		if next >= 0 {
 			left = min(left, next)
 		}
@@ -181,7 +230,8 @@ func (c *Client) Pull(ctx context.Context, topics []topic.Topic, n int, opts ...
 		case <-ctx.Done():
 			t.Stop()
 			return nil, ctx.Err()
-		case <-changed:
+		case <-w.ch:
+			c.pulls.woken.Add(1)
 		case <-t.C:
 		}
 		t.Stop()
@@ -197,8 +247,17 @@ func (c *Client) isClosed() bool {
 }
 
 // puller returns the pull engine of t, making and starting it on first use.
-// Concurrent first Pulls of a topic share one start.
 func (c *Client) puller(ctx context.Context, t topic.Topic) (consumerctl.Puller, error) {
+	e, err := c.pullEntry(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	return e.p, nil
+}
+
+// pullEntry returns the started entry of t, making and starting its engine
+// on first use. Concurrent first Pulls of a topic share one start.
+func (c *Client) pullEntry(ctx context.Context, t topic.Topic) (*pullEntry, error) {
 	if t.IsZero() {
 		return nil, fmt.Errorf("%w: zero Topic", topic.ErrInvalidName)
 	}
@@ -223,7 +282,10 @@ func (c *Client) puller(ctx context.Context, t topic.Topic) (consumerctl.Puller,
 			c.pulls.starting.Add(1)
 			c.mu.Unlock()
 			c.startPuller(ctx, e)
-			return e.p, e.err
+			if e.err != nil {
+				return nil, e.err
+			}
+			return e, nil
 		}
 		c.mu.Unlock()
 		if e.topic.Definition() != t.Definition() {
@@ -235,7 +297,7 @@ func (c *Client) puller(ctx context.Context, t topic.Topic) (consumerctl.Puller,
 			return nil, ctx.Err()
 		}
 		if e.err == nil {
-			return e.p, nil
+			return e, nil
 		}
 		// Its start failed (maybe only its caller's ctx ended): try again,
 		// this caller starting it.
@@ -247,7 +309,7 @@ func (c *Client) puller(ctx context.Context, t topic.Topic) (consumerctl.Puller,
 func (c *Client) startPuller(ctx context.Context, e *pullEntry) {
 	defer c.pulls.starting.Done()
 	defer close(e.ready)
-	p, err := c.newPuller(ctx, e.topic)
+	p, err := c.newPuller(ctx, e)
 	c.mu.Lock()
 	if err == nil && c.phase == lifecycle.Closed {
 		err = ErrClosed
@@ -265,10 +327,11 @@ func (c *Client) startPuller(ctx context.Context, e *pullEntry) {
 	}
 }
 
-func (c *Client) newPuller(ctx context.Context, t topic.Topic) (consumerctl.Puller, error) {
+func (c *Client) newPuller(ctx context.Context, e *pullEntry) (consumerctl.Puller, error) {
+	t := e.topic
 	opts := []consumer.Option{consumer.WithPrefix(c.cfg.prefix), consumer.WithLogger(c.log)}
 	opts = append(opts, consumerObserverOptions(c.cfg.observers, t)...)
-	eng, err := consumerctl.New(consumerctl.Params{Redis: c.rdb, Topic: t, Options: opts, Pull: true, OnWake: c.pulls.wake, Shared: c.shared})
+	eng, err := consumerctl.New(consumerctl.Params{Redis: c.rdb, Topic: t, Options: opts, Pull: true, OnWake: e.wake, Shared: c.shared})
 	if err != nil {
 		return nil, err
 	}
