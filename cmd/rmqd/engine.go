@@ -114,13 +114,15 @@ func (p *pool) pull(ctx context.Context, topics []topic.Topic, n int, lease, wai
 	if err != nil {
 		return nil, err
 	}
-	byName := make(map[string]topic.Topic, len(topics))
-	for _, t := range topics {
-		byName[t.Name()] = t
-	}
 	jobs := make([]job, len(ds))
 	for i, d := range ds {
-		jobs[i] = job{topic: byName[d.Topic], id: d.ID, body: d.Body, expiresAt: d.ExpiresAt,
+		t := topics[0]
+		for _, x := range topics[1:] {
+			if x.Name() == d.Topic {
+				t = x
+			}
+		}
+		jobs[i] = job{topic: t, id: d.ID, body: d.Body, expiresAt: d.ExpiresAt,
 			firstSentAt: d.FirstSentAt, remainTries: triesLeft(d.MaxRetries, d.Attempt), headers: d.Headers}.fromStored()
 	}
 	return jobs, nil

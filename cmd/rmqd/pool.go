@@ -113,7 +113,11 @@ func (p *pool) publishTopic(ctx context.Context, ns, q string, want topic.Type) 
 }
 
 // defined caches a topic the producer has just stored.
-func (p *pool) defined(t topic.Topic) { p.topics.Store(t.Name(), t) }
+func (p *pool) defined(t topic.Topic) {
+	if _, ok := p.topics.Load(t.Name()); !ok {
+		p.topics.Store(t.Name(), t)
+	}
+}
 
 func (p *pool) longNamesKey() string { return p.prefix + ":rmqd:longnames" }
 
