@@ -33,6 +33,7 @@ type pool struct {
 	prefix string
 	client *rmq.Client
 	prod   *producer.Producer
+	pub    *publisher
 	insp   *rmq.Inspector
 
 	topics sync.Map // topic name -> topic.Topic; definitions never change
@@ -48,7 +49,7 @@ func newPool(ctx context.Context, name string, rdb redis.UniversalClient, prefix
 	if err := c.Start(ctx); err != nil {
 		return nil, fmt.Errorf("pool %s: %w", name, err)
 	}
-	return &pool{name: name, rdb: rdb, prefix: prefix, client: c, prod: c.Producer(), insp: c.Inspector()}, nil
+	return &pool{name: name, rdb: rdb, prefix: prefix, client: c, prod: c.Producer(), pub: newPublisher(c.Producer()), insp: c.Inspector()}, nil
 }
 
 // errTypeConflict: a publish named another type than the queue has.
