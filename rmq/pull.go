@@ -52,15 +52,26 @@ func WithWait(d time.Duration) PullOption { return func(c *pullConfig) { c.wait 
 // that are only pulled are swept. byTopic and starting are guarded by the
 // client's mu; an engine starts outside it (its start makes network calls).
 //
-// A wake-up of a topic wakes only the Pulls waiting on that topic: each
-// entry keeps its own waiters, so a busy topic does not make the long-polls
-// of every other topic fetch again for nothing.
+// Waiting Pulls are woken per topic, and as few as the messages need:
+//   - a wake-up of a topic (a send, a redelivery) wakes one Pull waiting on
+//     it, not the Pulls of other topics nor all of its own;
+//   - of the Pulls waiting on a topic, one (the owner) sleeps until the
+//     topic's next due time; the others sleep until a wake-up or the end of
+//     their wait;
+//   - a woken Pull that takes messages and sees more due at once wakes all
+//     the others; one that sees the next due later, or that leaves while it
+//     owned the due time or held an unused wake-up, wakes one, which then
+//     fetches and takes the due time over.
+//
+// So a message coming due costs about two fetches however many Pulls wait
+// (a herd of every waiter fetching for one message before), and a burst
+// still reaches every waiter.
 type pullState struct {
 	byTopic  map[string]*pullEntry
 	starting sync.WaitGroup // engine starts under way; Close waits for them
-	// woken counts the waits that a wake-up ended (not the wait's end,
-	// nor the caller's ctx); tests read it.
-	woken atomic.Int64
+	// woken counts the waits that a wake-up ended and fetches the engine
+	// Pulls made; tests read them.
+	woken, fetches atomic.Int64
 }
 
 // pullEntry is one topic's engine: ready is closed once its start ended,
@@ -74,23 +85,44 @@ type pullEntry struct {
 	wakes   atomic.Uint64 // wake-ups so far: a Pull compares it across its fetch
 	mu      sync.Mutex
 	waiters map[*pullWaiter]struct{} // Pulls waiting on this topic
+	// owner sleeps until ownerDue, the earliest due time a waiter saw.
+	owner    *pullWaiter
+	ownerDue time.Time
 }
 
 // pullWaiter is one waiting Pull: a wake-up of any of its topics leaves a
 // token in ch (capacity one; more wake-ups before it looks add nothing).
 type pullWaiter struct{ ch chan struct{} }
 
-// wake records a wake-up of e's topic and wakes the Pulls waiting on it.
+// wake is the engine's OnWake: it records a wake-up of e's topic and wakes
+// one waiting Pull.
 func (e *pullEntry) wake() {
 	e.wakes.Add(1)
 	e.mu.Lock()
+	e.signalLocked(false)
+	e.mu.Unlock()
+}
+
+// wakeAll wakes every waiting Pull (Close).
+func (e *pullEntry) wakeAll() {
+	e.wakes.Add(1)
+	e.mu.Lock()
+	e.signalLocked(true)
+	e.mu.Unlock()
+}
+
+// signalLocked leaves a token with every waiter, or with one that had
+// none (none more if they all have one: each of them will fetch).
+func (e *pullEntry) signalLocked(all bool) {
 	for w := range e.waiters {
 		select {
 		case w.ch <- struct{}{}:
+			if !all {
+				return
+			}
 		default:
 		}
 	}
-	e.mu.Unlock()
 }
 
 func (e *pullEntry) watch(w *pullWaiter) {
@@ -102,10 +134,51 @@ func (e *pullEntry) watch(w *pullWaiter) {
 	e.mu.Unlock()
 }
 
-func (e *pullEntry) unwatch(w *pullWaiter) {
+// claim makes w the owner of e's due time when there is none or w saw an
+// earlier one; it reports whether w owns it. A negative wait (nothing
+// known to come due) gives up what w owned.
+func (e *pullEntry) claim(w *pullWaiter, now time.Time, wait time.Duration) bool {
 	e.mu.Lock()
+	defer e.mu.Unlock()
+	if wait < 0 {
+		if e.owner == w {
+			e.owner = nil
+		}
+		return false
+	}
+	due := now.Add(wait)
+	if e.owner == nil || e.owner == w || due.Before(e.ownerDue) {
+		e.owner, e.ownerDue = w, due
+		return true
+	}
+	return false
+}
+
+// handoff says whom a leaving waiter wakes on one of its topics.
+type handoff int
+
+const (
+	handNone handoff = iota // none (one if it owned the due time)
+	handNext                // one, unless another waiter owns an earlier due time
+	handAll                 // every waiter: more messages are due now
+)
+
+// leave unregisters w; next is the due time its last fetch saw (for
+// handNext).
+func (e *pullEntry) leave(w *pullWaiter, h handoff, next time.Time) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	delete(e.waiters, w)
-	e.mu.Unlock()
+	owned := e.owner == w
+	if owned {
+		e.owner = nil
+	}
+	switch {
+	case h == handAll:
+		e.signalLocked(true)
+	case owned, h == handNext && (e.owner == nil || e.ownerDue.After(next)):
+		e.signalLocked(false)
+	}
 }
 
 // closeLocked is Close's part, under the client's mu after the phase moved
@@ -115,7 +188,7 @@ func (e *pullEntry) unwatch(w *pullWaiter) {
 func (p *pullState) closeLocked() []consumerctl.Engine {
 	out := make([]consumerctl.Engine, 0, len(p.byTopic))
 	for _, e := range p.byTopic {
-		e.wake()
+		e.wakeAll()
 		if e.p != nil {
 			out = append(out, e.p)
 		}
@@ -166,11 +239,11 @@ func (c *Client) Pull(ctx context.Context, topics []topic.Topic, n int, opts ...
 	// counts read before that fetch tell whether a wake-up came between
 	// the fetch and the registration; Close's wake-up counts too.
 	var w *pullWaiter
+	waits := make([]time.Duration, len(entries)) // per topic, of the last fetch; -2: not fetched
+	var got []*consumer.Delivery
 	defer func() {
 		if w != nil {
-			for _, e := range entries {
-				e.unwatch(w)
-			}
+			c.leavePull(w, entries, waits, len(got) > 0)
 		}
 	}()
 	var seenBuf [4]uint64
@@ -186,19 +259,25 @@ func (c *Client) Pull(ctx context.Context, topics []topic.Topic, n int, opts ...
 		}
 		var out []*consumer.Delivery
 		next := time.Duration(-1)
-		for _, e := range entries {
-			got, count, wait, err := e.p.Pull(ctx, n-len(out), cfg.lease)
+		for i := range waits {
+			waits[i] = -2
+		}
+		for i, e := range entries {
+			c.pulls.fetches.Add(1)
+			ds, count, wait, err := e.p.Pull(ctx, n-len(out), cfg.lease)
 			if err != nil {
 				if len(out) > 0 {
 					// Earlier topics' messages are leased already: hand
 					// them out rather than leave them to expire (an
 					// attempt counted) behind an error callers drop.
+					got = out
 					return out, nil
 				}
 				return nil, err
 			}
+			waits[i] = wait
 			if count > 0 {
-				out = append(out, got.([]*consumer.Delivery)...)
+				out = append(out, ds.([]*consumer.Delivery)...)
 			}
 			if wait >= 0 && (next < 0 || wait < next) {
 				next = wait
@@ -209,6 +288,7 @@ func (c *Client) Pull(ctx context.Context, topics []topic.Topic, n int, opts ...
 		}
 		left := time.Until(deadline)
 		if len(out) > 0 || left <= 0 {
+			got = out
 			return out, nil
 		}
 		if w == nil {
@@ -222,8 +302,12 @@ func (c *Client) Pull(ctx context.Context, topics []topic.Topic, n int, opts ...
 				continue
 			}
 		}
-		if next >= 0 {
-			left = min(left, next)
+		// Sleep until the due times this waiter owns, or a wake-up.
+		now := time.Now()
+		for i, e := range entries {
+			if e.claim(w, now, waits[i]) {
+				left = min(left, waits[i])
+			}
 		}
 		t := time.NewTimer(left)
 		select {
@@ -235,6 +319,35 @@ func (c *Client) Pull(ctx context.Context, topics []topic.Topic, n int, opts ...
 		case <-t.C:
 		}
 		t.Stop()
+	}
+}
+
+// leavePull unregisters a waiter that is done, waking whom the others need
+// (see pullState): took says it returns messages; waits are its last
+// fetch's, per topic.
+func (c *Client) leavePull(w *pullWaiter, entries []*pullEntry, waits []time.Duration, took bool) {
+	now := time.Now()
+	for i, e := range entries {
+		h := handNone
+		if took {
+			switch {
+			case waits[i] == 0:
+				h = handAll
+			case waits[i] > 0:
+				h = handNext
+			}
+		}
+		e.leave(w, h, now.Add(max(waits[i], 0)))
+	}
+	// A wake-up it received and did not act on goes on to another waiter.
+	select {
+	case <-w.ch:
+		for _, e := range entries {
+			e.mu.Lock()
+			e.signalLocked(false)
+			e.mu.Unlock()
+		}
+	default:
 	}
 }
 

@@ -1,6 +1,9 @@
 package rmq_test
 
 import (
+	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -8,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rmq-go/rmq/consumer"
+	"github.com/rmq-go/rmq/producer"
 	"github.com/rmq-go/rmq/rmq"
 	"github.com/rmq-go/rmq/topic"
 )
@@ -62,4 +66,147 @@ func TestPullWakesOnlyItsTopic(t *testing.T) {
 		t.Fatal("the long-poll on A was not woken by a send to A")
 	}
 	assert.GreaterOrEqual(t, rmq.PullWakeups(c), int64(1))
+}
+
+// Many Pulls long-polling one topic while messages come due one by one:
+// each message is delivered on time, and costs a few fetches, not one per
+// waiting Pull (only one of them sleeps until the next due time).
+func TestPullWaitersDoNotStampedeOnDueTimes(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	tp := mustTopic(t, "herd", topic.FixedTime, 1)
+	c := e.client()
+	e.start(c)
+	p := c.Producer()
+
+	const waiters, msgs = 16, 20
+	first := time.Now().Add(500 * time.Millisecond)
+	due := map[string]time.Time{}
+	for i := range msgs {
+		id := fmt.Sprintf("m%02d", i)
+		due[id] = first.Add(time.Duration(i) * 40 * time.Millisecond)
+		sendAt(t, p, tp, id, id, due[id], 0)
+	}
+	type got struct {
+		id string
+		at time.Time
+	}
+	gotc := make(chan got, msgs)
+	var left atomic.Int64
+	left.Store(msgs)
+	var wg sync.WaitGroup
+	before := rmq.PullFetches(c)
+	for range waiters {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for left.Load() > 0 {
+				ds, err := c.Pull(ctx, []topic.Topic{tp}, 1, rmq.WithWait(time.Second))
+				if !assert.NoError(t, err) {
+					return
+				}
+				for _, d := range ds {
+					gotc <- got{d.ID, time.Now()}
+					left.Add(-1)
+					assert.NoError(t, d.Ack(ctx))
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(gotc)
+	n := 0
+	for g := range gotc {
+		n++
+		late := g.at.Sub(due[g.id])
+		assert.GreaterOrEqual(t, late, time.Duration(0), "%s delivered early", g.id)
+		assert.Less(t, late, 300*time.Millisecond, "%s delivered %v late", g.id, late)
+	}
+	require.Equal(t, msgs, n)
+	fetches := rmq.PullFetches(c) - before
+	// A stampede is at least one fetch per waiter and message (320 here).
+	assert.Less(t, fetches, int64(2*waiters+6*msgs), "%d fetches for %d messages and %d waiters", fetches, msgs, waiters)
+	t.Logf("%d fetches for %d messages, %d waiters", fetches, msgs, waiters)
+}
+
+// A Pull that owned the topic's next due time and leaves (its wait ran
+// out) hands it over: another waiting Pull gets the message when it comes
+// due, not at the end of its own wait.
+func TestPullDueTimeHandedOverWhenItsOwnerLeaves(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	tp := mustTopic(t, "handover", topic.FixedTime, 1)
+	c := e.client()
+	e.start(c)
+	p := c.Producer()
+	dueAt := time.Now().Add(700 * time.Millisecond)
+	sendAt(t, p, tp, "m", "m", dueAt, 0)
+
+	short := make(chan error, 1)
+	go func() {
+		ds, err := c.Pull(ctx, []topic.Topic{tp}, 1, rmq.WithWait(200*time.Millisecond))
+		if err == nil && len(ds) > 0 {
+			err = fmt.Errorf("the short wait got %s", ds[0].ID)
+		}
+		short <- err
+	}()
+	time.Sleep(50 * time.Millisecond) // the short one owns the due time
+	ds, err := c.Pull(ctx, []topic.Topic{tp}, 1, rmq.WithWait(10*time.Second))
+	arrived := time.Now()
+	require.NoError(t, err)
+	require.NoError(t, <-short)
+	require.Len(t, ds, 1)
+	assert.Less(t, arrived.Sub(dueAt), time.Second, "delivered %v after due", arrived.Sub(dueAt))
+	assert.GreaterOrEqual(t, arrived.Sub(dueAt), time.Duration(0))
+}
+
+// A burst of messages due at once reaches every waiting Pull, not one
+// after another.
+func TestPullBurstWakesAllWaiters(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	tp := mustTopic(t, "burst", topic.FixedTime, 1)
+	c := e.client()
+	e.start(c)
+	p := c.Producer()
+
+	const waiters = 8
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	by := map[int]int{} // waiter -> deliveries
+	var left atomic.Int64
+	left.Store(40)
+	for w := range waiters {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for left.Load() > 0 {
+				ds, err := c.Pull(ctx, []topic.Topic{tp}, 1, rmq.WithWait(5*time.Second))
+				if !assert.NoError(t, err) {
+					return
+				}
+				for _, d := range ds {
+					mu.Lock()
+					by[w]++
+					mu.Unlock()
+					left.Add(-1)
+					// Slow handling: the burst needs every waiter.
+					time.Sleep(20 * time.Millisecond)
+					assert.NoError(t, d.Ack(ctx))
+				}
+			}
+		}()
+	}
+	time.Sleep(300 * time.Millisecond) // all waiting
+	msgs := make([]producer.BatchMessage, 40)
+	for i := range msgs {
+		msgs[i] = producer.BatchMessage{Body: []byte(fmt.Sprint(i)), Key: fmt.Sprint(i), At: time.Now()}
+	}
+	start := time.Now()
+	_, err := p.SendBatch(ctx, tp, msgs)
+	require.NoError(t, err)
+	wg.Wait()
+	// One waiter alone needs 40 × 20 ms.
+	assert.Less(t, time.Since(start), 600*time.Millisecond)
+	assert.Greater(t, len(by), waiters/2, "deliveries per waiter: %v", by)
 }
