@@ -34,9 +34,7 @@ type ackMux struct {
 	wakeCmd string // ack.lua's ARGV[1], the same for every topic of rdb
 	g       *groupcommit.Group[*ackReq]
 
-	// For tests: acks queued (entered do), rounds started, script calls
-	// made.
-	queued atomic.Int64
+	// For tests: rounds started, script calls made.
 	rounds atomic.Int64
 	calls  atomic.Int64
 }
@@ -90,9 +88,12 @@ func (m *ackMux) start(context.Context, *sync.WaitGroup) {}
 
 // do runs r in the current or next round. It returns ctx's error if ctx
 // ends first (r may still run later, as after any timeout), else the
-// error of r's call; r.code holds ack.lua's answer.
+// error of r's call; r.code holds ack.lua's answer. A ctx done already
+// sends nothing, as a direct call would not.
 func (m *ackMux) do(ctx context.Context, r *ackReq) error {
-	m.queued.Add(1)
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	if err := m.g.Do(ctx, r); err != nil {
 		return err
 	}
