@@ -103,7 +103,7 @@ func (s *service) finish(listener, pattern string, rec *recorder, r *http.Reques
 	}
 	s.metrics.observeRequest(listener, route, rec.status, elapsed)
 	if s.accessLog.Load() {
-		s.log.LogAttrs(r.Context(), slog.LevelInfo, "access",
+		s.cfg.AccessLogger.LogAttrs(r.Context(), slog.LevelInfo, "access",
 			slog.String("listener", listener),
 			slog.String("request_id", rec.id),
 			slog.String("method", r.Method),

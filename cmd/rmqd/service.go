@@ -32,7 +32,9 @@ type serviceConfig struct {
 	Accounts map[string]string
 	// AccessLog starts with the access log on (POST /accesslog toggles it).
 	AccessLog bool
-	Version   versionInfo
+	// AccessLogger writes the access log's lines (nil: the service's log).
+	AccessLogger *slog.Logger
+	Version      versionInfo
 	// Dashboard is where the admin listener serves the web dashboard of
 	// the default pool ("/dashboard/"); empty: no dashboard.
 	Dashboard string
@@ -86,6 +88,9 @@ func newService(ctx context.Context, cfg serviceConfig, clients map[string]redis
 		throttle: newThrottler(def, cfg.Prefix),
 		metrics:  newMetrics(),
 		counters: dashboard.NewCounters(),
+	}
+	if s.cfg.AccessLogger == nil {
+		s.cfg.AccessLogger = log
 	}
 	s.stopping, s.stop = context.WithCancel(context.Background())
 	s.accessLog.Store(cfg.AccessLog)
