@@ -60,7 +60,9 @@ func WithWait(d time.Duration) PullOption { return func(c *pullConfig) { c.wait 
 //   - a woken Pull that takes messages and sees more due at once wakes all
 //     the others; one that sees the next due later, or that leaves while it
 //     owned the due time or held an unused wake-up, wakes one, which then
-//     fetches and takes the due time over.
+//     fetches and takes the due time over. A priority topic does not tell
+//     whether more wait (they are not timed): a Pull that takes from one
+//     wakes two, so a burst still spreads to every waiter in a few steps.
 //
 // So a message coming due costs about two fetches however many Pulls wait
 // (a herd of every waiter fetching for one message before), and a burst
@@ -98,7 +100,7 @@ type pullWaiter struct{ ch chan struct{} }
 func (e *pullEntry) wake() {
 	e.wakes.Add(1)
 	e.mu.Lock()
-	e.signalLocked(false)
+	e.signalLocked(1)
 	e.mu.Unlock()
 }
 
@@ -106,19 +108,20 @@ func (e *pullEntry) wake() {
 func (e *pullEntry) wakeAll() {
 	e.wakes.Add(1)
 	e.mu.Lock()
-	e.signalLocked(true)
+	e.signalLocked(-1)
 	e.mu.Unlock()
 }
 
-// signalLocked leaves a token with every waiter, or with one that had
-// none (none more if they all have one: each of them will fetch).
-func (e *pullEntry) signalLocked(all bool) {
+// signalLocked leaves a token with n waiters that had none (every waiter
+// for n < 0); fewer if fewer are without one: those with one will fetch.
+func (e *pullEntry) signalLocked(n int) {
 	for w := range e.waiters {
+		if n == 0 {
+			return
+		}
 		select {
 		case w.ch <- struct{}{}:
-			if !all {
-				return
-			}
+			n--
 		default:
 		}
 	}
@@ -159,6 +162,7 @@ type handoff int
 const (
 	handNone handoff = iota // none (one if it owned the due time)
 	handNext                // one, unless another waiter owns an earlier due time
+	handTwo                 // two: more may wait (a priority topic)
 	handAll                 // every waiter: more messages are due now
 )
 
@@ -174,9 +178,11 @@ func (e *pullEntry) leave(w *pullWaiter, h handoff, next time.Time) {
 	}
 	switch {
 	case h == handAll:
-		e.signalLocked(true)
+		e.signalLocked(-1)
+	case h == handTwo:
+		e.signalLocked(2)
 	case owned, h == handNext && (e.owner == nil || e.ownerDue.After(next)):
-		e.signalLocked(false)
+		e.signalLocked(1)
 	}
 }
 
@@ -332,6 +338,8 @@ func (c *Client) leavePull(w *pullWaiter, entries []*pullEntry, waits []time.Dur
 			switch {
 			case waits[i] == 0:
 				h = handAll
+			case waits[i] != -2 && !e.topic.Type().TimeBased():
+				h = handTwo
 			case waits[i] > 0:
 				h = handNext
 			}
@@ -343,7 +351,7 @@ func (c *Client) leavePull(w *pullWaiter, entries []*pullEntry, waits []time.Dur
 	case <-w.ch:
 		for _, e := range entries {
 			e.mu.Lock()
-			e.signalLocked(false)
+			e.signalLocked(1)
 			e.mu.Unlock()
 		}
 	default:

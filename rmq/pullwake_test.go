@@ -161,11 +161,17 @@ func TestPullDueTimeHandedOverWhenItsOwnerLeaves(t *testing.T) {
 }
 
 // A burst of messages due at once reaches every waiting Pull, not one
-// after another.
+// after another, for timed and priority topics alike.
 func TestPullBurstWakesAllWaiters(t *testing.T) {
+	for _, typ := range []topic.Type{topic.FixedTime, topic.Priority} {
+		t.Run(typ.String(), func(t *testing.T) { testPullBurst(t, typ) })
+	}
+}
+
+func testPullBurst(t *testing.T, typ topic.Type) {
 	e := newEnv(t)
 	ctx := ctxT(t)
-	tp := mustTopic(t, "burst", topic.FixedTime, 1)
+	tp := mustTopic(t, "burst", typ, 1)
 	c := e.client()
 	e.start(c)
 	p := c.Producer()
@@ -200,7 +206,7 @@ func TestPullBurstWakesAllWaiters(t *testing.T) {
 	time.Sleep(300 * time.Millisecond) // all waiting
 	msgs := make([]producer.BatchMessage, 40)
 	for i := range msgs {
-		msgs[i] = producer.BatchMessage{Body: []byte(fmt.Sprint(i)), Key: fmt.Sprint(i), At: time.Now()}
+		msgs[i] = producer.BatchMessage{Body: []byte(fmt.Sprint(i)), Key: fmt.Sprint(i), At: time.Now(), Priority: 100}
 	}
 	start := time.Now()
 	_, err := p.SendBatch(ctx, tp, msgs)
