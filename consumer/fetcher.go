@@ -128,6 +128,9 @@ func (f *fetcher) run(ctx context.Context) {
 				continue
 			}
 			if at := f.earliest(); at != never {
+				// Sleep by the best estimate of Redis's clock there is.
+				c.hub.calls.probeClock(ctx)
+				c.syncClock()
 				wait = min(wait, max(c.clock.untilMs(at), 0))
 			}
 		}
