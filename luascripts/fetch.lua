@@ -82,6 +82,9 @@ local salt = 0
 -- (msg), KEYS[4g] (delayed).
 local gmax, taken, blocked, full, last, after = {}, {}, {}, {}, {}, {}
 local bid, bsc, bnum, ptr, npick = {}, {}, {}, {}, {}
+-- ended[g]: group g's last window reached the end of what it reads (the
+-- store, or a priority bound); seen_busy[g]: some entry it read was blocked.
+local ended, seen_busy = {}, {}
 
 -- The section being fetched (set by section).
 local time_based, window, window_s, upto, upto_n, from
@@ -104,12 +107,14 @@ local function read(g)
   local ids, scs, nums = {}, {}, {}
   bid[g], bsc[g], bnum[g], ptr[g] = ids, scs, nums, 1
   full[g] = cnt == window and blocked[g] < 1024
+  ended[g] = cnt < window
   if cnt == 0 then return end
   local all = {}
   for j = 1, cnt do all[j] = due[2 * j - 1] end
   local busy = redis.call('ZMSCORE', KEYS[4 * g - 2], unpack(all))
   for j = 1, cnt do
     local num = tonumber(due[2 * j])
+    if busy[j] then seen_busy[g] = true end
     if time_based and num > upto_n then
       -- Not due (or past the bound): neither this entry nor any after it.
       full[g] = false
@@ -163,11 +168,12 @@ local function push(g)
 end
 
 -- Heads: the first unblocked entry left, from what was read when possible.
+-- (upto_i is a string: Redis formats a Lua number argument slowly.)
 local function range(g, upto_i)
   if time_based then
-    return redis.call('ZRANGE', KEYS[4 * g - 3], 0, upto_i, 'WITHSCORES')
+    return redis.call('ZRANGE', KEYS[4 * g - 3], '0', upto_i, 'WITHSCORES')
   end
-  return redis.call('ZRANGE', KEYS[4 * g - 3], 0, upto_i, 'REV', 'WITHSCORES')
+  return redis.call('ZRANGE', KEYS[4 * g - 3], '0', upto_i, 'REV', 'WITHSCORES')
 end
 
 -- section fetches groups g1..g2 as one fetch whose arguments start at
@@ -197,6 +203,7 @@ local function section(g1, g2, a)
   upto_n = tonumber(upto)
   for g = g1, g2 do
     gmax[g], taken[g], blocked[g], full[g], ptr[g] = tonumber(ARGV[a + 4 + g - g1 + 1]), 0, 0, true, 1
+    ended[g], seen_busy[g] = false, false
     bid[g], bsc[g], bnum[g] = {}, {}, {}
   end
 
@@ -210,7 +217,7 @@ local function section(g1, g2, a)
       dhead[g] = -3
       if ARGV[a + 4 + G + g - g1 + 1] == '1' then
         for _ = 1, 16 do
-          local ids = redis.call('ZRANGE', KEYS[4 * g], '-inf', upto, 'BYSCORE', 'LIMIT', 0, 256)
+          local ids = redis.call('ZRANGE', KEYS[4 * g], '-inf', upto, 'BYSCORE', 'LIMIT', '0', '256')
           if #ids > 0 then
             local envs = redis.call('HMGET', KEYS[4 * g - 1], unpack(ids))
             local zargs = {}
@@ -226,7 +233,7 @@ local function section(g1, g2, a)
           end
           if #ids < 256 then break end
         end
-        local first = redis.call('ZRANGE', KEYS[4 * g], 0, 0, 'WITHSCORES')
+        local first = redis.call('ZRANGE', KEYS[4 * g], '0', '0', 'WITHSCORES')
         dhead[g] = first[2] or -1
       end
     end
@@ -347,11 +354,14 @@ local function section(g1, g2, a)
       out[o + g] = bsc[g][ptr[g]]
     elseif after[g] then
       out[o + g] = after[g]
+    elseif ended[g] and not seen_busy[g] and from == '-inf' then
+      -- Every entry there was is taken: the store is empty (-1), known
+      -- without another read.
     else
-      local look = range(g, 0)
+      local look = range(g, '0')
       local busy = look[1] and redis.call('ZMSCORE', KEYS[4 * g - 2], look[1])
       if busy and busy[1] then
-        look = range(g, 63)
+        look = range(g, '63')
         local ids = {}
         for i = 1, #look, 2 do ids[#ids + 1] = look[i] end
         busy = redis.call('ZMSCORE', KEYS[4 * g - 2], unpack(ids))
