@@ -128,9 +128,12 @@ func (f *fetcher) run(ctx context.Context) {
 				continue
 			}
 			if at := f.earliest(); at != never {
-				// Sleep by the best estimate of Redis's clock there is.
-				c.hub.calls.probeClock(ctx)
+				// Sleep by the best estimate of Redis's clock there is,
+				// read once more when it is loose and the due time near.
 				c.syncClock()
+				if d := c.clock.untilMs(at); d > 0 && d < probeHorizon && c.hub.calls.probeClock(ctx) {
+					c.syncClock()
+				}
 				wait = min(wait, max(c.clock.untilMs(at), 0))
 			}
 		}

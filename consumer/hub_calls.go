@@ -257,32 +257,38 @@ func (k *redisClock) estimate() (off int64, slack time.Duration, ok bool) {
 }
 
 // probeSlack is the slack above which a fetcher about to sleep until a due
-// time first reads Redis's clock (probeClock); probeEvery spaces the reads.
+// time less than probeHorizon away first reads Redis's clock (probeClock);
+// probeEvery spaces the reads, so a client costs Redis at most a few a
+// second, and only while something comes due soon.
 const (
-	probeSlack = time.Millisecond
-	probeEvery = 100 * time.Millisecond
+	probeSlack   = 500 * time.Microsecond
+	probeHorizon = 2 * time.Second
+	probeEvery   = 100 * time.Millisecond
 )
 
 // probeClock reads Redis's clock once (TIME) when the estimate is looser
 // than probeSlack, no other read is under way and none ran in the last
 // probeEvery: a client whose replies all came slowly (a start-up, a large
-// fetch) would otherwise wake its fetchers late by as much.
-func (m *callMux) probeClock(ctx context.Context) {
+// fetch) would otherwise wake its fetchers late by as much. It reports
+// whether it read.
+func (m *callMux) probeClock(ctx context.Context) bool {
 	if !m.single {
-		return
+		return false
 	}
 	if _, slack, ok := m.clock.estimate(); ok && slack <= probeSlack {
-		return
+		return false
 	}
 	now := time.Now()
 	last := m.lastProbe.Load()
 	if now.UnixNano()-last < int64(probeEvery) || !m.lastProbe.CompareAndSwap(last, now.UnixNano()) {
-		return
+		return false
 	}
 	t, err := m.h.rdb.Time(ctx).Result()
-	if err == nil {
-		m.clock.observe(t.UnixMicro(), now, time.Now())
+	if err != nil {
+		return false
 	}
+	m.clock.observe(t.UnixMicro(), now, time.Now())
+	return true
 }
 
 // syncClock sets c's clock to the client's estimate (single node).
