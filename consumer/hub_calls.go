@@ -93,11 +93,21 @@ func (m *callMux) serves(c *engine) bool {
 // when the round was sent and answered. It returns ctx's error, without
 // running call, when ctx ends before a round took it.
 func (m *callMux) fetch(ctx context.Context, call scripts.FetchCall) (scripts.FetchReply, time.Time, time.Time, error) {
+	if err := ctx.Err(); err != nil {
+		return scripts.FetchReply{}, time.Time{}, time.Time{}, err
+	}
 	f := &muxFetch{call: call}
 	m.mu.Lock()
 	m.q = append(m.q, f)
 	for !f.done {
 		if m.running < fetchRoundsInFlight && !f.taken {
+			if err := ctx.Err(); err != nil {
+				// Gone before its turn: as below, it never runs.
+				m.dropLocked(f)
+				m.handOffLocked()
+				m.mu.Unlock()
+				return scripts.FetchReply{}, time.Time{}, time.Time{}, err
+			}
 			m.roundLocked(ctx)
 			continue
 		}
