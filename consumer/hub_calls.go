@@ -97,6 +97,7 @@ func (m *callMux) fetch(ctx context.Context, call scripts.FetchCall) (scripts.Fe
 		return scripts.FetchReply{}, time.Time{}, time.Time{}, err
 	}
 	f := &muxFetch{call: call}
+	done := ctx.Done()
 	m.mu.Lock()
 	m.q = append(m.q, f)
 	for !f.done {
@@ -114,14 +115,18 @@ func (m *callMux) fetch(ctx context.Context, call scripts.FetchCall) (scripts.Fe
 		wake := make(chan struct{})
 		f.wake = wake
 		m.mu.Unlock()
-		var gaveUp bool
+		gaveUp := false
 		select {
 		case <-wake:
-		case <-ctx.Done():
+		case <-done:
 			gaveUp = true
 		}
 		m.mu.Lock()
 		f.wake = nil
+		if gaveUp && f.taken {
+			// Its round runs: wait for it, whatever ctx says.
+			done = nil
+		}
 		if gaveUp && !f.taken {
 			m.dropLocked(f)
 			m.handOffLocked()

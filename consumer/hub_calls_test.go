@@ -152,7 +152,8 @@ func TestFetchesOfTopicsMerge(t *testing.T) {
 
 // A fetch whose caller gives up before a round took it never runs: nothing
 // is moved to prepare for a fetcher that is gone. The others of its queue
-// still run.
+// still run, and one whose caller gives up once its round runs gets what
+// the round moved.
 func TestMuxDropsAbandonedFetch(t *testing.T) {
 	srv := redistest.Shared(t)
 	rdb := redistest.Client(t, srv)
@@ -195,9 +196,13 @@ func TestMuxDropsAbandonedFetch(t *testing.T) {
 		}, 5*time.Second, time.Millisecond)
 	}
 	// Two rounds in flight, held at the gate; two fetches queue behind them.
-	run(0, ctx)
+	// The first one's caller gives up while its round runs: it still gets
+	// what its round moved.
+	late, lateGiveUp := context.WithCancel(ctx)
+	run(0, late)
 	run(1, ctx)
 	require.Eventually(t, func() bool { return h.calls.rounds.Load() == 2 }, 5*time.Second, time.Millisecond)
+	lateGiveUp()
 	gone, giveUp := context.WithCancel(ctx)
 	run(2, gone)
 	queued(1)
