@@ -84,6 +84,12 @@ type leaseState struct {
 	keepClosed  bool
 	keepUse     sync.WaitGroup
 	interval    time.Duration
+	// prepare keys, when fixed (sweep_probe.go prepareKeys); only the
+	// sweeper goroutine touches them
+	fixed bool
+	slots []int
+	keys  []string
+	args  []any
 }
 
 const (
@@ -94,6 +100,9 @@ const (
 	// of wake-ups heard over a few milliseconds costs one command, not one
 	// per topic).
 	probeBatch = 25 * time.Millisecond
+	// resubscribeBatch: resubscriptions within this much share one probe
+	// round.
+	resubscribeBatch = 100 * time.Millisecond
 	// minNetInterval bounds how often the safety net runs.
 	minNetInterval = 200 * time.Millisecond
 	// netKeysPerSec: on a single node the net round's period grows with the
@@ -229,9 +238,11 @@ func (l *leaseHub) resubscribed() {
 		return
 	}
 	if _, single := l.order[0].c.rdb.(*redis.Client); single {
-		// The net's next round probes every idle engine in one command.
-		if l.probeAt.IsZero() || l.probeAt.After(now) {
-			l.probeAt = now
+		// The net's next round probes every idle engine in one command;
+		// a burst of resubscriptions (every topic's, when each has its
+		// own) shares the round that starts after it.
+		if at := now.Add(resubscribeBatch); l.probeAt.IsZero() || l.probeAt.After(at) {
+			l.probeAt = at
 			poke(l.sweepKick)
 		}
 		return

@@ -107,15 +107,25 @@ func logWarn(ctx context.Context, sts []*leaseState, msg string, err error) {
 	}
 }
 
-// prepareKeys returns the slots c sweeps (its active slots) and their
-// prepare keys.
-func prepareKeys(c *engine) ([]int, []string) {
+// prepareKeys returns the slots st's engine sweeps (its active slots) and
+// their prepare keys, as strings and as command arguments. Those of an
+// engine that consumes every slot never change: they are made once.
+func (st *leaseState) prepareKeys() ([]int, []string, []any) {
+	if st.fixed {
+		return st.slots, st.keys, st.args
+	}
+	c := st.c
 	slots := c.own.activeSlots()
 	keys := make([]string, len(slots))
+	args := make([]any, len(slots))
 	for i, s := range slots {
 		keys[i] = c.keys[s].Prepare
+		args[i] = keys[i]
 	}
-	return slots, keys
+	if _, all := c.own.(*allSlots); all {
+		st.slots, st.keys, st.args, st.fixed = slots, keys, args, true
+	}
+	return slots, keys, args
 }
 
 // probeAny reports whether any prepare set of sts exists: one EXISTS per
@@ -123,24 +133,24 @@ func prepareKeys(c *engine) ([]int, []string) {
 // one command).
 func probeAny(ctx context.Context, rdb redis.UniversalClient, sts []*leaseState) (bool, error) {
 	pipe := rdb.Pipeline()
-	var cmds []*redis.IntCmd
-	chunk := make([]string, 0, probeChunk)
-	flush := func() {
-		if len(chunk) > 0 {
-			cmds = append(cmds, pipe.Exists(ctx, chunk...))
-			chunk = make([]string, 0, probeChunk)
-		}
-	}
+	var cmds []*redis.Cmd
+	chunk := make([]any, 0, probeChunk+1)
+	chunk = append(chunk, "exists")
 	for _, st := range sts {
-		_, keys := prepareKeys(st.c)
-		for _, k := range keys {
-			chunk = append(chunk, k)
-			if len(chunk) == probeChunk {
-				flush()
+		_, _, args := st.prepareKeys()
+		for len(args) > 0 {
+			n := min(len(args), probeChunk+1-len(chunk))
+			chunk = append(chunk, args[:n]...)
+			args = args[n:]
+			if len(chunk) == probeChunk+1 {
+				cmds = append(cmds, pipe.Do(ctx, chunk...))
+				chunk = append(make([]any, 0, probeChunk+1), "exists")
 			}
 		}
 	}
-	flush()
+	if len(chunk) > 1 {
+		cmds = append(cmds, pipe.Do(ctx, chunk...))
+	}
 	if len(cmds) == 0 {
 		return false, nil
 	}
@@ -148,7 +158,7 @@ func probeAny(ctx context.Context, rdb redis.UniversalClient, sts []*leaseState)
 		return false, err
 	}
 	for _, cmd := range cmds {
-		if cmd.Val() > 0 {
+		if n, _ := cmd.Int64(); n > 0 {
 			return true, nil
 		}
 	}
@@ -165,7 +175,7 @@ func probeEach(ctx context.Context, rdb redis.UniversalClient, sts []*leaseState
 	pipe := rdb.Pipeline()
 	cmds := make([]*redis.IntCmd, len(sts))
 	for i, st := range sts {
-		if _, keys := prepareKeys(st.c); len(keys) > 0 {
+		if _, keys, _ := st.prepareKeys(); len(keys) > 0 {
 			cmds[i] = pipe.Exists(ctx, keys...)
 		}
 	}
@@ -194,7 +204,7 @@ func readHeads(ctx context.Context, rdb redis.UniversalClient, sts []*leaseState
 	timeCmd := pipe.Time(ctx)
 	cmds := make([][]*redis.ZSliceCmd, len(sts))
 	for i, st := range sts {
-		slots, keys := prepareKeys(st.c)
+		slots, keys, _ := st.prepareKeys()
 		heads[i] = make([]leaseHead, len(slots))
 		cmds[i] = make([]*redis.ZSliceCmd, len(slots))
 		for j, k := range keys {
