@@ -24,7 +24,8 @@ import (
 // the test's), a key prefix and a producer.
 type leaseFixture struct {
 	t      *testing.T
-	rdb    *redis.Client
+	rdb    redis.UniversalClient
+	node   *redis.Client // rdb on a single node, nil on a cluster
 	prefix string
 	p      *producer.Producer
 }
@@ -32,6 +33,13 @@ type leaseFixture struct {
 func newLeaseFixture(t *testing.T) *leaseFixture {
 	srv := redistest.Start(t, redisserver.Config{})
 	rdb := redistest.Client(t, srv)
+	prefix := redistest.Prefix(t)
+	return &leaseFixture{t: t, rdb: rdb, node: rdb, prefix: prefix, p: producer.New(rdb, producer.WithPrefix(prefix))}
+}
+
+func newClusterLeaseFixture(t *testing.T) *leaseFixture {
+	cl := redistest.StartCluster(t, redisserver.ClusterConfig{})
+	rdb := redistest.ClusterClient(t, cl)
 	prefix := redistest.Prefix(t)
 	return &leaseFixture{t: t, rdb: rdb, prefix: prefix, p: producer.New(rdb, producer.WithPrefix(prefix))}
 }
@@ -103,7 +111,15 @@ func (f *leaseFixture) inPrepare(c *engine, slot int, id string) bool {
 // back when its lease runs out: at the lease's deadline, not a sweep
 // interval (30s here) later.
 func TestSweepKilledConsumerAtLeaseDeadline(t *testing.T) {
-	f := newLeaseFixture(t)
+	testSweepKilledConsumer(t, newLeaseFixture(t))
+}
+
+// The same on a cluster: the heads are read one hash slot at a time.
+func TestSweepKilledConsumerAtLeaseDeadlineOnCluster(t *testing.T) {
+	testSweepKilledConsumer(t, newClusterLeaseFixture(t))
+}
+
+func testSweepKilledConsumer(t *testing.T, f *leaseFixture) {
 	tp := topic.MustNew("killed", topic.FixedTime, 4)
 	f.send(tp, "a")
 	first, expiry := f.leaveLease(tp, 2*time.Second)
@@ -232,10 +248,10 @@ func TestSweepIdleTopicsCostNoCommands(t *testing.T) {
 	// The start-up probes are done well within this.
 	time.Sleep(1500 * time.Millisecond)
 	ctx := context.Background()
-	require.NoError(t, f.rdb.ConfigResetStat(ctx).Err())
+	require.NoError(t, f.node.ConfigResetStat(ctx).Err())
 	const window = 3 * time.Second
 	time.Sleep(window)
-	stats := commandStats(t, f.rdb)
+	stats := commandStats(t, f.node)
 	t.Logf("Redis commands in %v of idling with %d topics: %v", window, topics, stats)
 	sweeper := stats["exists"] + stats["zrange"] + stats["time"] + stats["evalsha"] + stats["eval"]
 	// A probe round a second (one EXISTS of 3,200 keys); a generous bound.
