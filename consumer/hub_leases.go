@@ -74,7 +74,8 @@ type leaseState struct {
 	c *engine
 	// sweeping
 	sweep       timed
-	read        bool // the check reads heads at once (leases are known to exist)
+	read        bool // the check reads heads at once (checkRead)
+	exact       bool // the check is not run early (checkExact, checkRead)
 	sweepClosed bool
 	sweepUse    sync.WaitGroup // a sweep of the hub into the engine runs
 	// keeping
@@ -151,7 +152,7 @@ func (l *leaseHub) add(c *engine) {
 	st.sweep.st, st.keep.st = st, st
 	l.engines[c] = st
 	l.order = append(l.order, st)
-	l.scheduleSweepLocked(st, time.Now(), false)
+	l.scheduleSweepLocked(st, time.Now(), checkProbe)
 }
 
 // stopSweeping ends the hub's sweeps of c and returns once none runs.
@@ -201,8 +202,9 @@ func (l *leaseHub) leased(c *engine, until time.Time) {
 		return
 	}
 	// A prepare deadline is a whole second; the lease runs out when Redis's
-	// clock passes it (sweep.lua), at most a second after until.
-	l.scheduleSweepLocked(st, until.Truncate(time.Second).Add(time.Second+sweepMargin), true)
+	// clock passes it (sweep.lua), at most a second after until. Mostly the
+	// deliveries are acked by then: a probe first, not a read.
+	l.scheduleSweepLocked(st, until.Truncate(time.Second).Add(time.Second+sweepMargin), checkExact)
 	kick := false
 	if !c.pull && !st.keepClosed {
 		if st.keeping {
@@ -223,7 +225,7 @@ func (l *leaseHub) leased(c *engine, until time.Time) {
 func (l *leaseHub) heard(c *engine) {
 	l.mu.Lock()
 	if st := l.engines[c]; st != nil && st.sweep.idx < 0 {
-		l.scheduleSweepLocked(st, time.Now().Add(c.cfg.sweepInterval), false)
+		l.scheduleSweepLocked(st, time.Now().Add(c.cfg.sweepInterval), checkProbe)
 	}
 	l.mu.Unlock()
 }
@@ -256,22 +258,30 @@ func (l *leaseHub) resubscribed() {
 	window := min(time.Duration(len(l.order))*10*time.Millisecond, 10*time.Second)
 	for i, st := range l.order {
 		if st.sweep.idx < 0 && !st.sweepClosed {
-			l.scheduleSweepLocked(st, now.Add(window*time.Duration(i)/time.Duration(len(l.order))), true)
+			l.scheduleSweepLocked(st, now.Add(window*time.Duration(i)/time.Duration(len(l.order))), checkRead)
 		}
 	}
 }
 
-// scheduleSweepLocked makes st's next check no later than at; read says
-// the check reads the heads without probing first.
-func (l *leaseHub) scheduleSweepLocked(st *leaseState, at time.Time, read bool) {
+// How a check runs (scheduleSweepLocked).
+const (
+	checkProbe = iota // probe first, may run a little early (batched)
+	checkExact        // probe first, timed to a lease's expiry: not early
+	checkRead         // read the heads at once (leases are known to exist), not early
+)
+
+// scheduleSweepLocked makes st's next check no later than at. A check
+// that stays where it was keeps its kind, and becomes a read if asked.
+func (l *leaseHub) scheduleSweepLocked(st *leaseState, at time.Time, kind int) {
 	if st.sweepClosed {
 		return
 	}
 	if st.sweep.idx >= 0 && !at.Before(st.sweep.at) {
-		st.read = st.read || read
+		st.read = st.read || kind == checkRead
 		return
 	}
-	st.read = st.read || read
+	st.read = st.read || kind == checkRead
+	st.exact = kind != checkProbe
 	if l.sweeps.set(&st.sweep, at) {
 		poke(l.sweepKick)
 	}
@@ -354,8 +364,8 @@ func (l *leaseHub) sweepDue(ctx context.Context, now time.Time) {
 	for top := l.sweeps.peek(); top != nil && !top.at.After(now.Add(probeBatch)); top = l.sweeps.peek() {
 		l.sweeps.pop()
 		st := top.st
-		if st.read && top.at.After(now) {
-			// A read is timed to a lease's expiry: not early.
+		if (st.read || st.exact) && top.at.After(now) {
+			// Timed to a lease's expiry: not early.
 			later = append(later, top)
 			continue
 		}
@@ -364,7 +374,7 @@ func (l *leaseHub) sweepDue(ctx context.Context, now time.Time) {
 		} else {
 			probes = append(probes, st)
 		}
-		st.read = false
+		st.read, st.exact = false, false
 	}
 	for _, t := range later {
 		l.sweeps.set(t, t.at)
@@ -412,12 +422,12 @@ func (l *leaseHub) netRoundLocked() []*leaseState {
 
 // finishCheck schedules st after a check: its next check at next, or none
 // (zero next: nothing in prepare) unless a hook scheduled one meanwhile.
-func (l *leaseHub) finishCheck(st *leaseState, next time.Time, read bool) {
+func (l *leaseHub) finishCheck(st *leaseState, next time.Time) {
 	if next.IsZero() {
 		return
 	}
 	l.mu.Lock()
-	l.scheduleSweepLocked(st, next, read)
+	l.scheduleSweepLocked(st, next, checkRead)
 	l.mu.Unlock()
 }
 

@@ -75,10 +75,10 @@ func (l *leaseHub) check(ctx context.Context, reads, probes, net []*leaseState) 
 				c.log.WarnContext(ctx, "rmq: reading leases failed", "err", errs[i])
 			}
 			// Look again a sweep interval later, as the old sweeper did.
-			l.finishCheck(st, time.Now().Add(c.cfg.sweepInterval), true)
+			l.finishCheck(st, time.Now().Add(c.cfg.sweepInterval))
 			continue
 		}
-		l.finishCheck(st, sweepHeads(ctx, l, st, heads[i], offset), true)
+		l.finishCheck(st, sweepHeads(ctx, l, st, heads[i], offset))
 	}
 }
 
