@@ -172,6 +172,34 @@ func TestSweepLeaseTakenAfterStart(t *testing.T) {
 	require.Less(t, late, 800*time.Millisecond)
 }
 
+// A lease this client never heard of (the message was sent before it
+// started, and taken by a consumer that died without a wake-up) is found
+// by the safety net's probe and rolled back at its deadline.
+func TestSweepSafetyNetFindsUnheardLease(t *testing.T) {
+	f := newLeaseFixture(t)
+	tp := topic.MustNew("unheard", topic.FixedTime, 4)
+	f.send(tp, "a")
+	b, err := newPullEngine(f.rdb, tp, nil, WithPrefix(f.prefix), WithSweepInterval(time.Second))
+	require.NoError(t, err)
+	f.start(b, nil)
+	// The start-up probe found prepare empty: b is idle for sweeping.
+	require.Eventually(t, func() bool {
+		b.hub.leases.mu.Lock()
+		defer b.hub.leases.mu.Unlock()
+		return b.hub.leases.engines[b].sweep.idx < 0
+	}, 5*time.Second, 5*time.Millisecond)
+
+	d, expiry := f.leaveLease(tp, 3*time.Second)
+	for f.inPrepare(b, d.Slot, d.ID) {
+		require.True(t, time.Now().Before(expiry.Add(2*time.Second)), "not rolled back within 2s of its lease")
+		time.Sleep(5 * time.Millisecond)
+	}
+	late := time.Since(expiry)
+	t.Logf("rolled back %v after the lease ran out", late)
+	require.Greater(t, late, -50*time.Millisecond, "not before the lease ran out")
+	require.Less(t, late, 800*time.Millisecond)
+}
+
 // A pulled delivery that is neither acked nor extended comes back about
 // when its lease runs out (the puller's own lease is known to the sweeper),
 // not a sweep interval (10s by default) later.
