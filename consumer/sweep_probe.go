@@ -68,13 +68,14 @@ func (l *leaseHub) check(ctx context.Context, reads, probes, net []*leaseState) 
 		return
 	}
 	heads, offset, errs := readHeads(ctx, rdb, reads)
+	failed := 0
 	for i, st := range reads {
 		c := st.c
 		if errs[i] != nil {
-			if ctx.Err() == nil || l.ctxErr() == nil {
+			// Look again a sweep interval later, as the old sweeper did.
+			if failed++; failed == 1 && l.ctxErr() == nil {
 				c.log.WarnContext(ctx, "rmq: reading leases failed", "err", errs[i])
 			}
-			// Look again a sweep interval later, as the old sweeper did.
 			l.finishCheck(st, time.Now().Add(c.cfg.sweepInterval))
 			continue
 		}
