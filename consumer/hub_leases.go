@@ -1,7 +1,6 @@
 package consumer
 
 import (
-	"container/heap"
 	"context"
 	"sync"
 	"time"
@@ -38,6 +37,26 @@ import (
 //     slot of its own, so the idle engines are read round-robin at a budget
 //     of keys per second (clusterProbeRate): a slower net, but no command
 //     storm.
+//
+// Choices and why:
+//   - The head read (ZRANGE prepare 0 0 WITHSCORES per slot) replaces the
+//     old sweeper's expiredCandidates: the earliest lease tells both whether
+//     a slot has an expired lease and when the next one runs out, in the
+//     same one command a slot.
+//   - A prepare deadline is a whole second (sweep.lua: expired once Redis's
+//     second is past it), so a check is timed to the next second after it,
+//     converted to local time with Redis's TIME read in the same pipeline.
+//     That offset is the sweeper's own: the engines' clocks steer their
+//     fetchers, and a long pipeline's reply would make them fire late.
+//   - The check at a fetch's lease expiry (leased) probes first: mostly the
+//     deliveries were acked long before, and one EXISTS for all the topics
+//     leased in the same second answers that. It is never run early; plain
+//     probes may run up to probeBatch early so that a wave of wake-ups heard
+//     over a few milliseconds shares one command.
+//   - Still uncovered at the deadline: a lease an unknown process takes
+//     after this client's probe saw the topic empty, with no wake-up between
+//     (a message due later than its wake-up). The net finds it within its
+//     period, about as late as the old ticker did.
 //
 // Lease keeping: one queue of engines with deliveries in flight, each
 // extended at its own interval (max(prepareTimeout/3, 300ms)), each
@@ -442,65 +461,6 @@ func (l *leaseHub) useForSweep(st *leaseState) bool {
 	return true
 }
 
-// runKeeps is the one lease keeper: it sleeps until the earliest engine's
-// extension is due and starts the extensions due.
-func (l *leaseHub) runKeeps(ctx context.Context) {
-	t := time.NewTimer(time.Hour)
-	defer t.Stop()
-	for {
-		now := time.Now()
-		l.mu.Lock()
-		next := now.Add(time.Hour)
-		if top := l.keeps.peek(); top != nil {
-			next = top.at
-		}
-		l.mu.Unlock()
-		if wait := next.Sub(now); wait > 0 {
-			resetTimer(t, wait)
-			select {
-			case <-ctx.Done():
-				return
-			case <-l.keepKick:
-				continue
-			case <-t.C:
-			}
-		}
-		if ctx.Err() != nil {
-			return
-		}
-		now = time.Now()
-		l.mu.Lock()
-		for top := l.keeps.peek(); top != nil && !top.at.After(now); top = l.keeps.peek() {
-			l.keeps.pop()
-			st := top.st
-			st.leasedAgain = false
-			st.keepUse.Add(1)
-			l.wg.Add(1)
-			go l.keepOne(ctx, st, now)
-		}
-		l.mu.Unlock()
-	}
-}
-
-// keepOne extends st's leases once and schedules the next extension if
-// anything is in flight (or was leased since the snapshot).
-func (l *leaseHub) keepOne(ctx context.Context, st *leaseState, started time.Time) {
-	defer l.wg.Done()
-	busy := keepLeases(ctx, st.c, st.interval)
-	l.mu.Lock()
-	if !st.keepClosed {
-		if busy || st.leasedAgain {
-			st.leasedAgain = false
-			l.keeps.set(&st.keep, started.Add(st.interval))
-			poke(l.keepKick)
-		} else {
-			st.keeping = false
-		}
-	}
-	l.mu.Unlock()
-	st.keepUse.Done()
-}
-
 func resetTimer(t *time.Timer, d time.Duration) {
 	if !t.Stop() {
 		select {
@@ -509,62 +469,4 @@ func resetTimer(t *time.Timer, d time.Duration) {
 		}
 	}
 	t.Reset(d)
-}
-
-// timed is an engine's place in a timerQueue.
-type timed struct {
-	at  time.Time
-	idx int // in the queue's heap; -1 when not queued
-	st  *leaseState
-}
-
-// timerQueue is a min-heap of timed by at.
-type timerQueue struct{ h timedHeap }
-
-// set queues t at at (or moves it) and reports whether it is now first.
-func (q *timerQueue) set(t *timed, at time.Time) bool {
-	t.at = at
-	if t.idx >= 0 {
-		heap.Fix(&q.h, t.idx)
-	} else {
-		heap.Push(&q.h, t)
-	}
-	return t.idx == 0
-}
-
-func (q *timerQueue) remove(t *timed) {
-	if t.idx >= 0 {
-		heap.Remove(&q.h, t.idx)
-	}
-}
-
-func (q *timerQueue) peek() *timed {
-	if len(q.h) == 0 {
-		return nil
-	}
-	return q.h[0]
-}
-
-func (q *timerQueue) pop() { heap.Pop(&q.h) }
-
-type timedHeap []*timed
-
-func (h timedHeap) Len() int           { return len(h) }
-func (h timedHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
-func (h timedHeap) Swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].idx, h[j].idx = i, j
-}
-func (h *timedHeap) Push(x any) {
-	t := x.(*timed)
-	t.idx = len(*h)
-	*h = append(*h, t)
-}
-func (h *timedHeap) Pop() any {
-	old := *h
-	t := old[len(old)-1]
-	old[len(old)-1] = nil
-	*h = old[:len(old)-1]
-	t.idx = -1
-	return t
 }
