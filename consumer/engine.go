@@ -229,11 +229,12 @@ func (c *engine) Start(ctx context.Context) error {
 	}
 	// A pull engine fetches when asked and extends no lease by itself; it
 	// still sweeps, so topics that are only pulled are swept too. Sweeping
-	// and lease keeping are the client's (hub_leases.go).
+	// and lease keeping are the client's (hub_leases.go), told of the
+	// engine before its first fetch can lease anything.
+	c.hub.leases.add(c)
 	if !c.pull {
 		newFetcher(c).start(c.runCtx, &c.loops)
 	}
-	c.hub.leases.add(c)
 	c.mu.Lock()
 	c.live = true
 	c.mu.Unlock()
