@@ -400,7 +400,14 @@ func (l *leaseHub) sweepDue(ctx context.Context, now time.Time) {
 	}
 	var net []*leaseState
 	if !l.probeAt.IsZero() && !now.Before(l.probeAt) {
-		net = l.netRoundLocked()
+		taken := make(map[*leaseState]bool, len(reads)+len(probes))
+		for _, st := range reads {
+			taken[st] = true
+		}
+		for _, st := range probes {
+			taken[st] = true
+		}
+		net = l.netRoundLocked(taken)
 		l.probeAt = now.Add(l.netIntervalLocked())
 	}
 	l.mu.Unlock()
@@ -411,8 +418,8 @@ func (l *leaseHub) sweepDue(ctx context.Context, now time.Time) {
 
 // netRoundLocked picks the idle engines the safety net looks at now: all
 // of them on a single node (one probe command), a budget of keys on a
-// cluster (read round-robin).
-func (l *leaseHub) netRoundLocked() []*leaseState {
+// cluster (read round-robin). taken are checked in this round already.
+func (l *leaseHub) netRoundLocked(taken map[*leaseState]bool) []*leaseState {
 	if len(l.order) == 0 {
 		return nil
 	}
@@ -420,7 +427,7 @@ func (l *leaseHub) netRoundLocked() []*leaseState {
 	var out []*leaseState
 	if single {
 		for _, st := range l.order {
-			if st.sweep.idx < 0 && !st.sweepClosed {
+			if st.sweep.idx < 0 && !st.sweepClosed && !taken[st] {
 				out = append(out, st)
 			}
 		}
@@ -431,7 +438,7 @@ func (l *leaseHub) netRoundLocked() []*leaseState {
 		l.cursor %= len(l.order)
 		st := l.order[l.cursor]
 		l.cursor++
-		if st.sweep.idx < 0 && !st.sweepClosed {
+		if st.sweep.idx < 0 && !st.sweepClosed && !taken[st] {
 			out = append(out, st)
 			budget -= st.c.topic.SlotAmount()
 		}
