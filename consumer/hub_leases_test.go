@@ -368,3 +368,23 @@ func TestLeaseKeptThenCloseLeavesNothingInPrepare(t *testing.T) {
 }
 
 func slotOf(c *engine, id string) int { return slots.IndexString(id, c.topic.SlotAmount()) }
+
+// The hooks run on hot paths (every fetch, every wake-up): a map lookup
+// and a heap update, no Redis call.
+func BenchmarkLeaseHooks(b *testing.B) {
+	l := newLeaseHub(nil)
+	engines := make([]*engine, 1000)
+	for i := range engines {
+		cfg := defaultConfig()
+		require.NoError(b, cfg.validate())
+		engines[i] = &engine{cfg: cfg, topic: topic.MustNew(fmt.Sprintf("t%d", i), topic.FixedTime, 16)}
+		l.add(engines[i])
+	}
+	now := time.Now()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		c := engines[i%len(engines)]
+		l.leased(c, now.Add(time.Duration(i%4000)*time.Millisecond))
+		l.heard(c)
+	}
+}
