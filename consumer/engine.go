@@ -228,12 +228,13 @@ func (c *engine) Start(ctx context.Context) error {
 		return err
 	}
 	// A pull engine fetches when asked and extends no lease by itself; it
-	// still sweeps, so topics that are only pulled are swept too.
+	// still sweeps, so topics that are only pulled are swept too. Sweeping
+	// and lease keeping are the client's (hub_leases.go), told of the
+	// engine before its first fetch can lease anything.
+	c.hub.leases.add(c)
 	if !c.pull {
 		newFetcher(c).start(c.runCtx, &c.loops)
-		newLeaseKeeper(c).start(c.handleCtx, &c.leases)
 	}
-	newSweeper(c).start(c.runCtx, &c.loops)
 	c.mu.Lock()
 	c.live = true
 	c.mu.Unlock()
@@ -261,6 +262,7 @@ func (c *engine) Close(ctx context.Context) error {
 	// starts, then drain the handlers that run.
 	c.stopRun()
 	c.loops.Wait()
+	c.hub.leases.stopSweeping(c)
 
 	drained := make(chan struct{})
 	go func() { c.handlers.Wait(); close(drained) }()
@@ -278,7 +280,7 @@ func (c *engine) Close(ctx context.Context) error {
 	c.own.shutdown()
 	// Leases are kept until the last handler is done.
 	c.stopAll()
-	c.leases.Wait()
+	c.hub.leases.stopKeeping(c)
 	if w := c.ackWait.Load(); w != nil {
 		w.cancel()
 	}
