@@ -321,12 +321,18 @@ end
 -- publishes nothing: callers wake the slot once, after all their sends.
 -- Returns the result code, the store score, and the delayed due time when
 -- the message went to the delayed set.
-local function send_one(g, typ, id, score_arg, nonce, body, now, now_up, opts)
+local function send_one(g, typ, id, score_arg, nonce, body, now, now_up, opts, fresh)
   -- An envelope exists only for a waiting, delayed or in-flight id, so a
-  -- new id (the common case) costs no HGET.
-  local waiting = redis.call('ZSCORE', g.store, id)
-  local delayed = not waiting and g.delayed and redis.call('ZSCORE', g.delayed, id)
-  local inflight = not waiting and not delayed and redis.call('ZSCORE', g.prepare, id)
+  -- new id (the common case) costs no HGET. fresh: the caller read that no
+  -- envelope exists, so the id is none of them and none of the three
+  -- reads can change the outcome (a removed in-flight id's tombstone has no
+  -- envelope and is stored over as new either way).
+  local waiting, delayed, inflight
+  if not fresh then
+    waiting = redis.call('ZSCORE', g.store, id)
+    delayed = not waiting and g.delayed and redis.call('ZSCORE', g.delayed, id)
+    inflight = not waiting and not delayed and redis.call('ZSCORE', g.prepare, id)
+  end
   local old
   if waiting or delayed or inflight then
     local env = redis.call('HGET', g.msg, id)

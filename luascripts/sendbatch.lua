@@ -70,7 +70,7 @@ local function send_group(g, typ, count)
       -- What is gathered holds only other ids, unless this one came
       -- earlier in the call: only then must it be written first.
       if seen[id] then write(store, msg) end
-      r, score, due = send_one(keys, typ, id, ARGV[i + 1], tonumber(ARGV[i + 2]), ARGV[i + stride - 1], now, now_up, opts)
+      r, score, due = send_one(keys, typ, id, ARGV[i + 1], tonumber(ARGV[i + 2]), ARGV[i + stride - 1], now, now_up, opts, not known[k] and not seen[id])
     else
       -- env_encode of a fresh message without options, inlined: this loop
       -- is most of the script's time in a large batch.
