@@ -104,6 +104,12 @@ func (b *runner) httpCase(ctx context.Context) error {
 			start func() (*procutil.Proc, *httpTarget, error)
 		}{"lmstfy", func() (*procutil.Proc, *httpTarget, error) { return startLmstfy(ctx, lb, dir, srv.Addr(), hc) }})
 	}
+	progress("http: an empty handler, %d PUTs (the machine's ceiling)", b.o.httpN)
+	if v, err := httpCeiling(ctx, hc, b.o.httpN, b.o.body); err == nil {
+		b.res.httpCeiling = v
+	} else {
+		progress("http: empty handler: %v", err)
+	}
 	for _, s := range servers {
 		if err := flushAddr(ctx, srv.Addr()); err != nil {
 			return err

@@ -74,6 +74,15 @@ func printHTTP(w io.Writer, o options, res *results) {
 			fmt.Fprintf(w, "  FAILED: %s\n", l.err)
 		}
 	}
+	if res.httpCeiling > 0 {
+		fmt.Fprintf(w, "\nceiling: an empty net/http handler in the bench process, same client and PUTs: %s/s", thousands(res.httpCeiling))
+		for _, r := range res.http {
+			if r.server == "lmstfy" && r.publish > 0 {
+				fmt.Fprintf(w, " (3× lmstfy's publish would be %s/s)", thousands(3*r.publish))
+			}
+		}
+		fmt.Fprintln(w)
+	}
 	if len(res.http) == 1 {
 		fmt.Fprintln(w, "\nlmstfy: set LMSTFY_BIN to compare")
 	} else {

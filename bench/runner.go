@@ -27,6 +27,9 @@ type results struct {
 	m      map[string]map[string]*sample // case id -> system name -> sample
 	topics []topicsResult                // the topics case (topics.go), one per N
 	http   []httpServerResult            // the http case (http.go), one per server
+	// httpCeiling: an empty in-process handler's PUTs/s with the same
+	// client (http_ceiling.go); 0 when not measured.
+	httpCeiling float64
 }
 
 func newResults() *results { return &results{m: map[string]map[string]*sample{}} }
