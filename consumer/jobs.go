@@ -114,50 +114,15 @@ func logOutcome(ctx context.Context, log *slog.Logger, m *Message, outcome Outco
 	}
 }
 
-// refreshPaused reads whether the topic is paused (Inspector.Pause).
-func (c *engine) refreshPaused(ctx context.Context) error {
-	c.pauseMu.Lock()
-	defer c.pauseMu.Unlock()
-	return c.readPausedLocked(ctx)
-}
-
-func (c *engine) readPausedLocked(ctx context.Context) error {
-	// HGET, not HEXISTS: the least-privilege ACL allows the one.
-	err := c.rdb.HGet(ctx, slots.PausedKey(c.cfg.prefix), c.topic.Name()).Err()
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return fmt.Errorf("rmq: read the pause state of %s: %w", c.topic.Name(), err)
+// readPausedTopics reads the paused hash of a key prefix (Inspector.Pause
+// writes it): the names of its paused topics. One read serves every topic
+// of the prefix (the hub's pauser, hub_wake.go).
+func readPausedTopics(ctx context.Context, rdb redis.UniversalClient, prefix string) (map[string]string, error) {
+	m, err := rdb.HGetAll(ctx, slots.PausedKey(prefix)).Result()
+	if err != nil {
+		return nil, fmt.Errorf("rmq: read the pause state of prefix %s: %w", prefix, err)
 	}
-	c.setPaused(err == nil)
-	return nil
-}
-
-// recheckPaused reads the pause state again after a wake-up that concerns
-// it: a pause or resume payload, or a (re)subscription, while which a
-// payload may have been missed. A payload itself is not trusted: a Pause
-// and a Resume that interleave (HSET, HDEL, publish r, publish p) would
-// leave it wrong, while Inspector writes the hash before it publishes, so a
-// read after hearing a payload sees that state or a newer one. Requests
-// that arrive while a read runs share the next read. When Redis cannot be
-// read, fallback (the payload's state; nil after a resubscription) is
-// applied.
-func (c *engine) recheckPaused(ctx context.Context, fallback *bool) {
-	r := c.pauseReq.Add(1)
-	c.pauseMu.Lock()
-	defer c.pauseMu.Unlock()
-	if c.pauseDone >= r {
-		return // a read that started after this request already ran
-	}
-	covered := c.pauseReq.Load()
-	if err := c.readPausedLocked(ctx); err != nil {
-		if ctx.Err() == nil {
-			c.log.WarnContext(ctx, "rmq: could not read the pause state", "err", err)
-		}
-		if fallback != nil {
-			c.setPaused(*fallback)
-		}
-		return
-	}
-	c.pauseDone = covered
+	return m, nil
 }
 
 // setPaused records the pause state and tells a PauseObserver of a change.

@@ -4,18 +4,16 @@ import (
 	"context"
 	"fmt"
 	"sync"
-
-	"github.com/redis/go-redis/v9"
 )
 
-// waker listens on the slots' wake channels. Producers (and acks or
-// rollbacks that make a message fetchable) publish the new head's score
-// there; the waker records it and signals the fetcher.
+// waker keeps what one engine heard on its slots' wake channels. Producers
+// (and acks or rollbacks that make a message fetchable) publish the new
+// head's score there; the client's wake hub (hub_wake.go), which holds the
+// one subscription for every topic, hands each wake-up to the waker, which
+// records it and signals the fetcher. The waker owns no connection and no
+// goroutine.
 type waker struct {
 	c      *engine
-	pubsub *redis.PubSub // single node: one plain subscription
-	shards *shardWaker   // cluster: sharded subscriptions, one per master (waker_cluster.go)
-	slotOf map[string]int
 	signal chan struct{}
 
 	mu      sync.Mutex
@@ -25,13 +23,10 @@ type waker struct {
 }
 
 func newWaker(c *engine) *waker {
-	w := &waker{c: c, slotOf: map[string]int{}, signal: make(chan struct{}, 1), pending: map[int]float64{}, delayed: map[int]float64{}}
-	for i, k := range c.keys {
-		w.slotOf[k.Wake] = i
-	}
-	return w
+	return &waker{c: c, signal: make(chan struct{}, 1), pending: map[int]float64{}, delayed: map[int]float64{}}
 }
 
+// channels returns the wake channel of every slot, by slot.
 func (w *waker) channels() []string {
 	out := make([]string, len(w.c.keys))
 	for i, k := range w.c.keys {
@@ -40,83 +35,32 @@ func (w *waker) channels() []string {
 	return out
 }
 
-// start subscribes to the wake channels and returns once Redis confirmed
-// the subscription, so no wake-up published after Start returns can be
-// missed; the waker then runs until ctx ends. startCtx bounds the
-// subscription only. On error nothing of the waker keeps running. On a
-// cluster the channels are sharded (SSUBSCRIBE): each lives on the master
-// that owns its hash slot, so there is one subscription per master, kept by
-// the shard waker (waker_cluster.go), which then is the waker's goroutine.
-func (w *waker) start(startCtx, ctx context.Context, wg *sync.WaitGroup) error {
-	if cc, ok := w.c.rdb.(*redis.ClusterClient); ok {
-		w.shards = newShardWaker(w, cc)
-		if err := w.shards.start(startCtx, ctx, wg); err != nil {
-			return fmt.Errorf("rmq: subscribe to wake-ups of %s: %w", w.c.topic.Name(), err)
-		}
-		return nil
-	}
-	w.pubsub = w.c.rdb.Subscribe(startCtx, w.channels()...)
-	if _, err := w.pubsub.Receive(startCtx); err != nil {
-		_ = w.pubsub.Close()
+// start registers the engine's channels with the hub and returns once Redis
+// confirmed their subscription and the topic's pause state was read, so no
+// wake-up published after Start returns can be missed. ctx bounds only
+// that; on error nothing stays registered.
+func (w *waker) start(ctx context.Context) error {
+	if err := w.c.hub.wake.register(ctx, w); err != nil {
 		return fmt.Errorf("rmq: subscribe to wake-ups of %s: %w", w.c.topic.Name(), err)
 	}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		w.run(ctx)
-	}()
 	return nil
 }
 
-func (w *waker) run(ctx context.Context) {
-	defer w.pubsub.Close()
-	ch := w.pubsub.ChannelWithSubscriptions()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case m, ok := <-ch:
-			if !ok {
-				return
-			}
-			switch m := m.(type) {
-			case *redis.Subscription:
-				// A (re)subscription: wake-ups may have been missed while
-				// the connection was down, so every slot is looked at, and
-				// the pause state read again (once a connection: its first
-				// confirmation counts one channel).
-				if m.Count <= 1 {
-					w.c.recheckPaused(ctx, nil)
-				}
-				w.mu.Lock()
-				w.all = true
-				w.mu.Unlock()
-				w.c.hub.leases.resubscribed()
-			case *redis.Message:
-				if !w.message(ctx, m) {
-					continue
-				}
-			}
-			w.poke()
-		}
-	}
-}
+// stop unregisters the engine's channels: the hub unsubscribes those no
+// other engine listens to, and never calls this waker again.
+func (w *waker) stop() { w.c.hub.wake.unregister(w) }
 
-// message records a wake-up (the slot's new head score) without signalling
-// the fetcher; it reports whether the channel is one of ours.
-func (w *waker) message(ctx context.Context, m *redis.Message) bool {
-	slot, ok := w.slotOf[m.Channel]
-	if !ok {
-		return false
-	}
-	kind, score := parseWake(m.Payload)
+// message records a wake-up of slot (its new head score); it reports
+// whether the fetcher should be signalled now. Pause and resume payloads go
+// to the hub's pauser, which signals once it read the state.
+func (w *waker) message(payload string, slot int) bool {
+	kind, score := parseWake(payload)
 	switch kind {
 	case wakePause, wakeResume:
 		// Inspector.Pause / Resume of the topic (told on every slot): the
-		// stored state decides, not the payload (see recheckPaused).
-		paused := kind == wakePause
-		w.c.recheckPaused(ctx, &paused)
-		return true
+		// stored state decides, not the payload (see pauser.recheck).
+		w.c.hub.wake.pauses.recheck(w, kind == wakePause)
+		return false
 	case wakeDelayed:
 		w.mu.Lock()
 		if old, seen := w.delayed[slot]; !seen || score < old {
@@ -148,18 +92,23 @@ func (w *waker) takeDelayed() map[int]float64 {
 	return d
 }
 
-// lookAt marks the slot of a channel "look now" (head unknown) after its
-// subscription was (re)made: wake-ups published while it was missing are
-// lost, so the fetcher reads the slot's head again. It does not signal.
-func (w *waker) lookAt(channel string) bool {
-	slot, ok := w.slotOf[channel]
-	if !ok {
-		return false
-	}
+// markAll makes every slot unknown after the subscription was made again:
+// wake-ups published while it was missing are lost, so the fetcher reads
+// every head again. It does not signal (the hub pokes once the pause state
+// was read again).
+func (w *waker) markAll() {
+	w.mu.Lock()
+	w.all = true
+	w.mu.Unlock()
+}
+
+// lookAt marks one slot "look now" (head unknown) after its channel's
+// subscription was (re)made (a cluster's channels are subscribed one by
+// one). It does not signal.
+func (w *waker) lookAt(slot int) {
 	w.mu.Lock()
 	w.pending[slot] = -1
 	w.mu.Unlock()
-	return true
 }
 
 // better reports whether a wake-up score beats the one already pending:
@@ -172,9 +121,7 @@ func (w *waker) better(score, old float64) bool {
 // reset makes the fetcher look at slot again from scratch (its head is
 // unknown), e.g. because this consumer just started owning it.
 func (w *waker) reset(slot int) {
-	w.mu.Lock()
-	w.pending[slot] = -1
-	w.mu.Unlock()
+	w.lookAt(slot)
 	w.poke()
 }
 

@@ -74,7 +74,9 @@ func newShardFixture(t *testing.T, tune func(*shardTuning)) *shardFixture {
 		return nil
 	}), nil, WithPrefix(prefix), WithLogger(slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug}))))
 	require.NoError(t, err)
-	tune(&c.shards)
+	// The engine's own hub, made here so its timing can be shortened.
+	c.hub, c.ownHub = newHub(cc), true
+	tune(&c.hub.wake.tune)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	require.NoError(t, c.Start(ctx))
@@ -118,7 +120,7 @@ func (f *shardFixture) waitPlaced() {
 	for {
 		var off []string
 		for i, k := range f.c.keys {
-			if at, want := f.c.waker.shards.subscribedAt(k.Wake), f.owner(i); at != want {
+			if at, want := f.c.hub.wake.shards.subscribedAt(k.Wake), f.owner(i); at != want {
 				off = append(off, fmt.Sprintf("slot %d on %q, owner %s", i, at, want))
 			}
 		}
