@@ -15,24 +15,28 @@ import (
 )
 
 // Define stores t's definition in the hash at key, or checks that the stored
-// one matches. It is a single-key write (HSETNX), safe to run twice.
+// one matches. It is a single-key write (HSETNX), safe to run twice; the
+// HSETNX and the read of what is stored go in one round trip (a client of
+// many topics defines each at start).
 func Define(ctx context.Context, rdb redis.Cmdable, key string, t topic.Topic) error {
 	if t.IsZero() {
 		return fmt.Errorf("%w: zero Topic", topic.ErrInvalidName)
 	}
 	def := t.Definition()
-	created, err := rdb.HSetNX(ctx, key, t.Name(), def).Result()
+	var set *redis.BoolCmd
+	var get *redis.StringCmd
+	_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		set = p.HSetNX(ctx, key, t.Name(), def)
+		get = p.HGet(ctx, key, t.Name())
+		return nil
+	})
 	if err != nil {
 		return fmt.Errorf("rmq: define topic %s: %w", t.Name(), err)
 	}
-	if created {
+	if set.Val() {
 		return nil
 	}
-	stored, err := rdb.HGet(ctx, key, t.Name()).Result()
-	if err != nil {
-		return fmt.Errorf("rmq: define topic %s: %w", t.Name(), err)
-	}
-	if stored != def {
+	if stored := get.Val(); stored != def {
 		return fmt.Errorf("%w: %s is stored as %s, defined here as %s", topic.ErrConflict, t.Name(), stored, def)
 	}
 	return nil
