@@ -151,8 +151,9 @@ func (s *shardWaker) add(ctx context.Context, chans []string) error {
 			reg.left++
 		}
 	}
+	wait := reg.left > 0
 	s.mu.Unlock()
-	if reg.left == 0 {
+	if !wait {
 		return nil
 	}
 	select {
