@@ -14,7 +14,6 @@ import (
 	"github.com/rmq-go/rmq/internal/groupcommit"
 	"github.com/rmq-go/rmq/internal/lifecycle"
 	"github.com/rmq-go/rmq/internal/scripts"
-	"github.com/rmq-go/rmq/internal/topicstore"
 	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
 )
@@ -188,9 +187,6 @@ func (c *engine) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := topicstore.Define(ctx, c.rdb, slots.TopicsKey(c.cfg.prefix), c.topic); err != nil {
-		return err
-	}
 	if c.hub == nil {
 		c.hub, c.ownHub = hubOf(c.rdb, nil)
 	}
@@ -204,10 +200,19 @@ func (c *engine) Start(ctx context.Context) error {
 	c.handleCtx, c.stopAll = context.WithCancel(base)
 
 	// The hub's subscription: once this returns, Redis confirmed the
-	// topic's wake channels and its pause state was read after that, so a
-	// pause published from now on is heard.
+	// topic's wake channels.
 	c.waker = newWaker(c)
 	if err := c.waker.start(ctx); err != nil {
+		c.stopRun()
+		c.stopAll()
+		c.closeOwnHub()
+		return err
+	}
+	// After the subscription, in one round trip: the definition stored or
+	// checked, and the pause state read (a pause published from now on is
+	// heard).
+	if err := c.defineAndReadPaused(ctx); err != nil {
+		c.waker.stop()
 		c.stopRun()
 		c.stopAll()
 		c.closeOwnHub()

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -143,8 +144,8 @@ func (wh *wakeHub) logger() *slog.Logger {
 	return wh.log
 }
 
-// register subscribes w's channels and returns once Redis confirmed them and
-// the topic's pause state was read. On error w is not registered.
+// register subscribes w's channels and returns once Redis confirmed them.
+// On error w is not registered.
 func (wh *wakeHub) register(ctx context.Context, w *waker) error {
 	chans := w.channels()
 	wh.mu.Lock()
@@ -171,10 +172,6 @@ func (wh *wakeHub) register(ctx context.Context, w *waker) error {
 	} else {
 		wh.flush()
 		err = wh.waitHeard(ctx, tok)
-	}
-	if err == nil {
-		// After the subscription: a pause published from now on is heard.
-		err = wh.pauses.read(ctx, w)
 	}
 	if err != nil {
 		wh.unregister(w)
@@ -428,15 +425,17 @@ func (wh *wakeHub) resubscribed(all bool) {
 	wh.h.leases.resubscribed()
 }
 
-// pauser reads the pause state of topics (Inspector.Pause) for the hub: at
-// a registration, after a pause or resume payload, and for every topic
-// after a resubscription. One goroutine reads, so a newer read is never
-// overwritten by an older one, and requests that arrive while it reads
-// share the next read: one HGETALL of the paused hash per key prefix,
-// whatever the number of topics.
+// pauser reads the pause state of topics (Inspector.Pause) for the hub:
+// after a pause or resume payload, and for every topic after a
+// resubscription (a starting engine reads its own with its definition,
+// engine.defineAndReadPaused). Requests that arrive while it reads share
+// the next read: one HGETALL of the paused hash per key prefix, whatever
+// the number of topics. Every read takes a sequence number before it
+// starts, so an older read never overwrites a newer one (waker.applyPaused).
 type pauser struct {
 	wh     *wakeHub
 	signal chan struct{}
+	seq    atomic.Uint64
 
 	mu    sync.Mutex
 	every bool // every registered engine, then poke each
@@ -445,12 +444,12 @@ type pauser struct {
 
 type pauseReq struct {
 	w *waker
-	// fallback is applied when Redis cannot be read (a payload's state);
-	// nil keeps the state as it is.
-	fallback *bool
-	// done, if set, receives the read's error (a registration waits).
-	done chan error
+	// fallback is applied when Redis cannot be read (the payload's state).
+	fallback bool
 }
+
+// nextSeq numbers a read of the pause state about to start.
+func (p *pauser) nextSeq() uint64 { return p.seq.Add(1) }
 
 func (p *pauser) queue(r pauseReq, every bool) {
 	p.mu.Lock()
@@ -465,20 +464,6 @@ func (p *pauser) queue(r pauseReq, every bool) {
 	}
 }
 
-// read reads w's pause state and returns once it is applied.
-func (p *pauser) read(ctx context.Context, w *waker) error {
-	done := make(chan error, 1)
-	p.queue(pauseReq{w: w, done: done}, false)
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-		return fmt.Errorf("read the pause state of %s: %w", w.c.topic.Name(), context.Cause(ctx))
-	case <-p.wh.ctx.Done():
-		return errHubClosed
-	}
-}
-
 // recheck reads w's pause state again after a pause or resume payload and
 // pokes it. The payload itself is not trusted: a Pause and a Resume that
 // interleave (HSET, HDEL, publish r, publish p) would leave it wrong, while
@@ -486,7 +471,7 @@ func (p *pauser) read(ctx context.Context, w *waker) error {
 // after the payload was heard sees that state or a newer one. fallback (the
 // payload's state) is applied when Redis cannot be read.
 func (p *pauser) recheck(w *waker, fallback bool) {
-	p.queue(pauseReq{w: w, fallback: &fallback}, false)
+	p.queue(pauseReq{w: w, fallback: fallback}, false)
 }
 
 // all reads every topic's pause state again and then pokes every engine.
@@ -524,24 +509,22 @@ func (p *pauser) round(ctx context.Context, reqs []pauseReq, every bool) {
 	for w := range set {
 		prefixes[w.c.cfg.prefix] = true
 	}
+	seq := p.nextSeq()
 	paused := map[string]map[string]string{}
-	errs := map[string]error{}
+	failed := false
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	for prefix := range prefixes {
 		m, err := readPausedTopics(rctx, wh.h.rdb, prefix)
 		if err != nil {
-			errs[prefix] = err
+			if !failed && ctx.Err() == nil {
+				wh.logger().Warn("rmq: could not read the pause state", "err", err)
+			}
+			failed = true
 			continue
 		}
 		paused[prefix] = m
 	}
 	cancel()
-	if len(errs) > 0 && ctx.Err() == nil {
-		for _, err := range errs {
-			wh.logger().Warn("rmq: could not read the pause state", "err", err)
-			break
-		}
-	}
 
 	wh.mu.RLock()
 	defer wh.mu.RUnlock()
@@ -552,26 +535,20 @@ func (p *pauser) round(ctx context.Context, reqs []pauseReq, every bool) {
 		}
 		if m, ok := paused[w.c.cfg.prefix]; ok {
 			_, isPaused := m[w.c.topic.Name()]
-			w.c.setPaused(isPaused)
+			w.applyPaused(seq, isPaused)
 		}
 		if every {
 			poke[w] = true
 		}
 	}
 	for _, r := range reqs {
-		err := errs[r.w.c.cfg.prefix]
-		if r.done != nil {
-			r.done <- err
-		}
 		if _, live := wh.wakers[r.w]; !live {
 			continue
 		}
-		if r.fallback != nil {
-			if err != nil {
-				r.w.c.setPaused(*r.fallback)
-			}
-			poke[r.w] = true
+		if _, ok := paused[r.w.c.cfg.prefix]; !ok {
+			r.w.applyPaused(seq, r.fallback)
 		}
+		poke[r.w] = true
 	}
 	for w := range poke {
 		w.poke()

@@ -11,7 +11,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rmq-go/rmq/internal/scripts"
+	"github.com/rmq-go/rmq/internal/topicstore"
 	"github.com/rmq-go/rmq/slots"
+	"github.com/rmq-go/rmq/topic"
 )
 
 // applyJobFields copies the per-message options of env into m.
@@ -123,6 +125,36 @@ func readPausedTopics(ctx context.Context, rdb redis.UniversalClient, prefix str
 		return nil, fmt.Errorf("rmq: read the pause state of prefix %s: %w", prefix, err)
 	}
 	return m, nil
+}
+
+// defineAndReadPaused stores or checks the topic's definition and reads its
+// pause state, in one round trip. Called once the wake channels are
+// subscribed: a pause published from now on is heard, and one published
+// before is read here.
+func (c *engine) defineAndReadPaused(ctx context.Context) error {
+	if c.topic.IsZero() {
+		return fmt.Errorf("%w: zero Topic", topic.ErrInvalidName)
+	}
+	seq := c.hub.wake.pauses.nextSeq()
+	var check func() error
+	var get *redis.StringCmd
+	_, err := c.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		check = topicstore.DefineIn(ctx, p, slots.TopicsKey(c.cfg.prefix), c.topic)
+		// HGET, not HEXISTS: the least-privilege ACL allows the one.
+		get = p.HGet(ctx, slots.PausedKey(c.cfg.prefix), c.topic.Name())
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return fmt.Errorf("rmq: start %s: %w", c.topic.Name(), err)
+	}
+	if err := check(); err != nil {
+		return err
+	}
+	if err := get.Err(); err != nil && !errors.Is(err, redis.Nil) {
+		return fmt.Errorf("rmq: read the pause state of %s: %w", c.topic.Name(), err)
+	}
+	c.waker.applyPaused(seq, get.Err() == nil)
+	return nil
 }
 
 // setPaused records the pause state and tells a PauseObserver of a change.

@@ -16,6 +16,12 @@ type waker struct {
 	c      *engine
 	signal chan struct{}
 
+	// pauseMu orders the reads of the topic's pause state: each read takes
+	// a sequence number before it starts (pauser.nextSeq), and one older
+	// than the last applied is dropped.
+	pauseMu  sync.Mutex
+	pauseSeq uint64
+
 	mu      sync.Mutex
 	all     bool
 	pending map[int]float64
@@ -36,8 +42,8 @@ func (w *waker) channels() []string {
 }
 
 // start registers the engine's channels with the hub and returns once Redis
-// confirmed their subscription and the topic's pause state was read, so no
-// wake-up published after Start returns can be missed. ctx bounds only
+// confirmed their subscription, so no wake-up published after Start
+// returns can be missed. ctx bounds only
 // that; on error nothing stays registered.
 func (w *waker) start(ctx context.Context) error {
 	if err := w.c.hub.wake.register(ctx, w); err != nil {
@@ -76,6 +82,18 @@ func (w *waker) message(payload string, slot int) bool {
 	w.mu.Unlock()
 	w.c.hub.leases.heard(w.c)
 	return true
+}
+
+// applyPaused records the pause state a read that started with seq found,
+// unless a read that started later was applied already.
+func (w *waker) applyPaused(seq uint64, paused bool) {
+	w.pauseMu.Lock()
+	defer w.pauseMu.Unlock()
+	if seq <= w.pauseSeq {
+		return
+	}
+	w.pauseSeq = seq
+	w.c.setPaused(paused)
 }
 
 // takeDelayed returns and clears the delayed due times that arrived
