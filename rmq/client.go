@@ -161,7 +161,7 @@ func (c *Client) Start(ctx context.Context) error {
 // startParallel bounds the consumers started at once: a start is a few
 // round trips, mostly waiting, so a client of many topics starts them side
 // by side rather than one after another.
-const startParallel = 256
+const startParallel = 64
 
 // startAll starts the consumers, up to startParallel at once. On the first
 // failure no more start, and every one that started is closed again.
