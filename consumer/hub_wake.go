@@ -305,7 +305,7 @@ func (wh *wakeHub) waitHeard(ctx context.Context, tok uint64) error {
 // counts as broken (a read deadline that go-redis treats as a bad
 // connection) and go-redis connects again, subscribing every channel.
 func (wh *wakeHub) receive(ctx context.Context) {
-	pinged := false
+	pinged, refused := false, false
 	backoff := time.Duration(0)
 	for ctx.Err() == nil {
 		var msg any
@@ -331,9 +331,14 @@ func (wh *wakeHub) receive(ctx context.Context) {
 			pinged = false
 			var rerr redis.Error
 			if errors.As(err, &rerr) {
-				// A refused command (an ACL without UNSUBSCRIBE, say): the
-				// connection itself is fine.
-				wh.logger().Warn("rmq: wake-up subscription: command refused", "err", err)
+				// A refused command (an ACL rule without UNSUBSCRIBE, say:
+				// a closed topic's channels stay subscribed, their
+				// wake-ups ignored): the connection itself is fine.
+				level := slog.LevelDebug
+				if !refused {
+					refused, level = true, slog.LevelWarn
+				}
+				wh.logger().Log(ctx, level, "rmq: wake-up subscription: command refused", "err", err)
 				continue
 			}
 			backoff = min(max(2*backoff, 50*time.Millisecond), wh.tune.retryMax)
