@@ -6,35 +6,47 @@ import (
 	"time"
 
 	"github.com/rmq-go/rmq/internal/groupcommit"
-	"github.com/rmq-go/rmq/internal/scripts"
 )
 
-// Acks are group-committed (internal/groupcommit): a handler that finishes
-// while a round slot is free sends its ack at once (no added latency, never
-// before the handler returned); handlers finishing meanwhile queue up, and
-// the next round acks them all: one ack.lua call on a single node, one per
-// slot (pipelined) on a cluster. Two rounds may be in flight.
-const ackRoundsInFlight = 2
+// A pushed delivery's ack goes through the client's ack rounds
+// (hub_acks.go), which group-commit the acks of every topic: a handler
+// that finishes while a round slot is free sends its ack at once (no added
+// latency, never before the handler returned); handlers finishing meanwhile
+// queue up, and the next round acks them all, together with other topics'
+// acks and pulled ones.
 
-type ackReq struct {
-	d       *delivery
-	refused bool // set by the round
-	err     error
-}
-
-func newAcker(c *engine) *groupcommit.Group[*ackReq] {
-	return groupcommit.New(ackRoundsInFlight, c.ackRound, nil)
-}
+// newAcker is what engine.go's acks field is made with. The engine no
+// longer has a group of its own (its acks ride the hub's ackMux): nil,
+// until that field goes.
+func newAcker(*engine) *groupcommit.Group[*ackReq] { return nil }
 
 // ackOne acks one delivery through the current or next round. It waits
 // for the round at most about the prepare timeout (ackWaitCtx), even on a
 // client that neither honours context deadlines nor has read timeouts.
 func (c *engine) ackOne(d *delivery) (refused bool, err error) {
-	r := &ackReq{d: d}
-	if err := c.acks.Do(c.ackWaitCtx(), r); err != nil {
-		return false, err
+	r := c.ackReqOf(d.msg, c.cfg.prepareTimeout)
+	if err := c.hub.acks.do(c.ackWaitCtx(), r); err != nil {
+		return false, fmt.Errorf("rmq: ack on %s slot %d: %w", c.topic.Name(), d.msg.Slot, err)
 	}
-	return r.refused, r.err
+	return r.refused(), nil
+}
+
+// ackReqOf is the ack of m, a delivery of this engine, in the engine's
+// owner epoch fencing (ZooKeeper mode); bound is how long its round may
+// wait for Redis.
+func (c *engine) ackReqOf(m *Message, bound time.Duration) *ackReq {
+	k := c.keys[m.Slot]
+	r := &ackReq{
+		keys:  [6]string{k.Store, k.Prepare, k.Msg, k.Wake, c.ackDelayedKey(k), k.Dead},
+		id:    m.ID,
+		token: m.Token,
+		merge: c.merged,
+		bound: bound,
+	}
+	if ek := c.own.epochKey(m.Slot); ek != "" {
+		r.epochKey, r.epoch = ek, m.Epoch
+	}
+	return r
 }
 
 // ackWait is a deadline that deliveries share for a while.
@@ -58,55 +70,4 @@ func (c *engine) ackWaitCtx() context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.prepareTimeout+c.cfg.prepareTimeout/10)
 	c.ackWait.Store(&ackWait{ctx: ctx, cancel: cancel, until: now.Add(c.cfg.prepareTimeout / 10)})
 	return ctx
-}
-
-// ackRound acks a batch: one ack.lua call for all its slots where they can
-// share one (c.merged), otherwise one per slot, pipelined.
-func (c *engine) ackRound(ctx context.Context, batch []*ackReq) {
-	// The round's deadline bounds every ack it carries (see finish).
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.prepareTimeout)
-	defer cancel()
-	bySlot := map[int][]*ackReq{}
-	var order []int
-	for _, r := range batch {
-		s := r.d.msg.Slot
-		if _, seen := bySlot[s]; !seen {
-			order = append(order, s)
-		}
-		bySlot[s] = append(bySlot[s], r)
-	}
-	// calls[i] lists the slots of call i.
-	var calls [][]int
-	if c.merged {
-		calls = [][]int{order}
-	} else {
-		for _, s := range order {
-			calls = append(calls, []int{s})
-		}
-	}
-	cmds := c.runPipelined(ctx, len(calls), func(i int) scripts.Call {
-		ds := make([][]*delivery, len(calls[i]))
-		for j, s := range calls[i] {
-			for _, r := range bySlot[s] {
-				ds[j] = append(ds[j], r.d)
-			}
-		}
-		keys, args := c.ackCall(calls[i], ds)
-		return scriptCall(scripts.Ack, keys, args)
-	})
-	for i, cmd := range cmds {
-		res, err := cmd.Int64Slice()
-		k := 0
-		for _, s := range calls[i] {
-			for _, r := range bySlot[s] {
-				switch {
-				case err != nil:
-					r.err = fmt.Errorf("rmq: ack on %s slot %d: %w", c.topic.Name(), s, err)
-				case k < len(res) && res[k] != ackDone && res[k] != ackGone:
-					r.refused = true
-				}
-				k++
-			}
-		}
-	}
 }

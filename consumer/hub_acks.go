@@ -3,15 +3,184 @@ package consumer
 import (
 	"context"
 	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/rmq-go/rmq/internal/groupcommit"
+	"github.com/rmq-go/rmq/internal/scripts"
+	"github.com/rmq-go/rmq/slots"
+	"github.com/rmq-go/rmq/topic"
 )
 
-// ackMux: acks of every topic of the client (pushed deliveries, pulled
-// ones, acks by id) group-committed into shared script calls (issue 15).
-// Stub: every engine still acks through its own group.
+// ackMux group-commits the acks of every topic of a client (issue 15):
+// pushed deliveries (engine.ackOne), pulled ones (Delivery.Ack) and acks
+// by id (rmq.Client.AckByID). An ack that finds a free round slot starts a
+// round at once; acks arriving while ackRoundsInFlight rounds are under way
+// queue up and ride the next one together, whatever their topic. A round
+// is one ack.lua call on a single node, naming every slot group of every
+// topic it carries; on a cluster, and for a slot fenced by its owner epoch
+// (ZooKeeper mode), one call per slot, pipelined. So a wave across 1,000
+// topics pays a few ack calls, not 1,000.
+//
+// Rounds run on the goroutines of the acks that start them
+// (internal/groupcommit): the mux has no goroutine of its own, and an ack
+// works whether or not the hub was started or is closed already (an ack by
+// id before Start, a pulled delivery acked after Close).
 type ackMux struct {
-	h *hub
+	rdb     redis.UniversalClient
+	single  bool   // a *redis.Client: unfenced groups share one call
+	wakeCmd string // ack.lua's ARGV[1], the same for every topic of rdb
+	g       *groupcommit.Group[*ackReq]
+
+	// For tests: rounds started, script calls made.
+	rounds atomic.Int64
+	calls  atomic.Int64
 }
 
-func newAckMux(h *hub) *ackMux { return &ackMux{h: h} }
+// ackRoundsInFlight is how many ack rounds of one client may be under way
+// at once: one sending while the next fills.
+const ackRoundsInFlight = 2
 
-func (m *ackMux) start(ctx context.Context, wg *sync.WaitGroup) {}
+// ackReq is one ack: a delivery by its token, or whatever delivery of an id
+// is current (token -1).
+type ackReq struct {
+	// keys are the slot's group in ack.lua's order: store, prepare, msg,
+	// wake, delayed (a time-based topic's store again), dead.
+	keys  [6]string
+	id    string
+	token int64
+	// merge: the slot may share a call with other slots (a single node,
+	// no fencing). epochKey, when set, fences the call with epoch.
+	merge    bool
+	epochKey string
+	epoch    int64
+	// bound is how long the round may wait for Redis on this ack's behalf.
+	bound time.Duration
+
+	// Set by the round.
+	code int64 // ack.lua's answer: ackDone, ackGone or ackRefused
+	err  error // the call failed
+}
+
+// refused reports whether ack.lua refused the ack: the delivery is no
+// longer current. "Gone" counts as acked (see ackGone).
+func (r *ackReq) refused() bool { return r.code != ackDone && r.code != ackGone }
+
+// ackGroupKey tells the calls' slot groups apart: acks of one slot with
+// the same fencing share a group.
+type ackGroupKey struct {
+	prepare  string
+	epochKey string
+	epoch    int64
+}
+
+func newAckMux(h *hub) *ackMux {
+	_, single := h.rdb.(*redis.Client)
+	m := &ackMux{rdb: h.rdb, single: single, wakeCmd: scripts.WakeCommand(h.rdb)}
+	m.g = groupcommit.New(ackRoundsInFlight, m.round, nil)
+	return m
+}
+
+// start has nothing to start: rounds run on their callers' goroutines.
+func (m *ackMux) start(context.Context, *sync.WaitGroup) {}
+
+// do runs r in the current or next round. It returns ctx's error if ctx
+// ends first (r may still run later, as after any timeout), else the
+// error of r's call; r.code holds ack.lua's answer. A ctx done already
+// sends nothing, as a direct call would not.
+func (m *ackMux) do(ctx context.Context, r *ackReq) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := m.g.Do(ctx, r); err != nil {
+		return err
+	}
+	return r.err
+}
+
+// round acks a batch: the groups that may merge in one call, the others one
+// call each, all pipelined (scripts.RunAll).
+func (m *ackMux) round(ctx context.Context, batch []*ackReq) {
+	m.rounds.Add(1)
+	// The round's deadline bounds every ack it carries (engine.finish): the
+	// longest any of them asked for.
+	var bound time.Duration
+	for _, r := range batch {
+		bound = max(bound, r.bound)
+	}
+	ctx, cancel := context.WithTimeout(ctx, bound)
+	defer cancel()
+
+	var groups [][]*ackReq
+	at := map[ackGroupKey]int{}
+	for _, r := range batch {
+		k := ackGroupKey{prepare: r.keys[1], epochKey: r.epochKey, epoch: r.epoch}
+		i, seen := at[k]
+		if !seen {
+			i = len(groups)
+			at[k] = i
+			groups = append(groups, nil)
+		}
+		groups[i] = append(groups[i], r)
+	}
+	// calls[i] lists the groups of call i.
+	var calls [][][]*ackReq
+	var merged [][]*ackReq
+	for _, g := range groups {
+		if m.single && g[0].merge && g[0].epochKey == "" {
+			merged = append(merged, g)
+		} else {
+			calls = append(calls, [][]*ackReq{g})
+		}
+	}
+	if len(merged) > 0 {
+		calls = append(calls, merged)
+	}
+	m.calls.Add(int64(len(calls)))
+	sc := make([]scripts.Call, len(calls))
+	for i, gs := range calls {
+		keys, args := m.ackCall(gs)
+		sc[i] = scripts.Call{Script: scripts.Ack, Keys: keys, Args: args}
+	}
+	for i, cmd := range scripts.RunAll(ctx, m.rdb, sc) {
+		res, err := cmd.Int64Slice()
+		k := 0
+		for _, g := range calls[i] {
+			for _, r := range g {
+				switch {
+				case err != nil:
+					r.err = err
+				case k < len(res):
+					r.code = res[k]
+				default:
+					r.code = ackRefused
+				}
+				k++
+			}
+		}
+	}
+}
+
+// AckByID implements consumerctl.IDAcker: it acks whatever delivery of id
+// is current in slot of t (keys under prefix), unfenced, in the client's
+// ack rounds, and reports whether one was acked. An id that is nowhere
+// (unknown, or acked already) and one whose delivery was dead-lettered are
+// both false.
+func (h *hub) AckByID(ctx context.Context, prefix string, t topic.Topic, slot int, id string) (bool, error) {
+	k := slots.KeysFor(prefix, t, slot)
+	delayed := k.Delayed
+	if t.Type().TimeBased() {
+		delayed = k.Store
+	}
+	bound := DefaultPrepareTimeout
+	if dl, ok := ctx.Deadline(); ok {
+		bound = max(bound, time.Until(dl))
+	}
+	r := &ackReq{keys: [6]string{k.Store, k.Prepare, k.Msg, k.Wake, delayed, k.Dead}, id: id, token: -1, merge: true, bound: bound}
+	if err := h.acks.do(ctx, r); err != nil {
+		return false, err
+	}
+	return r.code == ackDone, nil
+}

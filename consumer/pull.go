@@ -40,14 +40,20 @@ type Delivery struct {
 
 // Ack ends the delivery as done. ErrLeaseLost: its lease ran out (or it was
 // removed) and it is no longer this delivery's to end.
+//
+// The ack rides the client's ack rounds (hub_acks.go), with other topics'
+// acks; ctx bounds the wait for it.
 func (d *Delivery) Ack(ctx context.Context) error {
-	keys, args := d.e.ackCall([]int{d.Slot}, [][]*delivery{{{msg: d.Message}}})
-	res, err := scripts.Ack.Run(ctx, d.e.rdb, keys, args...).Int64Slice()
-	if err != nil {
+	bound := d.e.cfg.prepareTimeout
+	if dl, ok := ctx.Deadline(); ok {
+		bound = max(bound, time.Until(dl))
+	}
+	r := d.e.ackReqOf(d.Message, bound)
+	if err := d.e.hub.acks.do(ctx, r); err != nil {
 		d.finish(Failed, nil)
 		return fmt.Errorf("rmq: ack %s on %s: %w", d.ID, d.Topic, err)
 	}
-	if len(res) != 1 || (res[0] != ackDone && res[0] != ackGone) {
+	if r.refused() {
 		d.finish(Refused, nil)
 		return ErrLeaseLost
 	}

@@ -170,25 +170,29 @@ func (c *engine) decodeFetch(reqs []fetchReq, cmd *redis.Cmd, received time.Time
 	return out
 }
 
-// ackCall returns the KEYS and ARGV of one ack.lua call for deliveries of
-// the given slots, bySlot[i] of slots[i] (with ZooKeeper: one slot, fenced
-// by its owner epoch).
-func (c *engine) ackCall(slotList []int, bySlot [][]*delivery) ([]string, []any) {
-	keys := make([]string, 0, 6*len(slotList)+1)
-	args := make([]any, 0, 2+len(slotList)+4*len(bySlot[0]))
-	args = append(args, c.wakeCmd)
-	for i, s := range slotList {
-		k := c.keys[s]
-		keys = append(keys, k.Store, k.Prepare, k.Msg, k.Wake, c.ackDelayedKey(k), k.Dead)
-		args = append(args, len(bySlot[i]))
+// ackCall returns the KEYS and ARGV of one ack.lua call for the acks of
+// the given slot groups, which may be of several topics (a single node);
+// with an owner epoch (ZooKeeper mode), one group, fenced by it. ARGV[1],
+// the wake command, is the client's, the same for every topic.
+func (m *ackMux) ackCall(groups [][]*ackReq) ([]string, []any) {
+	n := 0
+	for _, g := range groups {
+		n += len(g)
 	}
-	for _, ds := range bySlot {
-		for _, d := range ds {
-			args = append(args, d.msg.ID, d.msg.Token)
+	keys := make([]string, 0, 6*len(groups)+1)
+	args := make([]any, 0, 2+len(groups)+2*n)
+	args = append(args, m.wakeCmd)
+	for _, g := range groups {
+		keys = append(keys, g[0].keys[:]...)
+		args = append(args, len(g))
+	}
+	for _, g := range groups {
+		for _, r := range g {
+			args = append(args, r.id, r.token)
 		}
 	}
-	if len(bySlot[0]) > 0 {
-		keys, args = c.own.fence(slotList[0], bySlot[0][0].msg.Epoch, keys, args)
+	if r := groups[0][0]; r.epochKey != "" {
+		keys, args = append(keys, r.epochKey), append(args, r.epoch)
 	}
 	return keys, args
 }

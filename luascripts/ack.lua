@@ -1,16 +1,18 @@
--- ack.lua: end deliveries as done, of one or more slots.
+-- ack.lua: end deliveries as done, of one or more slots, of one or more
+-- topics (a client's acks of all its topics share calls on a single node).
 --
 -- KEYS[1] -> store ZSET     \
 -- KEYS[2] -> prepare ZSET    | of slot group 1; KEYS[6g-5..6g] likewise
 -- KEYS[3] -> msg HASH        | for group g (several groups on a single
--- KEYS[4] -> wake channel    | node only)
+-- KEYS[4] -> wake channel    | node only; groups may be of different topics)
 -- KEYS[5] -> delayed ZSET    | (time-based topics, which have none, pass
 --                            | their store key again: then no delayed set
 --                            | is read)
 -- KEYS[6] -> dead ZSET      /
 -- KEYS[7] -> owner epoch STRING, ZooKeeper mode only, with exactly one group
 --            (omit it for no fencing)
--- ARGV[1] -> wake command: PUBLISH, SPUBLISH or ''
+-- ARGV[1] -> wake command: PUBLISH, SPUBLISH or '', for every group (it
+--            depends on the client's Redis, not on a topic)
 -- ARGV[2] ... ARGV[1+G] -> how many deliveries of each group follow
 -- then pairs of id, delivery token: group 1's, then group 2's, ...; a
 --            token of -1 acks whatever delivery of the id is current

@@ -12,7 +12,6 @@ import (
 	"github.com/rmq-go/rmq/consumer"
 	"github.com/rmq-go/rmq/internal/consumerctl"
 	"github.com/rmq-go/rmq/internal/lifecycle"
-	"github.com/rmq-go/rmq/internal/scripts"
 	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
 )
@@ -317,12 +316,17 @@ func (c *Client) AckByID(ctx context.Context, t topic.Topic, id string) (bool, e
 	return false, nil
 }
 
+// ackByIDAt acks the current delivery of id in slot through the client's
+// shared ack rounds (token -1: whatever delivery is current), with the acks
+// of its engines and of other AckByID calls.
 func (c *Client) ackByIDAt(ctx context.Context, t topic.Topic, slot int, id string) (bool, error) {
-	k := slots.KeysFor(c.cfg.prefix, t, slot)
-	// Token -1: whatever delivery is current (ack.lua).
-	res, err := scripts.Ack.Run(ctx, c.rdb, []string{k.Store, k.Prepare, k.Msg, k.Wake, k.Delayed, k.Dead}, scripts.WakeCommand(c.rdb), 1, id, -1).Int64Slice()
+	a, ok := c.shared.(consumerctl.IDAcker)
+	if !ok {
+		return false, fmt.Errorf("rmq: ack %s on %s: the consumer's shared part cannot ack by id", id, t.Name())
+	}
+	acked, err := a.AckByID(ctx, c.cfg.prefix, t, slot, id)
 	if err != nil {
 		return false, fmt.Errorf("rmq: ack %s on %s: %w", id, t.Name(), err)
 	}
-	return len(res) == 1 && res[0] == 1, nil
+	return acked, nil
 }
