@@ -14,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/rmq-go/rmq/internal/groupcommit"
 	"github.com/rmq-go/rmq/internal/scripts"
 )
 
@@ -71,6 +72,9 @@ type wakeHub struct {
 	shards *shardWaker // cluster
 
 	pauses pauser
+	// starts: the definition and pause reads of engines that start at the
+	// same time, in shared round trips (engine.defineAndReadPaused).
+	starts *groupcommit.Group[*startRead]
 }
 
 // wakeTarget is one engine's slot listening on a channel.
@@ -84,6 +88,10 @@ type wakeOp struct {
 	unsub bool
 	chans []string
 }
+
+// startRoundsInFlight bounds the start-up rounds (engine.defineAndReadPaused)
+// at once; engines that start meanwhile queue for the next.
+const startRoundsInFlight = 4
 
 // wakeToken prefixes the payload of the PINGs that confirm registrations;
 // the health check's PINGs carry none.
@@ -100,6 +108,9 @@ func newWakeHub(h *hub) *wakeHub {
 	}
 	w.pauses.wh = w
 	w.pauses.signal = make(chan struct{}, 1)
+	w.starts = groupcommit.New(startRoundsInFlight, func(ctx context.Context, batch []*startRead) {
+		runStartReads(ctx, h.rdb, batch)
+	}, nil)
 	return w
 }
 

@@ -128,33 +128,56 @@ func readPausedTopics(ctx context.Context, rdb redis.UniversalClient, prefix str
 }
 
 // defineAndReadPaused stores or checks the topic's definition and reads its
-// pause state, in one round trip. Called once the wake channels are
+// pause state, in one round trip shared with the engines that start at the
+// same time (wakeHub.starts). Called once the wake channels are
 // subscribed: a pause published from now on is heard, and one published
 // before is read here.
 func (c *engine) defineAndReadPaused(ctx context.Context) error {
 	if c.topic.IsZero() {
 		return fmt.Errorf("%w: zero Topic", topic.ErrInvalidName)
 	}
-	seq := c.hub.wake.pauses.nextSeq()
-	var check func() error
-	var get *redis.StringCmd
-	_, err := c.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		check = topicstore.DefineIn(ctx, p, slots.TopicsKey(c.cfg.prefix), c.topic)
-		// HGET, not HEXISTS: the least-privilege ACL allows the one.
-		get = p.HGet(ctx, slots.PausedKey(c.cfg.prefix), c.topic.Name())
-		return nil
-	})
-	if err != nil && !errors.Is(err, redis.Nil) {
+	r := &startRead{c: c, seq: c.hub.wake.pauses.nextSeq()}
+	if err := c.hub.wake.starts.Do(ctx, r); err != nil {
 		return fmt.Errorf("rmq: start %s: %w", c.topic.Name(), err)
 	}
-	if err := check(); err != nil {
+	if r.check == nil {
+		return fmt.Errorf("rmq: start %s: %w", c.topic.Name(), r.err)
+	}
+	if err := r.check(); err != nil {
 		return err
 	}
-	if err := get.Err(); err != nil && !errors.Is(err, redis.Nil) {
+	if err := r.get.Err(); err != nil && !errors.Is(err, redis.Nil) {
 		return fmt.Errorf("rmq: read the pause state of %s: %w", c.topic.Name(), err)
 	}
-	c.waker.applyPaused(seq, get.Err() == nil)
+	c.waker.applyPaused(r.seq, r.get.Err() == nil)
 	return nil
+}
+
+// startRead is one starting engine's definition and pause read.
+type startRead struct {
+	c     *engine
+	seq   uint64 // taken before the read (pauser.nextSeq)
+	check func() error
+	get   *redis.StringCmd
+	err   error // the round failed before its commands were queued
+}
+
+// runStartReads runs a round of starting engines' reads in one pipeline;
+// each result is checked by its engine.
+func runStartReads(ctx context.Context, rdb redis.UniversalClient, batch []*startRead) {
+	_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, r := range batch {
+			r.check = topicstore.DefineIn(ctx, p, slots.TopicsKey(r.c.cfg.prefix), r.c.topic)
+			// HGET, not HEXISTS: the least-privilege ACL allows the one.
+			r.get = p.HGet(ctx, slots.PausedKey(r.c.cfg.prefix), r.c.topic.Name())
+		}
+		return nil
+	})
+	if err != nil {
+		for _, r := range batch {
+			r.err = err
+		}
+	}
 }
 
 // setPaused records the pause state and tells a PauseObserver of a change.
