@@ -25,8 +25,9 @@ import (
 //
 // Single node: one PubSub connection for every channel of every engine, read
 // by one goroutine (receive). A registration queues its channels; whoever
-// writes next sends every queued change at once (one SUBSCRIBE for the
-// engines that registered meanwhile) followed by a PING with a token, and a
+// writes next (the registration itself, or the PONG of the round still out)
+// sends every queued change at once (one SUBSCRIBE for the engines that
+// registered meanwhile) followed by a PING with a token, and a
 // registration returns once the PONG of its token came back: Redis answers
 // in order, so its SUBSCRIBE was done, and no wake-up published after Start
 // returns is missed. A closed engine's channels are unsubscribed (only
@@ -172,8 +173,13 @@ func (wh *wakeHub) register(ctx context.Context, w *waker) error {
 	}
 	wh.wakers[w] = struct{}{}
 	tok := wh.nextTok
+	// While a PING is unanswered, registrations queue: its PONG writes them
+	// all at once (pong), so engines that start together share one
+	// SUBSCRIBE and one PING.
+	lead := false
 	if wh.shards == nil {
 		wh.ops = append(wh.ops, wakeOp{chans: chans})
+		lead = wh.sentTok <= wh.heardTok
 	}
 	wh.mu.Unlock()
 
@@ -181,7 +187,9 @@ func (wh *wakeHub) register(ctx context.Context, w *waker) error {
 	if wh.shards != nil {
 		err = wh.shards.add(ctx, chans)
 	} else {
-		wh.flush()
+		if lead {
+			wh.flush()
+		}
 		err = wh.waitHeard(ctx, tok)
 	}
 	if err != nil {
@@ -392,7 +400,12 @@ func (wh *wakeHub) pong(payload string) {
 		close(wh.heard)
 		wh.heard = make(chan struct{})
 	}
+	queued := len(wh.ops) > 0 && wh.sentTok <= wh.heardTok
 	wh.mu.Unlock()
+	if queued {
+		// Registrations that arrived while the PING was out.
+		wh.flush()
+	}
 }
 
 // dispatch hands a wake-up to every engine slot listening on channel.
