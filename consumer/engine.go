@@ -20,16 +20,16 @@ import (
 
 // The engine of one topic is unexported: a user consumes through
 // rmq.Client.Register, which reaches it through internal/consumerctl (see
-// that package for why). Its background actors, the fetcher, the sweeper
-// and the lease keeper, follow the one start/stop style written down in
-// internal/lifecycle: start(ctx, wg), stopped by the engine cancelling ctx
-// and waiting on wg. Its wake-ups come from the client's hub (hub_wake.go),
-// where its waker registers. Close stops them in this order: fetcher and
-// sweeper first (no new delivery starts), the waker's registration, then
-// the handlers drain, then the lease keeper (leases are kept until the
-// last handler is done). ZooKeeper mode is one seam, the
-// ownership interface (ownership.go, zkownership.go). Every goroutine the
-// engine starts ends before Close returns.
+// that package for why). Its background actor, the fetcher, follows the one
+// start/stop style written down in internal/lifecycle: start(ctx, wg),
+// stopped by the engine cancelling ctx and waiting on wg. Its wake-ups
+// (hub_wake.go, where its waker registers), its sweeping and its lease
+// keeping (hub_leases.go) are the client's hub's. Close stops fetching
+// first (no new delivery starts), leaves the hub's wake-ups and sweeping,
+// then lets the handlers drain; leases are kept until the last handler is
+// done. ZooKeeper mode is one seam, the ownership interface (ownership.go,
+// zkownership.go). Every goroutine the engine starts ends before Close
+// returns.
 
 // init hands the engine's constructor to rmq.
 func init() { consumerctl.New = newEngineFromParams }
@@ -46,7 +46,7 @@ type engine struct {
 	backoffArgs []any
 
 	// Lifecycle (internal/lifecycle). Two contexts, stopped in this order
-	// by Close: runCtx ends the fetcher and sweeper (loops), then
+	// by Close: runCtx ends the fetcher (loops), then
 	// handleCtx ends the lease keeper (leases) once the handlers drained,
 	// and the handlers Close gave up on.
 	phase     lifecycle.Phase // guarded by mu
@@ -55,7 +55,7 @@ type engine struct {
 	stopRun   context.CancelFunc
 	handleCtx context.Context
 	stopAll   context.CancelFunc
-	loops     sync.WaitGroup // fetcher, sweeper
+	loops     sync.WaitGroup // fetcher
 	leases    sync.WaitGroup // lease keeper
 	handlers  sync.WaitGroup // one per delivery in flight
 
@@ -219,12 +219,13 @@ func (c *engine) Start(ctx context.Context) error {
 		return err
 	}
 	// A pull engine fetches when asked and extends no lease by itself; it
-	// still sweeps, so topics that are only pulled are swept too.
+	// still sweeps, so topics that are only pulled are swept too. Sweeping
+	// and lease keeping are the client's (hub_leases.go), told of the
+	// engine before its first fetch can lease anything.
+	c.hub.leases.add(c)
 	if !c.pull {
 		newFetcher(c).start(c.runCtx, &c.loops)
-		newLeaseKeeper(c).start(c.handleCtx, &c.leases)
 	}
-	newSweeper(c).start(c.runCtx, &c.loops)
 	c.mu.Lock()
 	c.live = true
 	c.mu.Unlock()
@@ -254,6 +255,7 @@ func (c *engine) Close(ctx context.Context) error {
 	c.loops.Wait()
 	// The hub no longer calls this engine about wake-ups.
 	c.waker.stop()
+	c.hub.leases.stopSweeping(c)
 
 	drained := make(chan struct{})
 	go func() { c.handlers.Wait(); close(drained) }()
@@ -271,7 +273,7 @@ func (c *engine) Close(ctx context.Context) error {
 	c.own.shutdown()
 	// Leases are kept until the last handler is done.
 	c.stopAll()
-	c.leases.Wait()
+	c.hub.leases.stopKeeping(c)
 	if w := c.ackWait.Load(); w != nil {
 		w.cancel()
 	}

@@ -2,48 +2,87 @@ package consumer
 
 import (
 	"context"
-	"sync"
 	"time"
 )
 
-// leaseKeeper extends the leases of deliveries in flight so a long handler
-// keeps its message, and cancels handlers whose lease turned out lost.
-type leaseKeeper struct {
-	c        *engine
-	interval time.Duration
-}
-
-func newLeaseKeeper(c *engine) *leaseKeeper {
-	return &leaseKeeper{c: c, interval: max(c.cfg.prepareTimeout/3, 300*time.Millisecond)}
-}
-
-func (l *leaseKeeper) start(ctx context.Context, wg *sync.WaitGroup) {
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		l.run(ctx)
-	}()
-}
-
-func (l *leaseKeeper) run(ctx context.Context) {
-	t := time.NewTicker(l.interval)
+// runKeeps is the one lease keeper: it sleeps until the earliest engine's
+// extension is due and starts the extensions due.
+func (l *leaseHub) runKeeps(ctx context.Context) {
+	t := time.NewTimer(time.Hour)
 	defer t.Stop()
 	for {
-		select {
-		case <-ctx.Done():
+		now := time.Now()
+		l.mu.Lock()
+		next := now.Add(time.Hour)
+		if top := l.keeps.peek(); top != nil {
+			next = top.at
+		}
+		l.mu.Unlock()
+		if wait := next.Sub(now); wait > 0 {
+			resetTimer(t, wait)
+			select {
+			case <-ctx.Done():
+				return
+			case <-l.keepKick:
+				continue
+			case <-t.C:
+			}
+		}
+		if ctx.Err() != nil {
 			return
-		case <-t.C:
 		}
-		bySlot := l.c.snapshotInflight()
-		if len(bySlot) == 0 {
-			continue
+		now = time.Now()
+		l.mu.Lock()
+		for top := l.keeps.peek(); top != nil && !top.at.After(now); top = l.keeps.peek() {
+			l.keeps.pop()
+			st := top.st
+			st.leasedAgain = false
+			st.keepUse.Add(1)
+			l.wg.Add(1)
+			go l.keepOne(ctx, st, now)
 		}
-		cctx, cancel := context.WithTimeout(ctx, l.interval)
-		lost, err := l.c.extend(cctx, bySlot)
-		cancel()
-		if err != nil && ctx.Err() == nil {
-			l.c.log.WarnContext(ctx, "rmq: lease extension failed", "err", err)
-		}
-		l.c.leaseLost(lost)
+		l.mu.Unlock()
 	}
+}
+
+// keepOne extends st's leases once and schedules the next extension if
+// anything is in flight (or was leased since the snapshot).
+func (l *leaseHub) keepOne(ctx context.Context, st *leaseState, started time.Time) {
+	defer l.wg.Done()
+	busy := keepLeases(ctx, st.c, st.interval)
+	l.mu.Lock()
+	if !st.keepClosed {
+		if busy || st.leasedAgain {
+			st.leasedAgain = false
+			l.keeps.set(&st.keep, started.Add(st.interval))
+			poke(l.keepKick)
+		} else {
+			st.keeping = false
+		}
+	}
+	l.mu.Unlock()
+	st.keepUse.Done()
+}
+
+// keepLeases extends the leases of c's deliveries in flight once, so a long
+// handler keeps its message, and cancels handlers whose lease turned out
+// lost. It reports whether anything was in flight. The client's one lease
+// keeper (hub_leases.go) calls it every interval while it does; the call
+// ends with hubCtx (the hub closing) or c's handler context (Close, once
+// the handlers drained), and after interval.
+func keepLeases(hubCtx context.Context, c *engine, interval time.Duration) bool {
+	bySlot := c.snapshotInflight()
+	if len(bySlot) == 0 {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(c.handleCtx, interval)
+	defer cancel()
+	stop := context.AfterFunc(hubCtx, cancel)
+	defer stop()
+	lost, err := c.extend(ctx, bySlot)
+	if err != nil && c.handleCtx.Err() == nil && hubCtx.Err() == nil {
+		c.log.WarnContext(ctx, "rmq: lease extension failed", "err", err)
+	}
+	c.leaseLost(lost)
+	return true
 }

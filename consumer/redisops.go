@@ -3,7 +3,6 @@ package consumer
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -309,7 +308,7 @@ type deadLease struct {
 // were rolled back, which of them died, and how many expired messages were
 // dropped.
 func (c *engine) sweep(ctx context.Context, slotList []int) (rolled int, dead []deadLease, expiredN int, err error) {
-	args := c.retryArgs(1000)
+	args := c.retryArgs(sweepLimit)
 	// ZooKeeper mode: only the owner sweeps a slot, naming its epoch.
 	slotList, epochs := c.own.sweepable(slotList)
 	cmds := c.runPipelined(ctx, len(slotList), func(i int) scripts.Call {
@@ -343,28 +342,6 @@ func (c *engine) sweep(ctx context.Context, slotList []int) (rolled int, dead []
 		}
 	}
 	return rolled, dead, expiredN, err
-}
-
-// expiredCandidates reads (no script) which slots hold a lease that looks
-// expired by the local estimate of Redis's clock, so sweep scripts run only
-// where there is work. The script re-checks with Redis's own clock.
-func (c *engine) expiredCandidates(ctx context.Context, slotList []int, redisNow time.Time) ([]int, error) {
-	limit := "(" + strconv.FormatInt(redisNow.Unix()*scripts.TokenMod, 10)
-	pipe := c.rdb.Pipeline()
-	cmds := make([]*redis.StringSliceCmd, len(slotList))
-	for i, s := range slotList {
-		cmds[i] = pipe.ZRangeArgs(ctx, redis.ZRangeArgs{Key: c.keys[s].Prepare, Start: "-inf", Stop: limit, ByScore: true, Count: 1})
-	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return nil, err
-	}
-	var out []int
-	for i, cmd := range cmds {
-		if len(cmd.Val()) > 0 {
-			out = append(out, slotList[i])
-		}
-	}
-	return out, nil
 }
 
 func keysOf(prefix string, c *engine) []slots.Keys {

@@ -2,52 +2,115 @@ package consumer
 
 import (
 	"context"
-	"sync"
 	"time"
 )
 
-// sweeper rolls back deliveries whose lease ran out: their consumer died or
-// lost Redis. Every consumer of a topic sweeps; the scripts make concurrent
-// sweeps harmless.
-type sweeper struct {
-	c *engine
-}
+// The sweep of one engine: roll back deliveries whose lease ran out (their
+// consumer died or lost Redis). Every consumer of a topic sweeps; the
+// scripts make concurrent sweeps harmless. The client's one sweeper
+// (hub_leases.go) decides when; this file does one engine's sweep and says
+// when its next is due.
 
-func newSweeper(c *engine) *sweeper { return &sweeper{c: c} }
+// sweepRecheck is how soon an engine is looked at again when a sweep left
+// leases that look expired (sweep.lua rolls back at most sweepLimit a slot
+// per call).
+const sweepRecheck = 10 * time.Millisecond
 
-func (s *sweeper) start(ctx context.Context, wg *sync.WaitGroup) {
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		s.run(ctx)
-	}()
-}
+// sweepLimit is the most leases one sweep.lua call rolls back.
+const sweepLimit = 1000
 
-func (s *sweeper) run(ctx context.Context) {
-	t := time.NewTicker(s.c.cfg.sweepInterval)
-	defer t.Stop()
-	for {
-		s.once(ctx)
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
+// sweepHeads sweeps st's engine on the slots whose earliest lease ran out
+// by heads (read with Redis's clock offset, nil: the engine's estimate),
+// and returns when to look at the engine next: at the earliest lease's
+// expiry but no later than a sweepInterval from now; zero when every
+// prepare set is empty (the engine is idle for sweeping).
+func sweepHeads(ctx context.Context, l *leaseHub, st *leaseState, heads []leaseHead, offset *time.Duration) time.Time {
+	c := st.c
+	redisNow := func() time.Time {
+		if offset != nil {
+			return time.Now().Add(*offset)
+		}
+		return c.clock.now()
+	}
+	// A lease is expired when its deadline second is before Redis's
+	// (sweep.lua); the estimate is a lower bound of Redis's clock, so what
+	// looks expired here is expired there.
+	nowSec := redisNow().Unix()
+	var cands []int
+	for _, h := range heads {
+		if !h.empty && h.deadline < nowSec {
+			cands = append(cands, h.slot)
 		}
 	}
+	swept := 0
+	if len(cands) > 0 {
+		if !l.useForSweep(st) {
+			return time.Time{} // the engine stopped sweeping
+		}
+		var err error
+		swept, err = sweepSlots(c, cands)
+		st.sweepUse.Done()
+		if err != nil {
+			return time.Now().Add(c.cfg.sweepInterval)
+		}
+		// The swept slots' earliest leases are new: read them again.
+		fresh, err := readEngineHeads(ctx, c, cands)
+		if err != nil {
+			return time.Now().Add(c.cfg.sweepInterval)
+		}
+		at := map[int]leaseHead{}
+		for _, h := range fresh {
+			at[h.slot] = h
+		}
+		for i := range heads {
+			if h, ok := at[heads[i].slot]; ok {
+				heads[i] = h
+			}
+		}
+	}
+	earliest := int64(-1)
+	for _, h := range heads {
+		if !h.empty && (earliest < 0 || h.deadline < earliest) {
+			earliest = h.deadline
+		}
+	}
+	now := time.Now()
+	if earliest < 0 {
+		return time.Time{}
+	}
+	if earliest < redisNow().Unix() {
+		if swept >= sweepLimit {
+			// More expired than one call took.
+			return now.Add(sweepRecheck)
+		}
+		// Expired, but not swept (a slot this engine may not sweep now):
+		// as the old ticker did.
+		return now.Add(c.cfg.sweepInterval)
+	}
+	// The lease runs out when Redis's clock reaches the next second.
+	expiry := time.Unix(earliest+1, 0)
+	var local time.Time
+	if offset != nil {
+		local = expiry.Add(-*offset)
+	} else {
+		local = now.Add(c.clock.untilMs(expiry.UnixMilli()))
+	}
+	next := local.Add(sweepMargin)
+	if limit := now.Add(c.cfg.sweepInterval); limit.Before(next) {
+		next = limit
+	}
+	if soonest := now.Add(sweepRecheck); next.Before(soonest) {
+		next = soonest
+	}
+	return next
 }
 
-func (s *sweeper) once(ctx context.Context) {
-	c := s.c
-	ctx, cancel := context.WithTimeout(ctx, max(c.cfg.sweepInterval, time.Second))
+// sweepSlots runs sweep.lua on slotList of c, reports what it did and
+// returns how many leases it ended.
+func sweepSlots(c *engine, slotList []int) (int, error) {
+	ctx, cancel := context.WithTimeout(c.runCtx, max(c.cfg.sweepInterval, time.Second))
 	defer cancel()
-	cands, err := c.expiredCandidates(ctx, c.own.activeSlots(), c.clock.now())
-	if err != nil || len(cands) == 0 {
-		if err != nil && ctx.Err() == nil {
-			c.log.WarnContext(ctx, "rmq: sweep failed", "err", err)
-		}
-		return
-	}
-	rolled, dead, exp, err := c.sweep(ctx, cands)
+	rolled, dead, exp, err := c.sweep(ctx, slotList)
 	if err != nil && ctx.Err() == nil {
 		c.log.WarnContext(ctx, "rmq: sweep failed", "err", err)
 	}
@@ -65,6 +128,7 @@ func (s *sweeper) once(ctx context.Context) {
 		c.log.WarnContext(ctx, "rmq: message moved to the dead queue", "id", d.id, "slot", d.slot,
 			"attempts", d.attempts, "last_error", leaseExpiredError)
 	}
+	return rolled + exp, err
 }
 
 // leaseExpiredError is the last error sweep.lua records for a delivery
