@@ -200,8 +200,9 @@ func (wh *wakeHub) register(ctx context.Context, w *waker) error {
 }
 
 // unregister removes w's channels; those no other engine listens to are
-// unsubscribed before it returns (written to Redis; on a cluster, handed to
-// the shard waker). The hub never calls w again.
+// unsubscribed before it returns (confirmed by Redis, or after
+// unsubscribeWait; on a cluster, written by the shard waker). The hub never
+// calls w again.
 func (wh *wakeHub) unregister(w *waker) {
 	chans := w.channels()
 	wh.mu.Lock()
@@ -226,8 +227,12 @@ func (wh *wakeHub) unregister(w *waker) {
 			wh.targets[ch] = ts
 		}
 	}
+	tok := wh.nextTok
+	lead := false
 	if wh.shards == nil && len(gone) > 0 {
+		// Queued like a registration (register).
 		wh.ops = append(wh.ops, wakeOp{unsub: true, chans: gone})
+		lead = wh.sentTok <= wh.heardTok
 	}
 	wh.mu.Unlock()
 	if len(gone) == 0 {
@@ -237,11 +242,22 @@ func (wh *wakeHub) unregister(w *waker) {
 		wh.shards.remove(gone)
 		return
 	}
-	wh.flush()
+	if lead {
+		wh.flush()
+	}
+	// Redis has done it once the PING after it is answered; a Redis that
+	// does not answer holds Close up only so long.
+	ctx, cancel := context.WithTimeout(wh.ctx, unsubscribeWait)
+	defer cancel()
+	_ = wh.waitHeard(ctx, tok)
 }
 
+// unsubscribeWait bounds how long an engine's Close waits for Redis to
+// confirm that its channels were unsubscribed.
+const unsubscribeWait = 2 * time.Second
+
 // flush writes every queued change, in order, then a PING with the token
-// the queued registrations wait for. Writes run under the hub's context,
+// the queued registrations and unregistrations wait for. Writes run under the hub's context,
 // not a caller's: one caller giving up must not break the connection all
 // share.
 func (wh *wakeHub) flush() {
@@ -260,7 +276,6 @@ func (wh *wakeHub) flush() {
 	}
 	ctx, cancel := context.WithTimeout(wh.ctx, 5*time.Second)
 	defer cancel()
-	subs := false
 	for i := 0; i < len(ops); {
 		// Adjacent changes of one kind go in one command.
 		j, n := i, 0
@@ -278,7 +293,6 @@ func (wh *wakeHub) flush() {
 				wh.logger().Warn("rmq: unsubscribe wake-ups", "err", err)
 			}
 		} else {
-			subs = true
 			// go-redis adds them to its set after the write: if the write
 			// failed, the connection it made again did not subscribe them,
 			// so write once more (the channels are in its set by now, and
@@ -289,9 +303,6 @@ func (wh *wakeHub) flush() {
 		}
 		i = j
 	}
-	if !subs {
-		return
-	}
 	// Set before the PING: should it be lost, the receiver pings this token
 	// again after the resubscription that follows.
 	wh.mu.Lock()
@@ -300,8 +311,13 @@ func (wh *wakeHub) flush() {
 	_ = wh.ps.Ping(ctx, wakeToken+strconv.FormatUint(tok, 10))
 }
 
-// waitHeard waits until the PONG of tok (or a later one) came back.
+// waitHeard waits until the PONG of tok (or a later one) came back. Should
+// it be slow (a PING lost with a connection that had no channel left to
+// subscribe again, so no resubscription pings again), the waiter writes
+// what is queued, or pings the last token again, itself.
 func (wh *wakeHub) waitHeard(ctx context.Context, tok uint64) error {
+	retry := time.NewTicker(wakeRetry)
+	defer retry.Stop()
 	for {
 		wh.mu.RLock()
 		ok, ch := wh.heardTok >= tok, wh.heard
@@ -311,11 +327,34 @@ func (wh *wakeHub) waitHeard(ctx context.Context, tok uint64) error {
 		}
 		select {
 		case <-ch:
+		case <-retry.C:
+			wh.kick()
 		case <-ctx.Done():
 			return fmt.Errorf("wake-up subscription not confirmed: %w", context.Cause(ctx))
 		case <-wh.ctx.Done():
 			return errHubClosed
 		}
+	}
+}
+
+// wakeRetry is how long a registration waits for its PONG before it writes
+// or pings again.
+const wakeRetry = 250 * time.Millisecond
+
+// kick writes the queued changes, or, with none queued, pings the last
+// token written again.
+func (wh *wakeHub) kick() {
+	wh.mu.RLock()
+	queued, tok := len(wh.ops) > 0, wh.sentTok
+	reping := tok > wh.heardTok
+	wh.mu.RUnlock()
+	switch {
+	case queued:
+		wh.flush()
+	case reping:
+		ctx, cancel := context.WithTimeout(wh.ctx, 5*time.Second)
+		defer cancel()
+		_ = wh.ps.Ping(ctx, wakeToken+strconv.FormatUint(tok, 10))
 	}
 }
 
