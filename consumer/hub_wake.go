@@ -69,6 +69,7 @@ type wakeHub struct {
 	sentTok  uint64
 	heardTok uint64
 	heard    chan struct{} // closed and replaced when heardTok advances
+	pingedAt time.Time     // of the last PING with a token (kick)
 
 	shards *shardWaker // cluster
 
@@ -307,6 +308,7 @@ func (wh *wakeHub) flush() {
 	// again after the resubscription that follows.
 	wh.mu.Lock()
 	wh.sentTok = max(wh.sentTok, tok)
+	wh.pingedAt = time.Now()
 	wh.mu.Unlock()
 	_ = wh.ps.Ping(ctx, wakeToken+strconv.FormatUint(tok, 10))
 }
@@ -342,12 +344,18 @@ func (wh *wakeHub) waitHeard(ctx context.Context, tok uint64) error {
 const wakeRetry = 250 * time.Millisecond
 
 // kick writes the queued changes, or, with none queued, pings the last
-// token written again.
+// token written again; once per wakeRetry for all waiters (many engines
+// may wait at once).
 func (wh *wakeHub) kick() {
-	wh.mu.RLock()
+	wh.mu.Lock()
+	if time.Since(wh.pingedAt) < wakeRetry {
+		wh.mu.Unlock()
+		return
+	}
+	wh.pingedAt = time.Now()
 	queued, tok := len(wh.ops) > 0, wh.sentTok
 	reping := tok > wh.heardTok
-	wh.mu.RUnlock()
+	wh.mu.Unlock()
 	switch {
 	case queued:
 		wh.flush()
