@@ -128,6 +128,12 @@ func (f *fetcher) run(ctx context.Context) {
 				continue
 			}
 			if at := f.earliest(); at != never {
+				// Sleep by the best estimate of Redis's clock there is,
+				// read once more when it is loose and the due time near.
+				c.syncClock()
+				if d := c.clock.untilMs(at); d > 0 && d < probeHorizon && c.hub.calls.probeClock(ctx) {
+					c.syncClock()
+				}
 				wait = min(wait, max(c.clock.untilMs(at), 0))
 			}
 		}
@@ -300,7 +306,7 @@ func (f *fetcher) fetch(ctx context.Context, reqs []fetchReq, total int) (moved 
 		}
 	}
 	results := c.fetch(ctx, reqs, total)
-	failed := false
+	failed, missed := false, false
 	for _, r := range results {
 		if r.skipped {
 			continue
@@ -315,6 +321,9 @@ func (f *fetcher) fetch(ctx context.Context, reqs []fetchReq, total int) (moved 
 		}
 		c.dispatch(r.msgs)
 		moved += len(r.msgs)
+		if len(r.msgs) == 0 && f.heads[r.slot].known && !f.heads[r.slot].empty {
+			missed = true
+		}
 		f.heads[r.slot] = f.headOf(r)
 		if f.dheads != nil && r.delayedHead != -3 {
 			f.dheads[r.slot] = r.delayedHead
@@ -322,6 +331,12 @@ func (f *fetcher) fetch(ctx context.Context, reqs []fetchReq, total int) (moved 
 	}
 	if moved > 0 {
 		c.hub.leases.leased(c, time.Now().Add(c.cfg.prepareTimeout))
+	}
+	if missed {
+		// A head this fetcher believed due was gone: another consumer
+		// leased it, and no wake-up tells of that. The sweeper looks at
+		// the topic, in case that consumer dies holding it.
+		c.hub.leases.heard(c)
 	}
 	if !failed {
 		f.errWait = 0

@@ -63,18 +63,29 @@ func (c *engine) fetch(ctx context.Context, reqs []fetchReq, total int) []fetchR
 // fetchLease is fetch with a lease of its own (pulls name theirs).
 func (c *engine) fetchLease(ctx context.Context, reqs []fetchReq, total int, lease int64) []fetchResult {
 	timeBased := c.topic.Type().TimeBased()
-	if c.merged && len(reqs) > 1 {
+	if c.merged && (len(reqs) > 1 || c.hub.calls.serves(c)) {
 		call := scripts.FetchCall{TimeBased: timeBased, N: total, LeaseSec: lease, Window: mergedWindow(total, len(reqs)), Bound: reqs[0].bound}
+		if len(reqs) == 1 {
+			// As one slot's call below.
+			call.N, call.Window = reqs[0].n, reqs[0].n+4
+		}
 		for _, r := range reqs {
 			k := c.keys[r.slot]
 			call.Groups = append(call.Groups, scripts.FetchGroup{Store: k.Store, Prepare: k.Prepare, Msg: k.Msg, Max: r.n, Delayed: k.Delayed, CheckDelayed: r.checkDelayed})
 		}
+		if c.hub.calls.serves(c) {
+			// With the fetches of the client's other topics (hub_calls.go).
+			reply, sent, received, err := c.hub.calls.fetch(ctx, call)
+			return c.decodeFetch(reqs, reply, err, sent, received)
+		}
 		keys, args := call.Args()
-		cmd := scripts.Fetch.Run(ctx, c.rdb, keys, args...)
-		return c.decodeFetch(reqs, cmd, time.Now())
+		sent := time.Now()
+		reply, err := parseFetch(scripts.Fetch.Run(ctx, c.rdb, keys, args...))
+		return c.decodeFetch(reqs, reply, err, sent, time.Now())
 	}
 	// ZooKeeper mode: only owned slots, each naming its term's epoch.
 	reqs, skipped := c.own.fetchable(reqs)
+	sent := time.Now()
 	cmds := c.runPipelined(ctx, len(reqs), func(i int) scripts.Call {
 		r := reqs[i]
 		k := c.keys[r.slot]
@@ -87,9 +98,33 @@ func (c *engine) fetchLease(ctx context.Context, reqs []fetchReq, total int, lea
 	received := time.Now()
 	out := make([]fetchResult, 0, len(reqs)+len(skipped))
 	for i, cmd := range cmds {
-		out = append(out, c.decodeFetch(reqs[i:i+1], cmd, received)...)
+		reply, err := parseFetch(cmd)
+		out = append(out, c.decodeFetch(reqs[i:i+1], reply, err, sent, received)...)
 	}
 	return append(out, skipped...)
+}
+
+func parseFetch(cmd *redis.Cmd) (scripts.FetchReply, error) {
+	vals, err := cmd.Slice()
+	if err != nil {
+		return scripts.FetchReply{}, err
+	}
+	return scripts.ParseFetchReply(vals)
+}
+
+// observeClock folds one reading of Redis's clock, taken while a call sent
+// at sent and answered at received was under way, into the engine's
+// estimate. On a single node the client's tightest estimate is used
+// (redisClock); on a cluster, whose nodes' clocks may differ, the reading
+// itself.
+func (c *engine) observeClock(redisUs int64, sent, received time.Time) {
+	if redisUs <= 0 {
+		return
+	}
+	if m := c.hub.calls; m.single && c.rdb == m.h.rdb {
+		redisUs = received.UnixMicro() + m.clock.observe(redisUs, sent, received)
+	}
+	c.clock.observe(redisUs, received)
 }
 
 // mergedWindow is how many entries of each slot a merged fetch reads at a
@@ -101,32 +136,24 @@ func mergedWindow(total, slots int) int {
 	return (total+slots-1)/slots + 1
 }
 
-// decodeFetch turns a fetch.lua reply for reqs (its groups, in order) into
-// one result per slot.
-func (c *engine) decodeFetch(reqs []fetchReq, cmd *redis.Cmd, received time.Time) []fetchResult {
+// decodeFetch turns a fetch.lua reply for reqs (its groups, in order),
+// or the error of its call, into one result per slot. The call was sent at
+// sent and answered at received.
+func (c *engine) decodeFetch(reqs []fetchReq, reply scripts.FetchReply, err error, sent, received time.Time) []fetchResult {
 	out := make([]fetchResult, len(reqs))
 	for i, r := range reqs {
 		out[i] = fetchResult{slot: r.slot, head: -1, epoch: r.epoch, delayedHead: -3}
 	}
-	fail := func(err error) []fetchResult {
+	if err == nil && len(reply.Heads) != len(reqs) {
+		err = fmt.Errorf("rmq: fetch: %d heads for %d slots", len(reply.Heads), len(reqs))
+	}
+	if err != nil {
 		for i := range out {
 			out[i].err = err
 		}
 		return out
 	}
-	vals, err := cmd.Slice()
-	if err != nil {
-		return fail(err)
-	}
-	reply, err := scripts.ParseFetchReply(vals)
-	if err == nil && len(reply.Heads) != len(reqs) {
-		err = fmt.Errorf("rmq: fetch: %d heads for %d slots", len(reply.Heads), len(reqs))
-	}
-	if err != nil {
-		return fail(err)
-	}
-	// One observation of Redis's clock per reply, timed when it arrived.
-	c.clock.observe(reply.NowUs, received)
+	c.observeClock(reply.NowUs, sent, received)
 	for i := range out {
 		out[i].nowUs = reply.NowUs
 		out[i].head = reply.Heads[i]

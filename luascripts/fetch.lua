@@ -1,14 +1,18 @@
 -- fetch.lua: move up to n due messages from store to prepare (one delivery
--- each), taking them in consume order across one or more slots.
+-- each), taking them in consume order across one or more slots; on a single
+-- node, one call may carry several such fetches (sections), of different
+-- topics, each taken as if called alone.
 --
 -- KEYS[1] -> store ZSET     \
 -- KEYS[2] -> prepare ZSET    | of slot group 1; KEYS[4g-3..4g] likewise
 -- KEYS[3] -> msg HASH        | for group g (several groups on a single
--- KEYS[4] -> delayed ZSET   /  node only); delayed is read with ARGV[1] = 2
+-- KEYS[4] -> delayed ZSET   /  node only); delayed is read with mode 2
 -- KEYS[5] -> owner epoch STRING, ZooKeeper mode only, with exactly one
 --            group (omit it for no fencing)
--- ARGV[1] -> 1 for time-based topics (due = score <= now, lowest first),
---            0 for priority (highest first), 2 for priority with delayed sets
+-- One section (a single fetch):
+-- ARGV[1] -> mode: 1 for time-based topics (due = score <= now, lowest
+--            first), 0 for priority (highest first), 2 for priority with
+--            delayed sets
 -- ARGV[2] -> n, the most messages to move in all (free handler capacity)
 -- ARGV[3] -> lease in seconds
 -- ARGV[4] -> how many store entries of a group to read at a time; more are
@@ -17,20 +21,29 @@
 --            >= bound (priority); a caller that fetches slot by slot passes
 --            the head of the next-best slot so messages leave in order
 -- ARGV[5+g] -> the most messages to move from group g (0: only read its head)
--- ARGV[5+G+g] -> with ARGV[1] = 2: 1 to move group g's due delayed entries
+-- ARGV[5+G+g] -> with mode 2: 1 to move group g's due delayed entries
 --            into store first (and report its delayed head), 0 to skip them
 -- ARGV[last] -> the caller's owner epoch, when the epoch key is given
--- Returns: { nowUs, G, D, head1, ..., headG, dhead1, ..., dheadD, expired,
---            g, id, envelope, token, storeScore, g, id, ... }
+-- Several sections (single node, no epoch key):
+-- ARGV[1] -> 'M'
+-- ARGV[2] -> S, the number of sections; then per section, in KEYS order of
+--            its groups: G (its groups), then the ARGV of a single section
+--            above (mode, n, lease, window, bound, G maxima, with mode 2 G
+--            checks)
+-- Returns: for one section { nowUs, G, D, head1, ..., headG, dhead1, ...,
+--            dheadD, expired, g, id, envelope, token, storeScore, g, id, ... }
 --   headg -> the score of group g's first remaining message in consume order
 --            (lowest for time-based, highest for priority) that is not
 --            blocked; -1 if its store is empty, -2 if all it looked at are blocked
---   D is G with ARGV[1] = 2, else 0; dheadg -> the due time (ms) of group
+--   D is G with mode 2, else 0; dheadg -> the due time (ms) of group
 --            g's earliest delayed entry, -1 if none, -3 if not looked at
 --   expired -> how many messages this call dropped because their expiry
 --            (a per-message option) had passed: never delivered, body deleted
---   then one quintuple per message moved, in consume order: its group,
---   id, envelope, delivery token and store score.
+--   then one quintuple per message moved, in consume order: its group
+--            (within the section), id, envelope, delivery token and store score.
+--   For several sections: { reply1, ..., replyS }, each the reply of one
+--   section as above, or an error reply when that section failed (a key of
+--   the wrong type, say): the other sections stand.
 -- A message whose id is in prepare stays in store until that delivery ends
 -- (its ack or rollback wakes the slot), so one id is never handled twice at
 -- once. Across groups, a message is taken only when every message with a
@@ -43,39 +56,19 @@
 -- epoch is not the slot's current owner epoch.
 -- Due times are stored rounded up to the ms and a message is due when its
 -- score is at most Redis's ms rounded down: never before its instant.
-local with_delayed = ARGV[1] == '2'
-local fenced = #KEYS == 5
-local G = fenced and 1 or #KEYS / 4
+local multi = ARGV[1] == 'M'
+local fenced = not multi and #KEYS == 5
 if fenced then
   local refused = fence(KEYS[5], ARGV[#ARGV])
   if refused then return refused end
 end
-local time_based = ARGV[1] == '1'
-local n = tonumber(ARGV[2])
-local lease = tonumber(ARGV[3])
-local window = math.min(math.max(tonumber(ARGV[4]), 1), MCHUNK)
 local now, now_us = now_ms()
--- Numbers go to Redis as strings made here with integer formatting: Redis
--- 7.0 formats a Lua number argument with printf's %.17g, whose cost for
--- 13- to 16-digit values shows in profiles of this script.
-local deadline = string.format('%d', math.floor(now / 1000) + lease)
-local upto, from = string.format('%d', now), '-inf'
-if ARGV[5] ~= '' then
-  if not time_based then
-    from = ARGV[5]
-  elseif tonumber(ARGV[5]) < now then
-    upto = ARGV[5]
-  end
-end
-local window_s = string.format('%d', window)
+-- Messages moved by this call so far: the salt of their delivery tokens.
+local salt = 0
 
-local function better(a, b)
-  if time_based then return a < b end
-  return a > b
-end
-
--- State per group g, in arrays indexed by g (no table per entry: the
--- interpreter, not the commands, is most of this script's cost).
+-- State per group g (over the whole call: a section owns a range of g), in
+-- arrays indexed by g (no table per entry: the interpreter, not the
+-- commands, is most of this script's cost).
 -- bid/bsc/bnum[g] hold the unblocked due entries of the last window (id,
 -- score as Redis wrote it, score as a number), not yet taken from ptr[g]
 -- on. blocked[g] counts the entries left in front of the next window
@@ -84,47 +77,22 @@ end
 -- group may hold unread entries after it, so nothing after it may be taken
 -- elsewhere. after[g] is the first unblocked entry not yet due that a
 -- time-based window met: the group's head once its buffer is taken.
--- Group g's keys are KEYS[4g-3] (store), KEYS[4g-2] (prepare), KEYS[4g-1] (msg).
+-- npick[g]: entries of group g picked in a round (from ptr[g] on).
+-- Group g's keys are KEYS[4g-3] (store), KEYS[4g-2] (prepare), KEYS[4g-1]
+-- (msg), KEYS[4g] (delayed).
 local gmax, taken, blocked, full, last, after = {}, {}, {}, {}, {}, {}
-local bid, bsc, bnum, ptr = {}, {}, {}, {}
-for g = 1, G do
-  gmax[g], taken[g], blocked[g], full[g], ptr[g] = tonumber(ARGV[5 + g]), 0, 0, true, 1
-  bid[g], bsc[g], bnum[g] = {}, {}, {}
-end
-local upto_n = tonumber(upto)
+local bid, bsc, bnum, ptr, npick = {}, {}, {}, {}, {}
+-- ended[g]: group g's last window reached the end of what it reads (the
+-- store, or a priority bound); seen_busy[g]: some entry it read was blocked.
+local ended, seen_busy = {}, {}
 
--- Delayed priority messages whose time has come enter store at the score
--- their envelope keeps (the priority, or a retry's rank), so they compete
--- by priority from then on. dhead[g] is the earliest one left. Only due
--- entries are read (by score), so a large delayed set costs nothing here.
-local dhead = {}
-if with_delayed then
-  for g = 1, G do
-    dhead[g] = -3
-    if ARGV[5 + G + g] == '1' then
-      for _ = 1, 16 do
-        local ids = redis.call('ZRANGE', KEYS[4 * g], '-inf', upto, 'BYSCORE', 'LIMIT', 0, 256)
-        if #ids > 0 then
-          local envs = redis.call('HMGET', KEYS[4 * g - 1], unpack(ids))
-          local zargs = {}
-          for j = 1, #ids do
-            -- Without an envelope the entry is only dropped.
-            if envs[j] then
-              zargs[#zargs + 1] = fmt_score(env_decode(envs[j]).score)
-              zargs[#zargs + 1] = ids[j]
-            end
-          end
-          redis.call('ZREM', KEYS[4 * g], unpack(ids))
-          if #zargs > 0 then redis.call('ZADD', KEYS[4 * g - 3], unpack(zargs)) end
-        end
-        if #ids < 256 then break end
-      end
-      local first = redis.call('ZRANGE', KEYS[4 * g], 0, 0, 'WITHSCORES')
-      dhead[g] = first[2] or -1
-    end
-  end
+-- The section being fetched (set by section).
+local time_based, window, window_s, upto, upto_n, from
+
+local function better(a, b)
+  if time_based then return a < b end
+  return a > b
 end
-local expired_n = 0
 
 local function read(g)
   local due
@@ -139,12 +107,14 @@ local function read(g)
   local ids, scs, nums = {}, {}, {}
   bid[g], bsc[g], bnum[g], ptr[g] = ids, scs, nums, 1
   full[g] = cnt == window and blocked[g] < 1024
+  ended[g] = cnt < window
   if cnt == 0 then return end
   local all = {}
   for j = 1, cnt do all[j] = due[2 * j - 1] end
   local busy = redis.call('ZMSCORE', KEYS[4 * g - 2], unpack(all))
   for j = 1, cnt do
     local num = tonumber(due[2 * j])
+    if busy[j] then seen_busy[g] = true end
     if time_based and num > upto_n then
       -- Not due (or past the bound): neither this entry nor any after it.
       full[g] = false
@@ -159,28 +129,17 @@ local function read(g)
   end
 end
 
--- out holds nowUs, G, D, the heads, the delayed heads and the expired
--- count (filled in at the end), then the moved messages.
-local D = with_delayed and G or 0
-local out = { now_us, G, D }
-for g = 1, G do out[3 + g] = -1 end
-for g = 1, D do out[3 + G + g] = -3 end
-local NOUT = 4 + G + D
-out[NOUT] = 0
-local moved = 0
--- npick[g]: entries of group g picked this round (from ptr[g] on).
-local npick = {}
 -- A binary heap of the groups that may give the next message, ordered by
 -- their next candidate (score, then group): picking costs log(G) each.
 local heap, hn = {}, 0
 local cut
+local key = {}
 local function cand(g)
   if taken[g] + npick[g] >= gmax[g] then return nil end
   local num = bnum[g][ptr[g] + npick[g]]
   if num and (not cut or not better(cut, num)) then return num end
   return nil
 end
-local key = {}
 local function less(a, b)
   local ka, kb = key[a], key[b]
   if ka ~= kb then return better(ka, kb) end
@@ -208,132 +167,238 @@ local function push(g)
   end
 end
 
-for _ = 1, 64 do
-  if moved >= n then break end
-  for g = 1, G do
-    if full[g] and taken[g] < gmax[g] and ptr[g] > #bid[g] then read(g) end
-  end
-  -- The cut: the earliest score up to which some group may hold entries
-  -- not read yet, so nothing after it may be taken; entries tied with it
-  -- may.
-  cut = nil
-  for g = 1, G do
-    if full[g] and taken[g] < gmax[g] and (not cut or better(last[g], cut)) then cut = last[g] end
-  end
-  hn = 0
-  for g = 1, G do
-    npick[g] = 0
-    local k = cand(g)
-    if k then
-      key[g] = k
-      push(g)
-    end
-  end
-  -- Pick in consume order; a group's picks are a run from its ptr.
-  local order = {}
-  while hn > 0 and moved + #order < n do
-    local g = heap[1]
-    order[#order + 1] = g
-    npick[g] = npick[g] + 1
-    local k = cand(g)
-    if k then
-      key[g] = k
-    else
-      heap[1] = heap[hn]
-      hn = hn - 1
-    end
-    sift_down(1)
-  end
-  -- Move the picks: per group one ZREM, one HMGET and one ZADD.
-  local envs, used, zargs = {}, {}, {}
-  for g = 1, G do
-    if npick[g] > 0 then
-      local from_i, to_i = ptr[g], ptr[g] + npick[g] - 1
-      redis.call('ZREM', KEYS[4 * g - 3], unpack(bid[g], from_i, to_i))
-      envs[g] = redis.call('HMGET', KEYS[4 * g - 1], unpack(bid[g], from_i, to_i))
-      used[g], zargs[g] = 0, {}
-    end
-  end
-  for _, g in ipairs(order) do
-    local j = used[g] + 1
-    used[g] = j
-    local i = ptr[g] + j - 1
-    -- Without an envelope (never so under the invariants) the entry is
-    -- only dropped from store.
-    local env = envs[g][j]
-    local _, tf, fails
-    if env then
-      _, tf, fails = struct.unpack('>BBH', env)
-      -- A version 2 envelope with options (tf >= 16) may carry an expiry:
-      -- an expired message is dropped, never delivered.
-      if tf >= 16 and string.byte(env, 1) == 2 and expired(env_decode(env), now) then
-        redis.call('HDEL', KEYS[4 * g - 1], bid[g][i])
-        expired_n = expired_n + 1
-        env = nil
-      end
-    end
-    if env then
-      local attempt = math.min(fails + 1, 999)
-      local token = ((now_us + moved) % 1000) * 1000 + attempt
-      local z = zargs[g]
-      z[#z + 1] = deadline .. string.format('%06d', token)
-      z[#z + 1] = bid[g][i]
-      out[#out + 1] = g
-      out[#out + 1] = bid[g][i]
-      out[#out + 1] = env
-      out[#out + 1] = token
-      out[#out + 1] = bsc[g][i]
-      moved = moved + 1
-    end
-  end
-  for g = 1, G do
-    if npick[g] > 0 then
-      if #zargs[g] > 0 then redis.call('ZADD', KEYS[4 * g - 2], unpack(zargs[g])) end
-      ptr[g] = ptr[g] + npick[g]
-      taken[g] = taken[g] + npick[g]
-    end
-  end
-  if #order == 0 then
-    -- Nothing more to take unless a group whose window held only blocked
-    -- entries reads on.
-    local more = false
-    for g = 1, G do
-      if full[g] and taken[g] < gmax[g] and ptr[g] > #bid[g] then more = true end
-    end
-    if not more then break end
-  end
-end
-
 -- Heads: the first unblocked entry left, from what was read when possible.
+-- (upto_i is a string: Redis formats a Lua number argument slowly.)
 local function range(g, upto_i)
   if time_based then
-    return redis.call('ZRANGE', KEYS[4 * g - 3], 0, upto_i, 'WITHSCORES')
+    return redis.call('ZRANGE', KEYS[4 * g - 3], '0', upto_i, 'WITHSCORES')
   end
-  return redis.call('ZRANGE', KEYS[4 * g - 3], 0, upto_i, 'REV', 'WITHSCORES')
+  return redis.call('ZRANGE', KEYS[4 * g - 3], '0', upto_i, 'REV', 'WITHSCORES')
 end
-for g = 1, G do
-  if ptr[g] <= #bid[g] then
-    out[3 + g] = bsc[g][ptr[g]]
-  elseif after[g] then
-    out[3 + g] = after[g]
-  else
-    local look = range(g, 0)
-    local busy = look[1] and redis.call('ZMSCORE', KEYS[4 * g - 2], look[1])
-    if busy and busy[1] then
-      look = range(g, 63)
-      local ids = {}
-      for i = 1, #look, 2 do ids[#ids + 1] = look[i] end
-      busy = redis.call('ZMSCORE', KEYS[4 * g - 2], unpack(ids))
+
+-- section fetches groups g1..g2 as one fetch whose arguments start at
+-- ARGV[a] (mode, n, lease, window, bound, then the groups' maxima and, with
+-- mode 2, their checks) and returns its reply.
+local function section(g1, g2, a)
+  local G = g2 - g1 + 1
+  local with_delayed = ARGV[a] == '2'
+  time_based = ARGV[a] == '1'
+  local n = tonumber(ARGV[a + 1])
+  local lease = tonumber(ARGV[a + 2])
+  window = math.min(math.max(tonumber(ARGV[a + 3]), 1), MCHUNK)
+  local bound = ARGV[a + 4]
+  -- Numbers go to Redis as strings made here with integer formatting: Redis
+  -- 7.0 formats a Lua number argument with printf's %.17g, whose cost for
+  -- 13- to 16-digit values shows in profiles of this script.
+  local deadline = string.format('%d', math.floor(now / 1000) + lease)
+  upto, from = string.format('%d', now), '-inf'
+  if bound ~= '' then
+    if not time_based then
+      from = bound
+    elseif tonumber(bound) < now then
+      upto = bound
     end
-    for i = 1, #look, 2 do
-      if not busy[(i + 1) / 2] then
-        out[3 + g] = look[i + 1]
-        break
+  end
+  window_s = string.format('%d', window)
+  upto_n = tonumber(upto)
+  for g = g1, g2 do
+    gmax[g], taken[g], blocked[g], full[g], ptr[g] = tonumber(ARGV[a + 4 + g - g1 + 1]), 0, 0, true, 1
+    ended[g], seen_busy[g] = false, false
+    bid[g], bsc[g], bnum[g] = {}, {}, {}
+  end
+
+  -- Delayed priority messages whose time has come enter store at the score
+  -- their envelope keeps (the priority, or a retry's rank), so they compete
+  -- by priority from then on. dhead[g] is the earliest one left. Only due
+  -- entries are read (by score), so a large delayed set costs nothing here.
+  local dhead = {}
+  if with_delayed then
+    for g = g1, g2 do
+      dhead[g] = -3
+      if ARGV[a + 4 + G + g - g1 + 1] == '1' then
+        for _ = 1, 16 do
+          local ids = redis.call('ZRANGE', KEYS[4 * g], '-inf', upto, 'BYSCORE', 'LIMIT', '0', '256')
+          if #ids > 0 then
+            local envs = redis.call('HMGET', KEYS[4 * g - 1], unpack(ids))
+            local zargs = {}
+            for j = 1, #ids do
+              -- Without an envelope the entry is only dropped.
+              if envs[j] then
+                zargs[#zargs + 1] = fmt_score(env_decode(envs[j]).score)
+                zargs[#zargs + 1] = ids[j]
+              end
+            end
+            redis.call('ZREM', KEYS[4 * g], unpack(ids))
+            if #zargs > 0 then redis.call('ZADD', KEYS[4 * g - 3], unpack(zargs)) end
+          end
+          if #ids < 256 then break end
+        end
+        local first = redis.call('ZRANGE', KEYS[4 * g], '0', '0', 'WITHSCORES')
+        dhead[g] = first[2] or -1
       end
     end
-    if out[3 + g] == -1 and #look > 0 then out[3 + g] = -2 end
   end
+  local expired_n = 0
+
+  -- out holds nowUs, G, D, the heads, the delayed heads and the expired
+  -- count (filled in at the end), then the moved messages. o is the
+  -- offset of group g's head in out: 3 + g - g1 + 1.
+  local o = 4 - g1
+  local D = with_delayed and G or 0
+  local out = { now_us, G, D }
+  for g = 1, G do out[3 + g] = -1 end
+  for g = 1, D do out[3 + G + g] = -3 end
+  local NOUT = 4 + G + D
+  out[NOUT] = 0
+  local moved = 0
+
+  for _ = 1, 64 do
+    if moved >= n then break end
+    for g = g1, g2 do
+      if full[g] and taken[g] < gmax[g] and ptr[g] > #bid[g] then read(g) end
+    end
+    -- The cut: the earliest score up to which some group may hold entries
+    -- not read yet, so nothing after it may be taken; entries tied with it
+    -- may.
+    cut = nil
+    for g = g1, g2 do
+      if full[g] and taken[g] < gmax[g] and (not cut or better(last[g], cut)) then cut = last[g] end
+    end
+    hn = 0
+    for g = g1, g2 do
+      npick[g] = 0
+      local k = cand(g)
+      if k then
+        key[g] = k
+        push(g)
+      end
+    end
+    -- Pick in consume order; a group's picks are a run from its ptr.
+    local order = {}
+    while hn > 0 and moved + #order < n do
+      local g = heap[1]
+      order[#order + 1] = g
+      npick[g] = npick[g] + 1
+      local k = cand(g)
+      if k then
+        key[g] = k
+      else
+        heap[1] = heap[hn]
+        hn = hn - 1
+      end
+      sift_down(1)
+    end
+    -- Move the picks: per group one ZREM, one HMGET and one ZADD.
+    local envs, used, zargs = {}, {}, {}
+    for g = g1, g2 do
+      if npick[g] > 0 then
+        local from_i, to_i = ptr[g], ptr[g] + npick[g] - 1
+        redis.call('ZREM', KEYS[4 * g - 3], unpack(bid[g], from_i, to_i))
+        envs[g] = redis.call('HMGET', KEYS[4 * g - 1], unpack(bid[g], from_i, to_i))
+        used[g], zargs[g] = 0, {}
+      end
+    end
+    for _, g in ipairs(order) do
+      local j = used[g] + 1
+      used[g] = j
+      local i = ptr[g] + j - 1
+      -- Without an envelope (never so under the invariants) the entry is
+      -- only dropped from store.
+      local env = envs[g][j]
+      local _, tf, fails
+      if env then
+        _, tf, fails = struct.unpack('>BBH', env)
+        -- A version 2 envelope with options (tf >= 16) may carry an expiry:
+        -- an expired message is dropped, never delivered.
+        if tf >= 16 and string.byte(env, 1) == 2 and expired(env_decode(env), now) then
+          redis.call('HDEL', KEYS[4 * g - 1], bid[g][i])
+          expired_n = expired_n + 1
+          env = nil
+        end
+      end
+      if env then
+        local attempt = math.min(fails + 1, 999)
+        local token = ((now_us + salt) % 1000) * 1000 + attempt
+        local z = zargs[g]
+        z[#z + 1] = deadline .. string.format('%06d', token)
+        z[#z + 1] = bid[g][i]
+        out[#out + 1] = g - g1 + 1
+        out[#out + 1] = bid[g][i]
+        out[#out + 1] = env
+        out[#out + 1] = token
+        out[#out + 1] = bsc[g][i]
+        moved = moved + 1
+        salt = salt + 1
+      end
+    end
+    for g = g1, g2 do
+      if npick[g] > 0 then
+        if #zargs[g] > 0 then redis.call('ZADD', KEYS[4 * g - 2], unpack(zargs[g])) end
+        ptr[g] = ptr[g] + npick[g]
+        taken[g] = taken[g] + npick[g]
+      end
+    end
+    if #order == 0 then
+      -- Nothing more to take unless a group whose window held only blocked
+      -- entries reads on.
+      local more = false
+      for g = g1, g2 do
+        if full[g] and taken[g] < gmax[g] and ptr[g] > #bid[g] then more = true end
+      end
+      if not more then break end
+    end
+  end
+
+  for g = g1, g2 do
+    if ptr[g] <= #bid[g] then
+      out[o + g] = bsc[g][ptr[g]]
+    elseif after[g] then
+      out[o + g] = after[g]
+    elseif ended[g] and not seen_busy[g] and from == '-inf' then
+      -- Every entry there was is taken: the store is empty (-1), known
+      -- without another read.
+    else
+      local look = range(g, '0')
+      local busy = look[1] and redis.call('ZMSCORE', KEYS[4 * g - 2], look[1])
+      if busy and busy[1] then
+        look = range(g, '63')
+        local ids = {}
+        for i = 1, #look, 2 do ids[#ids + 1] = look[i] end
+        busy = redis.call('ZMSCORE', KEYS[4 * g - 2], unpack(ids))
+      end
+      for i = 1, #look, 2 do
+        if not busy[(i + 1) / 2] then
+          out[o + g] = look[i + 1]
+          break
+        end
+      end
+      if out[o + g] == -1 and #look > 0 then out[o + g] = -2 end
+    end
+  end
+  out[NOUT] = expired_n
+  for g = g1, g1 + D - 1 do out[o + G + g] = dhead[g] end
+  return out
 end
-out[NOUT] = expired_n
-for g = 1, D do out[3 + G + g] = dhead[g] end
-return out
+
+if not multi then
+  return section(1, fenced and 1 or #KEYS / 4, 1)
+end
+local replies = {}
+local g, a = 0, 3
+for s = 1, tonumber(ARGV[2]) do
+  local G = tonumber(ARGV[a])
+  local nargs = 6 + G
+  if ARGV[a + 1] == '2' then nargs = nargs + G end
+  -- A failing section (a key of the wrong type) fails alone.
+  local ok, res = pcall(section, g + 1, g + G, a + 1)
+  if not ok then
+    if type(res) == 'table' and res.err then
+      res = { err = res.err }
+    else
+      res = { err = 'ERR fetch section ' .. s .. ': ' .. tostring(res) }
+    end
+  end
+  replies[s] = res
+  g, a = g + G, a + nargs
+end
+return replies

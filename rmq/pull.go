@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -46,15 +47,32 @@ func WithWait(d time.Duration) PullOption { return func(c *pullConfig) { c.wait 
 
 // pullState holds the client's pull engines, one per pulled topic, made on
 // the first Pull of the topic and closed by Close. Each subscribes to its
-// topic's wake-ups (which wake waiting Pulls through gen) and sweeps the
-// leases pullers let run out, so topics that are only pulled are swept.
-// byTopic and starting are guarded by the client's mu; an engine starts
-// outside it (its start makes network calls).
+// topic's wake-ups and sweeps the leases pullers let run out, so topics
+// that are only pulled are swept. byTopic and starting are guarded by the
+// client's mu; an engine starts outside it (its start makes network calls).
+//
+// Waiting Pulls are woken per topic, and as few as the messages need:
+//   - a wake-up of a topic (a send, a redelivery) wakes one Pull waiting on
+//     it, not the Pulls of other topics nor all of its own;
+//   - of the Pulls waiting on a topic, one (the owner) sleeps until the
+//     topic's next due time; the others sleep until a wake-up or the end of
+//     their wait;
+//   - a woken Pull that takes messages and sees more due at once wakes all
+//     the others; one that sees the next due later, or that leaves while it
+//     owned the due time or held an unused wake-up, wakes one, which then
+//     fetches and takes the due time over. A priority topic does not tell
+//     whether more wait (they are not timed): a Pull that takes from one
+//     wakes two, so a burst still spreads to every waiter in a few steps.
+//
+// So a message coming due costs about two fetches however many Pulls wait
+// (a herd of every waiter fetching for one message before), and a burst
+// still reaches every waiter.
 type pullState struct {
 	byTopic  map[string]*pullEntry
 	starting sync.WaitGroup // engine starts under way; Close waits for them
-	genMu    sync.Mutex
-	gen      chan struct{} // closed and replaced on every wake-up
+	// woken counts the waits that a wake-up ended and fetches the engine
+	// Pulls made; tests read them.
+	woken, fetches atomic.Int64
 }
 
 // pullEntry is one topic's engine: ready is closed once its start ended,
@@ -64,6 +82,108 @@ type pullEntry struct {
 	ready chan struct{}
 	p     consumerctl.Puller
 	err   error
+
+	wakes   atomic.Uint64 // wake-ups so far: a Pull compares it across its fetch
+	mu      sync.Mutex
+	waiters map[*pullWaiter]struct{} // Pulls waiting on this topic
+	// owner sleeps until ownerDue, the earliest due time a waiter saw.
+	owner    *pullWaiter
+	ownerDue time.Time
+}
+
+// pullWaiter is one waiting Pull: a wake-up of any of its topics leaves a
+// token in ch (capacity one; more wake-ups before it looks add nothing).
+type pullWaiter struct{ ch chan struct{} }
+
+// wake is the engine's OnWake: it records a wake-up of e's topic and wakes
+// one waiting Pull.
+func (e *pullEntry) wake() {
+	e.wakes.Add(1)
+	e.mu.Lock()
+	e.signalLocked(1)
+	e.mu.Unlock()
+}
+
+// wakeAll wakes every waiting Pull (Close).
+func (e *pullEntry) wakeAll() {
+	e.wakes.Add(1)
+	e.mu.Lock()
+	e.signalLocked(-1)
+	e.mu.Unlock()
+}
+
+// signalLocked leaves a token with n waiters that had none (every waiter
+// for n < 0); fewer if fewer are without one: those with one will fetch.
+func (e *pullEntry) signalLocked(n int) {
+	for w := range e.waiters {
+		if n == 0 {
+			return
+		}
+		select {
+		case w.ch <- struct{}{}:
+			n--
+		default:
+		}
+	}
+}
+
+func (e *pullEntry) watch(w *pullWaiter) {
+	e.mu.Lock()
+	if e.waiters == nil {
+		e.waiters = map[*pullWaiter]struct{}{}
+	}
+	e.waiters[w] = struct{}{}
+	e.mu.Unlock()
+}
+
+// claim makes w the owner of e's due time when there is none or w saw an
+// earlier one; it reports whether w owns it. A negative wait (nothing
+// known to come due) gives up what w owned.
+func (e *pullEntry) claim(w *pullWaiter, now time.Time, wait time.Duration) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if wait < 0 {
+		if e.owner == w {
+			e.owner = nil
+		}
+		return false
+	}
+	due := now.Add(wait)
+	if e.owner == nil || e.owner == w || due.Before(e.ownerDue) {
+		e.owner, e.ownerDue = w, due
+		return true
+	}
+	return false
+}
+
+// handoff says whom a leaving waiter wakes on one of its topics.
+type handoff int
+
+const (
+	handNone handoff = iota // none (one if it owned the due time)
+	handNext                // one, unless another waiter owns an earlier due time
+	handTwo                 // two: more may wait (a priority topic)
+	handAll                 // every waiter: more messages are due now
+)
+
+// leave unregisters w; next is the due time its last fetch saw (for
+// handNext).
+func (e *pullEntry) leave(w *pullWaiter, h handoff, next time.Time) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	delete(e.waiters, w)
+	owned := e.owner == w
+	if owned {
+		e.owner = nil
+	}
+	switch {
+	case h == handAll:
+		e.signalLocked(-1)
+	case h == handTwo:
+		e.signalLocked(2)
+	case owned, h == handNext && (e.owner == nil || e.ownerDue.After(next)):
+		e.signalLocked(1)
+	}
 }
 
 // closeLocked is Close's part, under the client's mu after the phase moved
@@ -71,33 +191,14 @@ type pullEntry struct {
 // returns the started engines to close; an engine whose start is under way
 // is closed by its starter, and Close waits for that through starting.
 func (p *pullState) closeLocked() []consumerctl.Engine {
-	p.wake()
 	out := make([]consumerctl.Engine, 0, len(p.byTopic))
 	for _, e := range p.byTopic {
+		e.wakeAll()
 		if e.p != nil {
 			out = append(out, e.p)
 		}
 	}
 	return out
-}
-
-// changed returns a channel closed at the next wake-up of any pulled topic.
-func (p *pullState) changed() <-chan struct{} {
-	p.genMu.Lock()
-	defer p.genMu.Unlock()
-	if p.gen == nil {
-		p.gen = make(chan struct{})
-	}
-	return p.gen
-}
-
-func (p *pullState) wake() {
-	p.genMu.Lock()
-	if p.gen != nil {
-		close(p.gen)
-		p.gen = nil
-	}
-	p.genMu.Unlock()
 }
 
 // Pull takes up to n due messages from topics, in list order (the first
@@ -129,37 +230,59 @@ func (c *Client) Pull(ctx context.Context, topics []topic.Topic, n int, opts ...
 		// it would take messages from slots other workers own.
 		return nil, fmt.Errorf("%w: Pull is not available in ZooKeeper mode", ErrInvalidPull)
 	}
-	engines := make([]consumerctl.Puller, len(topics))
+	entries := make([]*pullEntry, len(topics))
 	for i, t := range topics {
-		e, err := c.puller(ctx, t)
+		e, err := c.pullEntry(ctx, t)
 		if err != nil {
 			return nil, err
 		}
-		engines[i] = e
+		entries[i] = e
 	}
 	deadline := time.Now().Add(cfg.wait)
+	// The waiter is registered only once a fetch came back empty, so a
+	// Pull that finds messages at once pays nothing for waiting. The wake
+	// counts read before that fetch tell whether a wake-up came between
+	// the fetch and the registration; Close's wake-up counts too.
+	var w *pullWaiter
+	waits := make([]time.Duration, len(entries)) // per topic, of the last fetch; -2: not fetched
+	var got []*consumer.Delivery
+	defer func() {
+		if w != nil {
+			c.leavePull(w, entries, waits, len(got) > 0)
+		}
+	}()
+	var seenBuf [4]uint64
 	for {
-		// Taken before the fetch and the phase check, so neither a wake-up
-		// during the fetch nor Close's wake-up is missed.
-		changed := c.pulls.changed()
+		seen := seenBuf[:0]
+		if w == nil {
+			for _, e := range entries {
+				seen = append(seen, e.wakes.Load())
+			}
+		}
 		if c.isClosed() {
 			return nil, ErrClosed
 		}
 		var out []*consumer.Delivery
 		next := time.Duration(-1)
-		for _, e := range engines {
-			got, count, wait, err := e.Pull(ctx, n-len(out), cfg.lease)
+		for i := range waits {
+			waits[i] = -2
+		}
+		for i, e := range entries {
+			c.pulls.fetches.Add(1)
+			ds, count, wait, err := e.p.Pull(ctx, n-len(out), cfg.lease)
 			if err != nil {
 				if len(out) > 0 {
 					// Earlier topics' messages are leased already: hand
 					// them out rather than leave them to expire (an
 					// attempt counted) behind an error callers drop.
+					got = out
 					return out, nil
 				}
 				return nil, err
 			}
+			waits[i] = wait
 			if count > 0 {
-				out = append(out, got.([]*consumer.Delivery)...)
+				out = append(out, ds.([]*consumer.Delivery)...)
 			}
 			if wait >= 0 && (next < 0 || wait < next) {
 				next = wait
@@ -170,20 +293,68 @@ func (c *Client) Pull(ctx context.Context, topics []topic.Topic, n int, opts ...
 		}
 		left := time.Until(deadline)
 		if len(out) > 0 || left <= 0 {
+			got = out
 			return out, nil
 		}
-		if next >= 0 {
-			left = min(left, next)
+		if w == nil {
+			w = &pullWaiter{ch: make(chan struct{}, 1)}
+			woke := false
+			for i, e := range entries {
+				e.watch(w)
+				woke = woke || e.wakes.Load() != seen[i]
+			}
+			if woke {
+				continue
+			}
+		}
+		// Sleep until the due times this waiter owns, or a wake-up.
+		now := time.Now()
+		for i, e := range entries {
+			if e.claim(w, now, waits[i]) {
+				left = min(left, waits[i])
+			}
 		}
 		t := time.NewTimer(left)
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return nil, ctx.Err()
-		case <-changed:
+		case <-w.ch:
+			c.pulls.woken.Add(1)
 		case <-t.C:
 		}
 		t.Stop()
+	}
+}
+
+// leavePull unregisters a waiter that is done, waking whom the others need
+// (see pullState): took says it returns messages; waits are its last
+// fetch's, per topic.
+func (c *Client) leavePull(w *pullWaiter, entries []*pullEntry, waits []time.Duration, took bool) {
+	now := time.Now()
+	for i, e := range entries {
+		h := handNone
+		if took {
+			switch {
+			case waits[i] == 0:
+				h = handAll
+			case waits[i] != -2 && !e.topic.Type().TimeBased():
+				h = handTwo
+			case waits[i] > 0:
+				h = handNext
+			}
+		}
+		e.leave(w, h, now.Add(max(waits[i], 0)))
+	}
+	// A wake-up it received and did not act on goes on to another waiter.
+	select {
+	case <-w.ch:
+		for _, e := range entries {
+			e.mu.Lock()
+			e.signalLocked(1)
+			e.mu.Unlock()
+		}
+	default:
 	}
 }
 
@@ -196,8 +367,17 @@ func (c *Client) isClosed() bool {
 }
 
 // puller returns the pull engine of t, making and starting it on first use.
-// Concurrent first Pulls of a topic share one start.
 func (c *Client) puller(ctx context.Context, t topic.Topic) (consumerctl.Puller, error) {
+	e, err := c.pullEntry(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	return e.p, nil
+}
+
+// pullEntry returns the started entry of t, making and starting its engine
+// on first use. Concurrent first Pulls of a topic share one start.
+func (c *Client) pullEntry(ctx context.Context, t topic.Topic) (*pullEntry, error) {
 	if t.IsZero() {
 		return nil, fmt.Errorf("%w: zero Topic", topic.ErrInvalidName)
 	}
@@ -222,7 +402,10 @@ func (c *Client) puller(ctx context.Context, t topic.Topic) (consumerctl.Puller,
 			c.pulls.starting.Add(1)
 			c.mu.Unlock()
 			c.startPuller(ctx, e)
-			return e.p, e.err
+			if e.err != nil {
+				return nil, e.err
+			}
+			return e, nil
 		}
 		c.mu.Unlock()
 		if e.topic.Definition() != t.Definition() {
@@ -234,7 +417,7 @@ func (c *Client) puller(ctx context.Context, t topic.Topic) (consumerctl.Puller,
 			return nil, ctx.Err()
 		}
 		if e.err == nil {
-			return e.p, nil
+			return e, nil
 		}
 		// Its start failed (maybe only its caller's ctx ended): try again,
 		// this caller starting it.
@@ -246,7 +429,7 @@ func (c *Client) puller(ctx context.Context, t topic.Topic) (consumerctl.Puller,
 func (c *Client) startPuller(ctx context.Context, e *pullEntry) {
 	defer c.pulls.starting.Done()
 	defer close(e.ready)
-	p, err := c.newPuller(ctx, e.topic)
+	p, err := c.newPuller(ctx, e)
 	c.mu.Lock()
 	if err == nil && c.phase == lifecycle.Closed {
 		err = ErrClosed
@@ -264,10 +447,11 @@ func (c *Client) startPuller(ctx context.Context, e *pullEntry) {
 	}
 }
 
-func (c *Client) newPuller(ctx context.Context, t topic.Topic) (consumerctl.Puller, error) {
+func (c *Client) newPuller(ctx context.Context, e *pullEntry) (consumerctl.Puller, error) {
+	t := e.topic
 	opts := []consumer.Option{consumer.WithPrefix(c.cfg.prefix), consumer.WithLogger(c.log)}
 	opts = append(opts, consumerObserverOptions(c.cfg.observers, t)...)
-	eng, err := consumerctl.New(consumerctl.Params{Redis: c.rdb, Topic: t, Options: opts, Pull: true, OnWake: c.pulls.wake, Shared: c.shared})
+	eng, err := consumerctl.New(consumerctl.Params{Redis: c.rdb, Topic: t, Options: opts, Pull: true, OnWake: e.wake, Shared: c.shared})
 	if err != nil {
 		return nil, err
 	}

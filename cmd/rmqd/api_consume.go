@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/rmq-go/rmq/topic"
@@ -72,19 +73,27 @@ func (s *service) consume(w http.ResponseWriter, r *http.Request, qr *queueReq) 
 		writeError(w, http.StatusBadRequest, "invalid queue name(s)")
 		return
 	}
-	var topics []topic.Topic
-	queueOf := map[string]string{} // topic name -> queue name
+	topics := make([]topic.Topic, 0, len(names))
+	queues := make([]string, 0, len(names)) // the queue of each topic
 	for _, name := range names {
 		t, _, err := qr.pool.queueTopic(r.Context(), qr.ns, name)
 		if err != nil {
 			s.writeInternal(w, r, err)
 			return
 		}
-		if _, dup := queueOf[t.Name()]; dup {
+		if slices.ContainsFunc(topics, func(x topic.Topic) bool { return x.Name() == t.Name() }) {
 			continue
 		}
-		queueOf[t.Name()] = name
 		topics = append(topics, t)
+		queues = append(queues, name)
+	}
+	queueOf := func(t topic.Topic) string {
+		for i, x := range topics {
+			if x.Name() == t.Name() {
+				return queues[i]
+			}
+		}
+		return ""
 	}
 
 	lease := max(time.Duration(ttr)*time.Second, minLease)
@@ -96,7 +105,7 @@ func (s *service) consume(w http.ResponseWriter, r *http.Request, qr *queueReq) 
 	defer stop()
 
 	if wait > 0 {
-		s.log.DebugContext(ctx, "rmqd: long poll", "request_id", requestID(ctx), "wait", wait)
+		s.log.DebugContext(ctx, "rmqd: long poll", "request_id", requestID(w), "wait", wait)
 	}
 	jobs, err := qr.pool.pull(ctx, topics, int(count), lease, wait)
 	if err != nil && !(ctx.Err() != nil && errors.Is(err, context.Canceled)) {
@@ -111,11 +120,7 @@ func (s *service) consume(w http.ResponseWriter, r *http.Request, qr *queueReq) 
 	now := time.Now()
 	out := make([]jobBody, len(jobs))
 	for i, j := range jobs {
-		out[i] = j.answer(qr.ns, queueOf[j.topic.Name()], "new job", now)
+		out[i] = j.answer(qr.ns, queueOf(j.topic), "new job", now)
 	}
-	if count == 1 {
-		writeJSON(w, http.StatusOK, out[0])
-		return
-	}
-	writeJSON(w, http.StatusOK, out)
+	writeRawJSON(w, http.StatusOK, jobsJSON(out, count > 1))
 }

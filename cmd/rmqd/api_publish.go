@@ -209,7 +209,7 @@ func (s *service) republish(w http.ResponseWriter, r *http.Request, qr *queueReq
 		s.writeInternal(w, r, err)
 		return
 	}
-	if err := qr.pool.ack(r.Context(), t, r.PathValue("id")); err != nil {
+	if err := qr.pool.ack(r.Context(), t, qr.id); err != nil {
 		s.libError(w, r, err)
 		return
 	}
@@ -222,7 +222,7 @@ func (s *service) publishOne(w http.ResponseWriter, r *http.Request, qr *queueRe
 		writeError(w, http.StatusBadRequest, bad)
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxJobSize))
+	body, err := readBody(w, r, maxJobSize)
 	if err != nil {
 		if isTooLarge(err) {
 			writeError(w, http.StatusRequestEntityTooLarge, "body too large")
@@ -253,7 +253,7 @@ func (s *service) publishOne(w http.ResponseWriter, r *http.Request, qr *queueRe
 	}
 	qr.pool.defined(t)
 	s.metrics.published.Add(1)
-	writeJSON(w, http.StatusCreated, publishedBody{"published", j.id})
+	writeRawJSON(w, http.StatusCreated, publishedJSON(j.id))
 }
 
 // maxBulkBody bounds a bulk body: 64 jobs of 1 MiB and their JSON syntax.

@@ -20,7 +20,7 @@ func (s *service) ackJob(w http.ResponseWriter, r *http.Request, qr *queueReq) {
 		return
 	}
 	if found {
-		if err := qr.pool.ack(r.Context(), t, r.PathValue("id")); err != nil {
+		if err := qr.pool.ack(r.Context(), t, qr.id); err != nil {
 			s.libError(w, r, err)
 			return
 		}
@@ -67,7 +67,7 @@ func (s *service) nackJob(w http.ResponseWriter, r *http.Request, qr *queueReq) 
 		return
 	}
 	if found {
-		found, err = qr.pool.nack(r.Context(), t, r.PathValue("id"), retryAfter, string(cause))
+		found, err = qr.pool.nack(r.Context(), t, qr.id, retryAfter, string(cause))
 		if err != nil {
 			s.libError(w, r, err)
 			return
@@ -111,7 +111,7 @@ func (s *service) peekJob(w http.ResponseWriter, r *http.Request, qr *queueReq) 
 	}
 	var j job
 	if found {
-		j, found, err = qr.pool.lookupJob(r.Context(), t, r.PathValue("id"))
+		j, found, err = qr.pool.lookupJob(r.Context(), t, qr.id)
 		if err != nil {
 			s.libError(w, r, err)
 			return

@@ -14,6 +14,7 @@ type queueReq struct {
 	pool  *pool
 	ns, q string // q is the raw queue part on the consume route ("q1,q2")
 	token string // without its pool prefix; "" on public routes
+	id    string // the {id} of the job routes
 }
 
 type queueHandler func(w http.ResponseWriter, r *http.Request, qr *queueReq)
@@ -53,9 +54,8 @@ func requestToken(r *http.Request) string {
 // (LMSTFY-API.md §2): names (400), the pool of the token's prefix (404),
 // the token (401), the throttle (429); then the handler. A throttled
 // request that ends with another status than 200/201 gives its unit back.
-func (s *service) queueRoute(o routeOpts, h queueHandler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ns, q := r.PathValue("ns"), r.PathValue("q")
+func (s *service) queueRoute(o routeOpts, h queueHandler) queueRoute {
+	return func(w http.ResponseWriter, r *http.Request, ns, q, id string) {
 		if o.consume {
 			if !validName(ns) {
 				writeError(w, http.StatusBadRequest, "namespace name contains forbidden characters")
@@ -72,7 +72,7 @@ func (s *service) queueRoute(o routeOpts, h queueHandler) http.Handler {
 			writeError(w, http.StatusNotFound, "pool not found")
 			return
 		}
-		qr := &queueReq{pool: p, ns: ns, q: q}
+		qr := &queueReq{pool: p, ns: ns, q: q, id: id}
 		if !o.public {
 			if raw == "" {
 				writeError(w, http.StatusUnauthorized, "token not found")
@@ -101,14 +101,14 @@ func (s *service) queueRoute(o routeOpts, h queueHandler) http.Handler {
 						ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Second)
 						defer cancel()
 						if err := giveBack(ctx); err != nil {
-							s.log.WarnContext(ctx, "rmqd: could not give back a throttle unit", "request_id", requestID(r.Context()), "err", err)
+							s.log.WarnContext(ctx, "rmqd: could not give back a throttle unit", "request_id", requestID(w), "err", err)
 						}
 					}
 				}()
 			}
 		}
 		h(w, r, qr)
-	})
+	}
 }
 
 // throttled takes a unit of the token's limit; ok false means the answer

@@ -66,30 +66,25 @@ func (j *jobSpec) storedBody() []byte {
 	return []byte(" ")
 }
 
-// publish stores one job.
-func (p *pool) publish(ctx context.Context, t topic.Topic, j jobSpec) error {
+// message is the library's message of a job; which scheduling field
+// counts depends on the queue's type.
+func (j *jobSpec) message() producer.BatchMessage {
 	body := j.storedBody()
-	opts := append(j.sendOptions(), producer.WithKey(j.id))
-	var err error
-	switch t.Type() {
-	case topic.Priority:
-		_, err = p.prod.SendPriority(ctx, t, body, j.prio, opts...)
-	case topic.RangeMerge:
-		_, err = p.prod.SendRangeMerge(ctx, t, body, j.window, opts...)
-	default:
-		_, err = p.prod.SendFixedTime(ctx, t, body, j.due, opts...)
-	}
-	return err
+	return producer.BatchMessage{Body: body, Key: j.id, TimeRange: j.window, Priority: j.prio, At: j.due,
+		Options: j.sendOptions()}
+}
+
+// publish stores one job, in a write shared with concurrent publishes
+// (publisher.go).
+func (p *pool) publish(ctx context.Context, t topic.Topic, j jobSpec) error {
+	return p.pub.publish(ctx, t, j.message())
 }
 
 // publishBatch stores jobs with one script call per slot.
 func (p *pool) publishBatch(ctx context.Context, t topic.Topic, jobs []jobSpec) error {
 	msgs := make([]producer.BatchMessage, len(jobs))
 	for i := range jobs {
-		j := &jobs[i]
-		body := j.storedBody()
-		msgs[i] = producer.BatchMessage{Body: body, Key: j.id, TimeRange: j.window, Priority: j.prio, At: j.due,
-			Options: j.sendOptions()}
+		msgs[i] = jobs[i].message()
 	}
 	_, err := p.prod.SendBatch(ctx, t, msgs)
 	return err
@@ -114,13 +109,15 @@ func (p *pool) pull(ctx context.Context, topics []topic.Topic, n int, lease, wai
 	if err != nil {
 		return nil, err
 	}
-	byName := make(map[string]topic.Topic, len(topics))
-	for _, t := range topics {
-		byName[t.Name()] = t
-	}
 	jobs := make([]job, len(ds))
 	for i, d := range ds {
-		jobs[i] = job{topic: byName[d.Topic], id: d.ID, body: d.Body, expiresAt: d.ExpiresAt,
+		t := topics[0]
+		for _, x := range topics[1:] {
+			if x.Name() == d.Topic {
+				t = x
+			}
+		}
+		jobs[i] = job{topic: t, id: d.ID, body: d.Body, expiresAt: d.ExpiresAt,
 			firstSentAt: d.FirstSentAt, remainTries: triesLeft(d.MaxRetries, d.Attempt), headers: d.Headers}.fromStored()
 	}
 	return jobs, nil

@@ -34,6 +34,7 @@ type limitStore struct {
 
 	mu    sync.Mutex
 	cache map[tokenRef]cachedLimit
+	gen   uint64 // changes so far: a lookup overlapping one is not cached
 }
 
 type cachedLimit struct {
@@ -50,8 +51,11 @@ func (s *limitStore) key(pool string) string { return s.prefix + ":rmqd:limits:"
 
 func limitField(ns, token string) string { return ns + "/" + token }
 
+// forget drops ref's entry after a change was written, so that no lookup
+// that read the old limit before the change can cache it afterwards.
 func (s *limitStore) forget(ref tokenRef) {
 	s.mu.Lock()
+	s.gen++
 	delete(s.cache, ref)
 	s.mu.Unlock()
 }
@@ -61,6 +65,7 @@ func (s *limitStore) get(ctx context.Context, pool, ns, token string) (limit, bo
 	now := time.Now()
 	s.mu.Lock()
 	c, hit := s.cache[ref]
+	gen := s.gen
 	s.mu.Unlock()
 	if hit && now.Before(c.until) {
 		return c.l, c.found, nil
@@ -79,7 +84,9 @@ func (s *limitStore) get(ctx context.Context, pool, ns, token string) (limit, bo
 	}
 	if s.cacheTTL > 0 {
 		s.mu.Lock()
-		s.cache[ref] = cachedLimit{l, found, now.Add(s.cacheTTL)}
+		if s.gen == gen {
+			s.cache[ref] = cachedLimit{l, found, now.Add(s.cacheTTL)}
+		}
 		s.mu.Unlock()
 	}
 	return l, found, nil

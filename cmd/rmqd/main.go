@@ -46,12 +46,16 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return 2
 	}
 	log := newLogger(cfg, stderr)
+	// The access log's lines are written out together (logbuf.go).
+	accessOut := newBufferedLog(stderr)
+	defer accessOut.Close()
+	access := newLogger(cfg, accessOut)
 	// go-redis reports each failed dial itself; rmqd logs the failed
 	// requests, so its messages are kept for debugging only.
 	redis.SetLogger(redisLog{log})
 	ctx, stopSignals := signal.NotifyContext(ctx, syscall.SIGTERM, os.Interrupt)
 	defer stopSignals()
-	if err := serve(ctx, cfg, log); err != nil {
+	if err := serve(ctx, cfg, log, access); err != nil {
 		log.Error("rmqd: stopped", "err", err)
 		return 1
 	}
@@ -82,7 +86,7 @@ func (l redisLog) Printf(ctx context.Context, format string, v ...any) {
 // requests in progress finish (up to --shutdown-timeout), then the RMQ
 // clients and Redis connections close. Jobs handed out and not acked keep
 // their lease in Redis and are redelivered when it runs out.
-func serve(ctx context.Context, cfg config, log *slog.Logger) error {
+func serve(ctx context.Context, cfg config, log, access *slog.Logger) error {
 	if cfg.dev {
 		url, stop, err := startDevRedis(ctx, log)
 		if err != nil {
@@ -113,7 +117,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	startCtx, cancel := context.WithTimeout(ctx, startTimeout)
 	svc, err := newService(startCtx, serviceConfig{
 		Prefix: cfg.prefix, CacheTTL: cfg.cacheTTL, MaxWait: cfg.maxWait,
-		Accounts: cfg.accounts, AccessLog: cfg.accessLog, Version: readVersion(), Dashboard: cfg.dashboard,
+		Accounts: cfg.accounts, AccessLog: cfg.accessLog, AccessLogger: access, Version: readVersion(), Dashboard: cfg.dashboard,
 	}, clients, log)
 	cancel()
 	if err != nil {

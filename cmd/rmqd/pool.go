@@ -33,6 +33,7 @@ type pool struct {
 	prefix string
 	client *rmq.Client
 	prod   *producer.Producer
+	pub    *publisher
 	insp   *rmq.Inspector
 
 	topics sync.Map // topic name -> topic.Topic; definitions never change
@@ -48,7 +49,7 @@ func newPool(ctx context.Context, name string, rdb redis.UniversalClient, prefix
 	if err := c.Start(ctx); err != nil {
 		return nil, fmt.Errorf("pool %s: %w", name, err)
 	}
-	return &pool{name: name, rdb: rdb, prefix: prefix, client: c, prod: c.Producer(), insp: c.Inspector()}, nil
+	return &pool{name: name, rdb: rdb, prefix: prefix, client: c, prod: c.Producer(), pub: newPublisher(c.Producer()), insp: c.Inspector()}, nil
 }
 
 // errTypeConflict: a publish named another type than the queue has.
@@ -113,7 +114,11 @@ func (p *pool) publishTopic(ctx context.Context, ns, q string, want topic.Type) 
 }
 
 // defined caches a topic the producer has just stored.
-func (p *pool) defined(t topic.Topic) { p.topics.Store(t.Name(), t) }
+func (p *pool) defined(t topic.Topic) {
+	if _, ok := p.topics.Load(t.Name()); !ok {
+		p.topics.Store(t.Name(), t)
+	}
+}
 
 func (p *pool) longNamesKey() string { return p.prefix + ":rmqd:longnames" }
 

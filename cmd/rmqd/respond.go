@@ -8,6 +8,10 @@ import (
 
 const contentTypeJSON = "application/json; charset=utf-8"
 
+// jsonContentType is the header value, shared by every answer: net/http
+// copies the header before writing it and never changes the slice.
+var jsonContentType = []string{contentTypeJSON}
+
 // writeJSON writes v as compact JSON, the form of every API answer.
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	body, err := json.Marshal(v)
@@ -15,7 +19,12 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 		// Only our own types are written; none of them fails to encode.
 		status, body = http.StatusInternalServerError, []byte(`{"error":"internal error"}`)
 	}
-	w.Header().Set("Content-Type", contentTypeJSON)
+	writeRawJSON(w, status, body)
+}
+
+// writeRawJSON writes body, already JSON.
+func writeRawJSON(w http.ResponseWriter, status int, body []byte) {
+	w.Header()[headerContentType] = jsonContentType
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
 }
@@ -30,7 +39,7 @@ func writePretty(w http.ResponseWriter, status int, v any) {
 		writeJSON(w, http.StatusInternalServerError, errorBody{"internal error"})
 		return
 	}
-	w.Header().Set("Content-Type", contentTypeJSON)
+	w.Header()[headerContentType] = jsonContentType
 	w.WriteHeader(status)
 	_, _ = w.Write(bytes.TrimSuffix(buf.Bytes(), []byte("\n")))
 }
@@ -53,7 +62,7 @@ func writeError(w http.ResponseWriter, status int, text string) {
 // the one from the other. lmstfy's body has no request_id; the extra field
 // is harmless to its clients.
 func (s *service) writeInternal(w http.ResponseWriter, r *http.Request, err error) {
-	id := requestID(r.Context())
+	id := requestID(w)
 	s.log.ErrorContext(r.Context(), "rmqd: request failed", "request_id", id, "method", r.Method, "path", r.URL.Path, "err", err)
 	writeJSON(w, http.StatusInternalServerError, struct {
 		Error     string `json:"error"`

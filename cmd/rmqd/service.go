@@ -32,7 +32,9 @@ type serviceConfig struct {
 	Accounts map[string]string
 	// AccessLog starts with the access log on (POST /accesslog toggles it).
 	AccessLog bool
-	Version   versionInfo
+	// AccessLogger writes the access log's lines (nil: the service's log).
+	AccessLogger *slog.Logger
+	Version      versionInfo
 	// Dashboard is where the admin listener serves the web dashboard of
 	// the default pool ("/dashboard/"); empty: no dashboard.
 	Dashboard string
@@ -87,6 +89,9 @@ func newService(ctx context.Context, cfg serviceConfig, clients map[string]redis
 		metrics:  newMetrics(),
 		counters: dashboard.NewCounters(),
 	}
+	if s.cfg.AccessLogger == nil {
+		s.cfg.AccessLogger = log
+	}
 	s.stopping, s.stop = context.WithCancel(context.Background())
 	s.accessLog.Store(cfg.AccessLog)
 	for name, rdb := range clients {
@@ -126,8 +131,8 @@ func (s *service) close(ctx context.Context) error {
 
 // apiHandler serves lmstfy's queue API (LMSTFY-API.md §4–6).
 func (s *service) apiHandler() http.Handler {
-	mux := http.NewServeMux()
-	q := func(pattern string, o routeOpts, h queueHandler) { mux.Handle(pattern, s.queueRoute(o, h)) }
+	rt := &apiRouter{}
+	q := func(pattern string, o routeOpts, h queueHandler) { rt.handle(pattern, s.queueRoute(o, h)) }
 	q("PUT /api/{ns}/{q}", routeOpts{throttle: throttleWrite}, s.publish)
 	q("PUT /api/{ns}/{q}/bulk", routeOpts{throttle: throttleWrite}, s.publishBulk)
 	q("PUT /api/{ns}/{q}/job/{id}", routeOpts{}, s.republish)
@@ -142,7 +147,7 @@ func (s *service) apiHandler() http.Handler {
 	q("GET /api/{ns}/{q}/deadletter/size", routeOpts{public: true}, s.deadSize)
 	q("PUT /api/{ns}/{q}/deadletter", routeOpts{}, s.respawn)
 	q("DELETE /api/{ns}/{q}/deadletter", routeOpts{}, s.deadDelete)
-	return s.serve("api", mux, func(w http.ResponseWriter, r *http.Request) {
+	return s.serveAPI(rt, func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "api not found")
 	})
 }

@@ -24,8 +24,10 @@ import (
 // Valid tokens are cached for cacheTTL, so a busy client costs Redis one
 // lookup per token and cacheTTL. A deletion takes effect at once on the
 // process that handled it and within cacheTTL on the others (lmstfy's
-// caches behave alike). Unknown tokens are never cached: a token created
-// through another process works at once.
+// caches behave alike): an entry lives cacheTTL from the instant before
+// the lookup that read it, and a lookup that overlapped a deletion here is
+// not cached. Unknown tokens are never cached: a token created through
+// another process works at once.
 type tokenStore struct {
 	rdb      redis.UniversalClient
 	prefix   string
@@ -33,6 +35,7 @@ type tokenStore struct {
 
 	mu    sync.Mutex
 	cache map[tokenRef]time.Time // valid until
+	gen   uint64                 // deletions so far
 }
 
 type tokenRef struct{ pool, ns, token string }
@@ -94,10 +97,15 @@ func (s *tokenStore) list(ctx context.Context, pool, ns string) (map[string]stri
 }
 
 func (s *tokenStore) remove(ctx context.Context, pool, ns, token string) error {
+	err := s.rdb.HDel(ctx, s.key(pool, ns), digest(token)).Err()
+	// After the delete, so that no lookup that read the token before it
+	// can cache it afterwards (valid checks gen); even when the delete
+	// failed, as it may have reached Redis.
 	s.mu.Lock()
+	s.gen++
 	delete(s.cache, tokenRef{pool, ns, token})
 	s.mu.Unlock()
-	return s.rdb.HDel(ctx, s.key(pool, ns), digest(token)).Err()
+	return err
 }
 
 // valid reports whether token belongs to (pool, ns).
@@ -110,6 +118,7 @@ func (s *tokenStore) valid(ctx context.Context, pool, ns, token string) (bool, e
 		delete(s.cache, ref)
 		hit = false
 	}
+	gen := s.gen
 	s.mu.Unlock()
 	if hit {
 		return true, nil
@@ -130,7 +139,9 @@ func (s *tokenStore) valid(ctx context.Context, pool, ns, token string) (bool, e
 	}
 	if s.cacheTTL > 0 {
 		s.mu.Lock()
-		s.cache[ref] = now.Add(s.cacheTTL)
+		if s.gen == gen {
+			s.cache[ref] = now.Add(s.cacheTTL)
+		}
 		s.mu.Unlock()
 	}
 	return true, nil

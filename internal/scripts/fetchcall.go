@@ -6,9 +6,10 @@ import (
 	"strings"
 )
 
-// FetchCall describes one fetch.lua call. Groups are slots of one topic;
-// more than one group is for a single node only (on a cluster every call
-// must stay within one hash slot), and fencing allows one group.
+// FetchCall describes one fetch.lua call, or one section of a call that
+// carries several (MultiFetchArgs). Groups are slots of one topic; more
+// than one group is for a single node only (on a cluster every call must
+// stay within one hash slot), and fencing allows one group.
 type FetchCall struct {
 	TimeBased bool
 	N         int    // the most messages to move in all
@@ -33,8 +34,21 @@ type FetchGroup struct {
 
 // Args returns the KEYS and ARGV of the call.
 func (f FetchCall) Args() ([]string, []any) {
-	delayed := !f.TimeBased && len(f.Groups) > 0 && f.Groups[0].Delayed != ""
 	keys := make([]string, 0, 4*len(f.Groups)+1)
+	args := make([]any, 0, 6+2*len(f.Groups))
+	keys, args = f.appendSection(keys, args)
+	if f.EpochKey != "" {
+		keys = append(keys, f.EpochKey)
+		args = append(args, f.Epoch)
+	}
+	return keys, args
+}
+
+// appendSection appends the call's groups' KEYS and its ARGV as one
+// section (see fetch.lua): mode, n, lease, window, bound, the groups'
+// maxima and, with delayed sets, their checks.
+func (f FetchCall) appendSection(keys []string, args []any) ([]string, []any) {
+	delayed := !f.TimeBased && len(f.Groups) > 0 && f.Groups[0].Delayed != ""
 	// Every group names its delayed set (read only in mode 2); a caller
 	// that does not name one gets the slot's, derived from its store key.
 	mode := "0"
@@ -44,7 +58,6 @@ func (f FetchCall) Args() ([]string, []any) {
 	case delayed:
 		mode = "2"
 	}
-	args := make([]any, 0, 6+2*len(f.Groups))
 	args = append(args, mode, f.N, f.LeaseSec, f.Window, f.Bound)
 	for _, g := range f.Groups {
 		d := g.Delayed
@@ -63,11 +76,48 @@ func (f FetchCall) Args() ([]string, []any) {
 			args = append(args, check)
 		}
 	}
-	if f.EpochKey != "" {
-		keys = append(keys, f.EpochKey)
-		args = append(args, f.Epoch)
+	return keys, args
+}
+
+// MultiFetchArgs returns the KEYS and ARGV of one fetch.lua call that
+// carries several fetches (sections), each taken as if called alone: for a
+// single node only (the calls may name any slots of any topics) and without
+// fencing (EpochKey is ignored). ParseMultiFetchReply reads its reply.
+func MultiFetchArgs(calls []FetchCall) ([]string, []any) {
+	n := 0
+	for _, c := range calls {
+		n += len(c.Groups)
+	}
+	keys := make([]string, 0, 4*n)
+	args := make([]any, 0, 2+7*len(calls)+2*n)
+	args = append(args, "M", len(calls))
+	for _, c := range calls {
+		args = append(args, len(c.Groups))
+		keys, args = c.appendSection(keys, args)
 	}
 	return keys, args
+}
+
+// ParseMultiFetchReply splits the reply of a MultiFetchArgs call of n
+// sections into one reply per section, in order. A section that failed
+// in Redis (its keys hold the wrong type, say) has its error in errs; the
+// others stand.
+func ParseMultiFetchReply(vals []any, n int) (replies []FetchReply, errs []error, err error) {
+	if len(vals) != n {
+		return nil, nil, fmt.Errorf("rmq: fetch: %d section replies for %d sections", len(vals), n)
+	}
+	replies, errs = make([]FetchReply, n), make([]error, n)
+	for i, v := range vals {
+		switch x := v.(type) {
+		case []any:
+			replies[i], errs[i] = ParseFetchReply(x)
+		case error:
+			errs[i] = x
+		default:
+			errs[i] = fmt.Errorf("rmq: fetch: unexpected section reply %T", v)
+		}
+	}
+	return replies, errs, nil
 }
 
 // FetchReply is fetch.lua's reply.

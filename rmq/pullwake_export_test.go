@@ -1,0 +1,8 @@
+package rmq
+
+// PullWakeups counts the waits of c's Pulls that a wake-up of one of their
+// topics ended (not their wait running out).
+func PullWakeups(c *Client) int64 { return c.pulls.woken.Load() }
+
+// PullFetches counts the engine fetches c's Pulls made.
+func PullFetches(c *Client) int64 { return c.pulls.fetches.Load() }

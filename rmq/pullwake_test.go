@@ -1,0 +1,218 @@
+package rmq_test
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rmq-go/rmq/consumer"
+	"github.com/rmq-go/rmq/producer"
+	"github.com/rmq-go/rmq/rmq"
+	"github.com/rmq-go/rmq/topic"
+)
+
+// A wake-up of one topic wakes only the Pulls waiting on it: sends to
+// topic B, which has a pull engine of its own, leave a long-poll on topic
+// A asleep; the first send to A ends it at once.
+func TestPullWakesOnlyItsTopic(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	a := mustTopic(t, "wake-a", topic.FixedTime, 2)
+	b := mustTopic(t, "wake-b", topic.FixedTime, 2)
+	c := e.client()
+	e.start(c)
+	p := c.Producer()
+
+	// B's engine exists and hears B's wake-ups (so they reached every
+	// waiting Pull when all topics shared one wake-up channel).
+	ds, err := c.Pull(ctx, []topic.Topic{b}, 1)
+	require.NoError(t, err)
+	require.Empty(t, ds)
+
+	got := make(chan []*consumer.Delivery, 1)
+	go func() {
+		ds, err := c.Pull(ctx, []topic.Topic{a}, 1, rmq.WithWait(20*time.Second))
+		assert.NoError(t, err)
+		got <- ds
+	}()
+	// The long-poll is waiting once A's engine exists and a B wake-up
+	// would have reached it; give it time to get there.
+	time.Sleep(300 * time.Millisecond)
+	for i := range 20 {
+		send(t, p, b, "b"+string(rune('a'+i)), "b")
+	}
+	// B's wake-ups arrive over pub/sub, within ms here.
+	time.Sleep(500 * time.Millisecond)
+	select {
+	case ds := <-got:
+		t.Fatalf("the long-poll on A returned %d deliveries after sends to B", len(ds))
+	default:
+	}
+	assert.Zero(t, rmq.PullWakeups(c), "no wait on A may be ended by B's wake-ups")
+
+	sent := time.Now()
+	send(t, p, a, "a1", "a1")
+	select {
+	case ds := <-got:
+		require.Len(t, ds, 1)
+		assert.Equal(t, "a1", ds[0].ID)
+		assert.Less(t, time.Since(sent), 2*time.Second)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the long-poll on A was not woken by a send to A")
+	}
+	assert.GreaterOrEqual(t, rmq.PullWakeups(c), int64(1))
+}
+
+// Many Pulls long-polling one topic while messages come due one by one:
+// each message is delivered on time, and costs a few fetches, not one per
+// waiting Pull (only one of them sleeps until the next due time).
+func TestPullWaitersDoNotStampedeOnDueTimes(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	tp := mustTopic(t, "herd", topic.FixedTime, 1)
+	c := e.client()
+	e.start(c)
+	p := c.Producer()
+
+	const waiters, msgs = 16, 20
+	first := time.Now().Add(500 * time.Millisecond)
+	due := map[string]time.Time{}
+	for i := range msgs {
+		id := fmt.Sprintf("m%02d", i)
+		due[id] = first.Add(time.Duration(i) * 40 * time.Millisecond)
+		sendAt(t, p, tp, id, id, due[id], 0)
+	}
+	type got struct {
+		id string
+		at time.Time
+	}
+	gotc := make(chan got, msgs)
+	var left atomic.Int64
+	left.Store(msgs)
+	var wg sync.WaitGroup
+	before := rmq.PullFetches(c)
+	for range waiters {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for left.Load() > 0 {
+				ds, err := c.Pull(ctx, []topic.Topic{tp}, 1, rmq.WithWait(time.Second))
+				if !assert.NoError(t, err) {
+					return
+				}
+				for _, d := range ds {
+					gotc <- got{d.ID, time.Now()}
+					left.Add(-1)
+					assert.NoError(t, d.Ack(ctx))
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(gotc)
+	n := 0
+	for g := range gotc {
+		n++
+		late := g.at.Sub(due[g.id])
+		assert.GreaterOrEqual(t, late, time.Duration(0), "%s delivered early", g.id)
+		assert.Less(t, late, 300*time.Millisecond, "%s delivered %v late", g.id, late)
+	}
+	require.Equal(t, msgs, n)
+	fetches := rmq.PullFetches(c) - before
+	// A stampede is at least one fetch per waiter and message (320 here).
+	assert.Less(t, fetches, int64(2*waiters+6*msgs), "%d fetches for %d messages and %d waiters", fetches, msgs, waiters)
+	t.Logf("%d fetches for %d messages, %d waiters", fetches, msgs, waiters)
+}
+
+// A Pull that owned the topic's next due time and leaves (its wait ran
+// out) hands it over: another waiting Pull gets the message when it comes
+// due, not at the end of its own wait.
+func TestPullDueTimeHandedOverWhenItsOwnerLeaves(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	tp := mustTopic(t, "handover", topic.FixedTime, 1)
+	c := e.client()
+	e.start(c)
+	p := c.Producer()
+	dueAt := time.Now().Add(700 * time.Millisecond)
+	sendAt(t, p, tp, "m", "m", dueAt, 0)
+
+	short := make(chan error, 1)
+	go func() {
+		ds, err := c.Pull(ctx, []topic.Topic{tp}, 1, rmq.WithWait(200*time.Millisecond))
+		if err == nil && len(ds) > 0 {
+			err = fmt.Errorf("the short wait got %s", ds[0].ID)
+		}
+		short <- err
+	}()
+	time.Sleep(50 * time.Millisecond) // the short one owns the due time
+	ds, err := c.Pull(ctx, []topic.Topic{tp}, 1, rmq.WithWait(10*time.Second))
+	arrived := time.Now()
+	require.NoError(t, err)
+	require.NoError(t, <-short)
+	require.Len(t, ds, 1)
+	assert.Less(t, arrived.Sub(dueAt), time.Second, "delivered %v after due", arrived.Sub(dueAt))
+	assert.GreaterOrEqual(t, arrived.Sub(dueAt), time.Duration(0))
+}
+
+// A burst of messages due at once reaches every waiting Pull, not one
+// after another, for timed and priority topics alike.
+func TestPullBurstWakesAllWaiters(t *testing.T) {
+	for _, typ := range []topic.Type{topic.FixedTime, topic.Priority} {
+		t.Run(typ.String(), func(t *testing.T) { testPullBurst(t, typ) })
+	}
+}
+
+func testPullBurst(t *testing.T, typ topic.Type) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	tp := mustTopic(t, "burst", typ, 1)
+	c := e.client()
+	e.start(c)
+	p := c.Producer()
+
+	const waiters = 8
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	by := map[int]int{} // waiter -> deliveries
+	var left atomic.Int64
+	left.Store(40)
+	for w := range waiters {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for left.Load() > 0 {
+				ds, err := c.Pull(ctx, []topic.Topic{tp}, 1, rmq.WithWait(5*time.Second))
+				if !assert.NoError(t, err) {
+					return
+				}
+				for _, d := range ds {
+					mu.Lock()
+					by[w]++
+					mu.Unlock()
+					left.Add(-1)
+					// Slow handling: the burst needs every waiter.
+					time.Sleep(20 * time.Millisecond)
+					assert.NoError(t, d.Ack(ctx))
+				}
+			}
+		}()
+	}
+	time.Sleep(300 * time.Millisecond) // all waiting
+	msgs := make([]producer.BatchMessage, 40)
+	for i := range msgs {
+		msgs[i] = producer.BatchMessage{Body: []byte(fmt.Sprint(i)), Key: fmt.Sprint(i), At: time.Now(), Priority: 100}
+	}
+	start := time.Now()
+	_, err := p.SendBatch(ctx, tp, msgs)
+	require.NoError(t, err)
+	wg.Wait()
+	// One waiter alone needs 40 × 20 ms.
+	assert.Less(t, time.Since(start), 600*time.Millisecond)
+	assert.Greater(t, len(by), waiters/2, "deliveries per waiter: %v", by)
+}
