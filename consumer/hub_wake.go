@@ -624,6 +624,8 @@ func (p *pauser) round(ctx context.Context, reqs []pauseReq, every bool) {
 		if _, ok := paused[r.w.c.cfg.prefix]; !ok {
 			r.w.applyPaused(seq, r.fallback)
 		}
+		// The payload's hold (waker.message) ends with the read.
+		r.w.release()
 		poke[r.w] = true
 	}
 	for w := range poke {

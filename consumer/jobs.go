@@ -180,11 +180,9 @@ func runStartReads(ctx context.Context, rdb redis.UniversalClient, batch []*star
 	}
 }
 
-// setPaused records the pause state and tells a PauseObserver of a change.
-func (c *engine) setPaused(paused bool) {
-	if c.paused.Swap(paused) == paused {
-		return
-	}
+// pauseChanged tells a PauseObserver (and the log) that the topic's pause
+// state, as read from Redis, changed.
+func (c *engine) pauseChanged(paused bool) {
 	if o, ok := c.cfg.observer.(PauseObserver); ok {
 		o.Paused(c.topic.Name(), paused)
 	}

@@ -18,9 +18,13 @@ type waker struct {
 
 	// pauseMu orders the reads of the topic's pause state: each read takes
 	// a sequence number before it starts (pauser.nextSeq), and one older
-	// than the last applied is dropped.
-	pauseMu  sync.Mutex
-	pauseSeq uint64
+	// than the last applied is dropped. confirmed is the state last read;
+	// holds counts payloads heard whose read is not applied yet. The
+	// engine is paused (c.paused) while either says so.
+	pauseMu   sync.Mutex
+	pauseSeq  uint64
+	confirmed bool
+	holds     int
 
 	mu      sync.Mutex
 	all     bool
@@ -64,7 +68,9 @@ func (w *waker) message(payload string, slot int) bool {
 	switch kind {
 	case wakePause, wakeResume:
 		// Inspector.Pause / Resume of the topic (told on every slot): the
-		// stored state decides, not the payload (see pauser.recheck).
+		// stored state decides, not the payload (see pauser.recheck);
+		// nothing is fetched until it is read.
+		w.hold()
 		w.c.hub.wake.pauses.recheck(w, kind == wakePause)
 		return false
 	case wakeDelayed:
@@ -93,7 +99,31 @@ func (w *waker) applyPaused(seq uint64, paused bool) {
 		return
 	}
 	w.pauseSeq = seq
-	w.c.setPaused(paused)
+	changed := w.confirmed != paused
+	w.confirmed = paused
+	w.c.paused.Store(w.confirmed || w.holds > 0)
+	if changed {
+		w.c.pauseChanged(paused)
+	}
+}
+
+// hold stops fetching until the pause state is read again (release): a
+// pause or resume payload was heard, and a wake-up that follows it on a
+// channel (a send after Inspector.Pause returned) must not be fetched
+// before the read says whether the topic is paused.
+func (w *waker) hold() {
+	w.pauseMu.Lock()
+	defer w.pauseMu.Unlock()
+	w.holds++
+	w.c.paused.Store(true)
+}
+
+// release ends a hold once the read it waited for was applied.
+func (w *waker) release() {
+	w.pauseMu.Lock()
+	defer w.pauseMu.Unlock()
+	w.holds--
+	w.c.paused.Store(w.confirmed || w.holds > 0)
 }
 
 // takeDelayed returns and clears the delayed due times that arrived
