@@ -485,10 +485,15 @@ func (wh *wakeHub) lookAt(channel string) bool {
 // single node's one connection); the cluster marks its channels itself.
 func (wh *wakeHub) resubscribed(all bool) {
 	wh.mu.RLock()
-	if all {
-		for w := range wh.wakers {
+	reqs := make([]pauseReq, 0, len(wh.wakers))
+	for w := range wh.wakers {
+		if all {
 			w.markAll()
 		}
+		// No hold, unlike after a payload: a new connection (a cluster
+		// master's first, or the hub's first) would stop every topic,
+		// and a Pull would find nothing, for the read's round trip.
+		reqs = append(reqs, pauseReq{w: w, keep: true})
 	}
 	reping, tok := wh.ps != nil && wh.sentTok > wh.heardTok, wh.sentTok
 	wh.mu.RUnlock()
@@ -497,7 +502,7 @@ func (wh *wakeHub) resubscribed(all bool) {
 		_ = wh.ps.Ping(wh.ctx, wakeToken+strconv.FormatUint(tok, 10))
 	}
 	// The pauser pokes every engine once their pause state is read again.
-	wh.pauses.all()
+	wh.pauses.queue(reqs...)
 	wh.h.leases.resubscribed()
 }
 
@@ -513,26 +518,27 @@ type pauser struct {
 	signal chan struct{}
 	seq    atomic.Uint64
 
-	mu    sync.Mutex
-	every bool // every registered engine, then poke each
-	reqs  []pauseReq
+	mu   sync.Mutex
+	reqs []pauseReq
 }
 
+// pauseReq asks for a read of w's pause state; w is poked once it is
+// applied.
 type pauseReq struct {
 	w *waker
-	// fallback is applied when Redis cannot be read (the payload's state).
-	fallback bool
+	// fallback is applied when Redis cannot be read (the payload's state),
+	// unless keep (a resubscription: the state stays as it was).
+	fallback, keep bool
+	// held: w holds (waker.hold) until the read is applied (a payload).
+	held bool
 }
 
 // nextSeq numbers a read of the pause state about to start.
 func (p *pauser) nextSeq() uint64 { return p.seq.Add(1) }
 
-func (p *pauser) queue(r pauseReq, every bool) {
+func (p *pauser) queue(reqs ...pauseReq) {
 	p.mu.Lock()
-	if r.w != nil {
-		p.reqs = append(p.reqs, r)
-	}
-	p.every = p.every || every
+	p.reqs = append(p.reqs, reqs...)
 	p.mu.Unlock()
 	select {
 	case p.signal <- struct{}{}:
@@ -547,11 +553,8 @@ func (p *pauser) queue(r pauseReq, every bool) {
 // after the payload was heard sees that state or a newer one. fallback (the
 // payload's state) is applied when Redis cannot be read.
 func (p *pauser) recheck(w *waker, fallback bool) {
-	p.queue(pauseReq{w: w, fallback: fallback}, false)
+	p.queue(pauseReq{w: w, fallback: fallback, held: true})
 }
-
-// all reads every topic's pause state again and then pokes every engine.
-func (p *pauser) all() { p.queue(pauseReq{}, true) }
 
 func (p *pauser) run(ctx context.Context) {
 	for {
@@ -561,23 +564,16 @@ func (p *pauser) run(ctx context.Context) {
 		case <-p.signal:
 		}
 		p.mu.Lock()
-		reqs, every := p.reqs, p.every
-		p.reqs, p.every = nil, false
+		reqs := p.reqs
+		p.reqs = nil
 		p.mu.Unlock()
-		p.round(ctx, reqs, every)
+		p.round(ctx, reqs)
 	}
 }
 
-func (p *pauser) round(ctx context.Context, reqs []pauseReq, every bool) {
+func (p *pauser) round(ctx context.Context, reqs []pauseReq) {
 	wh := p.wh
-	wh.mu.RLock()
 	set := map[*waker]bool{}
-	if every {
-		for w := range wh.wakers {
-			set[w] = true
-		}
-	}
-	wh.mu.RUnlock()
 	for _, r := range reqs {
 		set[r.w] = true
 	}
@@ -613,19 +609,18 @@ func (p *pauser) round(ctx context.Context, reqs []pauseReq, every bool) {
 			_, isPaused := m[w.c.topic.Name()]
 			w.applyPaused(seq, isPaused)
 		}
-		if every {
-			poke[w] = true
-		}
 	}
 	for _, r := range reqs {
 		if _, live := wh.wakers[r.w]; !live {
 			continue
 		}
-		if _, ok := paused[r.w.c.cfg.prefix]; !ok {
+		if _, ok := paused[r.w.c.cfg.prefix]; !ok && !r.keep {
 			r.w.applyPaused(seq, r.fallback)
 		}
-		// The payload's hold (waker.message) ends with the read.
-		r.w.release()
+		if r.held {
+			// The payload's hold (waker.message) ends with the read.
+			r.w.release()
+		}
 		poke[r.w] = true
 	}
 	for w := range poke {
