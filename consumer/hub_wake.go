@@ -169,8 +169,16 @@ func (wh *wakeHub) register(ctx context.Context, w *waker) error {
 	if wh.log == nil {
 		wh.log = w.c.cfg.logger
 	}
+	// One backing array for the engine's channels (most have no other
+	// engine): no allocation per channel.
+	own := make([]wakeTarget, len(chans))
 	for i, ch := range chans {
-		wh.targets[ch] = append(wh.targets[ch], wakeTarget{w: w, slot: i})
+		own[i] = wakeTarget{w: w, slot: i}
+		if ts := wh.targets[ch]; len(ts) > 0 {
+			wh.targets[ch] = append(ts[:len(ts):len(ts)], own[i])
+		} else {
+			wh.targets[ch] = own[i : i+1 : i+1]
+		}
 	}
 	wh.wakers[w] = struct{}{}
 	tok := wh.nextTok
