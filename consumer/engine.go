@@ -14,22 +14,22 @@ import (
 	"github.com/rmq-go/rmq/internal/groupcommit"
 	"github.com/rmq-go/rmq/internal/lifecycle"
 	"github.com/rmq-go/rmq/internal/scripts"
-	"github.com/rmq-go/rmq/internal/topicstore"
 	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
 )
 
 // The engine of one topic is unexported: a user consumes through
 // rmq.Client.Register, which reaches it through internal/consumerctl (see
-// that package for why). Its background actors, the fetcher, the waker (with
-// the shard waker on a cluster), the sweeper and the lease keeper, follow
-// the one start/stop style written down in internal/lifecycle: start(ctx,
-// wg), stopped by the engine cancelling ctx and waiting on wg. Close stops
-// them in this order: fetcher, waker and sweeper first (no new delivery
-// starts), then the handlers drain, then the lease keeper (leases are kept
-// until the last handler is done). ZooKeeper mode is one seam, the
-// ownership interface (ownership.go, zkownership.go). Every goroutine the
-// engine starts ends before Close returns.
+// that package for why). Its background actor, the fetcher, follows the one
+// start/stop style written down in internal/lifecycle: start(ctx, wg),
+// stopped by the engine cancelling ctx and waiting on wg. Its wake-ups
+// (hub_wake.go, where its waker registers), its sweeping and its lease
+// keeping (hub_leases.go) are the client's hub's. Close stops fetching
+// first (no new delivery starts), leaves the hub's wake-ups and sweeping,
+// then lets the handlers drain; leases are kept until the last handler is
+// done. ZooKeeper mode is one seam, the ownership interface (ownership.go,
+// zkownership.go). Every goroutine the engine starts ends before Close
+// returns.
 
 // init hands the engine's constructor to rmq.
 func init() { consumerctl.New = newEngineFromParams }
@@ -44,10 +44,9 @@ type engine struct {
 	keys        []slots.Keys
 	wakeCmd     string
 	backoffArgs []any
-	shards      shardTuning // the shard waker's timing (waker_cluster.go)
 
 	// Lifecycle (internal/lifecycle). Two contexts, stopped in this order
-	// by Close: runCtx ends the fetcher, waker and sweeper (loops), then
+	// by Close: runCtx ends the fetcher (loops), then
 	// handleCtx ends the lease keeper (leases) once the handlers drained,
 	// and the handlers Close gave up on.
 	phase     lifecycle.Phase // guarded by mu
@@ -56,7 +55,7 @@ type engine struct {
 	stopRun   context.CancelFunc
 	handleCtx context.Context
 	stopAll   context.CancelFunc
-	loops     sync.WaitGroup // fetcher, waker, sweeper
+	loops     sync.WaitGroup // fetcher
 	leases    sync.WaitGroup // lease keeper
 	handlers  sync.WaitGroup // one per delivery in flight
 
@@ -84,14 +83,8 @@ type engine struct {
 
 	// paused: the topic is paused (Inspector.Pause): read from Redis at
 	// start, on every resubscription and on every pause or resume payload
-	// of the wake channels (jobs.go recheckPaused).
+	// of the wake channels, by the hub's pauser (hub_wake.go).
 	paused atomic.Bool
-	// pauseMu serialises the reads of the pause state, so an older read
-	// never overwrites a newer one; pauseReq counts requests to read it,
-	// pauseDone is the last request a finished read covered.
-	pauseMu   sync.Mutex
-	pauseReq  atomic.Uint64
-	pauseDone uint64
 
 	// pull: an engine without a listener that fetches only when asked
 	// (pull.go); onWake is told of every wake-up.
@@ -151,7 +144,6 @@ func newEngine(rdb redis.UniversalClient, t topic.Topic, l MessageListener, coor
 		cfg:      cfg,
 		log:      cfg.logger.With("topic", t.Name()),
 		wakeCmd:  scripts.WakeCommand(rdb),
-		shards:   defaultShardTuning,
 		inflight: map[*delivery]struct{}{},
 		perSlot:  map[int]int{},
 		released: make(chan struct{}, 1),
@@ -195,15 +187,10 @@ func (c *engine) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := topicstore.Define(ctx, c.rdb, slots.TopicsKey(c.cfg.prefix), c.topic); err != nil {
-		return err
-	}
-	if err := scripts.Load(ctx, c.rdb); err != nil {
-		return err
-	}
 	if c.hub == nil {
 		c.hub, c.ownHub = hubOf(c.rdb, nil)
 	}
+	// The hub loads the scripts, once for all its engines.
 	if err := c.hub.use(ctx); err != nil {
 		c.closeOwnHub()
 		return err
@@ -212,18 +199,22 @@ func (c *engine) Start(ctx context.Context) error {
 	c.runCtx, c.stopRun = context.WithCancel(base)
 	c.handleCtx, c.stopAll = context.WithCancel(base)
 
+	// The hub's subscription: once this returns, Redis confirmed the
+	// topic's wake channels.
 	c.waker = newWaker(c)
-	if err := c.waker.start(ctx, c.runCtx, &c.loops); err != nil {
+	if err := c.waker.start(ctx); err != nil {
 		c.stopRun()
 		c.stopAll()
 		c.closeOwnHub()
 		return err
 	}
-	// After the subscription: a pause published from now on is heard.
-	if err := c.refreshPaused(ctx); err != nil {
+	// After the subscription, in one round trip: the definition stored or
+	// checked, and the pause state read (a pause published from now on is
+	// heard).
+	if err := c.defineAndReadPaused(ctx); err != nil {
+		c.waker.stop()
 		c.stopRun()
 		c.stopAll()
-		c.loops.Wait()
 		c.closeOwnHub()
 		return err
 	}
@@ -262,6 +253,8 @@ func (c *engine) Close(ctx context.Context) error {
 	// starts, then drain the handlers that run.
 	c.stopRun()
 	c.loops.Wait()
+	// The hub no longer calls this engine about wake-ups.
+	c.waker.stop()
 	c.hub.leases.stopSweeping(c)
 
 	drained := make(chan struct{})

@@ -11,7 +11,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rmq-go/rmq/internal/scripts"
+	"github.com/rmq-go/rmq/internal/topicstore"
 	"github.com/rmq-go/rmq/slots"
+	"github.com/rmq-go/rmq/topic"
 )
 
 // applyJobFields copies the per-message options of env into m.
@@ -114,57 +116,73 @@ func logOutcome(ctx context.Context, log *slog.Logger, m *Message, outcome Outco
 	}
 }
 
-// refreshPaused reads whether the topic is paused (Inspector.Pause).
-func (c *engine) refreshPaused(ctx context.Context) error {
-	c.pauseMu.Lock()
-	defer c.pauseMu.Unlock()
-	return c.readPausedLocked(ctx)
+// readPausedTopics reads the paused hash of a key prefix (Inspector.Pause
+// writes it): the names of its paused topics. One read serves every topic
+// of the prefix (the hub's pauser, hub_wake.go).
+func readPausedTopics(ctx context.Context, rdb redis.UniversalClient, prefix string) (map[string]string, error) {
+	m, err := rdb.HGetAll(ctx, slots.PausedKey(prefix)).Result()
+	if err != nil {
+		return nil, fmt.Errorf("rmq: read the pause state of prefix %s: %w", prefix, err)
+	}
+	return m, nil
 }
 
-func (c *engine) readPausedLocked(ctx context.Context) error {
-	// HGET, not HEXISTS: the least-privilege ACL allows the one.
-	err := c.rdb.HGet(ctx, slots.PausedKey(c.cfg.prefix), c.topic.Name()).Err()
-	if err != nil && !errors.Is(err, redis.Nil) {
+// defineAndReadPaused stores or checks the topic's definition and reads its
+// pause state, in one round trip shared with the engines that start at the
+// same time (wakeHub.starts). Called once the wake channels are
+// subscribed: a pause published from now on is heard, and one published
+// before is read here.
+func (c *engine) defineAndReadPaused(ctx context.Context) error {
+	if c.topic.IsZero() {
+		return fmt.Errorf("%w: zero Topic", topic.ErrInvalidName)
+	}
+	r := &startRead{c: c, seq: c.hub.wake.pauses.nextSeq()}
+	if err := c.hub.wake.starts.Do(ctx, r); err != nil {
+		return fmt.Errorf("rmq: start %s: %w", c.topic.Name(), err)
+	}
+	if r.check == nil {
+		return fmt.Errorf("rmq: start %s: %w", c.topic.Name(), r.err)
+	}
+	if err := r.check(); err != nil {
+		return err
+	}
+	if err := r.get.Err(); err != nil && !errors.Is(err, redis.Nil) {
 		return fmt.Errorf("rmq: read the pause state of %s: %w", c.topic.Name(), err)
 	}
-	c.setPaused(err == nil)
+	c.waker.applyPaused(r.seq, r.get.Err() == nil)
 	return nil
 }
 
-// recheckPaused reads the pause state again after a wake-up that concerns
-// it: a pause or resume payload, or a (re)subscription, while which a
-// payload may have been missed. A payload itself is not trusted: a Pause
-// and a Resume that interleave (HSET, HDEL, publish r, publish p) would
-// leave it wrong, while Inspector writes the hash before it publishes, so a
-// read after hearing a payload sees that state or a newer one. Requests
-// that arrive while a read runs share the next read. When Redis cannot be
-// read, fallback (the payload's state; nil after a resubscription) is
-// applied.
-func (c *engine) recheckPaused(ctx context.Context, fallback *bool) {
-	r := c.pauseReq.Add(1)
-	c.pauseMu.Lock()
-	defer c.pauseMu.Unlock()
-	if c.pauseDone >= r {
-		return // a read that started after this request already ran
-	}
-	covered := c.pauseReq.Load()
-	if err := c.readPausedLocked(ctx); err != nil {
-		if ctx.Err() == nil {
-			c.log.WarnContext(ctx, "rmq: could not read the pause state", "err", err)
-		}
-		if fallback != nil {
-			c.setPaused(*fallback)
-		}
-		return
-	}
-	c.pauseDone = covered
+// startRead is one starting engine's definition and pause read.
+type startRead struct {
+	c     *engine
+	seq   uint64 // taken before the read (pauser.nextSeq)
+	check func() error
+	get   *redis.StringCmd
+	err   error // the round failed before its commands were queued
 }
 
-// setPaused records the pause state and tells a PauseObserver of a change.
-func (c *engine) setPaused(paused bool) {
-	if c.paused.Swap(paused) == paused {
-		return
+// runStartReads runs a round of starting engines' reads in one pipeline;
+// each result is checked by its engine.
+func runStartReads(ctx context.Context, rdb redis.UniversalClient, batch []*startRead) {
+	_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, r := range batch {
+			r.check = topicstore.DefineIn(ctx, p, slots.TopicsKey(r.c.cfg.prefix), r.c.topic)
+			// HGET, not HEXISTS: the least-privilege ACL allows the one.
+			r.get = p.HGet(ctx, slots.PausedKey(r.c.cfg.prefix), r.c.topic.Name())
+		}
+		return nil
+	})
+	if err != nil {
+		for _, r := range batch {
+			r.err = err
+		}
 	}
+}
+
+// pauseChanged tells a PauseObserver (and the log) that the topic's pause
+// state, as read from Redis, changed.
+func (c *engine) pauseChanged(paused bool) {
 	if o, ok := c.cfg.observer.(PauseObserver); ok {
 		o.Paused(c.topic.Name(), paused)
 	}

@@ -4,19 +4,27 @@ import (
 	"context"
 	"fmt"
 	"sync"
-
-	"github.com/redis/go-redis/v9"
 )
 
-// waker listens on the slots' wake channels. Producers (and acks or
-// rollbacks that make a message fetchable) publish the new head's score
-// there; the waker records it and signals the fetcher.
+// waker keeps what one engine heard on its slots' wake channels. Producers
+// (and acks or rollbacks that make a message fetchable) publish the new
+// head's score there; the client's wake hub (hub_wake.go), which holds the
+// one subscription for every topic, hands each wake-up to the waker, which
+// records it and signals the fetcher. The waker owns no connection and no
+// goroutine.
 type waker struct {
 	c      *engine
-	pubsub *redis.PubSub // single node: one plain subscription
-	shards *shardWaker   // cluster: sharded subscriptions, one per master (waker_cluster.go)
-	slotOf map[string]int
 	signal chan struct{}
+
+	// pauseMu orders the reads of the topic's pause state: each read takes
+	// a sequence number before it starts (pauser.nextSeq), and one older
+	// than the last applied is dropped. confirmed is the state last read;
+	// holds counts payloads heard whose read is not applied yet. The
+	// engine is paused (c.paused) while either says so.
+	pauseMu   sync.Mutex
+	pauseSeq  uint64
+	confirmed bool
+	holds     int
 
 	mu      sync.Mutex
 	all     bool
@@ -25,13 +33,10 @@ type waker struct {
 }
 
 func newWaker(c *engine) *waker {
-	w := &waker{c: c, slotOf: map[string]int{}, signal: make(chan struct{}, 1), pending: map[int]float64{}, delayed: map[int]float64{}}
-	for i, k := range c.keys {
-		w.slotOf[k.Wake] = i
-	}
-	return w
+	return &waker{c: c, signal: make(chan struct{}, 1), pending: map[int]float64{}, delayed: map[int]float64{}}
 }
 
+// channels returns the wake channel of every slot, by slot.
 func (w *waker) channels() []string {
 	out := make([]string, len(w.c.keys))
 	for i, k := range w.c.keys {
@@ -40,83 +45,34 @@ func (w *waker) channels() []string {
 	return out
 }
 
-// start subscribes to the wake channels and returns once Redis confirmed
-// the subscription, so no wake-up published after Start returns can be
-// missed; the waker then runs until ctx ends. startCtx bounds the
-// subscription only. On error nothing of the waker keeps running. On a
-// cluster the channels are sharded (SSUBSCRIBE): each lives on the master
-// that owns its hash slot, so there is one subscription per master, kept by
-// the shard waker (waker_cluster.go), which then is the waker's goroutine.
-func (w *waker) start(startCtx, ctx context.Context, wg *sync.WaitGroup) error {
-	if cc, ok := w.c.rdb.(*redis.ClusterClient); ok {
-		w.shards = newShardWaker(w, cc)
-		if err := w.shards.start(startCtx, ctx, wg); err != nil {
-			return fmt.Errorf("rmq: subscribe to wake-ups of %s: %w", w.c.topic.Name(), err)
-		}
-		return nil
-	}
-	w.pubsub = w.c.rdb.Subscribe(startCtx, w.channels()...)
-	if _, err := w.pubsub.Receive(startCtx); err != nil {
-		_ = w.pubsub.Close()
+// start registers the engine's channels with the hub and returns once Redis
+// confirmed their subscription, so no wake-up published after Start
+// returns can be missed. ctx bounds only
+// that; on error nothing stays registered.
+func (w *waker) start(ctx context.Context) error {
+	if err := w.c.hub.wake.register(ctx, w); err != nil {
 		return fmt.Errorf("rmq: subscribe to wake-ups of %s: %w", w.c.topic.Name(), err)
 	}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		w.run(ctx)
-	}()
 	return nil
 }
 
-func (w *waker) run(ctx context.Context) {
-	defer w.pubsub.Close()
-	ch := w.pubsub.ChannelWithSubscriptions()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case m, ok := <-ch:
-			if !ok {
-				return
-			}
-			switch m := m.(type) {
-			case *redis.Subscription:
-				// A (re)subscription: wake-ups may have been missed while
-				// the connection was down, so every slot is looked at, and
-				// the pause state read again (once a connection: its first
-				// confirmation counts one channel).
-				if m.Count <= 1 {
-					w.c.recheckPaused(ctx, nil)
-				}
-				w.mu.Lock()
-				w.all = true
-				w.mu.Unlock()
-				w.c.hub.leases.resubscribed()
-			case *redis.Message:
-				if !w.message(ctx, m) {
-					continue
-				}
-			}
-			w.poke()
-		}
-	}
-}
+// stop unregisters the engine's channels: the hub unsubscribes those no
+// other engine listens to, and never calls this waker again.
+func (w *waker) stop() { w.c.hub.wake.unregister(w) }
 
-// message records a wake-up (the slot's new head score) without signalling
-// the fetcher; it reports whether the channel is one of ours.
-func (w *waker) message(ctx context.Context, m *redis.Message) bool {
-	slot, ok := w.slotOf[m.Channel]
-	if !ok {
-		return false
-	}
-	kind, score := parseWake(m.Payload)
+// message records a wake-up of slot (its new head score); it reports
+// whether the fetcher should be signalled now. Pause and resume payloads go
+// to the hub's pauser, which signals once it read the state.
+func (w *waker) message(payload string, slot int) bool {
+	kind, score := parseWake(payload)
 	switch kind {
 	case wakePause, wakeResume:
 		// Inspector.Pause / Resume of the topic (told on every slot): the
-		// stored state decides, not the payload (see recheckPaused).
-		paused := kind == wakePause
-		w.c.recheckPaused(ctx, &paused)
-		return true
+		// stored state decides, not the payload (see pauser.recheck);
+		// nothing is fetched until it is read.
+		w.hold()
+		w.c.hub.wake.pauses.recheck(w, kind == wakePause)
+		return false
 	case wakeDelayed:
 		w.mu.Lock()
 		if old, seen := w.delayed[slot]; !seen || score < old {
@@ -134,6 +90,42 @@ func (w *waker) message(ctx context.Context, m *redis.Message) bool {
 	return true
 }
 
+// applyPaused records the pause state a read that started with seq found,
+// unless a read that started later was applied already.
+func (w *waker) applyPaused(seq uint64, paused bool) {
+	w.pauseMu.Lock()
+	defer w.pauseMu.Unlock()
+	if seq <= w.pauseSeq {
+		return
+	}
+	w.pauseSeq = seq
+	changed := w.confirmed != paused
+	w.confirmed = paused
+	w.c.paused.Store(w.confirmed || w.holds > 0)
+	if changed {
+		w.c.pauseChanged(paused)
+	}
+}
+
+// hold stops fetching until the pause state is read again (release): a
+// pause or resume payload was heard, and a wake-up that follows it on a
+// channel (a send after Inspector.Pause returned) must not be fetched
+// before the read says whether the topic is paused.
+func (w *waker) hold() {
+	w.pauseMu.Lock()
+	defer w.pauseMu.Unlock()
+	w.holds++
+	w.c.paused.Store(true)
+}
+
+// release ends a hold once the read it waited for was applied.
+func (w *waker) release() {
+	w.pauseMu.Lock()
+	defer w.pauseMu.Unlock()
+	w.holds--
+	w.c.paused.Store(w.confirmed || w.holds > 0)
+}
+
 // takeDelayed returns and clears the delayed due times that arrived
 // ('d' wake-ups: a priority message waits in a slot's delayed set until
 // then).
@@ -148,18 +140,23 @@ func (w *waker) takeDelayed() map[int]float64 {
 	return d
 }
 
-// lookAt marks the slot of a channel "look now" (head unknown) after its
-// subscription was (re)made: wake-ups published while it was missing are
-// lost, so the fetcher reads the slot's head again. It does not signal.
-func (w *waker) lookAt(channel string) bool {
-	slot, ok := w.slotOf[channel]
-	if !ok {
-		return false
-	}
+// markAll makes every slot unknown after the subscription was made again:
+// wake-ups published while it was missing are lost, so the fetcher reads
+// every head again. It does not signal (the hub pokes once the pause state
+// was read again).
+func (w *waker) markAll() {
+	w.mu.Lock()
+	w.all = true
+	w.mu.Unlock()
+}
+
+// lookAt marks one slot "look now" (head unknown) after its channel's
+// subscription was (re)made (a cluster's channels are subscribed one by
+// one). It does not signal.
+func (w *waker) lookAt(slot int) {
 	w.mu.Lock()
 	w.pending[slot] = -1
 	w.mu.Unlock()
-	return true
 }
 
 // better reports whether a wake-up score beats the one already pending:
@@ -172,9 +169,7 @@ func (w *waker) better(score, old float64) bool {
 // reset makes the fetcher look at slot again from scratch (its head is
 // unknown), e.g. because this consumer just started owning it.
 func (w *waker) reset(slot int) {
-	w.mu.Lock()
-	w.pending[slot] = -1
-	w.mu.Unlock()
+	w.lookAt(slot)
 	w.poke()
 }
 

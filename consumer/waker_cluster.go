@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -21,9 +22,12 @@ import (
 // slot's hash tag, so it lives on the master that owns the slot's keys and
 // the scripts publish on it from that very node. Redis refuses one
 // SSUBSCRIBE whose channels span hash slots (CROSSSLOT), and a connection
-// only hears the shard channels of its own node, so the waker keeps one
-// subscription connection per master and sends one SSUBSCRIBE per hash
-// slot on it.
+// only hears the shard channels of its own node, so the client's wake hub
+// keeps one subscription connection per master for the channels of every
+// topic, and sends one SSUBSCRIBE per hash slot on it. An engine's
+// registration (wakeHub.register) returns once Redis confirmed each of its
+// channels; its unregistration unsubscribes them (SUNSUBSCRIBE) or closes a
+// connection left without channels.
 //
 // When a hash slot leaves a node (resharding, failover) Redis drops its
 // subscribers with a "sunsubscribe" push; go-redis does not follow it. The
@@ -35,8 +39,9 @@ import (
 // missing are lost, so the fetcher reads that slot's head again. A periodic
 // check re-reads the slot map in case a change went unnoticed.
 
-// shardTuning is the shard waker's timing; an engine copies
-// defaultShardTuning (tests in this package shorten their engine's copy).
+// shardTuning is the wake hub's timing; a hub copies defaultShardTuning
+// (tests in this package shorten their hub's copy). The single node
+// subscription uses healthEvery and retryMax too.
 type shardTuning struct {
 	// healthEvery is how long a subscription connection may stay silent
 	// before it is PINGed; no answer within as long again fails it.
@@ -59,29 +64,35 @@ var defaultShardTuning = shardTuning{
 }
 
 type shardWaker struct {
-	w        *waker
-	cc       *redis.ClusterClient
-	channels []string // sorted, unique
+	wh *wakeHub
+	cc *redis.ClusterClient
 
-	tune    shardTuning
-	ctx     context.Context // the engine's run context, or a failed start
-	cancel  context.CancelFunc
-	events  chan shardEvent
-	done    chan struct{} // closed when run and every receiver have ended
-	recvWG  sync.WaitGroup
-	lastErr atomic.Pointer[error] // of the last failed placement, for start
+	tune   shardTuning
+	ctx    context.Context // the hub's
+	events chan shardEvent
+	kick   chan struct{} // channels were registered: place them
+	recvWG sync.WaitGroup
+	// lastErr is the last failed placement's error, for a registration
+	// that times out.
+	lastErr atomic.Pointer[error]
 
 	// Owned by the run goroutine.
 	conns map[string]*shardConn // master address -> its subscription
 	where map[string]*shardConn // channel -> the connection it was asked on
 
-	// live maps each channel to the connection on which Redis confirmed its
-	// subscription last, while that holds; the first confirmation of every
-	// channel ends start.
-	liveMu    sync.Mutex
-	live      map[string]*shardConn
-	confirmed map[string]bool
-	ready     chan struct{}
+	// mu guards the registered channels, the registrations waiting for
+	// their confirmation, and live: each channel mapped to the connection
+	// on which Redis confirmed its subscription last, while that holds.
+	mu       sync.Mutex
+	channels map[string]bool
+	pending  map[string][]*shardReg
+	live     map[string]*shardConn
+}
+
+// shardReg is a registration waiting for the confirmation of its channels.
+type shardReg struct {
+	left int
+	done chan struct{}
 }
 
 // shardConn is one subscription connection to one master.
@@ -96,60 +107,106 @@ type shardEvent struct {
 	conn    *shardConn
 	err     error  // the connection failed
 	dropped string // Redis unsubscribed this channel (its slot moved)
+	// remove: channels unregistered; done is closed once they were
+	// unsubscribed.
+	remove []string
+	done   chan struct{}
 }
 
-func newShardWaker(w *waker, cc *redis.ClusterClient) *shardWaker {
-	seen := map[string]bool{}
-	var chans []string
-	for _, ch := range w.channels() {
-		if !seen[ch] {
-			seen[ch] = true
-			chans = append(chans, ch)
-		}
-	}
-	sort.Strings(chans)
+func newShardWaker(wh *wakeHub, cc *redis.ClusterClient) *shardWaker {
 	return &shardWaker{
-		w:         w,
-		cc:        cc,
-		tune:      w.c.shards,
-		channels:  chans,
-		events:    make(chan shardEvent, 64),
-		done:      make(chan struct{}),
-		conns:     map[string]*shardConn{},
-		where:     map[string]*shardConn{},
-		live:      map[string]*shardConn{},
-		confirmed: map[string]bool{},
-		ready:     make(chan struct{}),
+		wh:       wh,
+		cc:       cc,
+		tune:     wh.tune,
+		events:   make(chan shardEvent, 64),
+		kick:     make(chan struct{}, 1),
+		conns:    map[string]*shardConn{},
+		where:    map[string]*shardConn{},
+		channels: map[string]bool{},
+		pending:  map[string][]*shardReg{},
+		live:     map[string]*shardConn{},
 	}
 }
 
-// start subscribes every channel and returns once Redis confirmed each of
-// them, so no wake-up published after Start returns is missed; the shard
-// waker then runs until ctx ends. startCtx bounds the subscription only. On
-// error nothing keeps running.
-func (s *shardWaker) start(startCtx, ctx context.Context, wg *sync.WaitGroup) error {
-	s.ctx, s.cancel = context.WithCancel(ctx)
+// start runs the shard waker until ctx ends.
+func (s *shardWaker) start(ctx context.Context, wg *sync.WaitGroup) {
+	s.ctx = ctx
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		s.run()
 	}()
-	select {
-	case <-s.ready:
+}
+
+// add registers channels and returns once Redis confirmed the subscription
+// of each (at once for those already confirmed: another engine of the
+// client listens there too).
+func (s *shardWaker) add(ctx context.Context, chans []string) error {
+	reg := &shardReg{done: make(chan struct{})}
+	s.mu.Lock()
+	for _, ch := range chans {
+		s.channels[ch] = true
+		if s.live[ch] == nil && !slices.Contains(s.pending[ch], reg) {
+			s.pending[ch] = append(s.pending[ch], reg)
+			reg.left++
+		}
+	}
+	wait := reg.left > 0
+	s.mu.Unlock()
+	if !wait {
 		return nil
-	case <-startCtx.Done():
-	case <-s.done:
 	}
-	s.cancel()
-	<-s.done
-	if last := s.lastErr.Load(); last != nil {
-		return fmt.Errorf("sharded subscription not confirmed: %w (last error: %w)", context.Cause(startCtx), *last)
+	select {
+	case s.kick <- struct{}{}:
+	default:
 	}
-	return fmt.Errorf("sharded subscription not confirmed: %w", context.Cause(startCtx))
+	var err error
+	select {
+	case <-reg.done:
+		return nil
+	case <-ctx.Done():
+		err = fmt.Errorf("sharded subscription not confirmed: %w", context.Cause(ctx))
+		if last := s.lastErr.Load(); last != nil {
+			err = fmt.Errorf("%w (last error: %w)", err, *last)
+		}
+	case <-s.ctx.Done():
+		err = errHubClosed
+	}
+	s.mu.Lock()
+	for _, ch := range chans {
+		if i := slices.Index(s.pending[ch], reg); i >= 0 {
+			s.pending[ch] = slices.Delete(s.pending[ch], i, i+1)
+			if len(s.pending[ch]) == 0 {
+				delete(s.pending, ch)
+			}
+		}
+	}
+	s.mu.Unlock()
+	return err
+}
+
+// remove unregisters channels no engine listens to any more and returns
+// once they were unsubscribed (or the hub closed).
+func (s *shardWaker) remove(chans []string) {
+	s.mu.Lock()
+	for _, ch := range chans {
+		delete(s.channels, ch)
+		delete(s.live, ch)
+	}
+	s.mu.Unlock()
+	done := make(chan struct{})
+	select {
+	case s.events <- shardEvent{remove: chans, done: done}:
+	case <-s.ctx.Done():
+		return
+	}
+	select {
+	case <-done:
+	case <-s.ctx.Done():
+	}
 }
 
 func (s *shardWaker) run() {
-	defer close(s.done)
 	defer s.recvWG.Wait()
 	defer func() {
 		for _, sc := range s.conns {
@@ -162,6 +219,7 @@ func (s *shardWaker) run() {
 	retry := time.NewTimer(0) // the first placement: at once
 	defer retry.Stop()
 	armed := true
+	reload := true // the next placement reads the cluster's slot map first
 	backoff := time.Duration(0)
 	arm := func(d time.Duration) {
 		if !armed {
@@ -174,23 +232,71 @@ func (s *shardWaker) run() {
 		case <-s.ctx.Done():
 			return
 		case ev := <-s.events:
+			if ev.remove != nil {
+				s.unsubscribe(ev.remove)
+				close(ev.done)
+				continue
+			}
 			if s.apply(ev) {
+				reload = true
 				arm(s.tune.settle)
 			}
+		case <-s.kick:
+			// New channels: placed from the slot map the client has.
+			arm(0)
 		case <-check.C:
+			reload = true
 			arm(0)
 		case <-retry.C:
 			armed = false
-			if err := s.place(); err != nil {
+			if err := s.place(reload); err != nil {
 				if s.ctx.Err() != nil {
 					return
 				}
 				s.lastErr.Store(&err)
+				reload = true
 				backoff = min(max(2*backoff, 50*time.Millisecond), s.tune.retryMax)
-				s.w.c.log.Warn("rmq: wake-up subscription incomplete; retrying", "err", err, "retry_in", backoff)
+				s.wh.logger().Warn("rmq: wake-up subscription incomplete; retrying", "err", err, "retry_in", backoff)
 				arm(backoff)
 			} else {
+				reload = false
 				backoff = 0
+			}
+		}
+	}
+}
+
+// unsubscribe drops unregistered channels from their connections: one
+// SUNSUBSCRIBE per hash slot, or the connection closed when none is left.
+func (s *shardWaker) unsubscribe(chans []string) {
+	ctx, cancel := context.WithTimeout(s.ctx, 5*time.Second)
+	defer cancel()
+	bySlot := map[*shardConn]map[int][]string{}
+	for _, ch := range chans {
+		sc := s.where[ch]
+		if sc == nil {
+			continue
+		}
+		delete(s.where, ch)
+		delete(sc.chans, ch)
+		if bySlot[sc] == nil {
+			bySlot[sc] = map[int][]string{}
+		}
+		hs := keyspace.HashSlot(ch)
+		bySlot[sc][hs] = append(bySlot[sc][hs], ch)
+	}
+	for sc, slots := range bySlot {
+		if sc.closed.Load() {
+			continue
+		}
+		if len(sc.chans) == 0 {
+			s.closeConn(sc)
+			continue
+		}
+		for _, chs := range slots {
+			if err := sc.ps.SUnsubscribe(ctx, chs...); err != nil {
+				s.wh.logger().Debug("rmq: unsubscribe wake-ups", "node", sc.addr, "err", err)
+				break
 			}
 		}
 	}
@@ -204,7 +310,7 @@ func (s *shardWaker) apply(ev shardEvent) bool {
 		return false // about a connection already replaced
 	}
 	if ev.err != nil {
-		s.w.c.log.Info("rmq: wake-up subscription lost; subscribing again", "node", sc.addr, "err", ev.err)
+		s.wh.logger().Info("rmq: wake-up subscription lost; subscribing again", "node", sc.addr, "err", ev.err)
 		s.closeConn(sc)
 		return true
 	}
@@ -224,13 +330,13 @@ func (s *shardWaker) closeConn(sc *shardConn) {
 		return
 	}
 	_ = sc.ps.Close()
-	s.liveMu.Lock()
+	s.mu.Lock()
 	for ch, on := range s.live {
 		if on == sc {
 			delete(s.live, ch)
 		}
 	}
-	s.liveMu.Unlock()
+	s.mu.Unlock()
 	if s.conns[sc.addr] == sc {
 		delete(s.conns, sc.addr)
 	}
@@ -241,22 +347,33 @@ func (s *shardWaker) closeConn(sc *shardConn) {
 	}
 }
 
-// place reads the cluster's slot map afresh and subscribes every channel
-// that is not subscribed on the master owning its hash slot now.
-func (s *shardWaker) place() error {
+// place subscribes every registered channel that is not subscribed on the
+// master owning its hash slot now; reload: read the cluster's slot map
+// afresh first (after a move or a failure, and periodically), rather than
+// use the one the client has (new registrations).
+func (s *shardWaker) place(reload bool) error {
 	ctx, cancel := context.WithTimeout(s.ctx, 5*time.Second)
 	defer cancel()
-	// ForEachMaster reloads the client's slot map from the cluster first.
-	if err := s.cc.ForEachMaster(ctx, func(context.Context, *redis.Client) error { return nil }); err != nil {
-		return fmt.Errorf("read the cluster's slot map: %w", err)
+	if reload {
+		// ForEachMaster reloads the client's slot map from the cluster first.
+		if err := s.cc.ForEachMaster(ctx, func(context.Context, *redis.Client) error { return nil }); err != nil {
+			return fmt.Errorf("read the cluster's slot map: %w", err)
+		}
 	}
+	s.mu.Lock()
+	chans := make([]string, 0, len(s.channels))
+	for ch := range s.channels {
+		chans = append(chans, ch)
+	}
+	s.mu.Unlock()
+	sort.Strings(chans)
 	type group struct {
 		node  *redis.Client
 		slots map[int][]string // hash slot -> channels
 	}
 	todo := map[string]*group{}
 	var errs []error
-	for _, ch := range s.channels {
+	for _, ch := range chans {
 		node, err := s.cc.MasterForKey(ctx, ch)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("owner of %s: %w", ch, err))
@@ -337,28 +454,27 @@ func (s *shardWaker) receive(sc *shardConn) {
 		pinged = false
 		switch m := msg.(type) {
 		case *redis.Message:
-			if s.w.message(s.ctx, m) {
-				s.w.poke()
-			}
+			s.wh.dispatch(m.Channel, m.Payload)
 		case *redis.Subscription:
 			switch m.Kind {
 			case "ssubscribe":
+				// Wake-ups published while the channel was not subscribed
+				// here are lost: its slots are looked at again.
+				s.wh.lookAt(m.Channel)
+				s.confirm(sc, m.Channel)
 				if m.Count <= 1 {
 					// A connection's first channel: pause or resume
 					// payloads may have been missed while it was missing.
-					s.w.c.recheckPaused(s.ctx, nil)
-				}
-				if s.w.lookAt(m.Channel) {
-					s.confirm(sc, m.Channel)
-					s.w.poke()
+					s.wh.resubscribed(false)
 				}
 			case "sunsubscribe":
-				// Redis dropped the channel: its hash slot moved away.
-				s.liveMu.Lock()
+				// Redis dropped the channel: its hash slot moved away (or
+				// it was unregistered: then it is no longer in where).
+				s.mu.Lock()
 				if s.live[m.Channel] == sc {
 					delete(s.live, m.Channel)
 				}
-				s.liveMu.Unlock()
+				s.mu.Unlock()
 				s.send(shardEvent{conn: sc, dropped: m.Channel})
 			}
 		}
@@ -372,27 +488,28 @@ func (s *shardWaker) send(ev shardEvent) {
 	}
 }
 
+// confirm records Redis's confirmation of a channel's subscription on sc
+// and ends the registrations that waited for it.
 func (s *shardWaker) confirm(sc *shardConn, ch string) {
-	s.liveMu.Lock()
-	defer s.liveMu.Unlock()
-	if sc.closed.Load() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sc.closed.Load() || !s.channels[ch] {
 		return
 	}
 	s.live[ch] = sc
-	if s.confirmed[ch] {
-		return
+	for _, reg := range s.pending[ch] {
+		if reg.left--; reg.left == 0 {
+			close(reg.done)
+		}
 	}
-	s.confirmed[ch] = true
-	if len(s.confirmed) == len(s.channels) {
-		close(s.ready)
-	}
+	delete(s.pending, ch)
 }
 
 // subscribedAt returns the address of the master on which Redis confirmed
 // the subscription of a channel, or "" while it has none.
 func (s *shardWaker) subscribedAt(ch string) string {
-	s.liveMu.Lock()
-	defer s.liveMu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if sc := s.live[ch]; sc != nil {
 		return sc.addr
 	}

@@ -74,7 +74,9 @@ func newShardFixture(t *testing.T, tune func(*shardTuning)) *shardFixture {
 		return nil
 	}), nil, WithPrefix(prefix), WithLogger(slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug}))))
 	require.NoError(t, err)
-	tune(&c.shards)
+	// The engine's own hub, made here so its timing can be shortened.
+	c.hub, c.ownHub = newHub(cc), true
+	tune(&c.hub.wake.tune)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	require.NoError(t, c.Start(ctx))
@@ -118,7 +120,7 @@ func (f *shardFixture) waitPlaced() {
 	for {
 		var off []string
 		for i, k := range f.c.keys {
-			if at, want := f.c.waker.shards.subscribedAt(k.Wake), f.owner(i); at != want {
+			if at, want := f.c.hub.wake.shards.subscribedAt(k.Wake), f.owner(i); at != want {
 				off = append(off, fmt.Sprintf("slot %d on %q, owner %s", i, at, want))
 			}
 		}
@@ -259,4 +261,108 @@ func TestShardWakerFollowsTheCluster(t *testing.T) {
 	require.NoError(t, f.cl.WaitHealthy(ctx))
 	f.waitPlaced()
 	f.checkWakeUps("after the old master came back", all16()...)
+}
+
+// The topics of one client share one sharded subscription connection per
+// master; a closed topic's channels are unsubscribed while the others keep
+// theirs and keep being woken.
+func TestShardWakerManyTopicsOneConnectionPerMaster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster")
+	}
+	cl := redistest.StartCluster(t, redisserver.ClusterConfig{})
+	cc := redistest.ClusterClient(t, cl)
+	prefix := redistest.Prefix(t)
+	const n = 24
+	h := newHub(cc)
+	t.Cleanup(h.Close) // after the engines' Close
+	got := make(chan string, 4*n)
+	var engines []*engine
+	for i := range n {
+		tp := topic.MustNew(fmt.Sprintf("shard%02d", i), topic.FixedTime, 4)
+		c, err := newEngine(cc, tp, ListenerFunc(func(_ context.Context, m *Message) error {
+			got <- tp.Name() + "/" + m.ID
+			return nil
+		}), nil, WithPrefix(prefix))
+		require.NoError(t, err)
+		c.hub = h
+		engines = append(engines, c)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	errs := make(chan error, n)
+	for _, c := range engines {
+		go func() { errs <- c.Start(ctx) }()
+	}
+	for range n {
+		require.NoError(t, <-errs)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		for _, c := range engines {
+			require.NoError(t, c.Close(ctx))
+		}
+	})
+	masters := cl.MasterAddrs()
+	admin := map[string]*redis.Client{}
+	for _, m := range masters {
+		admin[m] = redis.NewClient(&redis.Options{Addr: m, DisableIdentity: true})
+		t.Cleanup(func() { _ = admin[m].Close() })
+	}
+	for _, m := range masters {
+		list, err := admin[m].ClientList(ctx).Result()
+		require.NoError(t, err)
+		require.Equal(t, 1, strings.Count(list, " flags=P "), "subscription connections on %s", m)
+	}
+	// subscribers returns SHARDNUMSUB of each wake channel of c, asked of
+	// the master that owns it.
+	subscribers := func(c *engine) []int64 {
+		var out []int64
+		for _, k := range c.keys {
+			owner, err := cl.SlotOwner(ctx, keyspace.HashSlot(k.Wake))
+			require.NoError(t, err)
+			res, err := admin[owner].PubSubShardNumSub(ctx, k.Wake).Result()
+			require.NoError(t, err)
+			out = append(out, res[k.Wake])
+		}
+		return out
+	}
+	p := producer.New(cc, producer.WithPrefix(prefix))
+	sendAll := func(what string, skip int) {
+		t.Helper()
+		time.Sleep(100 * time.Millisecond) // let the fetchers fall asleep
+		pending := map[string]bool{}
+		for i, c := range engines {
+			if i == skip {
+				continue
+			}
+			id := fmt.Sprintf("%s-%d", what, i)
+			_, err := p.SendFixedTime(ctx, c.topic, []byte(id), time.Now(), producer.WithKey(id))
+			require.NoError(t, err)
+			pending[c.topic.Name()+"/"+id] = true
+		}
+		deadline := time.After(10 * time.Second)
+		for len(pending) > 0 {
+			select {
+			case g := <-got:
+				require.True(t, pending[g], "%s: unexpected %s", what, g)
+				delete(pending, g)
+			case <-deadline:
+				t.Fatalf("%s: %d messages not handled: no wake-up", what, len(pending))
+			}
+		}
+	}
+	sendAll("start", -1)
+
+	closed := engines[5]
+	require.NoError(t, closed.Close(ctx))
+	require.Eventually(t, func() bool { return fmt.Sprint(subscribers(closed)) == "[0 0 0 0]" },
+		5*time.Second, 20*time.Millisecond, "channels of the closed topic still subscribed")
+	for i, c := range engines {
+		if i != 5 {
+			require.Equal(t, []int64{1, 1, 1, 1}, subscribers(c), "wake channels of %s", c.topic.Name())
+		}
+	}
+	sendAll("after close", 5)
 }

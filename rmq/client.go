@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
 
@@ -144,13 +145,8 @@ func (c *Client) Start(ctx context.Context) error {
 		return fmt.Errorf("rmq: ping Redis: %w", err)
 	}
 	c.checkEviction(ctx)
-	for i, cons := range consumers {
-		if err := cons.Start(ctx); err != nil {
-			for _, started := range consumers[:i] {
-				_ = started.Close(ctx)
-			}
-			return wrapOp(err, "start "+cons.Topic().Name())
-		}
+	if err := startAll(ctx, consumers); err != nil {
+		return err
 	}
 	if err := c.startZooKeeper(ctx); err != nil {
 		for _, started := range consumers {
@@ -161,6 +157,53 @@ func (c *Client) Start(ctx context.Context) error {
 	c.log.InfoContext(ctx, "rmq: client started", "topics", len(consumers), "prefix", c.cfg.prefix)
 	return nil
 }
+
+// startParallel bounds the consumers started at once: a start is a few
+// round trips, mostly waiting, so a client of many topics starts them side
+// by side rather than one after another.
+const startParallel = 64
+
+// startAll starts the consumers, up to startParallel at once. On the first
+// failure no more start, and every one that started is closed again.
+func startAll(ctx context.Context, consumers []consumerctl.Engine) error {
+	errs := make([]error, len(consumers))
+	sem := make(chan struct{}, startParallel)
+	var failed atomic.Bool
+	var wg sync.WaitGroup
+	for i, cons := range consumers {
+		sem <- struct{}{}
+		if failed.Load() {
+			<-sem
+			errs[i] = errNotStarted
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if errs[i] = cons.Start(ctx); errs[i] != nil {
+				failed.Store(true)
+			}
+		}()
+	}
+	wg.Wait()
+	if !failed.Load() {
+		return nil
+	}
+	var first error
+	for i, cons := range consumers {
+		switch {
+		case errs[i] == nil:
+			_ = cons.Close(ctx)
+		case first == nil && !errors.Is(errs[i], errNotStarted):
+			first = wrapOp(errs[i], "start "+cons.Topic().Name())
+		}
+	}
+	return first
+}
+
+// errNotStarted marks the consumers startAll did not start after a failure.
+var errNotStarted = errors.New("rmq: not started")
 
 // checkEviction warns when Redis may evict keys: an evicted store or msg
 // key silently loses messages.

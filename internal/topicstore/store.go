@@ -15,27 +15,46 @@ import (
 )
 
 // Define stores t's definition in the hash at key, or checks that the stored
-// one matches. It is a single-key write (HSETNX), safe to run twice.
+// one matches. It is a single-key write (HSETNX), safe to run twice; the
+// HSETNX and the read of what is stored go in one round trip.
 func Define(ctx context.Context, rdb redis.Cmdable, key string, t topic.Topic) error {
 	if t.IsZero() {
 		return fmt.Errorf("%w: zero Topic", topic.ErrInvalidName)
 	}
-	def := t.Definition()
-	created, err := rdb.HSetNX(ctx, key, t.Name(), def).Result()
+	var check func() error
+	_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		check = DefineIn(ctx, p, key, t)
+		return nil
+	})
 	if err != nil {
 		return fmt.Errorf("rmq: define topic %s: %w", t.Name(), err)
 	}
-	if created {
+	return check()
+}
+
+// DefineIn queues Define's commands on p, so they ride a round trip with
+// others (a consumer reads its pause state with them); check, called once
+// p ran, returns Define's result. t must not be zero.
+func DefineIn(ctx context.Context, p redis.Pipeliner, key string, t topic.Topic) (check func() error) {
+	def := t.Definition()
+	set := p.HSetNX(ctx, key, t.Name(), def)
+	get := p.HGet(ctx, key, t.Name())
+	return func() error {
+		if err := set.Err(); err != nil {
+			return fmt.Errorf("rmq: define topic %s: %w", t.Name(), err)
+		}
+		if set.Val() {
+			return nil
+		}
+		stored, err := get.Result()
+		if err != nil {
+			return fmt.Errorf("rmq: define topic %s: %w", t.Name(), err)
+		}
+		if stored != def {
+			return fmt.Errorf("%w: %s is stored as %s, defined here as %s", topic.ErrConflict, t.Name(), stored, def)
+		}
 		return nil
 	}
-	stored, err := rdb.HGet(ctx, key, t.Name()).Result()
-	if err != nil {
-		return fmt.Errorf("rmq: define topic %s: %w", t.Name(), err)
-	}
-	if stored != def {
-		return fmt.Errorf("%w: %s is stored as %s, defined here as %s", topic.ErrConflict, t.Name(), stored, def)
-	}
-	return nil
 }
 
 // Lookup returns the stored definition of a topic; found is false when the
