@@ -3,10 +3,14 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 	"math"
+	"os"
 	"runtime"
+	"runtime/pprof"
+	"runtime/trace"
 	"slices"
 	"strconv"
 	"strings"
@@ -43,6 +47,16 @@ const (
 	// topicsSenders send a wave (single SendFixedTime calls).
 	topicsSenders = 32
 )
+
+// topicsTrace, when set, names the file prefix of an execution trace of
+// each wave (PREFIX-<n>-<kind>.trace), taken from just before the due
+// instant until every message fired: where a wave's lateness goes.
+var topicsTrace = flag.String("topics-trace", "", "write an execution trace of each wave of the topics case to PREFIX-<topics>-<wave>.trace")
+
+// topicsProfile, when set, names the file prefix of a CPU profile of each
+// wave (PREFIX-<n>-<kind>.pprof), sampled at 1 kHz: a wave lasts tens of
+// milliseconds, a few samples at the default rate.
+var topicsProfile = flag.String("topics-cpuprofile", "", "write a CPU profile (1 kHz) of each wave of the topics case to PREFIX-<topics>-<wave>.pprof")
 
 // topicsMaxClients is the redis-server maxclients the bench asks for when
 // the topics case runs: today every topic holds its own subscription
@@ -91,7 +105,10 @@ type waveResult struct {
 	// margin is how long before the due instant the last send returned;
 	// negative: the sends were not done in time and lateness includes that.
 	margin time.Duration
-	err    string
+	// clientCPU and redisCPU are the CPU time this process and Redis
+	// spent from just before the due instant until every message fired.
+	clientCPU, redisCPU time.Duration
+	err                 string
 }
 
 // topicsResult is one N of the topics case.
@@ -201,7 +218,7 @@ func (b *runner) topicsOnce(ctx context.Context, n int, log *slog.Logger) (r top
 	r.goroutines = float64(g1-g0) / float64(n)
 
 	progress("topics: %d: wave of %d due at one instant, one per topic", n, n)
-	r.wave = b.wave(ctx, c, rec, func(i int) topic.Topic { return ts[i] }, n, limit)
+	r.wave = b.wave(ctx, c, rec, func(i int) topic.Topic { return ts[i] }, n, limit, fmt.Sprintf("%d-topics", n))
 	r.close = b.closeTopics(c, limit, &r)
 	if r.wave.err != "" {
 		r.err = "wave: " + r.wave.err
@@ -257,7 +274,7 @@ func (b *runner) oneTopicWave(ctx context.Context, n, conc int, log *slog.Logger
 	if err == nil {
 		// As for the N topics: the wave meets a settled client.
 		if err = sleepCtx(ctx, topicsSettle); err == nil {
-			w = b.wave(ctx, c, rec, func(int) topic.Topic { return t }, n, limit)
+			w = b.wave(ctx, c, rec, func(int) topic.Topic { return t }, n, limit, fmt.Sprintf("%d-one", n))
 		}
 	}
 	if err != nil {
@@ -275,7 +292,7 @@ func (b *runner) oneTopicWave(ctx context.Context, n, conc int, log *slog.Logger
 // from topicsSenders goroutines, and waits (at most limit past the due
 // instant) for each to fire once. The instant leaves the sends time to
 // finish: 1 s plus 0.3 ms a message.
-func (b *runner) wave(ctx context.Context, c *rmq.Client, rec *latRecorder, topicOf func(i int) topic.Topic, n int, limit time.Duration) waveResult {
+func (b *runner) wave(ctx context.Context, c *rmq.Client, rec *latRecorder, topicOf func(i int) topic.Topic, n int, limit time.Duration, name string) waveResult {
 	lead := time.Second + time.Duration(n)*300*time.Microsecond
 	// Whole milliseconds: FixedTime due times are stored in ms, so
 	// Message.DueAt is exactly this instant.
@@ -292,6 +309,32 @@ func (b *runner) wave(ctx context.Context, c *rmq.Client, rec *latRecorder, topi
 		w.err = "send: " + err.Error()
 		return w
 	}
+	if *topicsTrace != "" {
+		stop, err := traceFrom(ctx, due.Add(-20*time.Millisecond), *topicsTrace+"-"+name+".trace")
+		if err != nil {
+			w.err = "trace: " + err.Error()
+			return w
+		}
+		defer stop()
+	}
+	_ = sleepCtx(ctx, time.Until(due.Add(-5*time.Millisecond)))
+	if *topicsProfile != "" {
+		f, err := os.Create(fmt.Sprintf("%s-%s-%d.pprof", *topicsProfile, name, time.Now().Unix()))
+		if err != nil {
+			w.err = "profile: " + err.Error()
+			return w
+		}
+		defer f.Close()
+		// Set before StartCPUProfile, the rate stands (the runtime
+		// warns that it cannot set its default).
+		runtime.SetCPUProfileRate(1000)
+		if err := pprof.StartCPUProfile(f); err != nil {
+			w.err = "profile: " + err.Error()
+			return w
+		}
+		defer pprof.StopCPUProfile()
+	}
+	rcpu0, cpu0 := b.redisCPU(ctx), processCPU()
 	timer := time.NewTimer(time.Until(due) + limit)
 	defer timer.Stop()
 	select {
@@ -301,6 +344,8 @@ func (b *runner) wave(ctx context.Context, c *rmq.Client, rec *latRecorder, topi
 		return w
 	case <-timer.C:
 	}
+	w.clientCPU, w.redisCPU = processCPU()-cpu0, b.redisCPU(ctx)-rcpu0
+	progress("topics: wave %s: client CPU %v, Redis CPU %v", name, w.clientCPU.Round(time.Millisecond/10), w.redisCPU.Round(time.Millisecond/10))
 	time.Sleep(100 * time.Millisecond) // catch duplicate deliveries
 	fired := min(int(rec.fired.Load()), n)
 	w.fired, w.extra = fired, int(rec.extra.Load())
@@ -324,6 +369,42 @@ func (b *runner) wave(ctx context.Context, c *rmq.Client, rec *latRecorder, topi
 		}
 	}
 	return w
+}
+
+// traceFrom starts an execution trace into file at the instant from and
+// returns what stops it.
+func traceFrom(ctx context.Context, from time.Time, file string) (stop func(), err error) {
+	f, err := os.Create(file)
+	if err != nil {
+		return nil, err
+	}
+	if err := sleepCtx(ctx, time.Until(from)); err != nil {
+		f.Close()
+		return nil, err
+	}
+	if err := trace.Start(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { trace.Stop(); f.Close() }, nil
+}
+
+// redisCPU returns Redis's CPU time (INFO cpu, user + sys), 0 when it
+// cannot be read.
+func (b *runner) redisCPU(ctx context.Context) time.Duration {
+	info, err := b.admin.Info(ctx, "cpu").Result()
+	if err != nil {
+		return 0
+	}
+	var sum float64
+	for _, line := range strings.Split(info, "\n") {
+		k, v, _ := strings.Cut(strings.TrimSpace(line), ":")
+		if k == "used_cpu_sys" || k == "used_cpu_user" {
+			f, _ := strconv.ParseFloat(v, 64)
+			sum += f
+		}
+	}
+	return time.Duration(sum * float64(time.Second))
 }
 
 // idleSnapshot reads this process's CPU time and, in one INFO call,

@@ -30,8 +30,9 @@ import (
 // id before Start, a pulled delivery acked after Close).
 type ackMux struct {
 	rdb     redis.UniversalClient
-	single  bool   // a *redis.Client: unfenced groups share one call
-	wakeCmd string // ack.lua's ARGV[1], the same for every topic of rdb
+	fetches *callMux // the client's fetches, which go to Redis first
+	single  bool     // a *redis.Client: unfenced groups share one call
+	wakeCmd string   // ack.lua's ARGV[1], the same for every topic of rdb
 	g       *groupcommit.Group[*ackReq]
 
 	// For tests: rounds started, script calls made.
@@ -42,6 +43,10 @@ type ackMux struct {
 // ackRoundsInFlight is how many ack rounds of one client may be under way
 // at once: one sending while the next fills.
 const ackRoundsInFlight = 2
+
+// ackDeferMax bounds how long an ack round waits for queued fetches to go
+// first (callMux.waitQueued).
+const ackDeferMax = 25 * time.Millisecond
 
 // ackReq is one ack: a delivery by its token, or whatever delivery of an id
 // is current (token -1).
@@ -78,7 +83,7 @@ type ackGroupKey struct {
 
 func newAckMux(h *hub) *ackMux {
 	_, single := h.rdb.(*redis.Client)
-	m := &ackMux{rdb: h.rdb, single: single, wakeCmd: scripts.WakeCommand(h.rdb)}
+	m := &ackMux{rdb: h.rdb, fetches: h.calls, single: single, wakeCmd: scripts.WakeCommand(h.rdb)}
 	m.g = groupcommit.New(ackRoundsInFlight, m.round, nil)
 	return m
 }
@@ -112,6 +117,9 @@ func (m *ackMux) round(ctx context.Context, batch []*ackReq) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
+	if m.fetches != nil {
+		m.fetches.waitQueued(ctx, min(ackDeferMax, bound/2))
+	}
 
 	var groups [][]*ackReq
 	at := map[ackGroupKey]int{}

@@ -43,6 +43,8 @@ type callMux struct {
 	mu      sync.Mutex
 	q       []*muxFetch
 	running int
+	// drained, when not nil, is closed once no fetch queues (waitQueued).
+	drained chan struct{}
 
 	// rounds and fetches count the rounds run and the fetches they
 	// carried (tests check that fetches merge).
@@ -146,6 +148,7 @@ func (m *callMux) roundLocked(ctx context.Context) {
 	batch := append([]*muxFetch(nil), m.q[:n]...)
 	clear(m.q[:n])
 	m.q = m.q[n:]
+	m.noteDrainedLocked()
 	for _, f := range batch {
 		f.taken = true
 	}
@@ -184,8 +187,44 @@ func (m *callMux) dropLocked(f *muxFetch) {
 	for i, g := range m.q {
 		if g == f {
 			m.q = append(m.q[:i], m.q[i+1:]...)
-			return
+			break
 		}
+	}
+	m.noteDrainedLocked()
+}
+
+// noteDrainedLocked wakes waitQueued's callers once no fetch queues.
+func (m *callMux) noteDrainedLocked() {
+	if len(m.q) == 0 && m.drained != nil {
+		close(m.drained)
+		m.drained = nil
+	}
+}
+
+// waitQueued returns once no fetch queues for a round, or after at most
+// most, or when ctx ends. Fetches queue only while Redis is the bottleneck
+// (both rounds in flight): a wave coming due. Ack rounds wait here
+// (ackMux.round) so that Redis runs the fetches of a wave first: an ack
+// only frees a message Redis already delivered, and every ack of the wave
+// then rides fewer, larger rounds, while a fetch is what lateness waits
+// for.
+func (m *callMux) waitQueued(ctx context.Context, most time.Duration) {
+	m.mu.Lock()
+	if len(m.q) == 0 {
+		m.mu.Unlock()
+		return
+	}
+	if m.drained == nil {
+		m.drained = make(chan struct{})
+	}
+	ch := m.drained
+	m.mu.Unlock()
+	t := time.NewTimer(most)
+	defer t.Stop()
+	select {
+	case <-ch:
+	case <-t.C:
+	case <-ctx.Done():
 	}
 }
 
