@@ -169,6 +169,12 @@ func (b *runner) topicsOnce(ctx context.Context, n int, log *slog.Logger) (r top
 		rec.recordDue(m.DueAt)
 		return nil
 	})
+	rcpu0, cpu0 := b.redisCPU(ctx), processCPU()
+	stopProfile, err := startProfile(fmt.Sprintf("%d-start", n))
+	if err != nil {
+		r.err = "profile: " + err.Error()
+		return r
+	}
 	began := time.Now()
 	for _, t := range ts {
 		if err := c.Register(t, listener, consumer.WithConcurrency(topicConcurrency)); err != nil {
@@ -183,6 +189,8 @@ func (b *runner) topicsOnce(ctx context.Context, n int, log *slog.Logger) (r top
 	err = c.Start(sctx)
 	cancel()
 	r.start = time.Since(began)
+	stopProfile()
+	progress("topics: %d: register %v, start %v; client CPU %v, Redis CPU %v", n, r.register.Round(time.Millisecond/10), r.start.Round(time.Millisecond/10), (processCPU() - cpu0).Round(time.Millisecond/10), (b.redisCPU(ctx) - rcpu0).Round(time.Millisecond/10))
 	if err != nil {
 		r.err = phaseErr("start", err, limit)
 		return r
@@ -318,22 +326,12 @@ func (b *runner) wave(ctx context.Context, c *rmq.Client, rec *latRecorder, topi
 		defer stop()
 	}
 	_ = sleepCtx(ctx, time.Until(due.Add(-5*time.Millisecond)))
-	if *topicsProfile != "" {
-		f, err := os.Create(fmt.Sprintf("%s-%s-%d.pprof", *topicsProfile, name, time.Now().Unix()))
-		if err != nil {
-			w.err = "profile: " + err.Error()
-			return w
-		}
-		defer f.Close()
-		// Set before StartCPUProfile, the rate stands (the runtime
-		// warns that it cannot set its default).
-		runtime.SetCPUProfileRate(1000)
-		if err := pprof.StartCPUProfile(f); err != nil {
-			w.err = "profile: " + err.Error()
-			return w
-		}
-		defer pprof.StopCPUProfile()
+	stopProfile, err := startProfile(name)
+	if err != nil {
+		w.err = "profile: " + err.Error()
+		return w
 	}
+	defer stopProfile()
 	rcpu0, cpu0 := b.redisCPU(ctx), processCPU()
 	timer := time.NewTimer(time.Until(due) + limit)
 	defer timer.Stop()
@@ -369,6 +367,26 @@ func (b *runner) wave(ctx context.Context, c *rmq.Client, rec *latRecorder, topi
 		}
 	}
 	return w
+}
+
+// startProfile starts a CPU profile into the -topics-cpuprofile file of
+// name (none without the flag) and returns what stops it.
+func startProfile(name string) (stop func(), err error) {
+	if *topicsProfile == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(fmt.Sprintf("%s-%s-%d.pprof", *topicsProfile, name, time.Now().Unix()))
+	if err != nil {
+		return nil, err
+	}
+	// Set before StartCPUProfile, the rate stands (the runtime warns
+	// that it cannot set its default).
+	runtime.SetCPUProfileRate(1000)
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
 
 // traceFrom starts an execution trace into file at the instant from and

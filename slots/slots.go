@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"strings"
 
 	"github.com/rmq-go/rmq/internal/keyspace"
 	"github.com/rmq-go/rmq/topic"
@@ -61,20 +62,38 @@ type Keys struct {
 	Delayed string // ZSET id -> due time (ms) of a priority message that waits for its time
 }
 
+// keySuffixes are the suffixes of a slot's keys, in the order of Keys.
+var keySuffixes = [7]string{"store", "prepare", "dead", "msg", "deadmsg", "wake", "delayed"}
+
 // KeysFor returns the keys of slot index of topic t under prefix. They all
 // share the slot's hash tag "{<topic>:<index>:<n>}", where n places the tag
 // on a chosen Redis Cluster hash slot; the tag depends on the topic's name
 // and the index only.
 func KeysFor(prefix string, t topic.Topic, index int) Keys {
-	base := prefix + ":" + keyspace.Tag(t.Name(), index) + ":"
+	tag := keyspace.Tag(t.Name(), index)
+	// The seven keys are substrings of one string: one allocation, not
+	// seven, for each slot of each topic a client registers.
+	base := len(prefix) + 1 + len(tag) + 1
+	var b strings.Builder
+	b.Grow(7*base + len(keySuffixes[0]+keySuffixes[1]+keySuffixes[2]+keySuffixes[3]+keySuffixes[4]+keySuffixes[5]+keySuffixes[6]))
+	var ends [8]int
+	for i, suffix := range keySuffixes {
+		b.WriteString(prefix)
+		b.WriteByte(':')
+		b.WriteString(tag)
+		b.WriteByte(':')
+		b.WriteString(suffix)
+		ends[i+1] = b.Len()
+	}
+	all := b.String()
 	return Keys{
-		Store:   base + "store",
-		Prepare: base + "prepare",
-		Dead:    base + "dead",
-		Msg:     base + "msg",
-		DeadMsg: base + "deadmsg",
-		Wake:    base + "wake",
-		Delayed: base + "delayed",
+		Store:   all[ends[0]:ends[1]],
+		Prepare: all[ends[1]:ends[2]],
+		Dead:    all[ends[2]:ends[3]],
+		Msg:     all[ends[3]:ends[4]],
+		DeadMsg: all[ends[4]:ends[5]],
+		Wake:    all[ends[5]:ends[6]],
+		Delayed: all[ends[6]:ends[7]],
 	}
 }
 

@@ -34,6 +34,7 @@ func TestKeysShareOneHashTag(t *testing.T) {
 	assert.Equal(t, "rmq:{orders.v1:7:121}:msg", k.Msg)
 	assert.Equal(t, "rmq:{orders.v1:7:121}:deadmsg", k.DeadMsg)
 	assert.Equal(t, "rmq:{orders.v1:7:121}:wake", k.Wake)
+	assert.Equal(t, "rmq:{orders.v1:7:121}:delayed", k.Delayed)
 	assert.Equal(t, "rmq:topics", TopicsKey("rmq"))
 	assert.Equal(t, "app:{orders:0:711}:store", KeysFor("app", topic.MustNew("orders", topic.Priority, 1), 0).Store)
 	for _, key := range []string{k.Store, k.Prepare, k.Dead, k.Msg, k.DeadMsg, k.Wake} {
