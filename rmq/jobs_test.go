@@ -248,9 +248,15 @@ func TestPriorityBackoffAndDelay(t *testing.T) {
 		_, err := p.SendPriority(ctx, tp, []byte("j"), 1000, producer.WithKey("job"))
 		require.NoError(t, err)
 		first := rec.next(t, 5*time.Second)
-		st, err := c.Inspector().Stats(ctx, tp)
-		require.NoError(t, err)
-		assert.EqualValues(t, 1, st.Delayed, "the retry waits out its backoff in the delayed set")
+		// The handler was called; its rollback lands just after it
+		// returned, well inside the 400 ms backoff.
+		inDelayed := false
+		for until := time.Now().Add(350 * time.Millisecond); !inDelayed && time.Now().Before(until); time.Sleep(5 * time.Millisecond) {
+			st, err := c.Inspector().Stats(ctx, tp)
+			require.NoError(t, err)
+			inDelayed = st.Delayed == 1
+		}
+		assert.True(t, inDelayed, "the retry waits out its backoff in the delayed set")
 		second := rec.next(t, 5*time.Second)
 		assert.Equal(t, 2, second.Attempt)
 		assert.GreaterOrEqual(t, second.At.Sub(first.At), 400*time.Millisecond, "the backoff is honoured")

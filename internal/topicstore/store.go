@@ -15,21 +15,31 @@ import (
 )
 
 // Define stores t's definition in the hash at key, or checks that the stored
-// one matches. It is a single-key write (HSETNX), safe to run twice; the
-// HSETNX and the read of what is stored go in one round trip.
+// one matches. It is a single-key write (HSETNX), safe to run twice.
 func Define(ctx context.Context, rdb redis.Cmdable, key string, t topic.Topic) error {
 	if t.IsZero() {
 		return fmt.Errorf("%w: zero Topic", topic.ErrInvalidName)
 	}
-	var check func() error
-	_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		check = DefineIn(ctx, p, key, t)
-		return nil
-	})
+	// HSETNX first, the read only when something was stored already: a
+	// producer that found the definition lost (its recheck) pays one
+	// command to store it again. Engines that start together use DefineIn,
+	// one round trip for all of them.
+	def := t.Definition()
+	set, err := rdb.HSetNX(ctx, key, t.Name(), def).Result()
 	if err != nil {
 		return fmt.Errorf("rmq: define topic %s: %w", t.Name(), err)
 	}
-	return check()
+	if set {
+		return nil
+	}
+	stored, err := rdb.HGet(ctx, key, t.Name()).Result()
+	if err != nil {
+		return fmt.Errorf("rmq: define topic %s: %w", t.Name(), err)
+	}
+	if stored != def {
+		return fmt.Errorf("%w: %s is stored as %s, defined here as %s", topic.ErrConflict, t.Name(), stored, def)
+	}
+	return nil
 }
 
 // DefineIn queues Define's commands on p, so they ride a round trip with
