@@ -131,6 +131,37 @@ var sufCRC = sync.OnceValue(func() []uint16 {
 	return t
 })
 
+// sufFirst[d-1][v] is 1 + the smallest number of d digits (below sufTable)
+// whose decimal CRC has low 14 bits v; 0: none.
+var sufFirst = sync.OnceValue(func() *[4][NumHashSlots]uint16 {
+	var t [4][NumHashSlots]uint16
+	suf := sufCRC()
+	for n := sufTable - 1; n >= 0; n-- {
+		d := len(strconv.Itoa(n)) - 1
+		t[d][int(suf[n])%NumHashSlots] = uint16(n + 1)
+	}
+	return &t
+})
+
+// firstSuffix returns the smallest number below sufTable whose suffix
+// places a head with shifted CRCs in [lo, lo+tagSpan), if there is one.
+func firstSuffix(shifted *[8]uint16, lo int) (int, bool) {
+	first := sufFirst()
+	for d := 1; d <= 4; d++ {
+		x := int(shifted[d]) % NumHashSlots
+		best := 0
+		for j := range tagSpan {
+			if v := first[d-1][(lo+j)^x]; v != 0 && (best == 0 || v < uint16(best)) {
+				best = int(v)
+			}
+		}
+		if best != 0 {
+			return best - 1, true
+		}
+	}
+	return 0, false
+}
+
 func crc16b(crc uint16, b []byte) uint16 {
 	for _, c := range b {
 		crc = crc<<8 ^ crc16Table[byte(crc>>8)^c]
@@ -157,7 +188,17 @@ func Tag(topicName string, index int) string {
 	for d := 1; d < len(shifted); d++ {
 		shifted[d] = crc16b(shifted[d-1], []byte{0})
 	}
-	n, digits, next := 0, 1, 10
+	// The hash slot is the CRC's low 14 bits and CRC and xor commute with
+	// that mask, so for d digits the candidates that land in [lo, lo+16)
+	// are those whose suffix CRC is one of 16 values: the table of the
+	// smallest number of d digits with each low-14-bit CRC answers in 16
+	// reads per digit count what the loop below tries one by one.
+	if n, ok := firstSuffix(&shifted, lo); ok {
+		t := "{" + head + strconv.Itoa(n) + "}"
+		tags.Store(k, t)
+		return t
+	}
+	n, digits, next := sufTable, len(strconv.Itoa(sufTable)), sufTable*10
 	for ; n < tagTries; n++ {
 		if n == next {
 			digits, next = digits+1, next*10

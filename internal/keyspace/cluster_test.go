@@ -131,3 +131,21 @@ func TestEpochKeyInSlotTag(t *testing.T) {
 	}
 	assert.Equal(t, "{orders.v1:7:121}", Tag("orders.v1", 7))
 }
+
+// Tags are part of every stored key, so the table search must name exactly
+// the tag the plain search does: the smallest suffix that places it.
+func TestTagIsTheSmallestPlacingSuffix(t *testing.T) {
+	for _, name := range []string{"orders", "t", "a.b-c_9", "tenant-0042.events", "x1234567890123456789012345678901234567890"} {
+		for i := range 300 {
+			head := name + ":" + strconv.Itoa(i) + ":"
+			lo := TagRange(name, i)
+			n := 0
+			for ; ; n++ {
+				if hs := HashSlot("{" + head + strconv.Itoa(n) + "}"); hs >= lo && hs < lo+16 {
+					break
+				}
+			}
+			require.Equal(t, "{"+head+strconv.Itoa(n)+"}", Tag(name, i))
+		}
+	}
+}
