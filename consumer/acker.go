@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"time"
-
-	"github.com/rmq-go/rmq/internal/groupcommit"
 )
 
 // A pushed delivery's ack goes through the client's ack rounds
@@ -14,11 +12,6 @@ import (
 // latency, never before the handler returned); handlers finishing meanwhile
 // queue up, and the next round acks them all, together with other topics'
 // acks and pulled ones.
-
-// newAcker is what engine.go's acks field is made with. The engine no
-// longer has a group of its own (its acks ride the hub's ackMux): nil,
-// until that field goes.
-func newAcker(*engine) *groupcommit.Group[*ackReq] { return nil }
 
 // ackOne acks one delivery through the current or next round. It waits
 // for the round at most about the prepare timeout (ackWaitCtx), even on a

@@ -11,7 +11,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rmq-go/rmq/internal/consumerctl"
-	"github.com/rmq-go/rmq/internal/groupcommit"
 	"github.com/rmq-go/rmq/internal/lifecycle"
 	"github.com/rmq-go/rmq/internal/scripts"
 	"github.com/rmq-go/rmq/slots"
@@ -46,9 +45,9 @@ type engine struct {
 	backoffArgs []any
 
 	// Lifecycle (internal/lifecycle). Two contexts, stopped in this order
-	// by Close: runCtx ends the fetcher (loops), then
-	// handleCtx ends the lease keeper (leases) once the handlers drained,
-	// and the handlers Close gave up on.
+	// by Close: runCtx ends the fetcher (loops), then handleCtx, once the
+	// handlers drained, ends the handlers Close gave up on; the hub keeps
+	// the leases until then.
 	phase     lifecycle.Phase // guarded by mu
 	live      bool            // guarded by mu: Start succeeded and Close has not begun
 	runCtx    context.Context
@@ -56,7 +55,6 @@ type engine struct {
 	handleCtx context.Context
 	stopAll   context.CancelFunc
 	loops     sync.WaitGroup // fetcher
-	leases    sync.WaitGroup // lease keeper
 	handlers  sync.WaitGroup // one per delivery in flight
 
 	mu       sync.Mutex
@@ -68,7 +66,6 @@ type engine struct {
 
 	waker *waker
 	clock clock
-	acks  *groupcommit.Group[*ackReq]
 	// ackWait bounds how long a delivery waits for its ack round (see
 	// ackWaitCtx).
 	ackWait atomic.Pointer[ackWait]
@@ -150,7 +147,6 @@ func newEngine(rdb redis.UniversalClient, t topic.Topic, l MessageListener, coor
 		running:  make(chan struct{}, cfg.concurrency),
 	}
 	c.keys = keysOf(cfg.prefix, c)
-	c.acks = newAcker(c)
 	if coord != nil {
 		c.own = newAssignedSlots(c, coord)
 	} else {

@@ -154,23 +154,6 @@ func do(t *testing.T, method, url, body string, headers ...string) answer {
 	return answer{resp.StatusCode, resp.Header, b}
 }
 
-// doBytes sends a request with a binary body.
-func doBytes(t *testing.T, method, url string, body []byte, headers ...string) answer {
-	t.Helper()
-	req, err := http.NewRequest(method, url, bytes.NewReader(body))
-	require.NoError(t, err)
-	for _, h := range headers {
-		k, v, _ := strings.Cut(h, ": ")
-		req.Header.Add(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	return answer{resp.StatusCode, resp.Header, b}
-}
-
 // requireError checks a status and a {"error": text} body.
 func requireError(t *testing.T, a answer, status int, text string) {
 	t.Helper()
