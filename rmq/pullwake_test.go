@@ -1,6 +1,7 @@
 package rmq_test
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -176,18 +177,26 @@ func testPullBurst(t *testing.T, typ topic.Type) {
 	e.start(c)
 	p := c.Producer()
 
+	// pullCtx ends the Pulls still waiting once the burst is taken: they
+	// would otherwise wait out their 5 s with nothing left to take.
+	pullCtx, stopPulls := context.WithCancel(ctx)
+	defer stopPulls()
 	const waiters = 8
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	by := map[int]int{} // waiter -> deliveries
 	var left atomic.Int64
 	left.Store(40)
+	allTaken := make(chan time.Time, 1)
 	for w := range waiters {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for left.Load() > 0 {
-				ds, err := c.Pull(ctx, []topic.Topic{tp}, 1, rmq.WithWait(5*time.Second))
+				ds, err := c.Pull(pullCtx, []topic.Topic{tp}, 1, rmq.WithWait(5*time.Second))
+				if pullCtx.Err() != nil {
+					return
+				}
 				if !assert.NoError(t, err) {
 					return
 				}
@@ -195,7 +204,9 @@ func testPullBurst(t *testing.T, typ topic.Type) {
 					mu.Lock()
 					by[w]++
 					mu.Unlock()
-					left.Add(-1)
+					if left.Add(-1) == 0 {
+						allTaken <- time.Now()
+					}
 					// Slow handling: the burst needs every waiter.
 					time.Sleep(20 * time.Millisecond)
 					assert.NoError(t, d.Ack(ctx))
@@ -211,8 +222,18 @@ func testPullBurst(t *testing.T, typ topic.Type) {
 	start := time.Now()
 	_, err := p.SendBatch(ctx, tp, msgs)
 	require.NoError(t, err)
+	var took time.Duration
+	select {
+	case at := <-allTaken:
+		took = at.Sub(start)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the burst was not taken")
+	}
+	stopPulls()
 	wg.Wait()
 	// One waiter alone needs 40 × 20 ms.
-	assert.Less(t, time.Since(start), 600*time.Millisecond)
+	assert.Less(t, took, 600*time.Millisecond)
+	mu.Lock()
+	defer mu.Unlock()
 	assert.Greater(t, len(by), waiters/2, "deliveries per waiter: %v", by)
 }
