@@ -332,10 +332,11 @@ func (f *fetcher) fetch(ctx context.Context, reqs []fetchReq, total int) (moved 
 	if moved > 0 {
 		c.hub.leases.leased(c, time.Now().Add(c.cfg.prepareTimeout))
 	}
-	if missed {
+	if missed || failed {
 		// A head this fetcher believed due was gone: another consumer
-		// leased it, and no wake-up tells of that. The sweeper looks at
-		// the topic, in case that consumer dies holding it.
+		// leased it, and no wake-up tells of that; or the fetch failed,
+		// maybe after Redis moved messages whose reply was lost. The
+		// sweeper looks at the topic, in case those leases run out.
 		c.hub.leases.heard(c)
 	}
 	if !failed {

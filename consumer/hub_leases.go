@@ -223,7 +223,14 @@ func (l *leaseHub) leased(c *engine, until time.Time) {
 	// A prepare deadline is a whole second; the lease runs out when Redis's
 	// clock passes it (sweep.lua), at most a second after until. Mostly the
 	// deliveries are acked by then: a probe first, not a read.
-	l.scheduleSweepLocked(st, until.Truncate(time.Second).Add(time.Second+sweepMargin), checkExact)
+	at, kind := until.Truncate(time.Second).Add(time.Second+sweepMargin), checkExact
+	// A long lease (a Pull may name hours) must not hold the topic's next
+	// check back: another process's shorter lease there runs out sooner,
+	// and a sweep interval is what an expired lease may wait.
+	if soon := time.Now().Add(c.cfg.sweepInterval); soon.Before(at) {
+		at, kind = soon, checkProbe
+	}
+	l.scheduleSweepLocked(st, at, kind)
 	kick := false
 	if !c.pull && !st.keepClosed {
 		if st.keeping {
@@ -243,7 +250,9 @@ func (l *leaseHub) leased(c *engine, until time.Time) {
 // leased there from now (or from its due time) by any consumer.
 func (l *leaseHub) heard(c *engine) {
 	l.mu.Lock()
-	if st := l.engines[c]; st != nil && st.sweep.idx < 0 {
+	// Even with a check queued: scheduleSweepLocked only ever moves it
+	// earlier, and a queued check may be a long lease's, later than this.
+	if st := l.engines[c]; st != nil {
 		l.scheduleSweepLocked(st, time.Now().Add(c.cfg.sweepInterval), checkProbe)
 	}
 	l.mu.Unlock()

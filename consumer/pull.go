@@ -202,6 +202,11 @@ func (c *engine) Pull(ctx context.Context, n int, lease time.Duration) (any, int
 			next = min(next, r.delayedHead)
 		}
 	}
+	if firstErr != nil {
+		// A failed call may have moved messages whose reply was lost: the
+		// sweeper looks at the topic.
+		c.hub.leases.heard(c)
+	}
 	if len(out) == 0 && firstErr != nil {
 		return []*Delivery(nil), 0, -1, fmt.Errorf("rmq: pull %s: %w", c.topic.Name(), firstErr)
 	}
