@@ -345,6 +345,14 @@ func (c *Client) leavePull(w *pullWaiter, entries []*pullEntry, waits []time.Dur
 			}
 		}
 		e.leave(w, h, now.Add(max(waits[i], 0)))
+		if waits[i] == -2 {
+			// Not fetched in the last round (the earlier topics filled n,
+			// or one failed): the wake-up that woke this Pull may have
+			// been this topic's, so another waiter looks at it.
+			e.mu.Lock()
+			e.signalLocked(1)
+			e.mu.Unlock()
+		}
 	}
 	// A wake-up it received and did not act on goes on to another waiter.
 	select {
