@@ -606,6 +606,17 @@ func (p *pauser) round(ctx context.Context, reqs []pauseReq) {
 	}
 	cancel()
 
+	type change struct {
+		c      *engine
+		paused bool
+	}
+	var changes []change
+	// Observers are told after the lock is released (applyPaused).
+	defer func() {
+		for _, ch := range changes {
+			ch.c.pauseChanged(ch.paused)
+		}
+	}()
 	wh.mu.RLock()
 	defer wh.mu.RUnlock()
 	poke := map[*waker]bool{}
@@ -615,7 +626,9 @@ func (p *pauser) round(ctx context.Context, reqs []pauseReq) {
 		}
 		if m, ok := paused[w.c.cfg.prefix]; ok {
 			_, isPaused := m[w.c.topic.Name()]
-			w.applyPaused(seq, isPaused)
+			if w.applyPaused(seq, isPaused) {
+				changes = append(changes, change{w.c, isPaused})
+			}
 		}
 	}
 	for _, r := range reqs {
@@ -623,7 +636,9 @@ func (p *pauser) round(ctx context.Context, reqs []pauseReq) {
 			continue
 		}
 		if _, ok := paused[r.w.c.cfg.prefix]; !ok && !r.keep {
-			r.w.applyPaused(seq, r.fallback)
+			if r.w.applyPaused(seq, r.fallback) {
+				changes = append(changes, change{r.w.c, r.fallback})
+			}
 		}
 		if r.held {
 			// The payload's hold (waker.message) ends with the read.

@@ -149,7 +149,9 @@ func (c *engine) defineAndReadPaused(ctx context.Context) error {
 	if err := r.get.Err(); err != nil && !errors.Is(err, redis.Nil) {
 		return fmt.Errorf("rmq: read the pause state of %s: %w", c.topic.Name(), err)
 	}
-	c.waker.applyPaused(r.seq, r.get.Err() == nil)
+	if paused := r.get.Err() == nil; c.waker.applyPaused(r.seq, paused) {
+		c.pauseChanged(paused)
+	}
 	return nil
 }
 

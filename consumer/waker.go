@@ -92,19 +92,21 @@ func (w *waker) message(payload string, slot int) bool {
 
 // applyPaused records the pause state a read that started with seq found,
 // unless a read that started later was applied already.
-func (w *waker) applyPaused(seq uint64, paused bool) {
+//
+// It reports whether the state read changed; the caller tells the
+// observers (engine.pauseChanged) once it holds no lock of the hub, since
+// an observer is user code that may start or close topics.
+func (w *waker) applyPaused(seq uint64, paused bool) (changed bool) {
 	w.pauseMu.Lock()
 	defer w.pauseMu.Unlock()
 	if seq <= w.pauseSeq {
-		return
+		return false
 	}
 	w.pauseSeq = seq
-	changed := w.confirmed != paused
+	changed = w.confirmed != paused
 	w.confirmed = paused
 	w.c.paused.Store(w.confirmed || w.holds > 0)
-	if changed {
-		w.c.pauseChanged(paused)
-	}
+	return changed
 }
 
 // hold stops fetching until the pause state is read again (release): a
