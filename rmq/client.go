@@ -131,7 +131,8 @@ func (c *Client) Register(t topic.Topic, l consumer.MessageListener, opts ...con
 // Start checks Redis, stores the topic definitions (refusing conflicting
 // ones) and starts every consumer. ctx bounds the start-up only; Close
 // stops the client. If a consumer fails to start, those already started are
-// closed again.
+// closed again; the client's shared wake-up subscription and sweeper keep
+// running until Close, which a failed Start needs as much as a good one.
 func (c *Client) Start(ctx context.Context) error {
 	c.mu.Lock()
 	if err := c.phase.Start(); err != nil {
