@@ -114,10 +114,10 @@ func (m *meter) eventually(name, topicName string, want float64) {
 // withTelemetry attaches a Telemetry on the meter to a client of e, and
 // watches its queues.
 func (e *env) withTelemetry(m *meter, opts ...rmqotel.Option) (*rmq.Client, *rmqotel.Telemetry) {
-	e.t.Helper()
-	tel, err := rmqotel.New(append([]rmqotel.Option{rmqotel.WithMeterProvider(m.mp), rmqotel.WithLogger(e.logger)}, opts...)...)
-	require.NoError(e.t, err)
-	c := e.client(rmq.WithObserver(tel))
+	e.T.Helper()
+	tel, err := rmqotel.New(append([]rmqotel.Option{rmqotel.WithMeterProvider(m.mp), rmqotel.WithLogger(e.Logger)}, opts...)...)
+	require.NoError(e.T, err)
+	c := e.Client(rmq.WithObserver(tel))
 	tel.WatchQueues(c.Inspector())
 	return c, tel
 }
@@ -144,7 +144,7 @@ func TestMetricsCountExactScenario(t *testing.T) {
 		return nil
 	}), consumer.WithMaxRetries(1), consumer.WithRetryBackoff(noBackoff)))
 	require.NoError(t, c.Register(pr, consumer.ListenerFunc(ack)))
-	e.start(c)
+	e.Start(c)
 
 	p := c.Producer()
 	_, err := p.SendRangeMerge(ctx, rm, []byte("a1"), 400*time.Millisecond, producer.WithKey("a"))
@@ -166,7 +166,7 @@ func TestMetricsCountExactScenario(t *testing.T) {
 	_, err = p.SendPriority(ctx, pr, []byte("job"), 50)
 	require.NoError(t, err)
 
-	e.eventuallyQueues(rm, 0, 0, 1)
+	e.EventuallyQueues(rm, 0, 0, 1)
 	m.eventually("rmq.acked", "rm", 1)
 	m.eventually("rmq.dead", "rm", 1)
 	m.eventually("rmq.acked", "pr", 1)
@@ -221,7 +221,7 @@ func TestMetricsLeaseExpired(t *testing.T) {
 	m := newMeter(t)
 	retry := mustTopic(t, "swept", topic.FixedTime, 1)
 	kill := mustTopic(t, "sweptdead", topic.FixedTime, 1)
-	p := e.client().Producer()
+	p := e.Client().Producer()
 	for _, tp := range []topic.Topic{retry, kill} {
 		_, err := p.SendFixedTime(ctx, tp, []byte("x"), time.Now().Add(-time.Second), producer.WithKey("x"))
 		require.NoError(t, err)
@@ -231,12 +231,12 @@ func TestMetricsLeaseExpired(t *testing.T) {
 	opts := []consumer.Option{consumer.WithPrepareTimeout(time.Second), consumer.WithSweepInterval(100 * time.Millisecond), consumer.WithRetryBackoff(noBackoff)}
 	require.NoError(t, c.Register(retry, consumer.ListenerFunc(ack), opts...))
 	require.NoError(t, c.Register(kill, consumer.ListenerFunc(ack), append(opts, consumer.WithMaxRetries(0))...))
-	e.start(c)
+	e.Start(c)
 
 	m.eventually("rmq.acked", "swept", 1)
 	m.eventually("rmq.dead", "sweptdead", 1)
-	e.eventuallyQueues(retry, 0, 0, 0)
-	e.eventuallyQueues(kill, 0, 0, 1)
+	e.EventuallyQueues(retry, 0, 0, 0)
+	e.EventuallyQueues(kill, 0, 0, 1)
 	assert.Equal(t, 1.0, m.value("rmq.lease_expired", "swept"))
 	assert.Equal(t, 1.0, m.value("messaging.client.consumed.messages", "swept"))
 	assert.Equal(t, 0.0, m.value("rmq.dead", "swept"))
@@ -255,9 +255,9 @@ func TestMetricsDepthWhileRedisDown(t *testing.T) {
 	m := newMeter(t)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1, DialTimeout: 200 * time.Millisecond, DisableIdentity: true})
 	t.Cleanup(func() { _ = rdb.Close() })
-	tel, err := rmqotel.New(rmqotel.WithMeterProvider(m.mp), rmqotel.WithLogger(e.logger))
+	tel, err := rmqotel.New(rmqotel.WithMeterProvider(m.mp), rmqotel.WithLogger(e.Logger))
 	require.NoError(t, err)
-	c, err := rmq.New(rdb, rmq.WithPrefix(e.prefix), rmq.WithObserver(tel), rmq.WithLogger(e.logger))
+	c, err := rmq.New(rdb, rmq.WithPrefix(e.Prefix), rmq.WithObserver(tel), rmq.WithLogger(e.Logger))
 	require.NoError(t, err)
 	tel.WatchQueues(c.Inspector())
 	tp := mustTopic(t, "down", topic.FixedTime, 4)
@@ -271,7 +271,7 @@ func TestMetricsDepthWhileRedisDown(t *testing.T) {
 	assert.False(t, ok, "a depth read from a Redis that is away")
 	assert.Equal(t, 2.0, m.value("rmq.depth.errors", ""), "two failed collections")
 	assert.Equal(t, 1.0, m.value("messaging.client.sent.messages", "down"))
-	assert.Contains(t, e.log.String(), "could not read queue depths")
+	assert.Contains(t, e.Log.String(), "could not read queue depths")
 }
 
 // A nil propagator or logger is refused with the core's sentinel.
@@ -293,11 +293,11 @@ func TestMetricsExpired(t *testing.T) {
 	c, _ := e.withTelemetry(m)
 	tp := mustTopic(t, "ttl", topic.FixedTime, 1)
 	require.NoError(t, c.Register(tp, consumer.ListenerFunc(ack)))
-	e.start(c)
+	e.Start(c)
 	_, err := c.Producer().SendFixedTime(ctx, tp, []byte("x"), time.Now().Add(300*time.Millisecond), producer.WithKey("x"), producer.WithTTL(100*time.Millisecond))
 	require.NoError(t, err)
 	m.eventually("rmq.expired", "ttl", 1)
-	e.eventuallyQueues(tp, 0, 0, 0)
+	e.EventuallyQueues(tp, 0, 0, 0)
 	assert.Equal(t, 0.0, m.value("messaging.client.consumed.messages", "ttl"))
 }
 
@@ -311,7 +311,7 @@ func TestMetricsPausedAndDelayed(t *testing.T) {
 	c, _ := e.withTelemetry(m)
 	tp := mustTopic(t, "jobs", topic.Priority, 2)
 	require.NoError(t, c.Register(tp, consumer.ListenerFunc(ack)))
-	e.start(c)
+	e.Start(c)
 	_, err := c.Producer().SendPriority(ctx, tp, []byte("later"), 50, producer.WithKey("later"), producer.WithDelay(time.Hour))
 	require.NoError(t, err)
 	require.NoError(t, c.Inspector().Pause(ctx, tp))

@@ -77,7 +77,7 @@ func fullyTraced(t *testing.T, e *env, tr *tracer, tp topic.Topic, opts ...rmqot
 	t.Helper()
 	tel, err := rmqotel.New(append([]rmqotel.Option{rmqotel.WithTracerProvider(tr.tp), rmqotel.WithMeterProvider(newMeter(t).mp)}, opts...)...)
 	require.NoError(t, err)
-	c := e.client(rmq.WithObserver(tel), rmq.WithSendHook(tel.SendHook), rmq.WithMiddleware(tel.Middleware))
+	c := e.Client(rmq.WithObserver(tel), rmq.WithSendHook(tel.SendHook), rmq.WithMiddleware(tel.Middleware))
 	var (
 		mu  sync.Mutex
 		got = map[string]seen{}
@@ -91,7 +91,7 @@ func fullyTraced(t *testing.T, e *env, tr *tracer, tp topic.Topic, opts ...rmqot
 		}
 		return nil
 	}), consumer.WithMaxRetries(0)))
-	e.start(c)
+	e.Start(c)
 	return c, func(id string) seen {
 		mu.Lock()
 		defer mu.Unlock()

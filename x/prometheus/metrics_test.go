@@ -26,10 +26,10 @@ import (
 // withMetrics registers the metrics on reg and watches the env's queues:
 // what the README tells users to write.
 func (e *env) withMetrics(reg prometheus.Registerer) *rmq.Client {
-	e.t.Helper()
-	m, err := rmqprom.New(reg, rmqprom.WithLogger(e.logger))
-	require.NoError(e.t, err)
-	c := e.client(rmq.WithObserver(m))
+	e.T.Helper()
+	m, err := rmqprom.New(reg, rmqprom.WithLogger(e.Logger))
+	require.NoError(e.T, err)
+	c := e.Client(rmq.WithObserver(m))
 	m.WatchQueues(c.Inspector())
 	return c
 }
@@ -131,7 +131,7 @@ func TestMetricsCountExactScenario(t *testing.T) {
 		return nil
 	}), consumer.WithMaxRetries(1), consumer.WithRetryBackoff(noBackoff)))
 	require.NoError(t, c.Register(pr, consumer.ListenerFunc(ack)))
-	e.start(c)
+	e.Start(c)
 
 	p := c.Producer()
 	_, err := p.SendRangeMerge(ctx, rm, []byte("a1"), 400*time.Millisecond, producer.WithKey("a"))
@@ -153,7 +153,7 @@ func TestMetricsCountExactScenario(t *testing.T) {
 	_, err = p.SendPriority(ctx, pr, []byte("job"), 50)
 	require.NoError(t, err)
 
-	e.eventuallyQueues(rm, 0, 0, 1)
+	e.EventuallyQueues(rm, 0, 0, 1)
 	eventuallyMetric(t, reg, "rmq_acked_total", "rm", 1)
 	eventuallyMetric(t, reg, "rmq_dead_total", "rm", 1)
 	eventuallyMetric(t, reg, "rmq_acked_total", "pr", 1)
@@ -219,24 +219,24 @@ func TestMetricsLeaseExpired(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	retry := mustTopic(t, "swept", topic.FixedTime, 1)
 	kill := mustTopic(t, "sweptdead", topic.FixedTime, 1)
-	p := e.client().Producer()
+	p := e.Client().Producer()
 	for _, tp := range []topic.Topic{retry, kill} {
 		_, err := p.SendFixedTime(ctx, tp, []byte("x"), time.Now().Add(-time.Second), producer.WithKey("x"))
 		require.NoError(t, err)
-		k := slots.KeysFor(e.prefix, tp, 0)
-		r := fetchDirect(t, e.rdb, k, true, 1, 1)
+		k := slots.KeysFor(e.Prefix, tp, 0)
+		r := fetchDirect(t, e.RDB, k, true, 1, 1)
 		require.Len(t, r.Msgs, 1)
 	}
 	c := e.withMetrics(reg)
 	opts := []consumer.Option{consumer.WithPrepareTimeout(time.Second), consumer.WithSweepInterval(100 * time.Millisecond), consumer.WithRetryBackoff(noBackoff)}
 	require.NoError(t, c.Register(retry, consumer.ListenerFunc(ack), opts...))
 	require.NoError(t, c.Register(kill, consumer.ListenerFunc(ack), append(opts, consumer.WithMaxRetries(0))...))
-	e.start(c)
+	e.Start(c)
 
 	eventuallyMetric(t, reg, "rmq_acked_total", "swept", 1)
 	eventuallyMetric(t, reg, "rmq_dead_total", "sweptdead", 1)
-	e.eventuallyQueues(retry, 0, 0, 0)
-	e.eventuallyQueues(kill, 0, 0, 1)
+	e.EventuallyQueues(retry, 0, 0, 0)
+	e.EventuallyQueues(kill, 0, 0, 1)
 	assert.Equal(t, 1.0, value(t, reg, "rmq_lease_expired_total", "swept"))
 	assert.Equal(t, 1.0, value(t, reg, "rmq_delivered_total", "swept"))
 	assert.Equal(t, 0.0, value(t, reg, "rmq_dead_total", "swept"))
@@ -285,9 +285,9 @@ func TestMetricsDepthWhileRedisDown(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1, DialTimeout: 200 * time.Millisecond, DisableIdentity: true})
 	t.Cleanup(func() { _ = rdb.Close() })
-	m, err := rmqprom.New(reg, rmqprom.WithLogger(e.logger))
+	m, err := rmqprom.New(reg, rmqprom.WithLogger(e.Logger))
 	require.NoError(t, err)
-	c, err := rmq.New(rdb, rmq.WithPrefix(e.prefix), rmq.WithObserver(m), rmq.WithLogger(e.logger))
+	c, err := rmq.New(rdb, rmq.WithPrefix(e.Prefix), rmq.WithObserver(m), rmq.WithLogger(e.Logger))
 	require.NoError(t, err)
 	m.WatchQueues(c.Inspector())
 	tp := mustTopic(t, "down", topic.FixedTime, 4)
@@ -302,7 +302,7 @@ func TestMetricsDepthWhileRedisDown(t *testing.T) {
 	assert.False(t, ok, "a depth read from a Redis that is away")
 	assert.Equal(t, 3.0, value(t, reg, "rmq_depth_errors_total", ""), "three failed scrapes")
 	assert.Equal(t, 1.0, value(t, reg, "rmq_sent_total", "down"))
-	assert.Contains(t, e.log.String(), "could not read queue depths")
+	assert.Contains(t, e.Log.String(), "could not read queue depths")
 }
 
 // A nil registry or logger is refused with the core's sentinel.
@@ -324,11 +324,11 @@ func TestMetricsExpired(t *testing.T) {
 	c := e.withMetrics(reg)
 	tp := mustTopic(t, "ttl", topic.FixedTime, 1)
 	require.NoError(t, c.Register(tp, consumer.ListenerFunc(ack)))
-	e.start(c)
+	e.Start(c)
 	_, err := c.Producer().SendFixedTime(ctx, tp, []byte("x"), time.Now().Add(300*time.Millisecond), producer.WithKey("x"), producer.WithTTL(100*time.Millisecond))
 	require.NoError(t, err)
 	eventuallyMetric(t, reg, "rmq_expired_total", "ttl", 1)
-	e.eventuallyQueues(tp, 0, 0, 0)
+	e.EventuallyQueues(tp, 0, 0, 0)
 	assert.Equal(t, 0.0, value(t, reg, "rmq_delivered_total", "ttl"))
 }
 
@@ -345,7 +345,7 @@ func TestMetricsPausedAndDelayed(t *testing.T) {
 	other := mustTopic(t, "other", topic.Priority, 2)
 	require.NoError(t, c.Register(tp, consumer.ListenerFunc(ack)))
 	require.NoError(t, c.Register(other, consumer.ListenerFunc(ack)))
-	e.start(c)
+	e.Start(c)
 	_, err := c.Producer().SendPriority(ctx, tp, []byte("later"), 50, producer.WithKey("later"), producer.WithDelay(time.Hour))
 	require.NoError(t, err)
 	require.NoError(t, c.Inspector().Pause(ctx, tp))
