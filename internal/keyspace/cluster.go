@@ -117,9 +117,8 @@ var tags sync.Map // tagKey -> string
 // sufCRC holds CRC16 of the decimal numbers below sufTable. CRC-16/XMODEM
 // is linear (no initial value, no final xor), so the CRC of head+suffix is
 // the CRC of head followed by len(suffix) zero bytes, xor the suffix's own
-// CRC: the search for a suffix costs one table read per candidate (a
-// number past the table, needed once in some 20000 tags, is hashed as it
-// comes).
+// CRC: sufFirst indexes these by their hash slot bits, and a number past
+// the table (needed once in some 20000 tags) is hashed as it comes.
 const sufTable = 10000
 
 var sufCRC = sync.OnceValue(func() []uint16 {
@@ -181,7 +180,6 @@ func Tag(topicName string, index int) string {
 	}
 	head := topicName + ":" + strconv.Itoa(index) + ":"
 	lo := TagRange(topicName, index)
-	suf := sufCRC()
 	// shifted[d] is the CRC of head followed by d zero bytes.
 	var shifted [8]uint16
 	shifted[0] = crc16(0, head)
@@ -203,13 +201,9 @@ func Tag(topicName string, index int) string {
 		if n == next {
 			digits, next = digits+1, next*10
 		}
-		var sc uint16
-		if n < sufTable {
-			sc = suf[n]
-		} else {
-			var buf [8]byte
-			sc = crc16b(0, strconv.AppendInt(buf[:0], int64(n), 10))
-		}
+		// Past the table (firstSuffix looked there): hashed as it comes.
+		var buf [8]byte
+		sc := crc16b(0, strconv.AppendInt(buf[:0], int64(n), 10))
 		hs := int(shifted[digits]^sc) % NumHashSlots
 		if hs >= lo && hs < lo+tagSpan {
 			break
