@@ -84,8 +84,10 @@ func TestPullDeliveries(t *testing.T) {
 		ds, err := c.Pull(ctx, []topic.Topic{tp}, 1, rmq.WithLease(time.Second), rmq.WithWait(2*time.Second))
 		require.NoError(t, err)
 		require.Len(t, ds, 1)
-		require.NoError(t, ds[0].Nack(ctx, 300*time.Millisecond, errors.New("later")))
+		// Taken before the call: the backoff starts when Redis runs the
+		// rollback, which is before Nack returns.
 		nacked := time.Now()
+		require.NoError(t, ds[0].Nack(ctx, 300*time.Millisecond, errors.New("later")))
 		ds, err = c.Pull(ctx, []topic.Topic{tp}, 1, rmq.WithWait(5*time.Second), rmq.WithLease(time.Second))
 		require.NoError(t, err)
 		require.Len(t, ds, 1)

@@ -20,9 +20,11 @@ func TestNackJob(t *testing.T) {
 	j := e.consumeJob(tok, "/api/ns/q?ttr=30")
 	require.Equal(t, id, j.JobID)
 	require.Equal(t, 1, j.RemainTries)
+	// Taken before the request: the delay starts when Redis runs the
+	// rollback, before the answer arrives.
+	nacked := time.Now()
 	a := do(t, "POST", e.url("/api/ns/q/job/"+id+"/nack?delay_ms=300"), "payment service down", "X-Token: "+tok)
 	require.Equal(t, http.StatusNoContent, a.status, "%s", a)
-	nacked := time.Now()
 	requireError(t, do(t, "POST", e.url("/api/ns/q/job/"+id+"/nack"), "", "X-Token: "+tok), http.StatusNotFound, "job not found")
 	requireError(t, do(t, "POST", e.url("/api/ns/q/job/unknown/nack"), "", "X-Token: "+tok), http.StatusNotFound, "job not found")
 
