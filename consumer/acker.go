@@ -13,15 +13,29 @@ import (
 // queue up, and the next round acks them all, together with other topics'
 // acks and pulled ones.
 
-// ackOne acks one delivery through the current or next round. It waits
-// for the round at most about the prepare timeout (ackWaitCtx), even on a
-// client that neither honours context deadlines nor has read timeouts.
-func (c *engine) ackOne(d *delivery) (refused bool, err error) {
+// ackAsync acks d, whose listener returned nil after took, in the current
+// or next round, and ends the delivery when that round ran (on the
+// goroutine that ran it). The round's call carries a deadline of the
+// prepare timeout (finish).
+func (c *engine) ackAsync(ctx context.Context, d *delivery, took time.Duration) {
 	r := c.ackReqOf(d.msg, c.cfg.prepareTimeout)
-	if err := c.hub.acks.do(c.ackWaitCtx(), r); err != nil {
-		return false, fmt.Errorf("rmq: ack on %s slot %d: %w", c.topic.Name(), d.msg.Slot, err)
-	}
-	return r.refused(), nil
+	// The delivery is in flight (inflight, handlers) until its round ran:
+	// Close waits for it, and the lease keeper extends it meanwhile.
+	c.handlers.Add(1)
+	c.hub.acks.goDo(r, func() {
+		defer c.handlers.Done()
+		outcome := c.finish(d, "ack", func(context.Context) (Outcome, error) {
+			if r.err != nil {
+				return Failed, fmt.Errorf("rmq: ack on %s slot %d: %w", c.topic.Name(), d.msg.Slot, r.err)
+			}
+			if r.refused() {
+				c.log.WarnContext(ctx, "rmq: ack refused: the delivery was no longer current", "id", d.msg.ID, "slot", d.msg.Slot)
+				return Refused, nil
+			}
+			return Acked, nil
+		})
+		c.ended(ctx, d, took, outcome, nil)
+	})
 }
 
 // ackReqOf is the ack of m, a delivery of this engine, in the engine's
@@ -40,27 +54,4 @@ func (c *engine) ackReqOf(m *Message, bound time.Duration) *ackReq {
 		r.epochKey, r.epoch = ek, m.Epoch
 	}
 	return r
-}
-
-// ackWait is a deadline that deliveries share for a while.
-type ackWait struct {
-	ctx    context.Context
-	cancel context.CancelFunc
-	until  time.Time // handed out until then
-}
-
-// ackWaitCtx returns a context whose deadline is between one and 1.1
-// prepare timeouts from now. Deliveries share it for a tenth of a prepare
-// timeout, so acks cost one timer per interval, not one per delivery.
-func (c *engine) ackWaitCtx() context.Context {
-	now := time.Now()
-	if w := c.ackWait.Load(); w != nil && now.Before(w.until) {
-		return w.ctx
-	}
-	// Two callers may both make one; either serves. The one replaced ends
-	// at its deadline, when its timer fires, so deliveries still waiting on
-	// it keep their bound.
-	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.prepareTimeout+c.cfg.prepareTimeout/10)
-	c.ackWait.Store(&ackWait{ctx: ctx, cancel: cancel, until: now.Add(c.cfg.prepareTimeout / 10)})
-	return ctx
 }

@@ -153,17 +153,12 @@ func (c *engine) handle(ctx context.Context, d *delivery) {
 		// reorder the key); the slot's next term returns the message.
 		outcome = Revoked
 	case err == nil:
-		outcome = c.finish(d, "ack", func(ctx context.Context) (Outcome, error) {
-			refused, err := c.ackOne(d)
-			if err != nil {
-				return Failed, err
-			}
-			if refused {
-				c.log.WarnContext(ctx, "rmq: ack refused: the delivery was no longer current", "id", d.msg.ID, "slot", d.msg.Slot)
-				return Refused, nil
-			}
-			return Acked, nil
-		})
+		// The ack rides the client's next ack round without this goroutine
+		// waiting for it: the goroutine ends here, shallow (no stack grown
+		// for the round's Redis call, unless it runs the round itself), and
+		// the delivery ends when its round did (ackAsync).
+		c.ackAsync(ctx, d, took)
+		return
 	default:
 		outcome = c.finish(d, "rollback", func(ctx context.Context) (Outcome, error) {
 			ctx, cancel := context.WithTimeout(ctx, c.cfg.prepareTimeout)
@@ -178,6 +173,11 @@ func (c *engine) handle(ctx context.Context, d *delivery) {
 			return rollbackOutcome(res[0]), nil
 		})
 	}
+	c.ended(ctx, d, took, outcome, err)
+}
+
+// ended tells the observer and the log how d ended and frees its slot.
+func (c *engine) ended(ctx context.Context, d *delivery, took time.Duration, outcome Outcome, err error) {
 	finished(c.cfg.observer, d.msg, took, outcome, err)
 	logOutcome(ctx, c.log, d.msg, outcome, err)
 	c.mu.Lock()
@@ -241,8 +241,7 @@ func (c *engine) wakeFetcher() {
 // away: each call carries a deadline of the prepare timeout (an ack round
 // sets one for all its acks, so no delivery makes a timer of its own),
 // which ends it where the client honours context deadlines, and its read
-// timeout ends it otherwise; a delivery waits for its ack round at most
-// about the prepare timeout either way. The lease then runs out and the
+// timeout ends it otherwise. The lease then runs out and the
 // sweeper rolls the message back. A call refused for a stale owner epoch (ZooKeeper
 // mode) is Fenced.
 func (c *engine) finish(d *delivery, what string, op func(ctx context.Context) (Outcome, error)) Outcome {

@@ -66,9 +66,6 @@ type engine struct {
 
 	waker *waker
 	clock clock
-	// ackWait bounds how long a delivery waits for its ack round (see
-	// ackWaitCtx).
-	ackWait atomic.Pointer[ackWait]
 
 	// own decides which slots are consumed and fences the script calls
 	// (ownership.go): allSlots, or assignedSlots in ZooKeeper mode.
@@ -270,9 +267,6 @@ func (c *engine) Close(ctx context.Context) error {
 	// Leases are kept until the last handler is done.
 	c.stopAll()
 	c.hub.leases.stopKeeping(c)
-	if w := c.ackWait.Load(); w != nil {
-		w.cancel()
-	}
 	c.closeOwnHub()
 	return err
 }

@@ -15,7 +15,7 @@ import (
 )
 
 // ackMux group-commits the acks of every topic of a client (issue 15):
-// pushed deliveries (engine.ackOne), pulled ones (Delivery.Ack) and acks
+// pushed deliveries (engine.ackAsync), pulled ones (Delivery.Ack) and acks
 // by id (rmq.Client.AckByID). An ack that finds a free round slot starts a
 // round at once; acks arriving while ackRoundsInFlight rounds are under way
 // queue up and ride the next one together, whatever their topic. A round
@@ -103,6 +103,13 @@ func (m *ackMux) do(ctx context.Context, r *ackReq) error {
 		return err
 	}
 	return r.err
+}
+
+// goDo queues r for the current or next round and returns; then runs once
+// r's round ran (r.err and r.code are set), on the goroutine that ran it.
+// A caller that finds a round slot free runs the round itself first.
+func (m *ackMux) goDo(r *ackReq, then func()) {
+	m.g.Go(context.Background(), r, then)
 }
 
 // round acks a batch: the groups that may merge in one call, the others one

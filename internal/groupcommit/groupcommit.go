@@ -31,6 +31,7 @@ type entry[T any] struct {
 	v    T
 	done bool          // guarded by Group.mu
 	wake chan struct{} // non-nil while its caller waits; closed to wake it
+	then func()        // Go's callback: called once the round that ran v is over
 }
 
 // New returns a group that runs a round with run, at most inFlight rounds
@@ -75,6 +76,21 @@ func (g *Group[T]) Do(ctx context.Context, v T) error {
 	return err
 }
 
+// Go queues v and returns without waiting for it; then, when not nil, is
+// called once a round has run v, on the goroutine that ran that round. A
+// caller that finds a round slot free runs the round itself (and those
+// queued behind it that no waiting caller takes) before Go returns, as Do
+// would; otherwise a caller already running rounds takes v in a later one.
+// Rounds run with a context that carries ctx's values, never its
+// cancellation: a value queued by Go always runs.
+func (g *Group[T]) Go(ctx context.Context, v T, then func()) {
+	e := &entry[T]{v: v, then: then}
+	g.mu.Lock()
+	g.q = append(g.q, e)
+	g.leaveLocked(ctx)
+	g.mu.Unlock()
+}
+
 // roundLocked runs one round of the queue's head; g.mu is held on entry
 // and on return, not while the round runs.
 func (g *Group[T]) roundLocked(ctx context.Context) {
@@ -97,12 +113,25 @@ func (g *Group[T]) roundLocked(ctx context.Context) {
 	g.run(context.WithoutCancel(ctx), vals)
 	g.mu.Lock()
 	g.running--
+	callbacks := false
 	for _, e := range batch {
 		e.done = true
 		if e.wake != nil {
 			close(e.wake)
 			e.wake = nil
 		}
+		callbacks = callbacks || e.then != nil
+	}
+	if callbacks {
+		// Outside the lock, with the round's slot free again: the next
+		// round need not wait for them.
+		g.mu.Unlock()
+		for _, e := range batch {
+			if e.then != nil {
+				e.then()
+			}
+		}
+		g.mu.Lock()
 	}
 }
 

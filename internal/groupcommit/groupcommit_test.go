@@ -121,3 +121,78 @@ func TestGivingUpDoesNotStallTheQueue(t *testing.T) {
 	require.NoError(t, g.Do(ctx, later))
 	assert.NotZero(t, later.round)
 }
+
+// Go returns without waiting, runs every value once within the round
+// limit, calls each callback once after its value ran, and leaves no
+// value queued with nobody to run it, mixed with callers of Do.
+func TestGoRunsEveryValueAndCallsBackAfterItsRound(t *testing.T) {
+	for _, inFlight := range []int{1, 2} {
+		r := &recorder{}
+		g := groupcommit.New(inFlight, func(ctx context.Context, b []*req) {
+			time.Sleep(time.Millisecond)
+			r.run(ctx, b)
+		}, nil)
+		reqs := make([]*req, 2000)
+		var called atomic.Int32
+		var wg sync.WaitGroup
+		for i := range reqs {
+			reqs[i] = &req{n: i}
+			wg.Add(1)
+			if i%4 == 0 {
+				go func() {
+					defer wg.Done()
+					assert.NoError(t, g.Do(context.Background(), reqs[i]))
+				}()
+				continue
+			}
+			go g.Go(context.Background(), reqs[i], func() {
+				defer wg.Done()
+				called.Add(1)
+				// The round that ran it is over before its callback.
+				r.mu.Lock()
+				ran := reqs[i].round
+				r.mu.Unlock()
+				assert.NotZero(t, ran, "callback before the value ran")
+			})
+		}
+		wg.Wait()
+		assert.Equal(t, int32(len(reqs)-len(reqs)/4), called.Load(), "one callback per Go")
+		assert.LessOrEqual(t, int(r.most.Load()), inFlight, "rounds at once")
+		assert.Less(t, r.rounds, len(reqs)/4, "values that arrive together share rounds")
+	}
+}
+
+// A Go that finds every round slot taken returns at once; the caller
+// running the round takes its value next.
+func TestGoDoesNotWaitForABusyRound(t *testing.T) {
+	r := &recorder{gate: make(chan struct{})}
+	g := groupcommit.New(1, r.run, nil)
+	first, second := &req{n: 1}, &req{n: 2}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		assert.NoError(t, g.Do(context.Background(), first))
+	}()
+	require.Eventually(t, func() bool { return r.running.Load() == 1 }, 5*time.Second, time.Millisecond)
+	called := make(chan struct{})
+	returned := make(chan struct{})
+	go func() {
+		g.Go(context.Background(), second, func() { close(called) })
+		close(returned)
+	}()
+	select {
+	case <-returned:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Go waited for the busy round")
+	}
+	r.gate <- struct{}{} // the first round ends; its caller runs the second
+	r.gate <- struct{}{}
+	<-done
+	select {
+	case <-called:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the queued value's callback was never called")
+	}
+	assert.Equal(t, 1, first.round)
+	assert.Equal(t, 2, second.round)
+}
