@@ -106,6 +106,7 @@ func (f *fetcher) run(ctx context.Context) {
 	c := f.c
 	timer := time.NewTimer(maxIdle)
 	defer timer.Stop()
+	f.lookFirst(ctx)
 	for ctx.Err() == nil {
 		// The waker re-reads the pause state on a resubscription itself
 		// (recheckPaused), before it signals.

@@ -7,6 +7,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rmq-go/rmq/internal/consumerctl"
+	"github.com/rmq-go/rmq/internal/groupcommit"
 )
 
 // The engines of one client share a hub (issue 15: cost follows work, not
@@ -17,8 +18,9 @@ import (
 //   - leases: one sweeper, woken by the earliest lease deadline it knows,
 //     and one lease keeper for every delivery in flight (hub_leases.go);
 //   - calls: fetches of different topics that are ready at once
-//     group-committed into shared script calls (hub_calls.go), and acks
-//     likewise (hub_acks.go).
+//     group-committed into shared script calls (hub_calls.go), acks
+//     likewise (hub_acks.go), and the first look of starting fetchers
+//     (hub_looks.go).
 //
 // rmq.Client makes one with consumerctl.NewShared and closes it after its
 // engines; an engine made without one (the package's own tests) makes a
@@ -44,6 +46,7 @@ type hub struct {
 	leases *leaseHub
 	calls  *callMux
 	acks   *ackMux
+	looks  *groupcommit.Group[*lookReq] // fetchers' first look (hub_looks.go)
 }
 
 func newHub(rdb redis.UniversalClient) *hub {
@@ -53,6 +56,7 @@ func newHub(rdb redis.UniversalClient) *hub {
 	h.leases = newLeaseHub(h)
 	h.calls = newCallMux(h)
 	h.acks = newAckMux(h)
+	h.looks = newLooks(rdb)
 	return h
 }
 
