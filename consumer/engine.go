@@ -112,6 +112,7 @@ func newEngineFromParams(p consumerctl.Params) (consumerctl.Engine, error) {
 		return nil, err
 	}
 	c.hub, c.ownHub = hubOf(p.Redis, p.Shared)
+	c.hub.wake.expect(c.topic.SlotAmount())
 	return c, nil
 }
 

@@ -56,6 +56,11 @@ type wakeHub struct {
 	log     *slog.Logger // the first engine's logger
 	targets map[string][]wakeTarget
 	wakers  map[*waker]struct{}
+	// expected counts the channels of the engines made on this hub so far
+	// (expect): the first registration sizes targets for all of them, so
+	// a client starting 1,000 topics does not grow the map 16,000 entries
+	// one split at a time.
+	expected int
 
 	// Single node. ops waits for the next write (flush), which sends it
 	// with PING nextTok; sentTok is the last token written, heardTok the
@@ -161,6 +166,9 @@ func (wh *wakeHub) logger() *slog.Logger {
 func (wh *wakeHub) register(ctx context.Context, w *waker) error {
 	chans := w.channels()
 	wh.mu.Lock()
+	if len(wh.targets) == 0 && wh.expected > len(chans) {
+		wh.targets = make(map[string][]wakeTarget, wh.expected)
+	}
 	if wh.ctx == nil || wh.ctx.Err() != nil {
 		wh.mu.Unlock()
 		return errHubClosed
@@ -205,6 +213,14 @@ func (wh *wakeHub) register(ctx context.Context, w *waker) error {
 		return err
 	}
 	return nil
+}
+
+// expect notes an engine of n slot channels made on the hub (not yet
+// registered).
+func (wh *wakeHub) expect(n int) {
+	wh.mu.Lock()
+	wh.expected += n
+	wh.mu.Unlock()
 }
 
 // unregister removes w's channels; those no other engine listens to are

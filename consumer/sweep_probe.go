@@ -135,7 +135,12 @@ func (st *leaseState) prepareKeys() ([]int, []string, []any) {
 func probeAny(ctx context.Context, rdb redis.UniversalClient, sts []*leaseState) (bool, error) {
 	pipe := rdb.Pipeline()
 	var cmds []*redis.Cmd
-	chunk := make([]any, 0, probeChunk+1)
+	total := 0
+	for _, st := range sts {
+		_, keys, _ := st.prepareKeys()
+		total += len(keys)
+	}
+	chunk := make([]any, 0, min(total, probeChunk)+1)
 	chunk = append(chunk, "exists")
 	for _, st := range sts {
 		_, _, args := st.prepareKeys()
