@@ -7,6 +7,7 @@ package keyspace
 import (
 	"strconv"
 	"sync"
+	"sync/atomic"
 )
 
 // Key placement on a Redis Cluster.
@@ -106,13 +107,17 @@ func bitReverse(x, bits int) int {
 	return out
 }
 
-type tagKey struct {
-	topic string
-	index int
-}
+// tags caches computed tags per topic name (*topicTags): a client that
+// registers 1,000 topics of 16 slots stores 1,000 entries, not 16,000, and
+// a send reads its tag without a lock.
+var tags sync.Map
 
-// tags caches computed tags, one per topic slot and process.
-var tags sync.Map // tagKey -> string
+// topicTags holds a topic's tags by slot index, grown copy-on-write to
+// the next power of two past the highest index asked for.
+type topicTags struct {
+	mu  sync.Mutex // serialises growth
+	all atomic.Pointer[[]string]
+}
 
 // sufCRC holds CRC16 of the decimal numbers below sufTable. CRC-16/XMODEM
 // is linear (no initial value, no final xor), so the CRC of head+suffix is
@@ -174,10 +179,45 @@ func crc16b(crc uint16, b []byte) uint16 {
 // evenly over the cluster's masters. The tag depends on the topic name and
 // index only: every process derives the same keys.
 func Tag(topicName string, index int) string {
-	k := tagKey{topicName, index}
-	if t, ok := tags.Load(k); ok {
-		return t.(string)
+	v, ok := tags.Load(topicName)
+	if !ok {
+		v, _ = tags.LoadOrStore(topicName, &topicTags{})
 	}
+	tt := v.(*topicTags)
+	var cur []string
+	if p := tt.all.Load(); p != nil {
+		cur = *p
+		if index < len(cur) {
+			return cur[index]
+		}
+	}
+	if index < 0 {
+		return tagOf(topicName, index)
+	}
+	// The slots up to the next power of two: topics have 2^k slots, so
+	// this computes each of them once, in log2(slots) steps.
+	n := 1
+	for n <= index {
+		n *= 2
+	}
+	fresh := make([]string, n)
+	for i := len(cur); i < n; i++ {
+		fresh[i] = tagOf(topicName, i)
+	}
+	tt.mu.Lock()
+	defer tt.mu.Unlock()
+	if p := tt.all.Load(); p != nil {
+		if len(*p) >= n {
+			return (*p)[index]
+		}
+		copy(fresh, *p)
+	}
+	tt.all.Store(&fresh)
+	return fresh[index]
+}
+
+// tagOf computes Tag(topicName, index).
+func tagOf(topicName string, index int) string {
 	head := topicName + ":" + strconv.Itoa(index) + ":"
 	lo := TagRange(topicName, index)
 	// shifted[d] is the CRC of head followed by d zero bytes.
@@ -192,9 +232,7 @@ func Tag(topicName string, index int) string {
 	// smallest number of d digits with each low-14-bit CRC answers in 16
 	// reads per digit count what the loop below tries one by one.
 	if n, ok := firstSuffix(&shifted, lo); ok {
-		t := "{" + head + strconv.Itoa(n) + "}"
-		tags.Store(k, t)
-		return t
+		return "{" + head + strconv.Itoa(n) + "}"
 	}
 	n, digits, next := sufTable, len(strconv.Itoa(sufTable)), sufTable*10
 	for ; n < tagTries; n++ {
@@ -212,7 +250,5 @@ func Tag(topicName string, index int) string {
 	// Every range is reached within a few thousand candidates (each has a
 	// 1/1024 chance); were the bound ever hit, n = tagTries still gives a
 	// deterministic, if unplaced, tag.
-	t := "{" + head + strconv.Itoa(n) + "}"
-	tags.Store(k, t)
-	return t
+	return "{" + head + strconv.Itoa(n) + "}"
 }

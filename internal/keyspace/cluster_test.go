@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -147,5 +148,37 @@ func TestTagIsTheSmallestPlacingSuffix(t *testing.T) {
 			}
 			require.Equal(t, "{"+head+strconv.Itoa(n)+"}", Tag(name, i))
 		}
+	}
+}
+
+// The per-topic cache grows while other goroutines read and grow it: every
+// answer is the computed tag, whatever the order of indices asked.
+func TestTagCacheUnderConcurrentGrowth(t *testing.T) {
+	const topics, slots = 8, 300
+	var wg sync.WaitGroup
+	for g := range 6 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := range topics * slots {
+				i := (k*7919 + g*131) % (topics * slots)
+				name := "grow-" + strconv.Itoa(i%topics)
+				if got, want := Tag(name, i/topics), tagOf(name, i/topics); got != want {
+					t.Errorf("Tag(%s, %d) = %s, want %s", name, i/topics, got, want)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+func BenchmarkTagCached(b *testing.B) {
+	for i := range 16 {
+		Tag("cached", i)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		Tag("cached", i&15)
 	}
 }
