@@ -158,6 +158,7 @@ func (m *callMux) roundLocked(ctx context.Context) {
 	m.run(context.WithoutCancel(ctx), batch)
 	m.mu.Lock()
 	m.running--
+	m.noteDrainedLocked()
 	for _, f := range batch {
 		f.done = true
 		if f.wake != nil {
@@ -193,24 +194,27 @@ func (m *callMux) dropLocked(f *muxFetch) {
 	m.noteDrainedLocked()
 }
 
-// noteDrainedLocked wakes waitQueued's callers once no fetch queues.
+// noteDrainedLocked wakes waitQueued's callers once no fetch queues or
+// runs.
 func (m *callMux) noteDrainedLocked() {
-	if len(m.q) == 0 && m.drained != nil {
+	if len(m.q) == 0 && m.running == 0 && m.drained != nil {
 		close(m.drained)
 		m.drained = nil
 	}
 }
 
-// waitQueued returns once no fetch queues for a round, or after at most
-// most, or when ctx ends. Fetches queue only while Redis is the bottleneck
-// (both rounds in flight): a wave coming due. Ack rounds wait here
+// waitQueued returns once no fetch queues for a round or runs, or after at
+// most most, or when ctx ends. Fetches queue only while Redis is the
+// bottleneck (both rounds in flight): a wave coming due; and the rounds in
+// flight are the wave too (an ack sent now would run before the fetches
+// that reach Redis after it). Ack rounds wait here
 // (ackMux.round) so that Redis runs the fetches of a wave first: an ack
 // only frees a message Redis already delivered, and every ack of the wave
 // then rides fewer, larger rounds, while a fetch is what lateness waits
 // for.
 func (m *callMux) waitQueued(ctx context.Context, most time.Duration) {
 	m.mu.Lock()
-	if len(m.q) == 0 {
+	if len(m.q) == 0 && m.running == 0 {
 		m.mu.Unlock()
 		return
 	}
