@@ -193,15 +193,20 @@ func (wh *wakeHub) register(ctx context.Context, w *waker) error {
 	// all at once (pong), so engines that start together share one
 	// SUBSCRIBE and one PING.
 	lead := false
+	var reg *shardReg
 	if wh.shards == nil {
 		wh.ops = append(wh.ops, wakeOp{chans: chans})
 		lead = wh.sentTok <= wh.heardTok
+	} else {
+		// Under wh.mu, as unregister's forget: the shard waker learns of a
+		// channel's registrations and unregistrations in the hub's order.
+		reg = wh.shards.register(chans)
 	}
 	wh.mu.Unlock()
 
 	var err error
 	if wh.shards != nil {
-		err = wh.shards.add(ctx, chans)
+		err = wh.shards.wait(ctx, reg, chans)
 	} else {
 		if lead {
 			wh.flush()
@@ -257,6 +262,9 @@ func (wh *wakeHub) unregister(w *waker) {
 		// Queued like a registration (register).
 		wh.ops = append(wh.ops, wakeOp{unsub: true, chans: gone})
 		lead = wh.sentTok <= wh.heardTok
+	}
+	if wh.shards != nil && len(gone) > 0 {
+		wh.shards.forget(gone)
 	}
 	wh.mu.Unlock()
 	if len(gone) == 0 {

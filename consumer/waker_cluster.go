@@ -138,12 +138,15 @@ func (s *shardWaker) start(ctx context.Context, wg *sync.WaitGroup) {
 	}()
 }
 
-// add registers channels and returns once Redis confirmed the subscription
-// of each (at once for those already confirmed: another engine of the
-// client listens there too).
-func (s *shardWaker) add(ctx context.Context, chans []string) error {
+// register notes channels as registered and returns the registration that
+// waits for their confirmation (nil: every one is confirmed already:
+// another engine of the client listens there too). The hub calls it under
+// its lock, so that registrations and unregistrations (forget) of one
+// channel reach the shard waker in the order the hub decided them.
+func (s *shardWaker) register(chans []string) *shardReg {
 	reg := &shardReg{done: make(chan struct{})}
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	for _, ch := range chans {
 		s.channels[ch] = true
 		if s.live[ch] == nil && !slices.Contains(s.pending[ch], reg) {
@@ -151,9 +154,16 @@ func (s *shardWaker) add(ctx context.Context, chans []string) error {
 			reg.left++
 		}
 	}
-	wait := reg.left > 0
-	s.mu.Unlock()
-	if !wait {
+	if reg.left == 0 {
+		return nil
+	}
+	return reg
+}
+
+// wait returns once Redis confirmed the subscription of reg's channels
+// (chans, as given to register), or when ctx ends or the hub closes.
+func (s *shardWaker) wait(ctx context.Context, reg *shardReg, chans []string) error {
+	if reg == nil {
 		return nil
 	}
 	select {
@@ -185,15 +195,21 @@ func (s *shardWaker) add(ctx context.Context, chans []string) error {
 	return err
 }
 
-// remove unregisters channels no engine listens to any more and returns
-// once they were unsubscribed (or the hub closed).
-func (s *shardWaker) remove(chans []string) {
+// forget notes that no engine listens to chans any more; the hub calls it
+// under its lock (see register), then remove.
+func (s *shardWaker) forget(chans []string) {
 	s.mu.Lock()
 	for _, ch := range chans {
 		delete(s.channels, ch)
 		delete(s.live, ch)
 	}
 	s.mu.Unlock()
+}
+
+// remove unsubscribes forgotten channels and returns once that was written
+// (or the hub closed). A channel registered again meanwhile is left
+// subscribed (unsubscribe decides in the run goroutine).
+func (s *shardWaker) remove(chans []string) {
 	done := make(chan struct{})
 	select {
 	case s.events <- shardEvent{remove: chans, done: done}:
@@ -272,9 +288,27 @@ func (s *shardWaker) unsubscribe(chans []string) {
 	ctx, cancel := context.WithTimeout(s.ctx, 5*time.Second)
 	defer cancel()
 	bySlot := map[*shardConn]map[int][]string{}
+	s.mu.Lock()
+	again := map[string]bool{}
+	for _, ch := range chans {
+		if !s.channels[ch] {
+			continue
+		}
+		// Registered again since it was forgotten (another engine of the
+		// client, say one pulling the topic a closing one pushed): it
+		// stays. Where its subscription still holds, that confirms the new
+		// registration, which found no live subscription and waits; where
+		// it does not, the placement that registration asked for
+		// subscribes it.
+		again[ch] = true
+		if sc := s.where[ch]; sc != nil && !sc.closed.Load() {
+			s.confirmLocked(sc, ch)
+		}
+	}
+	s.mu.Unlock()
 	for _, ch := range chans {
 		sc := s.where[ch]
-		if sc == nil {
+		if sc == nil || again[ch] {
 			continue
 		}
 		delete(s.where, ch)
@@ -493,6 +527,10 @@ func (s *shardWaker) send(ev shardEvent) {
 func (s *shardWaker) confirm(sc *shardConn, ch string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.confirmLocked(sc, ch)
+}
+
+func (s *shardWaker) confirmLocked(sc *shardConn, ch string) {
 	if sc.closed.Load() || !s.channels[ch] {
 		return
 	}

@@ -1,0 +1,73 @@
+package consumer
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rmq-go/rmq/internal/keyspace"
+	"github.com/rmq-go/rmq/internal/redisserver"
+	"github.com/rmq-go/rmq/internal/redistest"
+	"github.com/rmq-go/rmq/topic"
+)
+
+// One client, one topic, two engines (one pushing, one pulling, say): one
+// closes while the other starts. Whatever the order in which the hub hears
+// of the two, the channels the starting engine listens on stay subscribed
+// once both calls returned.
+func TestShardWakerKeepsChannelsOfAnEngineStartingWhileAnotherCloses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster")
+	}
+	cl := redistest.StartCluster(t, redisserver.ClusterConfig{})
+	cc := redistest.ClusterClient(t, cl)
+	prefix := redistest.Prefix(t)
+	h := newHub(cc)
+	t.Cleanup(h.Close)
+	tp := topic.MustNew("handover", topic.FixedTime, 16)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	newOne := func() *engine {
+		c, err := newEngine(cc, tp, ListenerFunc(func(context.Context, *Message) error { return nil }), nil, WithPrefix(prefix))
+		require.NoError(t, err)
+		c.hub = h
+		return c
+	}
+	admin := map[string]*redis.Client{}
+	for _, m := range cl.MasterAddrs() {
+		admin[m] = redis.NewClient(&redis.Options{Addr: m, DisableIdentity: true})
+		t.Cleanup(func() { _ = admin[m].Close() })
+	}
+	unsubscribed := func(c *engine) []string {
+		var out []string
+		for i, k := range c.keys {
+			owner, err := cl.SlotOwner(ctx, keyspace.HashSlot(k.Wake))
+			require.NoError(t, err)
+			n, err := admin[owner].PubSubShardNumSub(ctx, k.Wake).Result()
+			require.NoError(t, err)
+			if n[k.Wake] != 1 {
+				out = append(out, fmt.Sprintf("slot %d: %d subscribers", i, n[k.Wake]))
+			}
+		}
+		return out
+	}
+	cur := newOne()
+	require.NoError(t, cur.Start(ctx))
+	for round := range 40 {
+		next := newOne()
+		closed, started := make(chan error, 1), make(chan error, 1)
+		go func() { closed <- cur.Close(ctx) }()
+		go func() { started <- next.Start(ctx) }()
+		require.NoError(t, <-closed)
+		require.NoError(t, <-started, "round %d", round)
+		// An unsubscribe written for the closed engine has reached Redis.
+		time.Sleep(100 * time.Millisecond)
+		require.Empty(t, unsubscribed(next), "round %d: channels of the started engine", round)
+		cur = next
+	}
+	require.NoError(t, cur.Close(ctx))
+}
