@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -14,6 +15,18 @@ import (
 	"github.com/rmq-go/rmq/producer"
 	"github.com/rmq-go/rmq/topic"
 )
+
+// lookEnv returns a test's context (30 s), a client of the shared Redis, a
+// key prefix of its own and a hub on that client, closed after the test.
+func lookEnv(t *testing.T) (context.Context, redis.UniversalClient, string, *hub) {
+	t.Helper()
+	rdb := redistest.Client(t, redistest.Shared(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	h := newHub(rdb)
+	t.Cleanup(h.Close)
+	return ctx, rdb, redistest.Prefix(t), h
+}
 
 // lookTopics starts one engine per topic on hub h, each sending what it
 // receives to got; the engines are closed at the end of the test.
@@ -49,13 +62,7 @@ func receive(t *testing.T, ctx context.Context, got <-chan string, want ...strin
 // topic, pipelined) finds nothing, and a message sent afterwards still
 // arrives through its wake-up.
 func TestEmptyTopicsStartWithoutFetching(t *testing.T) {
-	srv := redistest.Shared(t)
-	rdb := redistest.Client(t, srv)
-	prefix := redistest.Prefix(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	h := newHub(rdb)
-	t.Cleanup(h.Close)
+	ctx, rdb, prefix, h := lookEnv(t)
 	types := []topic.Type{topic.FixedTime, topic.Priority, topic.RangeMerge}
 	var ts []topic.Topic
 	for i := range 12 {
@@ -79,13 +86,7 @@ func TestEmptyTopicsStartWithoutFetching(t *testing.T) {
 // What waits before Start is found: a due message in store, and a priority
 // message that is only in its delayed set (not before a time to come).
 func TestFirstLookFindsWhatWaits(t *testing.T) {
-	srv := redistest.Shared(t)
-	rdb := redistest.Client(t, srv)
-	prefix := redistest.Prefix(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	h := newHub(rdb)
-	t.Cleanup(h.Close)
+	ctx, rdb, prefix, h := lookEnv(t)
 	ts := []topic.Topic{
 		topic.MustNew("waits-fixed", topic.FixedTime, 8),
 		topic.MustNew("waits-prio", topic.Priority, 4),
