@@ -6,10 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/rmq-go/rmq/internal/keyspace"
 	"github.com/rmq-go/rmq/internal/redisserver"
 	"github.com/rmq-go/rmq/internal/redistest"
 	"github.com/rmq-go/rmq/topic"
@@ -37,20 +35,12 @@ func TestShardWakerKeepsChannelsOfAnEngineStartingWhileAnotherCloses(t *testing.
 		c.hub = h
 		return c
 	}
-	admin := map[string]*redis.Client{}
-	for _, m := range cl.MasterAddrs() {
-		admin[m] = redis.NewClient(&redis.Options{Addr: m, DisableIdentity: true})
-		t.Cleanup(func() { _ = admin[m].Close() })
-	}
+	admin := masterAdmins(t, cl)
 	unsubscribed := func(c *engine) []string {
 		var out []string
-		for i, k := range c.keys {
-			owner, err := cl.SlotOwner(ctx, keyspace.HashSlot(k.Wake))
-			require.NoError(t, err)
-			n, err := admin[owner].PubSubShardNumSub(ctx, k.Wake).Result()
-			require.NoError(t, err)
-			if n[k.Wake] != 1 {
-				out = append(out, fmt.Sprintf("slot %d: %d subscribers", i, n[k.Wake]))
+		for i, n := range shardSubscribers(t, ctx, cl, admin, c) {
+			if n != 1 {
+				out = append(out, fmt.Sprintf("slot %d: %d subscribers", i, n))
 			}
 		}
 		return out

@@ -305,29 +305,13 @@ func TestShardWakerManyTopicsOneConnectionPerMaster(t *testing.T) {
 		}
 	})
 	masters := cl.MasterAddrs()
-	admin := map[string]*redis.Client{}
-	for _, m := range masters {
-		admin[m] = redis.NewClient(&redis.Options{Addr: m, DisableIdentity: true})
-		t.Cleanup(func() { _ = admin[m].Close() })
-	}
+	admin := masterAdmins(t, cl)
 	for _, m := range masters {
 		list, err := admin[m].ClientList(ctx).Result()
 		require.NoError(t, err)
 		require.Equal(t, 1, strings.Count(list, " flags=P "), "subscription connections on %s", m)
 	}
-	// subscribers returns SHARDNUMSUB of each wake channel of c, asked of
-	// the master that owns it.
-	subscribers := func(c *engine) []int64 {
-		var out []int64
-		for _, k := range c.keys {
-			owner, err := cl.SlotOwner(ctx, keyspace.HashSlot(k.Wake))
-			require.NoError(t, err)
-			res, err := admin[owner].PubSubShardNumSub(ctx, k.Wake).Result()
-			require.NoError(t, err)
-			out = append(out, res[k.Wake])
-		}
-		return out
-	}
+	subscribers := func(c *engine) []int64 { return shardSubscribers(t, ctx, cl, admin, c) }
 	p := producer.New(cc, producer.WithPrefix(prefix))
 	sendAll := func(what string, skip int) {
 		t.Helper()
@@ -365,4 +349,30 @@ func TestShardWakerManyTopicsOneConnectionPerMaster(t *testing.T) {
 		}
 	}
 	sendAll("after close", 5)
+}
+
+// masterAdmins returns a plain client of each master of cl, closed after
+// the test.
+func masterAdmins(t *testing.T, cl *redisserver.Cluster) map[string]*redis.Client {
+	admin := map[string]*redis.Client{}
+	for _, m := range cl.MasterAddrs() {
+		admin[m] = redis.NewClient(&redis.Options{Addr: m, DisableIdentity: true})
+		t.Cleanup(func() { _ = admin[m].Close() })
+	}
+	return admin
+}
+
+// shardSubscribers returns SHARDNUMSUB of each wake channel of c, asked of
+// the master that owns it.
+func shardSubscribers(t *testing.T, ctx context.Context, cl *redisserver.Cluster, admin map[string]*redis.Client, c *engine) []int64 {
+	t.Helper()
+	var out []int64
+	for _, k := range c.keys {
+		owner, err := cl.SlotOwner(ctx, keyspace.HashSlot(k.Wake))
+		require.NoError(t, err)
+		res, err := admin[owner].PubSubShardNumSub(ctx, k.Wake).Result()
+		require.NoError(t, err)
+		out = append(out, res[k.Wake])
+	}
+	return out
 }
