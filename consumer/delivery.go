@@ -241,7 +241,8 @@ func (c *engine) wakeFetcher() {
 // away: each call carries a deadline of the prepare timeout (an ack round
 // sets one for all its acks, so no delivery makes a timer of its own),
 // which ends it where the client honours context deadlines, and its read
-// timeout ends it otherwise. The lease then runs out and the
+// timeout ends it otherwise; a queued ack also waits for the rounds ahead
+// of it (at most two at once). The lease then runs out and the
 // sweeper rolls the message back. A call refused for a stale owner epoch (ZooKeeper
 // mode) is Fenced.
 func (c *engine) finish(d *delivery, what string, op func(ctx context.Context) (Outcome, error)) Outcome {

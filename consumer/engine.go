@@ -230,7 +230,9 @@ func (c *engine) Start(ctx context.Context) error {
 // Close stops fetching, waits for the handlers in flight until ctx is done,
 // then cancels the rest and rolls them back so nothing stays in prepare.
 // A delivery whose listener already returned keeps its own ack or rollback
-// (bounded by the prepare timeout), so a reported success is not undone. It
+// (a round's call waits for Redis at most about the prepare timeout, where
+// the client honours context deadlines or has read timeouts), so a
+// reported success is not undone. It
 // returns when every goroutine the engine started has ended: handlers
 // must return once their context is cancelled. The error is ctx's when the
 // deadline cut handlers short. Only the first Close does anything.

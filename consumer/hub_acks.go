@@ -24,10 +24,14 @@ import (
 // (ZooKeeper mode), one call per slot, pipelined. So a wave across 1,000
 // topics pays a few ack calls, not 1,000.
 //
-// Rounds run on the goroutines of the acks that start them
-// (internal/groupcommit): the mux has no goroutine of its own, and an ack
-// works whether or not the hub was started or is closed already (an ack by
-// id before Start, a pulled delivery acked after Close).
+// A pulled ack or an ack by id that finds a round slot free runs its round
+// on its own goroutine, and returns once its own ack ran. The rounds of
+// pushed acks (queued without waiting: engine.ackAsync) run on the mux's
+// goroutine, which the hub runs while it is started (groupcommit.Serve),
+// so a handler's goroutine never runs other deliveries' rounds or their
+// observers. An ack works whether or not the hub was started or is closed
+// already (an ack by id before Start, a pulled delivery acked after
+// Close): callers then run the rounds themselves.
 type ackMux struct {
 	rdb     redis.UniversalClient
 	fetches *callMux // the client's fetches, which go to Redis first
@@ -88,8 +92,15 @@ func newAckMux(h *hub) *ackMux {
 	return m
 }
 
-// start has nothing to start: rounds run on their callers' goroutines.
-func (m *ackMux) start(context.Context, *sync.WaitGroup) {}
+// start runs the mux's goroutine (the rounds of pushed acks) until ctx
+// ends; it runs what is still queued before it returns.
+func (m *ackMux) start(ctx context.Context, wg *sync.WaitGroup) {
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		m.g.Serve(ctx)
+	}()
+}
 
 // do runs r in the current or next round. It returns ctx's error if ctx
 // ends first (r may still run later, as after any timeout), else the
@@ -106,8 +117,8 @@ func (m *ackMux) do(ctx context.Context, r *ackReq) error {
 }
 
 // goDo queues r for the current or next round and returns; then runs once
-// r's round ran (r.err and r.code are set), on the goroutine that ran it.
-// A caller that finds a round slot free runs the round itself first.
+// r's round ran (r.err and r.code are set), on the goroutine that ran it:
+// the mux's own while the hub runs.
 func (m *ackMux) goDo(r *ackReq, then func()) {
 	m.g.Go(context.Background(), r, then)
 }
@@ -189,9 +200,12 @@ func (h *hub) AckByID(ctx context.Context, prefix string, t topic.Topic, slot in
 	if t.Type().TimeBased() {
 		delayed = k.Store
 	}
+	// A round waits for Redis at most the longest bound of its acks: a
+	// caller's long ctx must not stretch the round of pushed acks sharing
+	// it past a prepare timeout (their leases are kept meanwhile).
 	bound := DefaultPrepareTimeout
 	if dl, ok := ctx.Deadline(); ok {
-		bound = max(bound, time.Until(dl))
+		bound = min(bound, max(time.Until(dl), 0))
 	}
 	r := &ackReq{keys: [6]string{k.Store, k.Prepare, k.Msg, k.Wake, delayed, k.Dead}, id: id, token: -1, merge: true, bound: bound}
 	if err := h.acks.do(ctx, r); err != nil {

@@ -49,7 +49,9 @@ func newLooks(rdb redis.UniversalClient) *groupcommit.Group[*lookReq] {
 // fetch reads them as before.
 func (f *fetcher) lookFirst(ctx context.Context) {
 	c := f.c
-	if !c.merged {
+	if !c.merged || c.rdb != c.hub.rdb {
+		// The hub's rounds ask the hub's client: only an engine on that
+		// same single node may take their answer.
 		return
 	}
 	keys := make([]string, 0, 2*len(c.keys))

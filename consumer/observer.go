@@ -71,7 +71,11 @@ func (o Outcome) String() string {
 }
 
 // Observer is told what a consumer does, for metrics. Methods are called
-// synchronously from the consumer's goroutines and must not block.
+// synchronously from the client's consumer goroutines (Finished of an
+// acked pushed delivery from the goroutine that ran its ack round, which
+// serves every topic of the client) and must not block: a
+// slow observer delays other deliveries, and one that closes a topic or
+// the client may deadlock.
 type Observer interface {
 	// Delivered is called when a fetched message is handed to a handler.
 	Delivered(m *Message)

@@ -42,11 +42,12 @@ type Delivery struct {
 // removed) and it is no longer this delivery's to end.
 //
 // The ack rides the client's ack rounds (hub_acks.go), with other topics'
-// acks; ctx bounds the wait for it.
+// acks; ctx bounds the wait for it, and the round waits for Redis at most
+// the prepare timeout (less when ctx ends sooner).
 func (d *Delivery) Ack(ctx context.Context) error {
 	bound := d.e.cfg.prepareTimeout
 	if dl, ok := ctx.Deadline(); ok {
-		bound = max(bound, time.Until(dl))
+		bound = min(bound, max(time.Until(dl), 0))
 	}
 	r := d.e.ackReqOf(d.Message, bound)
 	if err := d.e.hub.acks.do(ctx, r); err != nil {

@@ -25,6 +25,10 @@ type Group[T any] struct {
 	mu      sync.Mutex
 	q       []*entry[T]
 	running int
+	// serving: a Serve goroutine runs the rounds no caller is left to run;
+	// kick wakes it (buffered, one pending).
+	serving bool
+	kick    chan struct{}
 }
 
 type entry[T any] struct {
@@ -77,18 +81,57 @@ func (g *Group[T]) Do(ctx context.Context, v T) error {
 }
 
 // Go queues v and returns without waiting for it; then, when not nil, is
-// called once a round has run v, on the goroutine that ran that round. A
-// caller that finds a round slot free runs the round itself (and those
-// queued behind it that no waiting caller takes) before Go returns, as Do
-// would; otherwise a caller already running rounds takes v in a later one.
-// Rounds run with a context that carries ctx's values, never its
-// cancellation: a value queued by Go always runs.
+// called once a round has run v, on the goroutine that ran that round.
+// While Serve runs, Go never runs a round itself: Serve's goroutine does
+// (or a Do caller whose own value shares the round). Without Serve, a
+// caller that finds a round slot free runs the rounds no waiting caller
+// takes before Go returns, as Do does. Rounds run with a context that
+// carries ctx's values, never its cancellation: a value queued by Go
+// always runs.
 func (g *Group[T]) Go(ctx context.Context, v T, then func()) {
 	e := &entry[T]{v: v, then: then}
 	g.mu.Lock()
 	g.q = append(g.q, e)
 	g.leaveLocked(ctx)
 	g.mu.Unlock()
+}
+
+// Serve runs, until ctx ends, the rounds of values no caller waits for
+// (queued by Go, or by a Do caller that gave up), so that every caller
+// returns once its own value ran instead of running other callers'
+// rounds. When ctx ends it runs what is still queued, and from then on
+// callers run such rounds themselves again. One Serve at a time.
+func (g *Group[T]) Serve(ctx context.Context) {
+	g.mu.Lock()
+	g.serving = true
+	if g.kick == nil {
+		g.kick = make(chan struct{}, 1)
+	}
+	kick := g.kick
+	g.runQueuedLocked(ctx)
+	g.mu.Unlock()
+	for {
+		select {
+		case <-ctx.Done():
+			g.mu.Lock()
+			g.serving = false
+			g.runQueuedLocked(ctx)
+			g.mu.Unlock()
+			return
+		case <-kick:
+		}
+		g.mu.Lock()
+		g.runQueuedLocked(ctx)
+		g.mu.Unlock()
+	}
+}
+
+// runQueuedLocked runs rounds while values queue and a round slot is free
+// (the callers running rounds now leave and kick again when they are done).
+func (g *Group[T]) runQueuedLocked(ctx context.Context) {
+	for len(g.q) > 0 && g.running < g.inFlight {
+		g.roundLocked(ctx)
+	}
 }
 
 // roundLocked runs one round of the queue's head; g.mu is held on entry
@@ -137,7 +180,9 @@ func (g *Group[T]) roundLocked(ctx context.Context) {
 
 // leaveLocked is called by a caller about to return. If values still
 // queue and a round slot is free, a waiting caller is woken to run it; if
-// no caller waits for any of them (they all gave up), this one runs them.
+// no caller waits for any of them (queued by Go, or their callers gave
+// up), Serve's goroutine is kicked to run them, or without Serve this
+// caller runs them.
 func (g *Group[T]) leaveLocked(ctx context.Context) {
 	for len(g.q) > 0 && g.running < g.inFlight {
 		for _, e := range g.q {
@@ -146,6 +191,13 @@ func (g *Group[T]) leaveLocked(ctx context.Context) {
 				e.wake = nil
 				return
 			}
+		}
+		if g.serving {
+			select {
+			case g.kick <- struct{}{}:
+			default:
+			}
+			return
 		}
 		g.roundLocked(ctx)
 	}
