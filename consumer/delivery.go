@@ -54,24 +54,94 @@ func (c *engine) slotFree(slot int) int { return c.own.slotFree(slot) }
 // dispatch starts a handler goroutine for each fetched message.
 func (c *engine) dispatch(msgs []*Message) {
 	for _, m := range msgs {
-		ctx, cancel := context.WithCancelCause(c.handleCtx)
-		d := &delivery{msg: m, cancel: cancel}
-		c.mu.Lock()
-		if !c.own.mayDispatchLocked(m) {
-			// The slot's term ended while the fetch ran: the message stays
-			// in prepare until the slot's next term returns it to store.
-			c.mu.Unlock()
-			cancel(nil)
-			continue
-		}
-		c.inflight[d] = struct{}{}
-		c.busy++
-		c.perSlot[m.Slot]++
-		c.mu.Unlock()
-		c.cfg.observer.Delivered(m)
+		c.dispatchOne(m, false)
+	}
+}
+
+// dispatchOne starts a handler goroutine for m.
+func (c *engine) dispatchOne(m *Message, held bool) {
+	if d, ctx := c.begin(m, held); d != nil {
 		c.handlers.Add(1)
 		go c.handle(ctx, d)
 	}
+}
+
+// begin counts m as a delivery in flight and returns it with its context,
+// or nil when it may not start. held: m was held since a lookahead fetch
+// and already counts as busy (hub_hold.go).
+func (c *engine) begin(m *Message, held bool) (*delivery, context.Context) {
+	ctx, cancel := context.WithCancelCause(c.handleCtx)
+	d := &delivery{msg: m, cancel: cancel}
+	c.mu.Lock()
+	if held {
+		c.held--
+	}
+	if !c.own.mayDispatchLocked(m) {
+		// The slot's term ended while the fetch ran: the message stays
+		// in prepare until the slot's next term returns it to store.
+		if held {
+			c.busy--
+		}
+		c.mu.Unlock()
+		cancel(nil)
+		return nil, nil
+	}
+	c.inflight[d] = struct{}{}
+	if !held {
+		c.busy++
+	}
+	c.perSlot[m.Slot]++
+	c.mu.Unlock()
+	c.cfg.observer.Delivered(m)
+	return d, ctx
+}
+
+// holdAll counts msgs, fetched ahead of their instant, as busy and hands
+// them to the hub's holder. Each gets its handler goroutine now, waiting
+// for the holder's word: so the work of starting a wave's handlers is done
+// before its instant, which costs only the word.
+func (c *engine) holdAll(msgs []*Message) {
+	c.mu.Lock()
+	c.busy += len(msgs)
+	c.held += len(msgs)
+	c.mu.Unlock()
+	xs := make([]*heldMsg, len(msgs))
+	for i, m := range msgs {
+		x := &heldMsg{c: c, m: m, due: m.DueAt.UnixMilli(), ready: make(chan struct{})}
+		xs[i] = x
+		c.handlers.Add(1)
+		go c.awaitHandOver(x)
+	}
+	c.hub.hold.add(xs)
+}
+
+// awaitHandOver runs x's delivery once the holder hands it over, or ends
+// when the holder drops or gives it back (the holder frees its capacity).
+func (c *engine) awaitHandOver(x *heldMsg) {
+	<-x.ready
+	if !x.deliver {
+		c.handlers.Done()
+		return
+	}
+	d, ctx := c.begin(x.m, true)
+	if d == nil {
+		c.handlers.Done()
+		return
+	}
+	c.handle(ctx, d)
+}
+
+// unhold frees the capacity of n held messages that will not be delivered
+// here.
+func (c *engine) unhold(n int) {
+	if n == 0 {
+		return
+	}
+	c.mu.Lock()
+	c.busy -= n
+	c.held -= n
+	c.mu.Unlock()
+	c.wakeFetcher()
 }
 
 func (c *engine) handle(ctx context.Context, d *delivery) {
@@ -230,6 +300,12 @@ func (c *engine) giveBack(started bool) {
 }
 
 func (c *engine) wakeFetcher() {
+	// A fetcher that sleeps with free capacity and nothing due has no use
+	// for more (fetcher.run): a wave's thousand deliveries across as many
+	// topics must not wake a thousand fetchers for nothing.
+	if !c.wantRelease.Load() {
+		return
+	}
 	select {
 	case c.released <- struct{}{}:
 	default:

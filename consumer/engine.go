@@ -59,10 +59,14 @@ type engine struct {
 
 	mu       sync.Mutex
 	inflight map[*delivery]struct{} // until the ack or rollback is done
-	busy     int                    // deliveries whose listener call has not returned
+	busy     int                    // deliveries whose listener call has not returned, and held ones
+	held     int                    // messages the hub holds for their instant (hub_hold.go)
 	perSlot  map[int]int            // inflight per slot
 	released chan struct{}          // a handler finished: capacity is free
-	running  chan struct{}          // a token per running listener call (WithPrefetch)
+	// wantRelease: the fetcher is to be told of freed capacity (released);
+	// false only while it sleeps with capacity free and nothing due.
+	wantRelease atomic.Bool
+	running     chan struct{} // a token per running listener call (WithPrefetch)
 
 	waker *waker
 	clock clock
@@ -249,6 +253,12 @@ func (c *engine) Close(ctx context.Context) error {
 	// starts, then drain the handlers that run.
 	c.stopRun()
 	c.loops.Wait()
+	// Messages taken ahead of their instant and not handed over yet go
+	// back to store, no attempt counted, for any consumer to deliver on
+	// time (hub_hold.go).
+	rctx, rcancel := context.WithTimeout(context.Background(), releaseTimeout)
+	c.hub.hold.drop(rctx, c)
+	rcancel()
 	// The hub no longer calls this engine about wake-ups.
 	c.waker.stop()
 	c.hub.leases.stopSweeping(c)
@@ -272,6 +282,21 @@ func (c *engine) Close(ctx context.Context) error {
 	c.hub.leases.stopKeeping(c)
 	c.closeOwnHub()
 	return err
+}
+
+// releaseTimeout bounds Close's call that gives held messages back: one a
+// Redis that does not answer leaves to the sweeper.
+const releaseTimeout = 5 * time.Second
+
+// lookaheadMs is how long before their instant (ms) the engine's fetches
+// take messages (WithLookahead): only a push engine of a time-based topic
+// whose fetches share the hub's rounds (a single node, no fencing), since
+// the hub's confirm call names slots of any of its topics.
+func (c *engine) lookaheadMs() int64 {
+	if c.pull || !c.topic.Type().TimeBased() || !c.hub.calls.serves(c) {
+		return 0
+	}
+	return c.cfg.lookahead.Milliseconds()
 }
 
 // closeOwnHub closes the engine's hub if it is its own (no client shares

@@ -52,10 +52,14 @@ type fetcher struct {
 	// unknown is fetched with its delayed set looked at, which moves the
 	// due entries into store; the fetcher sleeps until the earliest.
 	dheads []float64
+	// ahead (ms, 0 none) is how long before their instant messages are
+	// taken (engine.lookaheadMs): those not due yet are held by the hub
+	// and handed over at their instant (hub_hold.go).
+	ahead int64
 }
 
 func newFetcher(c *engine) *fetcher {
-	f := &fetcher{c: c, heads: make([]slotHead, c.topic.SlotAmount())}
+	f := &fetcher{c: c, heads: make([]slotHead, c.topic.SlotAmount()), ahead: c.lookaheadMs()}
 	if !c.topic.Type().TimeBased() {
 		f.dheads = make([]float64, c.topic.SlotAmount())
 		for i := range f.dheads {
@@ -112,9 +116,13 @@ func (f *fetcher) run(ctx context.Context) {
 		// (recheckPaused), before it signals.
 		f.applyWakes()
 		wait := maxIdle
+		// Set before the capacity is read, so a delivery that ends after
+		// the read wakes this loop.
+		c.wantRelease.Store(true)
+		free := c.freeCapacity()
 		// A paused topic (Inspector.Pause) fetches nothing; the resume
 		// arrives as a wake-up.
-		if free := c.freeCapacity(); free > 0 && !c.paused.Load() {
+		if free > 0 && !c.paused.Load() {
 			nowMs := c.clock.now().UnixMilli()
 			f.applyDelayed(nowMs)
 			if unknown := f.unknownSlots(); len(unknown) > 0 {
@@ -131,12 +139,18 @@ func (f *fetcher) run(ctx context.Context) {
 			if at := f.earliest(); at != never {
 				// Sleep by the best estimate of Redis's clock there is,
 				// read once more when it is loose and the due time near.
+				at -= f.ahead
 				c.syncClock()
 				if d := c.clock.untilMs(at); d > 0 && d < probeHorizon && c.hub.calls.probeClock(ctx) {
 					c.syncClock()
 				}
 				wait = min(wait, max(c.clock.untilMs(at), 0))
 			}
+		}
+		if _, all := c.own.(*allSlots); all && free > 0 {
+			// Nothing is due and capacity is free: more capacity changes
+			// nothing until a due time or a wake-up (no per-slot limit).
+			c.wantRelease.Store(false)
 		}
 		timer.Reset(wait)
 		select {
@@ -320,7 +334,7 @@ func (f *fetcher) fetch(ctx context.Context, reqs []fetchReq, total int) (moved 
 			failed = true
 			continue
 		}
-		c.dispatch(r.msgs)
+		f.dispatchOrHold(r.msgs, r.nowUs)
 		moved += len(r.msgs)
 		if len(r.msgs) == 0 && f.heads[r.slot].known && !f.heads[r.slot].empty {
 			missed = true
@@ -365,6 +379,27 @@ func (f *fetcher) fetch(ctx context.Context, reqs []fetchReq, total int) (moved 
 		// answers again: try now rather than sleep out the backoff.
 	}
 	return moved
+}
+
+// dispatchOrHold starts the messages that were due when the fetch ran
+// (Redis's clock nowUs) and hands the others, taken ahead of their instant,
+// to the hub's holder.
+func (f *fetcher) dispatchOrHold(msgs []*Message, nowUs int64) {
+	if f.ahead == 0 {
+		f.c.dispatch(msgs)
+		return
+	}
+	var held []*Message
+	for _, m := range msgs {
+		if m.DueAt.UnixMilli()*1000 > nowUs {
+			held = append(held, m)
+		} else {
+			f.c.dispatchOne(m, false)
+		}
+	}
+	if len(held) > 0 {
+		f.c.holdAll(held)
+	}
 }
 
 func (f *fetcher) headOf(r fetchResult) slotHead {

@@ -20,7 +20,9 @@ import (
 //   - calls: fetches of different topics that are ready at once
 //     group-committed into shared script calls (hub_calls.go), acks
 //     likewise (hub_acks.go), and the first look of starting fetchers
-//     (hub_looks.go).
+//     (hub_looks.go);
+//   - holding: messages taken shortly before their instant wait in one
+//     queue and are handed over together at it (hub_hold.go).
 //
 // rmq.Client makes one with consumerctl.NewShared and closes it after its
 // engines; an engine made without one (the package's own tests) makes a
@@ -47,6 +49,7 @@ type hub struct {
 	calls  *callMux
 	acks   *ackMux
 	looks  *groupcommit.Group[*lookReq] // fetchers' first look (hub_looks.go)
+	hold   *holder                      // messages taken ahead of their instant (hub_hold.go)
 }
 
 func newHub(rdb redis.UniversalClient) *hub {
@@ -57,6 +60,7 @@ func newHub(rdb redis.UniversalClient) *hub {
 	h.calls = newCallMux(h)
 	h.acks = newAckMux(h)
 	h.looks = newLooks(rdb)
+	h.hold = newHolder(h)
 	return h
 }
 
@@ -85,6 +89,7 @@ func (h *hub) use(ctx context.Context) error {
 	h.leases.start(h.ctx, &h.wg)
 	h.calls.start(h.ctx, &h.wg)
 	h.acks.start(h.ctx, &h.wg)
+	h.hold.start(h.ctx, &h.wg)
 	h.started = true
 	return nil
 }

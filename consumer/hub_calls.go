@@ -43,6 +43,9 @@ type callMux struct {
 	mu      sync.Mutex
 	q       []*muxFetch
 	running int
+	// holding counts the holder's rounds under way (hub_hold.go): a wave
+	// handed over at its instant, which acks wait for as for fetches.
+	holding int
 	// drained, when not nil, is closed once no fetch queues (waitQueued).
 	drained chan struct{}
 
@@ -197,7 +200,7 @@ func (m *callMux) dropLocked(f *muxFetch) {
 // noteDrainedLocked wakes waitQueued's callers once no fetch queues or
 // runs.
 func (m *callMux) noteDrainedLocked() {
-	if len(m.q) == 0 && m.running == 0 && m.drained != nil {
+	if len(m.q) == 0 && m.running == 0 && m.holding == 0 && m.drained != nil {
 		close(m.drained)
 		m.drained = nil
 	}
@@ -214,7 +217,7 @@ func (m *callMux) noteDrainedLocked() {
 // for.
 func (m *callMux) waitQueued(ctx context.Context, most time.Duration) {
 	m.mu.Lock()
-	if len(m.q) == 0 && m.running == 0 {
+	if len(m.q) == 0 && m.running == 0 && m.holding == 0 {
 		m.mu.Unlock()
 		return
 	}
@@ -230,6 +233,18 @@ func (m *callMux) waitQueued(ctx context.Context, most time.Duration) {
 	case <-t.C:
 	case <-ctx.Done():
 	}
+}
+
+// holdRound marks a holder round under way (begin true) or ended.
+func (m *callMux) holdRound(begin bool) {
+	m.mu.Lock()
+	if begin {
+		m.holding++
+	} else {
+		m.holding--
+		m.noteDrainedLocked()
+	}
+	m.mu.Unlock()
 }
 
 // run sends one round: a single fetch as it is, several as the sections of

@@ -21,12 +21,15 @@ import (
 // counts, bounded by the last one's score, from every slot at once.
 func (f *fetcher) plan(ctx context.Context, nowMs int64, free int) []fetchReq {
 	f.turn = (f.turn + 1) % len(f.heads)
-	due := f.dueSlots(nowMs)
+	// With a lookahead (merged fetches only), messages due up to ahead from
+	// now are taken too: the hub holds them for their instant.
+	upto := nowMs + f.ahead
+	due := f.dueSlots(upto)
 	if len(due) == 0 {
 		return nil
 	}
 	if f.c.merged {
-		return f.planMerged(due, free)
+		return f.planMerged(due, free, upto)
 	}
 	// Only slots whose head is among the best `free` heads can hold one of
 	// the best `free` messages.
@@ -125,19 +128,28 @@ func (f *fetcher) peek(ctx context.Context, slotList []int, n int, nowMs int64) 
 // free: only slots whose head is among the best free heads can give one of
 // the best free messages): few when slots hold a backlog, all of them when
 // messages come due one or two per slot at a time.
-func (f *fetcher) planMerged(due []int, free int) []fetchReq {
+func (f *fetcher) planMerged(due []int, free int, upto int64) []fetchReq {
 	k := min(len(due), free)
 	if f.yield > 0 {
 		k = min(k, max(1, int(math.Ceil(float64(free)/f.yield))))
 	}
-	bound := ""
+	bound, bounded := 0.0, false
 	if k < len(due) {
 		if next := f.heads[due[k]]; next.known && !next.empty {
-			bound = formatScore(next.score)
+			bound, bounded = next.score, true
 		} else {
 			// The rest are empty: nothing to bound by.
 			k = len(due)
 		}
+	}
+	// A lookahead fetch takes nothing due after upto.
+	ahead := f.ahead > 0
+	if ahead && (!bounded || float64(upto) < bound) {
+		bound, bounded = float64(upto), true
+	}
+	bs := ""
+	if bounded {
+		bs = formatScore(bound)
 	}
 	reqs := make([]fetchReq, 0, k)
 	for i, s := range due {
@@ -145,7 +157,7 @@ func (f *fetcher) planMerged(due []int, free int) []fetchReq {
 		// (a wake-up may have been missed) and sorts last: it goes along,
 		// so a busy topic cannot keep it waiting.
 		if i < k || f.heads[s].empty {
-			reqs = append(reqs, fetchReq{slot: s, n: min(free, f.c.slotFree(s)), bound: bound})
+			reqs = append(reqs, fetchReq{slot: s, n: min(free, f.c.slotFree(s)), bound: bs, ahead: ahead})
 		}
 	}
 	return reqs

@@ -19,7 +19,10 @@ type fetchReq struct {
 	slot  int
 	n     int    // the most to take from this slot; 0 only reads its head
 	bound string // "" or the next-best slot's head score (slot-by-slot fetching)
-	epoch int64  // owner epoch (ZooKeeper mode), set by fetch
+	// ahead: bound may lie after Redis's clock (a lookahead fetch,
+	// fetch.lua's mode 3); set on every request of the fetch.
+	ahead bool
+	epoch int64 // owner epoch (ZooKeeper mode), set by fetch
 	// checkDelayed: move the slot's due delayed entries into store first
 	// and report its delayed head (priority topics).
 	checkDelayed bool
@@ -64,7 +67,12 @@ func (c *engine) fetch(ctx context.Context, reqs []fetchReq, total int) []fetchR
 func (c *engine) fetchLease(ctx context.Context, reqs []fetchReq, total int, lease int64) []fetchResult {
 	timeBased := c.topic.Type().TimeBased()
 	if c.merged && (len(reqs) > 1 || c.hub.calls.serves(c)) {
-		call := scripts.FetchCall{TimeBased: timeBased, N: total, LeaseSec: lease, Window: mergedWindow(total, len(reqs)), Bound: reqs[0].bound}
+		call := scripts.FetchCall{TimeBased: timeBased, N: total, LeaseSec: lease, Window: mergedWindow(total, len(reqs)), Bound: reqs[0].bound, Lookahead: reqs[0].ahead}
+		if call.Lookahead {
+			// A held message's lease runs from its fetch; its listener's
+			// time must not be shortened by the wait for its instant.
+			call.LeaseSec += int64((c.cfg.lookahead + time.Second - 1) / time.Second)
+		}
 		if len(reqs) == 1 {
 			// As one slot's call below.
 			call.N, call.Window = reqs[0].n, reqs[0].n+4

@@ -12,7 +12,11 @@
 -- One section (a single fetch):
 -- ARGV[1] -> mode: 1 for time-based topics (due = score <= now, lowest
 --            first), 0 for priority (highest first), 2 for priority with
---            delayed sets
+--            delayed sets, 3 for time-based with a lookahead: the bound
+--            (required) is taken even when it lies after now, so messages
+--            due up to it are moved too; the caller holds those not yet due
+--            (score > now) and hands them over at their instant through
+--            confirm.lua, or returns them through release.lua
 -- ARGV[2] -> n, the most messages to move in all (free handler capacity)
 -- ARGV[3] -> lease in seconds
 -- ARGV[4] -> how many store entries of a group to read at a time; more are
@@ -182,7 +186,8 @@ end
 local function section(g1, g2, a)
   local G = g2 - g1 + 1
   local with_delayed = ARGV[a] == '2'
-  time_based = ARGV[a] == '1'
+  local ahead = ARGV[a] == '3'
+  time_based = ARGV[a] == '1' or ahead
   local n = tonumber(ARGV[a + 1])
   local lease = tonumber(ARGV[a + 2])
   window = math.min(math.max(tonumber(ARGV[a + 3]), 1), MCHUNK)
@@ -195,7 +200,7 @@ local function section(g1, g2, a)
   if bound ~= '' then
     if not time_based then
       from = bound
-    elseif tonumber(bound) < now then
+    elseif ahead or tonumber(bound) < now then
       upto = bound
     end
   end
@@ -310,7 +315,9 @@ local function section(g1, g2, a)
         _, tf, fails = struct.unpack('>BBH', env)
         -- A version 2 envelope with options (tf >= 16) may carry an expiry:
         -- an expired message is dropped, never delivered.
-        if tf >= 16 and string.byte(env, 1) == 2 and expired(env_decode(env), now) then
+        -- A message taken ahead of its instant is judged at that instant
+        -- (it is handed over then, or not at all).
+        if tf >= 16 and string.byte(env, 1) == 2 and expired(env_decode(env), ahead and math.max(now, bnum[g][i]) or now) then
           redis.call('HDEL', KEYS[4 * g - 1], bid[g][i])
           expired_n = expired_n + 1
           env = nil

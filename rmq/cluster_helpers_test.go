@@ -28,6 +28,8 @@ var scriptsBySHA = func() map[string]string {
 		"requeue":            scripts.Requeue,
 		"deletedead":         scripts.DeleteDead,
 		scripts.NameTakeover: scripts.Takeover,
+		"confirm":            scripts.Confirm,
+		"release":            scripts.Release,
 	} {
 		m[s.Hash()] = name
 	}
@@ -52,7 +54,7 @@ type keySlotCheck struct {
 
 // groupSize is the number of KEYS per slot group of the scripts that take
 // several groups in one call on a single node.
-var groupSize = map[string]int{"sendbatch": 5, scripts.NameFetch: 4, scripts.NameAck: 6}
+var groupSize = map[string]int{"sendbatch": 5, scripts.NameFetch: 4, scripts.NameAck: 6, "confirm": 4, "release": 4}
 
 func newKeySlotCheck(grouped bool) *keySlotCheck {
 	return &keySlotCheck{grouped: grouped, calls: map[string]int{}}

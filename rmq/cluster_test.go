@@ -109,6 +109,20 @@ func TestClusterEveryScriptKeysOneHashSlot(t *testing.T) {
 	zrec.next(t, waitLong)
 	e.eventuallyCounts(ztp, counts{})
 
+	// Confirm and release serve lookahead fetches, which a cluster does
+	// not make (WithLookahead): called by hand on one slot, each a no-op
+	// for a delivery that is not there.
+	hk := e.keys(tp, 0)
+	hkeys, hargs := scripts.HeldArgs("SPUBLISH", []scripts.HeldGroup{{Store: hk.Store, Prepare: hk.Prepare, Msg: hk.Msg, Wake: hk.Wake, Items: []scripts.HeldItem{{ID: "nobody", Token: 1, Score: 1}}}})
+	vals, err := scripts.Confirm.Run(ctx, e.rdb, hkeys, hargs...).Slice()
+	require.NoError(t, err)
+	cr, err := scripts.ParseConfirmReply(vals, 1)
+	require.NoError(t, err)
+	require.Equal(t, []int64{scripts.HeldGone}, cr.Codes)
+	codes, err := scripts.Release.Run(ctx, e.rdb, hkeys, hargs...).Int64Slice()
+	require.NoError(t, err)
+	require.Equal(t, []int64{0}, codes)
+
 	require.NoError(t, c.Close(ctx))
 	require.NoError(t, zk.Close(ctx))
 	seen := e.scripts.seen()

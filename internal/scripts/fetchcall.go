@@ -16,6 +16,11 @@ type FetchCall struct {
 	LeaseSec  int64  // lease of each delivery
 	Window    int    // store entries of a group read at a time
 	Bound     string // "" or the score not to go past (see fetch.lua)
+	// Lookahead (time-based only): Bound is taken even when it lies after
+	// Redis's clock, so messages due up to it are moved too (fetch.lua's
+	// mode 3). The caller holds those not yet due and hands them over at
+	// their instant (Confirm) or returns them (Release).
+	Lookahead bool
 	Groups    []FetchGroup
 	EpochKey  string // ZooKeeper mode: the slot's owner epoch key, with Epoch
 	Epoch     int64
@@ -53,6 +58,8 @@ func (f FetchCall) appendSection(keys []string, args []any) ([]string, []any) {
 	// that does not name one gets the slot's, derived from its store key.
 	mode := "0"
 	switch {
+	case f.TimeBased && f.Lookahead:
+		mode = "3"
 	case f.TimeBased:
 		mode = "1"
 	case delayed:

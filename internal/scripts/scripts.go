@@ -38,6 +38,10 @@ var (
 	Remove    = load(NameRemove)
 	// Requeue and DeleteDead serve rmq.Inspector: dead messages back to
 	// store as fresh ones, and dead messages deleted with their bodies.
+	// Confirm and Release end the holding of deliveries a lookahead
+	// fetch (FetchCall.Lookahead) took before their instant.
+	Confirm    = load("confirm")
+	Release    = load("release")
 	Requeue    = load("requeue")
 	DeleteDead = load("deletedead")
 )

@@ -1,0 +1,64 @@
+package consumer
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rmq-go/rmq/internal/consumerctl"
+	"github.com/rmq-go/rmq/producer"
+	"github.com/rmq-go/rmq/slots"
+	"github.com/rmq-go/rmq/topic"
+)
+
+// holdEnv starts an engine of tp on a hub of the shared Redis with the
+// given options; every delivery goes to the returned channel.
+func holdEnv(t *testing.T, tp topic.Topic, opts ...Option) (context.Context, *hub, *engine, *producer.Producer, <-chan *Message, string) {
+	t.Helper()
+	ctx, rdb, prefix, h := lookEnv(t)
+	got := make(chan *Message, 100)
+	l := ListenerFunc(func(_ context.Context, m *Message) error {
+		got <- m
+		return nil
+	})
+	e, err := newEngineFromParams(consumerctl.Params{Redis: rdb, Topic: tp, Listener: l, Options: append([]Option{WithPrefix(prefix)}, opts...), Shared: h})
+	require.NoError(t, err)
+	require.NoError(t, e.Start(ctx))
+	t.Cleanup(func() { _ = e.Close(context.Background()) })
+	p := producer.New(rdb, producer.WithPrefix(prefix))
+	return ctx, h, e.(*engine), p, got, prefix
+}
+
+// A message due soon is taken ahead of its instant (it waits in prepare,
+// held by the client) and handed to the listener at its instant, never
+// before it.
+func TestLookaheadHoldsUntilTheInstant(t *testing.T) {
+	tp := topic.MustNew("hold", topic.FixedTime, 4)
+	ctx, _, e, p, got, prefix := holdEnv(t, tp, WithLookahead(300*time.Millisecond))
+	due := time.Now().Add(time.Second)
+	_, err := p.SendFixedTime(ctx, tp, []byte("a"), due, producer.WithKey("a"))
+	require.NoError(t, err)
+	k := slots.KeysFor(prefix, tp, slots.IndexString("a", tp.SlotAmount()))
+	// Taken from store within the lookahead before its instant.
+	require.Eventually(t, func() bool {
+		n, _ := e.rdb.ZCard(ctx, k.Prepare).Result()
+		return n == 1
+	}, 2*time.Second, time.Millisecond)
+	taken := time.Now()
+	assert.True(t, taken.Before(due), "taken %v before the instant", due.Sub(taken))
+	e.mu.Lock()
+	assert.Equal(t, 1, e.held)
+	e.mu.Unlock()
+	select {
+	case m := <-got:
+		now := time.Now()
+		assert.False(t, now.Before(m.DueAt), "handed over %v early", m.DueAt.Sub(now))
+		assert.Equal(t, "a", m.ID)
+		assert.Equal(t, 1, m.Attempt)
+	case <-ctx.Done():
+		t.Fatal("not delivered")
+	}
+}

@@ -1,0 +1,183 @@
+package rmq_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rmq-go/rmq/consumer"
+	"github.com/rmq-go/rmq/producer"
+	"github.com/rmq-go/rmq/topic"
+)
+
+// The lookahead (consumer.WithLookahead) takes a message from store
+// shortly before its instant and holds it; what happens to the message
+// until its instant counts as it would have in store. A long lookahead
+// makes the holding window wide enough to act in.
+const testLookahead = 2 * time.Second
+
+// heldSoon sends id due in 1 s on a client consuming tp with a 2 s
+// lookahead and waits until the client holds it (it is in prepare).
+func heldSoon(t *testing.T, e *env, tp topic.Topic, rec *recorder, body string) (*producer.Producer, time.Time) {
+	t.Helper()
+	ctx := ctxT(t)
+	c := e.client()
+	require.NoError(t, c.Register(tp, rec, consumer.WithLookahead(testLookahead)))
+	e.start(c)
+	p := c.Producer()
+	due := time.Now().Add(time.Second)
+	var err error
+	if tp.Type() == topic.RangeMerge {
+		_, err = p.SendRangeMerge(ctx, tp, []byte(body), time.Second, producer.WithKey("k"))
+	} else {
+		_, err = p.SendFixedTime(ctx, tp, []byte(body), due, producer.WithKey("k"))
+	}
+	require.NoError(t, err)
+	k := e.keys(tp, slotOfKey(tp, "k"))
+	require.Eventually(t, func() bool { _, ok := e.zscore(k.Prepare, "k"); return ok }, 900*time.Millisecond, time.Millisecond, "held before its instant")
+	return p, due
+}
+
+// A held message is handed over at its instant, never before it, as the
+// first attempt.
+func TestLookaheadDeliversAtTheInstant(t *testing.T) {
+	e := newEnv(t)
+	tp := mustTopic(t, "lookat", topic.FixedTime, 4)
+	rec := newRecorder(nil)
+	_, due := heldSoon(t, e, tp, rec, "b")
+	d := rec.next(t, 5*time.Second)
+	assert.Equal(t, "k", d.ID)
+	assert.Equal(t, 1, d.Attempt)
+	assert.False(t, d.At.Before(d.DueAt), "delivered %v before its instant", d.DueAt.Sub(d.At))
+	assert.Equal(t, due.Add(time.Millisecond-1).Truncate(time.Millisecond).UnixMilli(), d.DueAt.UnixMilli())
+	rec.none(t, 300*time.Millisecond)
+	require.Eventually(t, func() bool { return e.counts(tp) == counts{} }, 5*time.Second, 10*time.Millisecond)
+}
+
+// A message removed by id while held is not delivered.
+func TestLookaheadRemovedWhileHeldIsNotDelivered(t *testing.T) {
+	e := newEnv(t)
+	tp := mustTopic(t, "lookrm", topic.FixedTime, 4)
+	rec := newRecorder(nil)
+	heldSoon(t, e, tp, rec, "b")
+	in := e.client().Inspector()
+	removed, err := in.Remove(ctxT(t), tp, "k")
+	require.NoError(t, err)
+	require.True(t, removed)
+	rec.none(t, 2*time.Second)
+}
+
+// A fixed-time re-send while held replaces the due time, as in store: one
+// delivery, at the new instant.
+func TestLookaheadResendWhileHeldReplaces(t *testing.T) {
+	e := newEnv(t)
+	tp := mustTopic(t, "lookre", topic.FixedTime, 4)
+	rec := newRecorder(nil)
+	p, due := heldSoon(t, e, tp, rec, "old")
+	later := due.Add(1500 * time.Millisecond)
+	_, err := p.SendFixedTime(ctxT(t), tp, []byte("new"), later, producer.WithKey("k"))
+	require.NoError(t, err)
+	d := rec.next(t, 5*time.Second)
+	assert.Equal(t, "new", d.Body)
+	assert.False(t, d.At.Before(later), "delivered %v before the new instant", later.Sub(d.At))
+	rec.none(t, 500*time.Millisecond)
+}
+
+// A range-merge repeat while held merges into it, as into a waiting
+// message: one delivery, at the first one's instant, with the repeat's body.
+func TestLookaheadRepeatWhileHeldMerges(t *testing.T) {
+	e := newEnv(t)
+	tp := mustTopic(t, "lookrg", topic.RangeMerge, 4)
+	rec := newRecorder(nil)
+	p, due := heldSoon(t, e, tp, rec, "first")
+	_, err := p.SendRangeMerge(ctxT(t), tp, []byte("second"), time.Second, producer.WithKey("k"))
+	require.NoError(t, err)
+	d := rec.next(t, 5*time.Second)
+	assert.Equal(t, "second", d.Body)
+	assert.False(t, d.At.Before(d.DueAt))
+	assert.Less(t, d.DueAt.Sub(due), 50*time.Millisecond, "kept the first one's instant")
+	rec.none(t, 1500*time.Millisecond)
+	require.Eventually(t, func() bool { return e.counts(tp) == counts{} }, 5*time.Second, 10*time.Millisecond)
+}
+
+// A client that closes while it holds a message gives it back to store at
+// its instant, no attempt counted, and another client delivers it then.
+func TestLookaheadCloseGivesHeldBack(t *testing.T) {
+	e := newEnv(t)
+	tp := mustTopic(t, "lookcl", topic.FixedTime, 4)
+	ctx := ctxT(t)
+	rec := newRecorder(nil)
+	c := e.client()
+	require.NoError(t, c.Register(tp, rec, consumer.WithLookahead(testLookahead)))
+	e.start(c)
+	due := time.Now().Add(time.Second)
+	_, err := c.Producer().SendFixedTime(ctx, tp, []byte("b"), due, producer.WithKey("k"))
+	require.NoError(t, err)
+	k := e.keys(tp, slotOfKey(tp, "k"))
+	require.Eventually(t, func() bool { _, ok := e.zscore(k.Prepare, "k"); return ok }, 900*time.Millisecond, time.Millisecond)
+	require.NoError(t, c.Close(ctx))
+	score, ok := e.zscore(k.Store, "k")
+	require.True(t, ok, "back in store")
+	assert.Equal(t, float64(time.UnixMilli(due.Add(time.Millisecond-1).Truncate(time.Millisecond).UnixMilli()).UnixMilli()), score)
+	assert.Equal(t, int64(0), e.counts(tp).Prepare)
+	rec.none(t, 100*time.Millisecond)
+
+	rec2 := newRecorder(nil)
+	c2 := e.client()
+	require.NoError(t, c2.Register(tp, rec2, consumer.WithLookahead(0)))
+	e.start(c2)
+	d := rec2.next(t, 5*time.Second)
+	assert.Equal(t, 1, d.Attempt, "no attempt counted")
+	assert.False(t, d.At.Before(d.DueAt))
+}
+
+// A topic paused while a message is held gives it back at its instant and
+// delivers it once resumed.
+func TestLookaheadPauseGivesHeldBack(t *testing.T) {
+	e := newEnv(t)
+	tp := mustTopic(t, "lookps", topic.FixedTime, 4)
+	rec := newRecorder(nil)
+	heldSoon(t, e, tp, rec, "b")
+	in := e.client().Inspector()
+	require.NoError(t, in.Pause(ctxT(t), tp))
+	rec.none(t, 1500*time.Millisecond)
+	k := e.keys(tp, slotOfKey(tp, "k"))
+	_, ok := e.zscore(k.Store, "k")
+	assert.True(t, ok, "given back to store")
+	require.NoError(t, in.Resume(ctxT(t), tp))
+	d := rec.next(t, 5*time.Second)
+	assert.Equal(t, 1, d.Attempt)
+}
+
+// Without a lookahead nothing is taken before its instant.
+func TestNoLookaheadTakesAtTheInstant(t *testing.T) {
+	e := newEnv(t)
+	tp := mustTopic(t, "looknone", topic.FixedTime, 4)
+	rec := newRecorder(nil)
+	c := e.client()
+	require.NoError(t, c.Register(tp, rec, consumer.WithLookahead(0)))
+	e.start(c)
+	due := time.Now().Add(500 * time.Millisecond)
+	_, err := c.Producer().SendFixedTime(ctxT(t), tp, []byte("b"), due, producer.WithKey("k"))
+	require.NoError(t, err)
+	k := e.keys(tp, slotOfKey(tp, "k"))
+	for time.Until(due) > 20*time.Millisecond {
+		_, ok := e.zscore(k.Prepare, "k")
+		require.False(t, ok, "taken %v before its instant", time.Until(due))
+		time.Sleep(5 * time.Millisecond)
+	}
+	rec.next(t, 5*time.Second)
+}
+
+// A lookahead outside 0..MaxLookahead is refused.
+func TestLookaheadRefusesBadValues(t *testing.T) {
+	e := newEnv(t)
+	tp := mustTopic(t, "lookbad", topic.FixedTime, 4)
+	c := e.client()
+	for _, d := range []time.Duration{-time.Millisecond, consumer.MaxLookahead + time.Millisecond} {
+		err := c.Register(tp, newRecorder(nil), consumer.WithLookahead(d))
+		require.ErrorIs(t, err, consumer.ErrInvalidOption, "%v", d)
+	}
+}
