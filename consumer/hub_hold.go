@@ -53,6 +53,11 @@ const (
 	heldCallMax  = 128
 )
 
+// holdPrepare is how long before an instant the holder takes its messages
+// and builds their confirm calls, which are sent at the instant: building
+// the calls of a wave across 1,000 topics takes milliseconds.
+const holdPrepare = 10 * time.Millisecond
+
 type heldMsg struct {
 	c   *engine
 	m   *Message
@@ -156,8 +161,11 @@ func (k *holder) run(ctx context.Context) {
 			if d := time.Until(k.retryAt); d > 0 {
 				wait = max(wait, d)
 			}
-			if wait <= 0 {
-				for len(k.q) > 0 && k.q[0].due*1000 <= nowUs && len(batch) < heldRoundMax {
+			if wait <= holdPrepare {
+				// The messages of the earliest due ms (all that are past it
+				// when late): their calls are built before the instant.
+				limit := max(k.q[0].due, nowUs/1000)
+				for len(k.q) > 0 && k.q[0].due <= limit && len(batch) < heldRoundMax {
 					x := heap.Pop(&k.q).(*heldMsg)
 					k.inRound[x.c]++
 					batch = append(batch, x)
@@ -169,7 +177,7 @@ func (k *holder) run(ctx context.Context) {
 			k.round(ctx, batch)
 			continue
 		}
-		timer.Reset(wait)
+		timer.Reset(wait - holdPrepare)
 		select {
 		case <-ctx.Done():
 		case <-k.kick:
@@ -230,29 +238,46 @@ func (k *holder) confirm(ctx context.Context, batch []*heldMsg) (again []*heldMs
 		vals           []any
 		err            error
 		sent, received time.Time
-		done           chan struct{}
+	}
+	type built struct {
+		keys []string
+		args []any
 	}
 	var calls []*call
-	var wg sync.WaitGroup
-	defer wg.Wait()
+	var bs []built
+	last := int64(0)
+	for _, x := range batch {
+		last = max(last, x.due)
+	}
 	for len(batch) > 0 {
 		n := min(len(batch), heldCallMax)
 		groups, order := heldGroups(batch[:n])
 		batch = batch[n:]
 		keys, args := scripts.HeldArgs(order[0].c.wakeCmd, groups)
-		cl := &call{order: order, done: make(chan struct{})}
-		calls = append(calls, cl)
+		calls = append(calls, &call{order: order})
+		bs = append(bs, built{keys, args})
+	}
+	// Sent at the instant (by the lower bound of Redis's clock): confirm
+	// would only answer "not yet" before it.
+	k.h.calls.probeClock(ctx)
+	k.sleepUntil(ctx, last)
+	// Each call is handed over as its reply arrives, in any order.
+	done := make(chan *call, len(calls))
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for i, cl := range calls {
+		b := bs[i]
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			defer close(cl.done)
+			defer func() { done <- cl }()
 			cl.sent = time.Now()
-			cl.vals, cl.err = scripts.Confirm.Run(ctx, k.h.rdb, keys, args...).Slice()
+			cl.vals, cl.err = scripts.Confirm.Run(ctx, k.h.rdb, b.keys, b.args...).Slice()
 			cl.received = time.Now()
 		}()
 	}
-	for _, cl := range calls {
-		<-cl.done
+	for range calls {
+		cl := <-done
 		var reply scripts.ConfirmReply
 		err := cl.err
 		if err == nil {
@@ -270,8 +295,24 @@ func (k *holder) confirm(ctx context.Context, batch []*heldMsg) (again []*heldMs
 		k.mu.Unlock()
 		k.h.calls.clock.observe(reply.NowUs, cl.sent, cl.received)
 		again = append(again, k.handOver(cl.order, reply)...)
+
 	}
 	return again
+}
+
+// sleepUntil returns once Redis's clock (its lower bound here) reached
+// dueMs, or ctx ended.
+func (k *holder) sleepUntil(ctx context.Context, dueMs int64) {
+	d := time.Duration(dueMs*1000-k.redisNowUs()) * time.Microsecond
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
 }
 
 // handOver acts on one confirm reply for order: starts what it may
