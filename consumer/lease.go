@@ -73,7 +73,13 @@ func (l *leaseHub) keepOne(ctx context.Context, st *leaseState, started time.Tim
 func keepLeases(hubCtx context.Context, c *engine, interval time.Duration) bool {
 	bySlot := c.snapshotInflight()
 	if len(bySlot) == 0 {
-		return false
+		// Messages held for their instant (hub_hold.go) need no extension
+		// yet (their lease counts the lookahead in), but they will be in
+		// flight soon: keep the keeping on.
+		c.mu.Lock()
+		held := c.held > 0
+		c.mu.Unlock()
+		return held
 	}
 	ctx, cancel := context.WithTimeout(c.handleCtx, interval)
 	defer cancel()

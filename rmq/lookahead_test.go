@@ -1,9 +1,12 @@
 package rmq_test
 
 import (
+	"context"
+	"fmt"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -180,4 +183,52 @@ func TestLookaheadRefusesBadValues(t *testing.T) {
 		err := c.Register(tp, newRecorder(nil), consumer.WithLookahead(d))
 		require.ErrorIs(t, err, consumer.ErrInvalidOption, "%v", d)
 	}
+}
+
+// A held message whose lease is lost meanwhile (the sweeper rolled it back
+// into store, as after a Redis outage longer than the lease) is not handed
+// over: it is delivered once, from store.
+func TestLookaheadLeaseLostWhileHeld(t *testing.T) {
+	e := newEnv(t)
+	tp := mustTopic(t, "looklost", topic.FixedTime, 4)
+	rec := newRecorder(nil)
+	_, due := heldSoon(t, e, tp, rec, "b")
+	ctx := ctxT(t)
+	k := e.keys(tp, slotOfKey(tp, "k"))
+	score := float64(due.Add(time.Millisecond - 1).Truncate(time.Millisecond).UnixMilli())
+	// What a rollback does, by hand: out of prepare, back in store, the
+	// slot woken.
+	require.NoError(t, e.rdb.ZRem(ctx, k.Prepare, "k").Err())
+	require.NoError(t, e.rdb.ZAdd(ctx, k.Store, redis.Z{Score: score, Member: "k"}).Err())
+	require.NoError(t, e.rdb.Publish(ctx, k.Wake, fmt.Sprint(int64(score))).Err())
+	d := rec.next(t, 5*time.Second)
+	assert.Equal(t, "k", d.ID)
+	assert.False(t, d.At.Before(d.DueAt))
+	rec.none(t, time.Second)
+	require.Eventually(t, func() bool { return e.counts(tp) == counts{} }, 5*time.Second, 10*time.Millisecond)
+}
+
+// A message held for longer than its prepare timeout keeps its lease once
+// handed over: the lease keeper goes on while messages are held, so a
+// handler that runs past the lease is not redelivered.
+func TestLookaheadHeldThenLongHandlerKeepsLease(t *testing.T) {
+	e := newEnv(t)
+	tp := mustTopic(t, "looklong", topic.FixedTime, 4)
+	ctx := ctxT(t)
+	rec := newRecorder(func(ctx context.Context, _ *consumer.Message) error {
+		select {
+		case <-time.After(3500 * time.Millisecond):
+		case <-ctx.Done():
+		}
+		return nil
+	})
+	c := e.client()
+	require.NoError(t, c.Register(tp, rec, consumer.WithLookahead(2*time.Second), consumer.WithPrepareTimeout(time.Second)))
+	e.start(c)
+	_, err := c.Producer().SendFixedTime(ctx, tp, []byte("b"), time.Now().Add(1500*time.Millisecond), producer.WithKey("k"))
+	require.NoError(t, err)
+	d := rec.next(t, 5*time.Second)
+	assert.Equal(t, 1, d.Attempt)
+	rec.none(t, 4500*time.Millisecond)
+	require.Eventually(t, func() bool { return e.counts(tp) == counts{} }, 5*time.Second, 10*time.Millisecond)
 }
