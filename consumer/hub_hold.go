@@ -195,10 +195,6 @@ func (k *holder) run(ctx context.Context) {
 // round confirms batch (or gives back the messages of paused topics) and
 // hands over what is the client's to deliver.
 func (k *holder) round(ctx context.Context, batch []*heldMsg) {
-	// Acks wait while a round hands a wave over (callMux.waitQueued): the
-	// listeners' start is what lateness waits for.
-	k.h.calls.holdRound(true)
-	defer k.h.calls.holdRound(false)
 	var confirm, back []*heldMsg
 	for _, x := range batch {
 		if x.c.paused.Load() {
@@ -261,6 +257,11 @@ func (k *holder) confirm(ctx context.Context, batch []*heldMsg) (again []*heldMs
 	// would only answer "not yet" before it.
 	k.h.calls.probeClock(ctx)
 	k.sleepUntil(ctx, last)
+	// From the instant until the calls are handed over, acks wait
+	// (callMux.waitQueued): the listeners' start is what lateness waits
+	// for.
+	k.h.calls.holdRound(true)
+	defer k.h.calls.holdRound(false)
 	// Each call is handed over as its reply arrives, in any order.
 	done := make(chan *call, len(calls))
 	var wg sync.WaitGroup
