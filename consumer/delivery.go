@@ -54,13 +54,13 @@ func (c *engine) slotFree(slot int) int { return c.own.slotFree(slot) }
 // dispatch starts a handler goroutine for each fetched message.
 func (c *engine) dispatch(msgs []*Message) {
 	for _, m := range msgs {
-		c.dispatchOne(m, false)
+		c.dispatchOne(m)
 	}
 }
 
 // dispatchOne starts a handler goroutine for m.
-func (c *engine) dispatchOne(m *Message, held bool) {
-	if d, ctx := c.begin(m, held); d != nil {
+func (c *engine) dispatchOne(m *Message) {
+	if d, ctx := c.begin(m, false); d != nil {
 		c.handlers.Add(1)
 		go c.handle(ctx, d)
 	}
@@ -68,7 +68,7 @@ func (c *engine) dispatchOne(m *Message, held bool) {
 
 // begin counts m as a delivery in flight and returns it with its context,
 // or nil when it may not start. held: m was held since a lookahead fetch
-// and already counts as busy (hub_hold.go).
+// and counts as held until now (hub_hold.go).
 func (c *engine) begin(m *Message, held bool) (*delivery, context.Context) {
 	ctx, cancel := context.WithCancelCause(c.handleCtx)
 	d := &delivery{msg: m, cancel: cancel}
@@ -79,30 +79,39 @@ func (c *engine) begin(m *Message, held bool) (*delivery, context.Context) {
 	if !c.own.mayDispatchLocked(m) {
 		// The slot's term ended while the fetch ran: the message stays
 		// in prepare until the slot's next term returns it to store.
-		if held {
-			c.busy--
-		}
 		c.mu.Unlock()
 		cancel(nil)
 		return nil, nil
 	}
 	c.inflight[d] = struct{}{}
-	if !held {
-		c.busy++
-	}
+	c.busy++
 	c.perSlot[m.Slot]++
 	c.mu.Unlock()
+	if held {
+		// The held budget has room again.
+		c.wakeFetcher()
+	}
 	c.cfg.observer.Delivered(m)
 	return d, ctx
 }
 
-// holdAll counts msgs, fetched ahead of their instant, as busy and hands
-// them to the hub's holder. Each gets its handler goroutine now, waiting
-// for the holder's word: so the work of starting a wave's handlers is done
-// before its instant, which costs only the word.
+// heldRoom is how many more messages the engine may hold for their
+// instant: as many as it may have in flight (concurrency and prefetch),
+// a budget apart from theirs, so a message due before the held ones that
+// arrives later is not kept waiting behind them. The listener calls stay
+// bounded by the concurrency (acquire).
+func (c *engine) heldRoom() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cfg.concurrency + c.cfg.prefetch - c.held
+}
+
+// holdAll counts msgs, fetched ahead of their instant, as held (heldRoom)
+// and hands them to the hub's holder. Each gets its handler goroutine now,
+// waiting for the holder's word: so the work of starting a wave's handlers
+// is done before its instant, which costs only the word.
 func (c *engine) holdAll(msgs []*Message) {
 	c.mu.Lock()
-	c.busy += len(msgs)
 	c.held += len(msgs)
 	c.mu.Unlock()
 	xs := make([]*heldMsg, len(msgs))
@@ -131,14 +140,13 @@ func (c *engine) awaitHandOver(x *heldMsg) {
 	c.handle(ctx, d)
 }
 
-// unhold frees the capacity of n held messages that will not be delivered
+// unhold frees the held budget of n messages that will not be delivered
 // here.
 func (c *engine) unhold(n int) {
 	if n == 0 {
 		return
 	}
 	c.mu.Lock()
-	c.busy -= n
 	c.held -= n
 	c.mu.Unlock()
 	c.wakeFetcher()

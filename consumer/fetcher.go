@@ -120,6 +120,17 @@ func (f *fetcher) run(ctx context.Context) {
 		// the read wakes this loop.
 		c.wantRelease.Store(true)
 		free := c.freeCapacity()
+		// Held messages have a budget of their own (heldRoom): they do not
+		// take the capacity of a message due before them that arrives
+		// later. Once it is spent, fetches take only what is due.
+		ahead := f.ahead
+		if ahead > 0 {
+			if room := c.heldRoom(); room <= 0 {
+				ahead = 0
+			} else {
+				free = min(free, room)
+			}
+		}
 		// A paused topic (Inspector.Pause) fetches nothing; the resume
 		// arrives as a wake-up.
 		if free > 0 && !c.paused.Load() {
@@ -129,7 +140,7 @@ func (f *fetcher) run(ctx context.Context) {
 				f.fetch(ctx, unknownReqs(unknown), 0)
 				continue
 			}
-			if reqs := f.plan(ctx, nowMs, free); len(reqs) > 0 {
+			if reqs := f.plan(ctx, nowMs, free, ahead); len(reqs) > 0 {
 				moved := f.fetch(ctx, reqs, free)
 				if c.merged {
 					f.observeYield(moved, free, len(reqs))
@@ -139,7 +150,7 @@ func (f *fetcher) run(ctx context.Context) {
 			if at := f.earliest(); at != never {
 				// Sleep by the best estimate of Redis's clock there is,
 				// read once more when it is loose and the due time near.
-				at -= f.ahead
+				at -= ahead
 				c.syncClock()
 				if d := c.clock.untilMs(at); d > 0 && d < probeHorizon && c.hub.calls.probeClock(ctx) {
 					c.syncClock()
@@ -147,9 +158,11 @@ func (f *fetcher) run(ctx context.Context) {
 				wait = min(wait, max(c.clock.untilMs(at), 0))
 			}
 		}
-		if _, all := c.own.(*allSlots); all && free > 0 {
+		if _, all := c.own.(*allSlots); all && free > 0 && ahead == f.ahead {
 			// Nothing is due and capacity is free: more capacity changes
 			// nothing until a due time or a wake-up (no per-slot limit).
+			// (With the held budget spent, a message handed over or
+			// dropped lets the lookahead go on: that wakes this loop.)
 			c.wantRelease.Store(false)
 		}
 		timer.Reset(wait)
@@ -394,7 +407,7 @@ func (f *fetcher) dispatchOrHold(msgs []*Message, nowUs int64) {
 		if m.DueAt.UnixMilli()*1000 > nowUs {
 			held = append(held, m)
 		} else {
-			f.c.dispatchOne(m, false)
+			f.c.dispatchOne(m)
 		}
 	}
 	if len(held) > 0 {

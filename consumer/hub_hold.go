@@ -21,8 +21,9 @@ import (
 // callMux take messages ahead (a single node, no fencing): the confirm
 // call names slots of many topics.
 //
-// A held message counts as busy in its engine from its fetch. It leaves
-// the queue in one of four ways: handed over (dispatchOne), dropped (a
+// A held message counts against its engine's held budget (heldRoom) from
+// its fetch, and as busy once handed over. It leaves
+// the queue in one of four ways: handed over (engine.awaitHandOver), dropped (a
 // remove, a re-send or a lost lease made it not the client's to deliver:
 // confirm.lua), given back to store (its topic is paused, or its engine
 // closes: release.lua, no attempt counted), or, when Redis stays away,
@@ -109,7 +110,7 @@ func (k *holder) start(ctx context.Context, wg *sync.WaitGroup) {
 	}()
 }
 
-// add queues xs (already counted as busy in their engine).
+// add queues xs (already counted as held in their engine).
 func (k *holder) add(xs []*heldMsg) {
 	if len(xs) == 0 {
 		return
@@ -295,7 +296,7 @@ func (k *holder) confirm(ctx context.Context, batch []*heldMsg) (again []*heldMs
 		k.errWait = 0
 		k.mu.Unlock()
 		k.h.calls.clock.observe(reply.NowUs, cl.sent, cl.received)
-		again = append(again, k.handOver(cl.order, reply)...)
+		again = append(again, k.handOver(ctx, cl.order, reply)...)
 
 	}
 	return again
@@ -318,16 +319,27 @@ func (k *holder) sleepUntil(ctx context.Context, dueMs int64) {
 
 // handOver acts on one confirm reply for order: starts what it may
 // deliver, drops what it may not, and returns what is to be held on.
-func (k *holder) handOver(order []*heldMsg, reply scripts.ConfirmReply) (again []*heldMsg) {
+func (k *holder) handOver(ctx context.Context, order []*heldMsg, reply scripts.ConfirmReply) (again []*heldMsg) {
 	merged := 0
 	dropped := map[*engine]int{}
+	var back []*heldMsg
 	for i, x := range order {
 		switch reply.Codes[i] {
 		case scripts.HeldDeliver:
+			if x.c.paused.Load() {
+				// Paused since the round began: given back, not handed over.
+				back = append(back, x)
+				continue
+			}
 			x.decide(true)
 		case scripts.HeldMerged:
 			x.c.mergeInto(x.m, reply.Envelopes[merged])
+			x.m.Token = reply.Tokens[merged]
 			merged++
+			if x.c.paused.Load() {
+				back = append(back, x)
+				continue
+			}
 			x.decide(true)
 		case scripts.HeldNotYet:
 			again = append(again, x)
@@ -339,6 +351,9 @@ func (k *holder) handOver(order []*heldMsg, reply scripts.ConfirmReply) (again [
 	for c, n := range dropped {
 		c.unhold(n)
 		c.log.Debug("rmq: held messages not delivered (removed, replaced or their lease lost)", "count", n)
+	}
+	if len(back) > 0 {
+		k.release(ctx, back)
 	}
 	return again
 }

@@ -19,17 +19,17 @@ import (
 // top entries of the candidate slots (one pipelined read), merges them to
 // find the messages that fill the free handlers, and fetches exactly those
 // counts, bounded by the last one's score, from every slot at once.
-func (f *fetcher) plan(ctx context.Context, nowMs int64, free int) []fetchReq {
+func (f *fetcher) plan(ctx context.Context, nowMs int64, free int, ahead int64) []fetchReq {
 	f.turn = (f.turn + 1) % len(f.heads)
-	// With a lookahead (merged fetches only), messages due up to ahead from
-	// now are taken too: the hub holds them for their instant.
-	upto := nowMs + f.ahead
+	// With a lookahead (ahead ms, merged fetches only), messages due up to
+	// ahead from now are taken too: the hub holds them for their instant.
+	upto := nowMs + ahead
 	due := f.dueSlots(upto)
 	if len(due) == 0 {
 		return nil
 	}
 	if f.c.merged {
-		return f.planMerged(due, free, upto)
+		return f.planMerged(due, free, upto, ahead > 0)
 	}
 	// Only slots whose head is among the best `free` heads can hold one of
 	// the best `free` messages.
@@ -128,7 +128,7 @@ func (f *fetcher) peek(ctx context.Context, slotList []int, n int, nowMs int64) 
 // free: only slots whose head is among the best free heads can give one of
 // the best free messages): few when slots hold a backlog, all of them when
 // messages come due one or two per slot at a time.
-func (f *fetcher) planMerged(due []int, free int, upto int64) []fetchReq {
+func (f *fetcher) planMerged(due []int, free int, upto int64, ahead bool) []fetchReq {
 	k := min(len(due), free)
 	if f.yield > 0 {
 		k = min(k, max(1, int(math.Ceil(float64(free)/f.yield))))
@@ -143,7 +143,6 @@ func (f *fetcher) planMerged(due []int, free int, upto int64) []fetchReq {
 		}
 	}
 	// A lookahead fetch takes nothing due after upto.
-	ahead := f.ahead > 0
 	if ahead && (!bounded || float64(upto) < bound) {
 		bound, bounded = float64(upto), true
 	}

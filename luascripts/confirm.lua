@@ -13,11 +13,15 @@
 -- ARGV[2] -> G, the number of groups; then per group: its topic's type
 --            (1 range-merge, 3 fixed-time), k, then k triples of id,
 --            delivery token, store score (the due ms the fetch took)
--- Returns: { nowUs, { code, ... }, { envelope, ... } }: one code per held
--- delivery, in order, and one envelope per code 4, in order:
+-- Returns: { nowUs, { code, ... }, { envelope, token, ... } }: one code per
+-- held delivery, in order, and per code 4 the envelope and the delivery's
+-- new token, in order:
 --   0 gone: the prepare entry is not this delivery's any more (its lease ran
---     out and the sweeper took it, it was removed by id, or acked by id);
---     nothing is changed and nothing is to be delivered
+--     out and the sweeper took it, or it was acked by id), or it was removed
+--     by id (its tombstone is cleared: this delivery never ran, so no late
+--     ack of it can come, and a re-send waiting behind it is woken; were the
+--     tombstone another delivery's, that one's late ack reads as gone, not
+--     refused); nothing is to be delivered
 --   1 deliver it
 --   2 not due yet by Redis's clock: hold it on (never delivered early)
 --   3 superseded: a fixed-time re-send of the id waits in store (it
@@ -46,7 +50,16 @@ for g = 1, G do
     a = a + 3
     local s = redis.call('ZSCORE', prepare, id)
     local code
-    if not s or token_of(s) ~= token then
+    if s and token_of(s) == 0 then
+      -- Removed by id while held: the tombstone guards against a late ack
+      -- of a delivery that ran, and this one never ran. Cleared now, so a
+      -- re-send waiting behind it goes at its own time, as after a remove
+      -- in store.
+      redis.call('ZREM', prepare, id)
+      local waiting = redis.call('ZSCORE', store, id)
+      if waiting then wake_if_head(cmd, channel, store, true, id, tonumber(waiting)) end
+      code = 0
+    elseif not s or token_of(s) ~= token then
       code = 0
     elseif score > now then
       code = 2
@@ -55,8 +68,15 @@ for g = 1, G do
       if not waiting then
         code = 1
       elseif merges then
+        -- The delivery gets a new token: a rerun of this call (its reply
+        -- lost) finds the entry not its own and drops it, so the merged
+        -- body is delivered by the sweeper's rollback, not lost under the
+        -- old one.
         redis.call('ZREM', store, id)
+        local t2 = (token + 500000) % TOKEN_MOD
+        redis.call('ZADD', prepare, string.format('%d', math.floor(tonumber(s) / TOKEN_MOD)) .. string.format('%06d', t2), id)
         envs[#envs + 1] = redis.call('HGET', msg, id) or ''
+        envs[#envs + 1] = t2
         code = 4
       else
         redis.call('ZREM', prepare, id)

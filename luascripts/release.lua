@@ -13,8 +13,8 @@
 --            (1 range-merge, 3 fixed-time), k, then k triples of id,
 --            delivery token, store score (the due ms the fetch took)
 -- Returns: one code per held delivery, in order:
---   0 not this delivery's any more (swept, removed or acked by id): nothing
---     changed
+--   0 not this delivery's any more (swept or acked by id): nothing changed;
+--     or removed by id while held: its tombstone is cleared (confirm.lua)
 --   1 back in store at its score
 --   2 a re-send of the id waits in store: this delivery's prepare entry is
 --     removed and the re-send stands (fixed-time: its due time replaced
@@ -39,7 +39,13 @@ for g = 1, G do
     a = a + 3
     local s = redis.call('ZSCORE', prepare, id)
     local code = 0
-    if s and token_of(s) == token then
+    if s and token_of(s) == 0 then
+      -- Removed by id while held: this delivery never ran, so its
+      -- tombstone guards nothing (confirm.lua).
+      redis.call('ZREM', prepare, id)
+      local waiting = redis.call('ZSCORE', store, id)
+      if waiting then wake_if_head(cmd, channel, store, true, id, tonumber(waiting)) end
+    elseif s and token_of(s) == token then
       redis.call('ZREM', prepare, id)
       if redis.call('ZSCORE', store, id) then
         if merges then redis.call('ZADD', store, 'LT', score, id) end

@@ -232,3 +232,56 @@ func TestLookaheadHeldThenLongHandlerKeepsLease(t *testing.T) {
 	rec.none(t, 4500*time.Millisecond)
 	require.Eventually(t, func() bool { return e.counts(tp) == counts{} }, 5*time.Second, 10*time.Millisecond)
 }
+
+// Held messages do not take the capacity of a message due before them
+// that arrives later: with one handler, a message held for its instant
+// does not keep an earlier one waiting, and they fire earliest first.
+func TestLookaheadHeldDoNotDelayAnEarlierMessage(t *testing.T) {
+	e := newEnv(t)
+	tp := mustTopic(t, "lookcap", topic.FixedTime, 4)
+	rec := newRecorder(func(context.Context, *consumer.Message) error {
+		time.Sleep(300 * time.Millisecond)
+		return nil
+	})
+	ctx := ctxT(t)
+	c := e.client()
+	require.NoError(t, c.Register(tp, rec, consumer.WithLookahead(testLookahead), consumer.WithConcurrency(1)))
+	e.start(c)
+	p := c.Producer()
+	later := time.Now().Add(1500 * time.Millisecond)
+	_, err := p.SendFixedTime(ctx, tp, []byte("later"), later, producer.WithKey("later"))
+	require.NoError(t, err)
+	kl := e.keys(tp, slotOfKey(tp, "later"))
+	require.Eventually(t, func() bool { _, ok := e.zscore(kl.Prepare, "later"); return ok }, time.Second, time.Millisecond, "held")
+	sooner := time.Now().Add(300 * time.Millisecond)
+	_, err = p.SendFixedTime(ctx, tp, []byte("sooner"), sooner, producer.WithKey("sooner"))
+	require.NoError(t, err)
+	first := rec.next(t, 5*time.Second)
+	assert.Equal(t, "sooner", first.ID)
+	assert.Less(t, first.At.Sub(sooner), 500*time.Millisecond, "not kept waiting behind the held one")
+	second := rec.next(t, 5*time.Second)
+	assert.Equal(t, "later", second.ID)
+	assert.False(t, second.At.Before(later))
+}
+
+// A message removed by id while held and then sent again fires at the
+// re-send's time, not a lease later (the held delivery never ran, so its
+// tombstone is cleared at its instant).
+func TestLookaheadRemovedWhileHeldThenResent(t *testing.T) {
+	e := newEnv(t)
+	tp := mustTopic(t, "lookrmre", topic.FixedTime, 4)
+	rec := newRecorder(nil)
+	p, due := heldSoon(t, e, tp, rec, "b")
+	in := e.client().Inspector()
+	removed, err := in.Remove(ctxT(t), tp, "k")
+	require.NoError(t, err)
+	require.True(t, removed)
+	again := due.Add(500 * time.Millisecond)
+	_, err = p.SendFixedTime(ctxT(t), tp, []byte("again"), again, producer.WithKey("k"))
+	require.NoError(t, err)
+	d := rec.next(t, 5*time.Second)
+	assert.Equal(t, "again", d.Body)
+	assert.False(t, d.At.Before(again))
+	assert.Less(t, d.At.Sub(again), 2*time.Second, "not a lease late")
+	rec.none(t, 500*time.Millisecond)
+}

@@ -49,7 +49,7 @@ const (
 	HeldDeliver    = 1 // hand it to its listener
 	HeldNotYet     = 2 // not due by Redis's clock: hold it on
 	HeldSuperseded = 3 // a fixed-time re-send replaced it: drop it
-	HeldMerged     = 4 // a range-merge repeat merged into it: deliver it with the repeat's envelope
+	HeldMerged     = 4 // a range-merge repeat merged into it: deliver it with the repeat's envelope and a new token
 )
 
 // ConfirmReply is confirm.lua's reply.
@@ -57,6 +57,7 @@ type ConfirmReply struct {
 	NowUs     int64
 	Codes     []int64
 	Envelopes []string // one per HeldMerged code, in order
+	Tokens    []int64  // the new delivery token of each HeldMerged code, in order
 }
 
 // ParseConfirmReply reads the reply of a Confirm call of n held deliveries.
@@ -78,12 +79,13 @@ func ParseConfirmReply(vals []any, n int) (ConfirmReply, error) {
 			merged++
 		}
 	}
-	if len(envs) != merged {
+	if len(envs) != 2*merged {
 		return ConfirmReply{}, bad
 	}
-	for _, e := range envs {
-		s, _ := e.(string)
+	for i := 0; i < len(envs); i += 2 {
+		s, _ := envs[i].(string)
 		r.Envelopes = append(r.Envelopes, s)
+		r.Tokens = append(r.Tokens, toInt(envs[i+1]))
 	}
 	return r, nil
 }

@@ -259,18 +259,18 @@ func TestConfirmCodes(t *testing.T) {
 	assert.Equal(t, where{prepare: true, msg: true}, ft.where("a"))
 	assert.Equal(t, envA, ft.rawEnvelope("a"))
 
-	// b was removed: gone, nothing changed (its tombstone stays).
-	before := ft.state()
-	c = ft.confirmHeld(held["b"])
-	assert.Equal(t, []int64{scripts.HeldGone}, c.Codes)
-	assert.Equal(t, before, ft.state())
-	assert.Equal(t, where{prepare: true}, ft.where("b"))
+	// b was removed: gone, and remove's tombstone is cleared (the held
+	// delivery never ran, so no late ack of it can come).
 	_, tok := scripts.SplitPrepareScore(ft.zscore(ft.k.Prepare, "b"))
 	assert.Zero(t, tok, "remove's tombstone")
+	c = ft.confirmHeld(held["b"])
+	assert.Equal(t, []int64{scripts.HeldGone}, c.Codes)
+	assert.Equal(t, where{}, ft.where("b"))
 
 	// A wrong token: gone, nothing changed; the right one still delivers.
 	wrong := held["w"]
 	wrong.Token += 1000
+	before := ft.state()
 	c = ft.confirmHeld(wrong)
 	assert.Equal(t, []int64{scripts.HeldGone}, c.Codes)
 	assert.Equal(t, before, ft.state())
@@ -302,19 +302,31 @@ func TestConfirmCodes(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "m2", string(e.Body))
 	assert.Equal(t, where{prepare: true, msg: true}, rm.where("m"), "store entry removed, prepare entry kept")
-	assert.Equal(t, pm, rm.zscore(rm.k.Prepare, "m"))
+	// Same lease, a new token (same attempt).
+	require.Len(t, c.Tokens, 1)
+	dl, _ := scripts.SplitPrepareScore(pm)
+	dl2, tok2 := scripts.SplitPrepareScore(rm.zscore(rm.k.Prepare, "m"))
+	assert.Equal(t, dl, dl2)
+	assert.Equal(t, c.Tokens[0], tok2)
+	assert.NotEqual(t, hm.Token, tok2)
 	assert.Equal(t, envM2, rm.rawEnvelope("m"))
 
-	// Confirmed again, each says the same (a and m deliverable, the rest gone).
+	// Confirmed again, each says the same (a deliverable, the rest gone);
+	// m under its old token is gone (a rerun whose first reply was lost),
+	// under its new one deliverable.
 	c = ft.confirmHeld(held["a"], held["b"], held["c"], wrong)
 	assert.Equal(t, []int64{1, 0, 0, 0}, c.Codes)
 	c = rm.confirmHeld(hm)
+	assert.Equal(t, []int64{scripts.HeldGone}, c.Codes)
+	hm2 := hm
+	hm2.Token = tok2
+	c = rm.confirmHeld(hm2)
 	assert.Equal(t, []int64{scripts.HeldDeliver}, c.Codes, "the merged repeat is consumed")
 
 	// The delivered ones ack as usual.
 	assert.EqualValues(t, 1, ft.ack("a", held["a"].Token))
 	assert.EqualValues(t, 1, ft.ack("w", held["w"].Token))
-	assert.EqualValues(t, 1, rm.ack("m", hm.Token))
+	assert.EqualValues(t, 1, rm.ack("m", hm2.Token))
 	assert.Equal(t, where{}, rm.where("m"))
 }
 
@@ -446,9 +458,25 @@ func TestConfirmAndReleaseAcrossGroups(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []int64{2, 1, 1, 4}, c.Codes)
 	require.Len(t, c.Envelopes, 1)
+	require.Len(t, c.Tokens, 1)
 	e, err := scripts.DecodeEnvelope([]byte(c.Envelopes[0]))
 	require.NoError(t, err)
 	assert.Equal(t, "m2", string(e.Body))
+	// The merged delivery has a new token; a rerun with the old one (its
+	// reply lost) finds it gone.
+	assert.NotEqual(t, rh["m"].Token, c.Tokens[0])
+	assert.Equal(t, rh["m"].Token%1000, c.Tokens[0]%1000, "same attempt")
+	again := []scripts.HeldGroup{{Store: rm.k.Store, Prepare: rm.k.Prepare, Msg: rm.k.Msg, Wake: rm.k.Wake, Merges: true, Items: []scripts.HeldItem{rh["m"]}}}
+	akeys, aargs := scripts.HeldArgs("PUBLISH", again)
+	avals, err := scripts.Confirm.Run(ft.ctx, ft.rdb, akeys, aargs...).Slice()
+	require.NoError(t, err)
+	ac, err := scripts.ParseConfirmReply(avals, 1)
+	require.NoError(t, err)
+	assert.Equal(t, []int64{scripts.HeldGone}, ac.Codes)
+	m := rh["m"]
+	m.Token = c.Tokens[0]
+	groups[1].Items[1] = m
+	keys, args = scripts.HeldArgs("PUBLISH", groups)
 
 	// Release all: b (not yet delivered) back in store; a, k and m were
 	// confirmed but are still held in prepare, so they go back too.
