@@ -68,7 +68,7 @@ func (c *engine) dispatchOne(m *Message) {
 
 // begin counts m as a delivery in flight and returns it with its context,
 // or nil when it may not start. held: m was held since a lookahead fetch
-// and counts as held until now (hub_hold.go).
+// and counts as busy already (hub_hold.go).
 func (c *engine) begin(m *Message, held bool) (*delivery, context.Context) {
 	ctx, cancel := context.WithCancelCause(c.handleCtx)
 	d := &delivery{msg: m, cancel: cancel}
@@ -79,12 +79,17 @@ func (c *engine) begin(m *Message, held bool) (*delivery, context.Context) {
 	if !c.own.mayDispatchLocked(m) {
 		// The slot's term ended while the fetch ran: the message stays
 		// in prepare until the slot's next term returns it to store.
+		if held {
+			c.busy--
+		}
 		c.mu.Unlock()
 		cancel(nil)
 		return nil, nil
 	}
 	c.inflight[d] = struct{}{}
-	c.busy++
+	if !held {
+		c.busy++
+	}
 	c.perSlot[m.Slot]++
 	c.mu.Unlock()
 	if held {
@@ -96,22 +101,24 @@ func (c *engine) begin(m *Message, held bool) (*delivery, context.Context) {
 }
 
 // heldRoom is how many more messages the engine may hold for their
-// instant: as many as it may have in flight (concurrency and prefetch),
-// a budget apart from theirs, so a message due before the held ones that
-// arrives later is not kept waiting behind them. The listener calls stay
-// bounded by the concurrency (acquire).
+// instant. Held messages count as busy (a message due later never starts
+// before one held for an earlier instant), and they may take all the
+// capacity but one: a message due before them that arrives later then has
+// a handler free at its instant. A topic with one handler takes nothing
+// ahead.
 func (c *engine) heldRoom() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.cfg.concurrency + c.cfg.prefetch - c.held
+	return c.cfg.concurrency + c.cfg.prefetch - 1 - c.held
 }
 
-// holdAll counts msgs, fetched ahead of their instant, as held (heldRoom)
-// and hands them to the hub's holder. Each gets its handler goroutine now,
-// waiting for the holder's word: so the work of starting a wave's handlers
-// is done before its instant, which costs only the word.
+// holdAll counts msgs, fetched ahead of their instant, as busy and held
+// (heldRoom) and hands them to the hub's holder. Each gets its handler
+// goroutine now, waiting for the holder's word: so the work of starting a
+// wave's handlers is done before its instant, which costs only the word.
 func (c *engine) holdAll(msgs []*Message) {
 	c.mu.Lock()
+	c.busy += len(msgs)
 	c.held += len(msgs)
 	c.mu.Unlock()
 	xs := make([]*heldMsg, len(msgs))
@@ -140,13 +147,14 @@ func (c *engine) awaitHandOver(x *heldMsg) {
 	c.handle(ctx, d)
 }
 
-// unhold frees the held budget of n messages that will not be delivered
+// unhold frees the capacity of n held messages that will not be delivered
 // here.
 func (c *engine) unhold(n int) {
 	if n == 0 {
 		return
 	}
 	c.mu.Lock()
+	c.busy -= n
 	c.held -= n
 	c.mu.Unlock()
 	c.wakeFetcher()

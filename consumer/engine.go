@@ -59,7 +59,7 @@ type engine struct {
 
 	mu       sync.Mutex
 	inflight map[*delivery]struct{} // until the ack or rollback is done
-	busy     int                    // deliveries whose listener call has not returned
+	busy     int                    // deliveries whose listener call has not returned, and held messages
 	held     int                    // messages the hub holds for their instant (hub_hold.go, heldRoom)
 	perSlot  map[int]int            // inflight per slot
 	released chan struct{}          // a handler finished: capacity is free

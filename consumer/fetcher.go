@@ -120,9 +120,9 @@ func (f *fetcher) run(ctx context.Context) {
 		// the read wakes this loop.
 		c.wantRelease.Store(true)
 		free := c.freeCapacity()
-		// Held messages have a budget of their own (heldRoom): they do not
-		// take the capacity of a message due before them that arrives
-		// later. Once it is spent, fetches take only what is due.
+		// Held messages leave a handler free (heldRoom) for a message due
+		// before them that arrives later. Once their budget is spent,
+		// fetches take only what is due.
 		ahead := f.ahead
 		if ahead > 0 {
 			if room := c.heldRoom(); room <= 0 {

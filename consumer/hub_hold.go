@@ -21,8 +21,8 @@ import (
 // callMux take messages ahead (a single node, no fencing): the confirm
 // call names slots of many topics.
 //
-// A held message counts against its engine's held budget (heldRoom) from
-// its fetch, and as busy once handed over. It leaves
+// A held message counts as busy in its engine from its fetch, within the
+// engine's held budget (heldRoom). It leaves
 // the queue in one of four ways: handed over (engine.awaitHandOver), dropped (a
 // remove, a re-send or a lost lease made it not the client's to deliver:
 // confirm.lua), given back to store (its topic is paused, or its engine
@@ -110,7 +110,7 @@ func (k *holder) start(ctx context.Context, wg *sync.WaitGroup) {
 	}()
 }
 
-// add queues xs (already counted as held in their engine).
+// add queues xs (already counted as busy and held in their engine).
 func (k *holder) add(xs []*heldMsg) {
 	if len(xs) == 0 {
 		return

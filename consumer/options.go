@@ -141,7 +141,9 @@ func WithPrefetch(n int) Option { return func(c *config) { c.prefetch = n } }
 // WithLookahead sets how long before its instant a fixed-time or
 // range-merge message may be taken from store (default DefaultLookahead;
 // 0 turns it off). The client holds such a message, counted against the
-// concurrency, and at its instant one call for all the messages of its
+// concurrency (held ones leave one handler free for a message due before
+// them that arrives later, so with WithConcurrency(1) nothing is taken
+// ahead), and at its instant one call for all the messages of its
 // topics due then checks that each is still the client's and due by
 // Redis's clock before its listener runs. So the work of taking a wave of
 // messages due at one instant is done before it: on a single node 1,000

@@ -234,8 +234,9 @@ func TestLookaheadHeldThenLongHandlerKeepsLease(t *testing.T) {
 }
 
 // Held messages do not take the capacity of a message due before them
-// that arrives later: with one handler, a message held for its instant
-// does not keep an earlier one waiting, and they fire earliest first.
+// that arrives later: with two handlers, a message held for its instant
+// leaves one free, so an earlier one sent after it fires at its own time,
+// first.
 func TestLookaheadHeldDoNotDelayAnEarlierMessage(t *testing.T) {
 	e := newEnv(t)
 	tp := mustTopic(t, "lookcap", topic.FixedTime, 4)
@@ -245,7 +246,7 @@ func TestLookaheadHeldDoNotDelayAnEarlierMessage(t *testing.T) {
 	})
 	ctx := ctxT(t)
 	c := e.client()
-	require.NoError(t, c.Register(tp, rec, consumer.WithLookahead(testLookahead), consumer.WithConcurrency(1)))
+	require.NoError(t, c.Register(tp, rec, consumer.WithLookahead(testLookahead), consumer.WithConcurrency(2)))
 	e.start(c)
 	p := c.Producer()
 	later := time.Now().Add(1500 * time.Millisecond)
@@ -284,4 +285,26 @@ func TestLookaheadRemovedWhileHeldThenResent(t *testing.T) {
 	assert.False(t, d.At.Before(again))
 	assert.Less(t, d.At.Sub(again), 2*time.Second, "not a lease late")
 	rec.none(t, 500*time.Millisecond)
+}
+
+// A topic with one handler takes nothing ahead (a held message would
+// keep its only handler from a message due before it that arrives later).
+func TestLookaheadNotWithOneHandler(t *testing.T) {
+	e := newEnv(t)
+	tp := mustTopic(t, "lookone", topic.FixedTime, 4)
+	rec := newRecorder(nil)
+	c := e.client()
+	require.NoError(t, c.Register(tp, rec, consumer.WithLookahead(testLookahead), consumer.WithConcurrency(1)))
+	e.start(c)
+	due := time.Now().Add(700 * time.Millisecond)
+	_, err := c.Producer().SendFixedTime(ctxT(t), tp, []byte("b"), due, producer.WithKey("k"))
+	require.NoError(t, err)
+	k := e.keys(tp, slotOfKey(tp, "k"))
+	for time.Until(due) > 20*time.Millisecond {
+		_, ok := e.zscore(k.Prepare, "k")
+		require.False(t, ok, "taken %v before its instant", time.Until(due))
+		time.Sleep(5 * time.Millisecond)
+	}
+	d := rec.next(t, 5*time.Second)
+	assert.False(t, d.At.Before(d.DueAt))
 }
