@@ -43,7 +43,9 @@ func (c *engine) betterScore(a, b float64) bool {
 func (c *engine) freeCapacity() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if p := c.cfg.prefetch; p > 0 && c.busy-len(c.running) > p/2 {
+	// Held messages (hub_hold.go) are not a prefetch waiting for a handler:
+	// they wait for their instant.
+	if p := c.cfg.prefetch; p > 0 && c.busy-c.held-len(c.running) > p/2 {
 		return 0
 	}
 	return c.cfg.concurrency + c.cfg.prefetch - c.busy

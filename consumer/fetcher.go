@@ -120,17 +120,7 @@ func (f *fetcher) run(ctx context.Context) {
 		// the read wakes this loop.
 		c.wantRelease.Store(true)
 		free := c.freeCapacity()
-		// Held messages leave a handler free (heldRoom) for a message due
-		// before them that arrives later. Once their budget is spent,
-		// fetches take only what is due.
 		ahead := f.ahead
-		if ahead > 0 {
-			if room := c.heldRoom(); room <= 0 {
-				ahead = 0
-			} else {
-				free = min(free, room)
-			}
-		}
 		// A paused topic (Inspector.Pause) fetches nothing; the resume
 		// arrives as a wake-up.
 		if free > 0 && !c.paused.Load() {
@@ -139,6 +129,20 @@ func (f *fetcher) run(ctx context.Context) {
 			if unknown := f.unknownSlots(); len(unknown) > 0 {
 				f.fetch(ctx, unknownReqs(unknown), 0)
 				continue
+			}
+			// What is due goes first, with all the free capacity, as
+			// without a lookahead. Then messages due within it are taken,
+			// to be held; held ones leave a handler free (heldRoom) for a
+			// message due before them that arrives later, and once that
+			// budget is spent only what is due is fetched.
+			if ahead > 0 {
+				if f.anyDue(nowMs) {
+					ahead = 0
+				} else if room := c.heldRoom(); room <= 0 {
+					ahead = 0
+				} else {
+					free = min(free, room)
+				}
 			}
 			if reqs := f.plan(ctx, nowMs, free, ahead); len(reqs) > 0 {
 				moved := f.fetch(ctx, reqs, free)
@@ -228,6 +232,16 @@ func unknownReqs(slots []int) []fetchReq {
 		reqs[i] = fetchReq{slot: s}
 	}
 	return reqs
+}
+
+// anyDue reports whether some slot can be fetched at nowMs.
+func (f *fetcher) anyDue(nowMs int64) bool {
+	for i := range f.heads {
+		if f.readyAt(i) <= nowMs && f.c.slotFree(i) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // readyAt returns the Redis ms from which slot i can be fetched.
