@@ -27,7 +27,8 @@
 --   3 superseded: a fixed-time re-send of the id waits in store (it
 --     replaced the due time, as it would have in store): this delivery's
 --     prepare entry is removed, not delivered, and the re-send waits for
---     its own time, woken when it heads its slot
+--     its own time, woken when it heads its slot, with this delivery's
+--     failures (its first-sent time and last error are the re-send's)
 --   4 merged: a range-merge repeat of the id waits in store (sent while
 --     this delivery was held, so within the window): it merges into this
 --     delivery, which keeps its due time and takes the repeat's envelope
@@ -75,11 +76,12 @@ for g = 1, G do
         redis.call('ZREM', store, id)
         local t2 = (token + 500000) % TOKEN_MOD
         redis.call('ZADD', prepare, string.format('%d', math.floor(tonumber(s) / TOKEN_MOD)) .. string.format('%06d', t2), id)
-        envs[#envs + 1] = redis.call('HGET', msg, id) or ''
+        envs[#envs + 1] = keep_fails(msg, id, math.fmod(token, 1000), score) or ''
         envs[#envs + 1] = t2
         code = 4
       else
         redis.call('ZREM', prepare, id)
+        keep_fails(msg, id, math.fmod(token, 1000))
         wake_if_head(cmd, channel, store, true, id, tonumber(waiting))
         code = 3
       end

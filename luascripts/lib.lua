@@ -135,6 +135,26 @@ local function env_rewrite(e)
   return env_encode(e, string.sub(e.raw, e.body_at))
 end
 
+-- keep_fails: a send of an id held since a lookahead fetch (confirm.lua,
+-- release.lua) stored a fresh envelope, where one into a waiting message
+-- keeps the failures. The held delivery's attempt tells them (attempt - 1):
+-- they are put back, so a re-send does not renew the retries. score, when
+-- given, becomes the envelope's score (a range-merge repeat merged into a
+-- held message keeps the earlier due time). Returns the envelope as stored.
+local function keep_fails(msg, id, attempt, score)
+  local raw = redis.call('HGET', msg, id)
+  if not raw then return nil end
+  local e = env_decode(raw)
+  local changed = false
+  if e.fails < attempt - 1 then e.fails, changed = attempt - 1, true end
+  if score and e.score ~= score then e.score, e.orig, changed = score, score, true end
+  if changed then
+    raw = env_rewrite(e)
+    redis.call('HSET', msg, id, raw)
+  end
+  return raw
+end
+
 -- expired reports whether e carries an expiry that now (ms) has reached.
 local function expired(e, now)
   return e.exp ~= nil and e.exp <= now

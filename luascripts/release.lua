@@ -19,7 +19,8 @@
 --   2 a re-send of the id waits in store: this delivery's prepare entry is
 --     removed and the re-send stands (fixed-time: its due time replaced
 --     this one; range-merge: it keeps the earlier of the two due times, as
---     a repeat merges into a waiting message)
+--     a repeat merges into a waiting message), with this delivery's
+--     failures (first-sent time and last error are the re-send's)
 -- Every slot whose head changed is woken, so a fetcher (of any client)
 -- takes the message at its time. Running twice changes nothing more.
 local cmd = ARGV[1]
@@ -48,7 +49,12 @@ for g = 1, G do
     elseif s and token_of(s) == token then
       redis.call('ZREM', prepare, id)
       if redis.call('ZSCORE', store, id) then
-        if merges then redis.call('ZADD', store, 'LT', score, id) end
+        if merges then
+          redis.call('ZADD', store, 'LT', score, id)
+          keep_fails(msg, id, math.fmod(token, 1000), tonumber(redis.call('ZSCORE', store, id)))
+        else
+          keep_fails(msg, id, math.fmod(token, 1000))
+        end
         code = 2
       elseif redis.call('HGET', msg, id) then
         redis.call('ZADD', store, score, id)
