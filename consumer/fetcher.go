@@ -389,7 +389,7 @@ func (f *fetcher) fetch(ctx context.Context, reqs []fetchReq, total int) (moved 
 		return moved
 	}
 	// Redis is unreachable or failing: back off; the slots stay as they were.
-	f.errWait = min(max(f.errWait*2, 50*time.Millisecond), 5*time.Second)
+	f.errWait = nextBackoff(f.errWait)
 	for _, r := range results {
 		if r.err != nil {
 			c.log.WarnContext(ctx, "rmq: fetch failed", "slot", r.slot, "err", r.err, "retry_in", f.errWait)
@@ -427,6 +427,12 @@ func (f *fetcher) dispatchOrHold(msgs []*Message, nowUs int64) {
 	if len(held) > 0 {
 		f.c.holdAll(held)
 	}
+}
+
+// nextBackoff is the wait after a failed call to Redis that followed a
+// wait of d: 50 ms, doubling up to 5 s.
+func nextBackoff(d time.Duration) time.Duration {
+	return min(max(d*2, 50*time.Millisecond), 5*time.Second)
 }
 
 func (f *fetcher) headOf(r fetchResult) slotHead {

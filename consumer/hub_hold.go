@@ -193,24 +193,10 @@ func (k *holder) run(ctx context.Context) {
 	}
 }
 
-// round confirms batch (or gives back the messages of paused topics) and
-// hands over what is the client's to deliver.
+// round confirms batch and hands over what is the client's to deliver
+// (handOver gives back the messages of paused topics).
 func (k *holder) round(ctx context.Context, batch []*heldMsg) {
-	var confirm, back []*heldMsg
-	for _, x := range batch {
-		if x.c.paused.Load() {
-			back = append(back, x)
-		} else {
-			confirm = append(confirm, x)
-		}
-	}
-	if len(back) > 0 {
-		k.release(ctx, back)
-	}
-	var again []*heldMsg
-	if len(confirm) > 0 {
-		again = k.confirm(ctx, confirm)
-	}
+	again := k.confirm(ctx, batch)
 	k.mu.Lock()
 	for _, x := range again {
 		heap.Push(&k.q, x)
@@ -232,16 +218,13 @@ func (k *holder) round(ctx context.Context, batch []*heldMsg) {
 func (k *holder) confirm(ctx context.Context, batch []*heldMsg) (again []*heldMsg) {
 	type call struct {
 		order          []*heldMsg
+		keys           []string
+		args           []any
 		vals           []any
 		err            error
 		sent, received time.Time
 	}
-	type built struct {
-		keys []string
-		args []any
-	}
 	var calls []*call
-	var bs []built
 	last := int64(0)
 	for _, x := range batch {
 		last = max(last, x.due)
@@ -251,8 +234,7 @@ func (k *holder) confirm(ctx context.Context, batch []*heldMsg) (again []*heldMs
 		groups, order := heldGroups(batch[:n])
 		batch = batch[n:]
 		keys, args := scripts.HeldArgs(order[0].c.wakeCmd, groups)
-		calls = append(calls, &call{order: order})
-		bs = append(bs, built{keys, args})
+		calls = append(calls, &call{order: order, keys: keys, args: args})
 	}
 	// Sent at the instant (by the lower bound of Redis's clock): confirm
 	// would only answer "not yet" before it.
@@ -267,14 +249,13 @@ func (k *holder) confirm(ctx context.Context, batch []*heldMsg) (again []*heldMs
 	done := make(chan *call, len(calls))
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	for i, cl := range calls {
-		b := bs[i]
+	for _, cl := range calls {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			defer func() { done <- cl }()
 			cl.sent = time.Now()
-			cl.vals, cl.err = scripts.Confirm.Run(ctx, k.h.rdb, b.keys, b.args...).Slice()
+			cl.vals, cl.err = scripts.Confirm.Run(ctx, k.h.rdb, cl.keys, cl.args...).Slice()
 			cl.received = time.Now()
 		}()
 	}
@@ -297,7 +278,6 @@ func (k *holder) confirm(ctx context.Context, batch []*heldMsg) (again []*heldMs
 		k.mu.Unlock()
 		k.h.calls.clock.observe(reply.NowUs, cl.sent, cl.received)
 		again = append(again, k.handOver(ctx, cl.order, reply)...)
-
 	}
 	return again
 }
@@ -325,18 +305,15 @@ func (k *holder) handOver(ctx context.Context, order []*heldMsg, reply scripts.C
 	var back []*heldMsg
 	for i, x := range order {
 		switch reply.Codes[i] {
-		case scripts.HeldDeliver:
-			if x.c.paused.Load() {
-				// Paused since the round began: given back, not handed over.
-				back = append(back, x)
-				continue
+		case scripts.HeldDeliver, scripts.HeldMerged:
+			if reply.Codes[i] == scripts.HeldMerged {
+				x.c.mergeInto(x.m, reply.Envelopes[merged])
+				x.m.Token = reply.Tokens[merged]
+				merged++
 			}
-			x.decide(true)
-		case scripts.HeldMerged:
-			x.c.mergeInto(x.m, reply.Envelopes[merged])
-			x.m.Token = reply.Tokens[merged]
-			merged++
 			if x.c.paused.Load() {
+				// A paused topic's messages are given back, confirmed (so
+				// a merge is kept), not handed over.
 				back = append(back, x)
 				continue
 			}
@@ -362,7 +339,7 @@ func (k *holder) handOver(ctx context.Context, order []*heldMsg, reply scripts.C
 // failures go on (Redis is unreachable or failing).
 func (k *holder) failed(err error, c *engine) {
 	k.mu.Lock()
-	k.errWait = min(max(k.errWait*2, 50*time.Millisecond), 5*time.Second)
+	k.errWait = nextBackoff(k.errWait)
 	k.retryAt = time.Now().Add(k.errWait)
 	wait := k.errWait
 	k.mu.Unlock()
@@ -451,16 +428,14 @@ func heldGroups(batch []*heldMsg) (groups []scripts.HeldGroup, order []*heldMsg)
 
 // mergeInto takes a range-merge repeat that merged into held message m
 // (confirm.lua): the repeat's body and options, as a repeat merging into a
-// waiting message gives; m keeps its due time, token and history. An
-// envelope that cannot be read leaves m as it was.
+// waiting message gives; m keeps its due time and history. An envelope
+// that cannot be read leaves m as it was.
 func (c *engine) mergeInto(m *Message, envelope string) {
 	env, err := scripts.DecodeEnvelope([]byte(envelope))
 	if err != nil {
 		c.log.Warn("rmq: merged repeat's envelope", "id", m.ID, "err", err)
 		return
 	}
-	first, lastErr := m.FirstSentAt, m.LastError
 	m.Body = env.Body
 	applyJobFields(m, env)
-	m.FirstSentAt, m.LastError = first, lastErr
 }

@@ -62,14 +62,16 @@ type ConfirmReply struct {
 
 // ParseConfirmReply reads the reply of a Confirm call of n held deliveries.
 func ParseConfirmReply(vals []any, n int) (ConfirmReply, error) {
-	bad := fmt.Errorf("rmq: confirm: unexpected reply of %d values", len(vals))
+	bad := func() (ConfirmReply, error) {
+		return ConfirmReply{}, fmt.Errorf("rmq: confirm: unexpected reply of %d values", len(vals))
+	}
 	if len(vals) != 3 {
-		return ConfirmReply{}, bad
+		return bad()
 	}
 	codes, ok1 := vals[1].([]any)
 	envs, ok2 := vals[2].([]any)
 	if !ok1 || !ok2 || len(codes) != n {
-		return ConfirmReply{}, bad
+		return bad()
 	}
 	r := ConfirmReply{NowUs: toInt(vals[0]), Codes: make([]int64, n)}
 	merged := 0
@@ -80,7 +82,7 @@ func ParseConfirmReply(vals []any, n int) (ConfirmReply, error) {
 		}
 	}
 	if len(envs) != 2*merged {
-		return ConfirmReply{}, bad
+		return bad()
 	}
 	for i := 0; i < len(envs); i += 2 {
 		s, _ := envs[i].(string)
