@@ -52,13 +52,7 @@ for g = 1, G do
     local s = redis.call('ZSCORE', prepare, id)
     local code
     if s and token_of(s) == 0 then
-      -- Removed by id while held: the tombstone guards against a late ack
-      -- of a delivery that ran, and this one never ran. Cleared now, so a
-      -- re-send waiting behind it goes at its own time, as after a remove
-      -- in store.
-      redis.call('ZREM', prepare, id)
-      local waiting = redis.call('ZSCORE', store, id)
-      if waiting then wake_if_head(cmd, channel, store, true, id, tonumber(waiting)) end
+      clear_held_tombstone(cmd, store, prepare, channel, id)
       code = 0
     elseif not s or token_of(s) ~= token then
       code = 0

@@ -183,6 +183,17 @@ local function wake_if_head(cmd, channel, store, time_based, id, score)
   end
 end
 
+-- clear_held_tombstone: an id held since a lookahead fetch (confirm.lua,
+-- release.lua) was removed by id meanwhile. The tombstone remove.lua left
+-- guards against a late ack of a delivery that ran, and this one never
+-- ran: it is cleared, and a re-send waiting behind it woken, so the
+-- re-send goes at its own time, as after a remove in store.
+local function clear_held_tombstone(cmd, store, prepare, channel, id)
+  redis.call('ZREM', prepare, id)
+  local waiting = redis.call('ZSCORE', store, id)
+  if waiting then wake_if_head(cmd, channel, store, true, id, tonumber(waiting)) end
+end
+
 -- MCHUNK bounds the arguments one variadic call takes: unpack pushes them
 -- all on Lua's C stack, which holds about 8,000.
 local MCHUNK = 512

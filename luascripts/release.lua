@@ -41,28 +41,24 @@ for g = 1, G do
     local s = redis.call('ZSCORE', prepare, id)
     local code = 0
     if s and token_of(s) == 0 then
-      -- Removed by id while held: this delivery never ran, so its
-      -- tombstone guards nothing (confirm.lua).
-      redis.call('ZREM', prepare, id)
-      local waiting = redis.call('ZSCORE', store, id)
-      if waiting then wake_if_head(cmd, channel, store, true, id, tonumber(waiting)) end
+      clear_held_tombstone(cmd, store, prepare, channel, id)
     elseif s and token_of(s) == token then
       redis.call('ZREM', prepare, id)
-      if redis.call('ZSCORE', store, id) then
-        if merges then
-          redis.call('ZADD', store, 'LT', score, id)
-          keep_fails(msg, id, math.fmod(token, 1000), tonumber(redis.call('ZSCORE', store, id)))
-        else
-          keep_fails(msg, id, math.fmod(token, 1000))
+      local at = redis.call('ZSCORE', store, id)
+      if at then
+        -- A range-merge repeat keeps the earlier due time.
+        if merges and tonumber(score) < tonumber(at) then
+          redis.call('ZADD', store, score, id)
+          at = score
         end
+        keep_fails(msg, id, math.fmod(token, 1000), merges and tonumber(at) or nil)
         code = 2
       elseif redis.call('HGET', msg, id) then
         redis.call('ZADD', store, score, id)
+        at = score
         code = 1
       end
-      if code > 0 then
-        wake_if_head(cmd, channel, store, true, id, tonumber(redis.call('ZSCORE', store, id)))
-      end
+      if code > 0 then wake_if_head(cmd, channel, store, true, id, tonumber(at)) end
     end
     res[#res + 1] = code
   end

@@ -541,3 +541,33 @@ func TestReleaseKeepsHistoryOfHeldMessage(t *testing.T) {
 		})
 	}
 }
+
+// A held id removed by id and then sent again: confirm (at the instant)
+// and release (at a Close) each clear the remove's tombstone, which would
+// otherwise keep the re-send blocked for a whole lease, and wake the slot
+// for the re-send heading it.
+func TestRemovedWhileHeldThenResentIsWoken(t *testing.T) {
+	for _, viaConfirm := range []bool{true, false} {
+		t.Run("confirm="+strconv.FormatBool(viaConfirm), func(t *testing.T) {
+			ft := newSlot(t, 3)
+			now := ft.redisNowMs()
+			due := now + 100
+			require.EqualValues(t, 1, ft.send("r", float64(due), "v1"))
+			h := heldItems(ft.fetchMode(1, now+1_000, true))["r"]
+			require.EqualValues(t, 4, ft.remove("r"), "removed in flight")
+			again := now + 3_600_000
+			require.EqualValues(t, 1, ft.send("r", float64(again), "v2"), "stored as new, blocked behind the tombstone")
+			sub := ft.subscribeWake()
+			if viaConfirm {
+				ft.sleepPast(due)
+				assert.Equal(t, []int64{scripts.HeldGone}, ft.confirmHeld(h).Codes)
+			} else {
+				assert.Equal(t, []int64{0}, ft.releaseHeld(h))
+			}
+			assert.Equal(t, where{store: true, msg: true}, ft.where("r"), "tombstone cleared, the re-send waits")
+			payload, ok := ft.wakeWithin(sub, 2*time.Second)
+			require.True(t, ok, "no wake-up for the re-send heading the slot")
+			assert.Equal(t, ms(again), payload)
+		})
+	}
+}
