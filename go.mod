@@ -3,18 +3,10 @@ module github.com/rmq-go/rmq
 go 1.26.0
 
 require (
-	github.com/chromedp/chromedp v0.23.0
-	github.com/go-redis/redis_rate/v10 v10.0.1
 	github.com/go-zookeeper/zk v1.0.4
-	github.com/oklog/ulid/v2 v2.1.2
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/stretchr/testify v1.12.1
 	go.uber.org/goleak v1.3.0
-)
-
-require (
-	github.com/chromedp/cdproto v0.159.0 // indirect
-	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
 )
 
 require (

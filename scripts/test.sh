@@ -20,12 +20,13 @@ if [ ${#need[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${need[@]}" >/dev/null
 fi
 
-go vet ./...
+# Every module of the repository (go.work lists them): the core, the
+# service with its CLI and dashboard (cmd/), and the optional integrations.
+modules=(. cmd x/prometheus x/otel)
+for m in "${modules[@]}"; do
+  (cd "$m" && go vet ./...)
+done
 (cd bench && go vet ./...)
-go test -race -count=1 -timeout 18m "$@" ./...
-
-# The optional integrations are modules of their own, which ./... does not
-# enter.
-for m in x/prometheus x/otel; do
-  (cd "$m" && go vet ./... && go test -race -count=1 -timeout 10m "$@" ./...)
+for m in "${modules[@]}"; do
+  (cd "$m" && go test -race -count=1 -timeout 18m "$@" ./...)
 done

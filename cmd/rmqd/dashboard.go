@@ -6,7 +6,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/rmq-go/rmq/dashboard"
+	"github.com/rmq-go/rmq/cmd/dashboard"
 )
 
 // mountDashboard serves the library's dashboard of the default pool at

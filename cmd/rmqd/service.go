@@ -12,7 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/rmq-go/rmq/dashboard"
+	"github.com/rmq-go/rmq/cmd/dashboard"
 	"github.com/rmq-go/rmq/rmq"
 )
 

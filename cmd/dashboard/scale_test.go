@@ -17,7 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rmq-go/rmq/consumer"
-	"github.com/rmq-go/rmq/dashboard"
+	"github.com/rmq-go/rmq/cmd/dashboard"
 	"github.com/rmq-go/rmq/internal/redisserver"
 	"github.com/rmq-go/rmq/internal/redistest"
 	"github.com/rmq-go/rmq/producer"
