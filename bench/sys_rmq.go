@@ -89,7 +89,11 @@ func (r *rmqSys) batchMessage(body []byte, i int, at time.Time) producer.BatchMe
 // producer returns a producer whose topic definition is already stored, so
 // timed sections measure sends only.
 func (r *rmqSys) producer(ctx context.Context, t topic.Topic) (*producer.Producer, error) {
-	p := producer.New(r.rdb, producer.WithPrefix(rmqPrefix))
+	c, err := rmq.New(r.rdb, rmq.WithPrefix(rmqPrefix))
+	if err != nil {
+		return nil, err
+	}
+	p := c.Producer()
 	warm := []byte("warm-up")
 	if err := r.send(ctx, p, t, warm, 0, time.Now()); err != nil {
 		return nil, err

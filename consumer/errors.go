@@ -20,6 +20,10 @@ var (
 	// ErrShutdown is recorded as the last error of a delivery rolled back
 	// because Close's deadline passed before its handler returned.
 	ErrShutdown = errors.New("rmq: consumer shut down before the handler finished")
+	// ErrFenced is the cause of a handler context cancelled because Redis
+	// refused a call of its slot: a newer owner epoch is stored, so another
+	// worker owns the slot now (ZooKeeper mode, rmq.WithZooKeeper).
+	ErrFenced = errors.New("rmq: slot owned by another worker (owner epoch moved on)")
 )
 
 // PanicError is the error a delivery is rolled back with when its handler
@@ -36,6 +40,3 @@ func (e *PanicError) Unwrap() error {
 	err, _ := e.Value.(error)
 	return err
 }
-
-// errHubClosed: an engine started after its client's hub was closed.
-var errHubClosed = errors.New("rmq: consumer hub closed")

@@ -47,10 +47,9 @@ type Message struct {
 	// frozen past its session (GC pause, SIGSTOP) from overwriting the work
 	// of the slot's new owner when it wakes up.
 	Epoch int64
-
-	// timeout is the message's own handler timeout (producer.WithTimeout);
-	// zero: the consumer's.
-	timeout time.Duration
+	// Timeout is the message's own handler timeout (producer.WithTimeout);
+	// zero when the consumer's (consumer.WithHandlerTimeout) applies.
+	Timeout time.Duration
 }
 
 // MessageListener handles messages. Returning nil acks the delivery;

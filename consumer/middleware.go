@@ -1,22 +1,13 @@
 package consumer
 
-import (
-	"context"
-	"time"
-)
+import "context"
 
 // Middleware wraps a listener: it runs around every delivery (tracing,
-// logging, metrics, recovering, ...). The first of a list is the
-// outermost.
+// logging, metrics, recovering, ...). A client's middleware
+// (rmq.WithMiddleware) wraps the listener of every topic it registers, the
+// first of the list outermost; to wrap one topic's listener only, wrap it
+// before Register: mw(listener).
 type Middleware func(MessageListener) MessageListener
-
-// chain wraps l in mws, the first outermost.
-func chain(l MessageListener, mws []Middleware) MessageListener {
-	for i := len(mws) - 1; i >= 0; i-- {
-		l = mws[i](l)
-	}
-	return l
-}
 
 type messageKey struct{}
 
@@ -28,28 +19,10 @@ func MessageFromContext(ctx context.Context) (*Message, bool) {
 	return m, ok
 }
 
-// withMessage returns ctx carrying m.
-func withMessage(ctx context.Context, m *Message) context.Context {
+// ContextWithMessage returns a copy of ctx carrying m, as the consumer
+// gives every handler call: MessageFromContext(ctx) returns m. It is what
+// a test of a listener or middleware that reads the message from its
+// context builds that context with.
+func ContextWithMessage(ctx context.Context, m *Message) context.Context {
 	return context.WithValue(ctx, messageKey{}, m)
-}
-
-// ExpiryObserver is an optional interface of an Observer: it is told when
-// messages of topic expired (a per-message TTL or expiry passed before they
-// were acked) and were dropped, n at a time.
-type ExpiryObserver interface {
-	Expired(topic string, n int)
-}
-
-// ErrorObserver is an optional interface of an Observer: Finished with the
-// error the listener returned (nil when it acked), called in place of
-// Observer.Finished for observers that have it.
-type ErrorObserver interface {
-	FinishedWithError(m *Message, took time.Duration, outcome Outcome, err error)
-}
-
-// PauseObserver is an optional interface of an Observer: it is told when
-// this consumer learns that its topic was paused or resumed
-// (Inspector.Pause), for a gauge.
-type PauseObserver interface {
-	Paused(topic string, paused bool)
 }

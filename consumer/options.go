@@ -1,12 +1,9 @@
 package consumer
 
 import (
-	"fmt"
-	"io"
-	"log/slog"
 	"time"
 
-	"github.com/rmq-go/rmq/slots"
+	"github.com/rmq-go/rmq/internal/options"
 )
 
 // Defaults.
@@ -26,38 +23,6 @@ const (
 	MaxMaxRetries = 998
 )
 
-type config struct {
-	prefix         string
-	maxRetries     int
-	prepareTimeout time.Duration
-	concurrency    int
-	prefetch       int
-	lookahead      time.Duration
-	backoff        func(attempt int) time.Duration
-	handlerTimeout time.Duration
-	middleware     []Middleware
-	sweepInterval  time.Duration
-	deadMaxLen     int
-	deadMaxAge     time.Duration
-	logger         *slog.Logger
-	observer       Observer
-}
-
-func defaultConfig() config {
-	return config{
-		prefix:         slots.DefaultPrefix,
-		maxRetries:     DefaultMaxRetries,
-		prepareTimeout: DefaultPrepareTimeout,
-		concurrency:    DefaultConcurrency,
-		lookahead:      DefaultLookahead,
-		backoff:        DefaultBackoff,
-		deadMaxLen:     DefaultDeadMaxLen,
-		deadMaxAge:     DefaultDeadMaxAge,
-		logger:         slog.New(slog.NewTextHandler(io.Discard, nil)),
-		observer:       nopObserver{},
-	}
-}
-
 // DefaultBackoff waits 1s before the first retry and doubles up to 10 minutes.
 func DefaultBackoff(attempt int) time.Duration {
 	if attempt < 1 {
@@ -69,60 +34,26 @@ func DefaultBackoff(attempt int) time.Duration {
 	return min(time.Second<<(attempt-1), 10*time.Minute)
 }
 
-func (c *config) validate() error {
-	switch {
-	case c.maxRetries < 0 || c.maxRetries > MaxMaxRetries:
-		return fmt.Errorf("%w: max retries %d (want 0..%d)", ErrInvalidOption, c.maxRetries, MaxMaxRetries)
-	case c.prepareTimeout < time.Second:
-		return fmt.Errorf("%w: prepare timeout %v (want at least 1s)", ErrInvalidOption, c.prepareTimeout)
-	case c.concurrency < 1:
-		return fmt.Errorf("%w: concurrency %d (want at least 1)", ErrInvalidOption, c.concurrency)
-	case c.prefetch < 0:
-		return fmt.Errorf("%w: prefetch %d (want at least 0)", ErrInvalidOption, c.prefetch)
-	case c.lookahead < 0 || c.lookahead > MaxLookahead:
-		return fmt.Errorf("%w: lookahead %v (want 0..%v)", ErrInvalidOption, c.lookahead, MaxLookahead)
-	case c.handlerTimeout < 0:
-		return fmt.Errorf("%w: handler timeout %v", ErrInvalidOption, c.handlerTimeout)
-	case c.backoff == nil:
-		return fmt.Errorf("%w: nil retry backoff", ErrInvalidOption)
-	case c.deadMaxLen < 0 || c.deadMaxAge < 0:
-		return fmt.Errorf("%w: negative dead-queue retention", ErrInvalidOption)
-	case c.logger == nil:
-		return fmt.Errorf("%w: nil logger", ErrInvalidOption)
-	case c.observer == nil:
-		return fmt.Errorf("%w: nil observer", ErrInvalidOption)
-	}
-	if c.sweepInterval <= 0 {
-		c.sweepInterval = min(max(c.prepareTimeout/2, 500*time.Millisecond), 10*time.Second)
-	}
-	return slots.ValidatePrefix(c.prefix)
-}
-
-// leaseSeconds is the lease in whole seconds, rounded up: prepare scores
-// keep deadlines in seconds.
-func (c *config) leaseSeconds() int64 {
-	return int64((c.prepareTimeout + time.Second - 1) / time.Second)
-}
-
-// Option configures the consumer of one topic (rmq.Client.Register).
-type Option func(*config)
-
-// WithPrefix sets the Redis key prefix (default "rmq").
-func WithPrefix(prefix string) Option { return func(c *config) { c.prefix = prefix } }
+// Option configures the consumer of one topic (rmq.Client.Register). What
+// a client sets for all its topics (key prefix, logger, observer,
+// middleware) is an rmq.Option instead, so a topic cannot contradict it.
+type Option func(*options.Topic)
 
 // WithMaxRetries sets how many retries follow the first attempt before a
 // message moves to the dead queue (default 16, at most 998): n+1 attempts.
-func WithMaxRetries(n int) Option { return func(c *config) { c.maxRetries = n } }
+func WithMaxRetries(n int) Option { return func(c *options.Topic) { c.MaxRetries = n } }
 
 // WithPrepareTimeout sets the lease of a delivery (default 30s, whole
 // seconds, at least 1s). The lease is extended while the handler runs; a
 // delivery whose consumer died is rolled back once it runs out.
-func WithPrepareTimeout(d time.Duration) Option { return func(c *config) { c.prepareTimeout = d } }
+func WithPrepareTimeout(d time.Duration) Option {
+	return func(c *options.Topic) { c.PrepareTimeout = d }
+}
 
 // WithConcurrency sets how many handlers run at once (default 32). Fetches
 // never take more messages than there are free handlers, plus the
 // prefetch (WithPrefetch).
-func WithConcurrency(n int) Option { return func(c *config) { c.concurrency = n } }
+func WithConcurrency(n int) Option { return func(c *options.Topic) { c.Concurrency = n } }
 
 // WithPrefetch lets fetches take up to n messages beyond the free handlers
 // (default 0). They wait here, leased (the lease is extended as for running
@@ -136,7 +67,7 @@ func WithConcurrency(n int) Option { return func(c *config) { c.concurrency = n 
 // with a higher priority, after the prefetch was taken waits behind it, and
 // one consumer holds more messages than it is running. A Close that gives
 // up (its context ends) rolls the waiting ones back with the running ones.
-func WithPrefetch(n int) Option { return func(c *config) { c.prefetch = n } }
+func WithPrefetch(n int) Option { return func(c *options.Topic) { c.Prefetch = n } }
 
 // WithLookahead sets how long before its instant a fixed-time or
 // range-merge message may be taken from store (default DefaultLookahead;
@@ -154,7 +85,7 @@ func WithPrefetch(n int) Option { return func(c *config) { c.prefetch = n } }
 // at its due time, no attempt counted. While held it shows as in flight
 // (Inspector stats, Remove's where). A single node without ZooKeeper only:
 // on a cluster and with serial slots messages are taken at their instant.
-func WithLookahead(d time.Duration) Option { return func(c *config) { c.lookahead = d } }
+func WithLookahead(d time.Duration) Option { return func(c *options.Topic) { c.Lookahead = d } }
 
 // WithRetryBackoff sets how long a failed message waits before its next
 // attempt (attempt is the attempt that failed, from 1). A zero backoff
@@ -162,30 +93,23 @@ func WithLookahead(d time.Duration) Option { return func(c *config) { c.lookahea
 // set and then rank below every fresh message (RMQ's rule); the handler
 // can ask for another delay with RetryAfter.
 func WithRetryBackoff(f func(attempt int) time.Duration) Option {
-	return func(c *config) { c.backoff = f }
+	return func(c *options.Topic) { c.Backoff = f }
 }
 
 // WithHandlerTimeout bounds one handler call (default: none). Past it the
 // handler's context is cancelled, its lease is no longer extended, and the
 // delivery is rolled back with ErrHandlerTimeout.
-func WithHandlerTimeout(d time.Duration) Option { return func(c *config) { c.handlerTimeout = d } }
+func WithHandlerTimeout(d time.Duration) Option {
+	return func(c *options.Topic) { c.HandlerTimeout = d }
+}
 
 // WithSweepInterval sets how often expired leases are looked for (default
 // half the prepare timeout, between 0.5s and 10s).
-func WithSweepInterval(d time.Duration) Option { return func(c *config) { c.sweepInterval = d } }
+func WithSweepInterval(d time.Duration) Option { return func(c *options.Topic) { c.SweepInterval = d } }
 
 // WithDeadRetention bounds each slot's dead queue by count and age; the
 // oldest go first, bodies with them. Zero means unbounded. Defaults: 100,000
 // messages per topic (divided evenly among its slots) and 30 days.
 func WithDeadRetention(maxLen int, maxAge time.Duration) Option {
-	return func(c *config) { c.deadMaxLen, c.deadMaxAge = maxLen, maxAge }
-}
-
-// WithLogger sets the logger (default: discard).
-func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
-
-// WithMiddleware wraps this topic's listener in mws, the first outermost
-// (inside the client's, rmq.WithMiddleware).
-func WithMiddleware(mws ...Middleware) Option {
-	return func(c *config) { c.middleware = append(c.middleware, mws...) }
+	return func(c *options.Topic) { c.DeadMaxLen, c.DeadMaxAge = maxLen, maxAge }
 }

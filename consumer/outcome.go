@@ -3,7 +3,6 @@ package consumer
 import (
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 )
 
@@ -52,17 +51,76 @@ type outcomeError struct {
 func (e *outcomeError) Error() string { return e.err.Error() }
 func (e *outcomeError) Unwrap() error { return e.err }
 
-// rollbackDirective returns what rollback.lua is told for a handler's
-// error: ” (the backoff), 'd', 'r<ms>' or 's<ms>'. Delays round up to the
-// ms: never early.
-func rollbackDirective(err error) string {
-	var o *outcomeError
-	if !errors.As(err, &o) {
-		return ""
+// Directive tells the engine what the handler asked for: 'd' (dead now),
+// 'r' (retry after delay) or 's' (snooze for delay). The engine finds it
+// with errors.As through an interface of this method, so the type stays
+// unexported.
+func (e *outcomeError) Directive() (kind byte, delay time.Duration) { return e.kind, e.delay }
+
+// Outcome is how a delivery ended.
+type Outcome int
+
+const (
+	// Acked: the listener returned nil and Redis took the ack.
+	Acked Outcome = iota + 1
+	// Retried: rolled back into store for another attempt.
+	Retried
+	// Dead: rolled back past MaxRetries into the dead queue.
+	Dead
+	// Superseded: rolled back while a re-send of the same id waited; the
+	// re-send goes next.
+	Superseded
+	// Refused: Redis refused the ack or rollback because the delivery was
+	// no longer current (its lease ran out and was swept).
+	Refused
+	// LeaseLost: the lease was found lost while the handler ran.
+	LeaseLost
+	// Abandoned: Close's deadline passed; the delivery was rolled back.
+	Abandoned
+	// Failed: the ack or rollback could not reach Redis; the lease will run
+	// out and the sweeper will roll it back.
+	Failed
+	// Fenced: Redis refused the ack or rollback because the slot's owner
+	// epoch moved on: another worker owns the slot now (ZooKeeper mode).
+	Fenced
+	// Revoked: the slot's ownership was lost while the handler ran and the
+	// handler failed; the message stays in prepare and the slot's next term
+	// returns it to store without counting an attempt (ZooKeeper mode).
+	Revoked
+	// Expired: the handler failed after the message's expiry
+	// (producer.WithTTL): dropped with its body instead of retried.
+	Expired
+	// Snoozed: the handler returned Snooze; the message waits again
+	// without an attempt counted.
+	Snoozed
+)
+
+func (o Outcome) String() string {
+	switch o {
+	case Acked:
+		return "acked"
+	case Retried:
+		return "retried"
+	case Dead:
+		return "dead"
+	case Superseded:
+		return "superseded"
+	case Refused:
+		return "refused"
+	case LeaseLost:
+		return "lease_lost"
+	case Abandoned:
+		return "abandoned"
+	case Failed:
+		return "failed"
+	case Fenced:
+		return "fenced"
+	case Revoked:
+		return "revoked"
+	case Expired:
+		return "expired"
+	case Snoozed:
+		return "snoozed"
 	}
-	if o.kind == 'd' {
-		return "d"
-	}
-	ms := int64((o.delay + time.Millisecond - 1) / time.Millisecond)
-	return string(o.kind) + strconv.FormatInt(ms, 10)
+	return "unknown"
 }

@@ -69,8 +69,8 @@ func (p *Producer) SendBatch(ctx context.Context, t topic.Topic, msgs []BatchMes
 	for i, it := range items {
 		ids[i] = it.id
 		callAfters(afters[i], it.id, nil)
-		if p.cfg.observer != nil {
-			p.cfg.observer.Sent(t, it.res)
+		if p.notify != nil {
+			p.notify.Sent(t, int(it.res))
 		}
 	}
 	return ids, nil

@@ -45,7 +45,7 @@ type definedTopic struct {
 func (p *Producer) define(ctx context.Context, t topic.Topic) error {
 	v, ok := p.defined.Load(t.Name())
 	if !ok {
-		if err := topicstore.Define(ctx, p.rdb, slots.TopicsKey(p.cfg.prefix), t); err != nil {
+		if err := topicstore.Define(ctx, p.rdb, slots.TopicsKey(p.prefix), t); err != nil {
 			return err
 		}
 		d := &definedTopic{def: t.Definition()}
@@ -55,7 +55,7 @@ func (p *Producer) define(ctx context.Context, t topic.Topic) error {
 	}
 	d := v.(*definedTopic)
 	if d.def != t.Definition() {
-		return fmt.Errorf("%w: %s is %s, given as %s", ErrTopicConflict, t.Name(), d.def, t.Definition())
+		return fmt.Errorf("%w: %s is %s, given as %s", topic.ErrConflict, t.Name(), d.def, t.Definition())
 	}
 	last, now := d.checked.Load(), time.Now().UnixNano()
 	if now-last < int64(p.redefineEvery) || !d.checked.CompareAndSwap(last, now) {
@@ -71,7 +71,7 @@ func (p *Producer) define(ctx context.Context, t topic.Topic) error {
 // recheck reads the stored definition (one HGET while it is there) and
 // stores it again when it is gone.
 func (p *Producer) recheck(ctx context.Context, t topic.Topic) error {
-	key := slots.TopicsKey(p.cfg.prefix)
+	key := slots.TopicsKey(p.prefix)
 	stored, found, err := topicstore.Lookup(ctx, p.rdb, key, t.Name())
 	switch {
 	case err != nil:
@@ -79,7 +79,7 @@ func (p *Producer) recheck(ctx context.Context, t topic.Topic) error {
 	case !found:
 		return topicstore.Define(ctx, p.rdb, key, t)
 	case stored.Definition() != t.Definition():
-		return fmt.Errorf("%w: %s is stored as %s, defined here as %s", ErrTopicConflict, t.Name(), stored.Definition(), t.Definition())
+		return fmt.Errorf("%w: %s is stored as %s, defined here as %s", topic.ErrConflict, t.Name(), stored.Definition(), t.Definition())
 	}
 	return nil
 }

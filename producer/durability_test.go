@@ -12,7 +12,6 @@ import (
 
 	"github.com/rmq-go/rmq/internal/redisserver"
 	"github.com/rmq-go/rmq/internal/redistest"
-	"github.com/rmq-go/rmq/producer"
 	"github.com/rmq-go/rmq/rmq"
 	"github.com/rmq-go/rmq/topic"
 )
@@ -28,7 +27,7 @@ func TestAcknowledgedSendsSurviveRedisKill(t *testing.T) {
 			rdb := redistest.Client(t, srv)
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			p := producer.New(rdb)
+			p := newProducer(rdb, "rmq")
 			tp := topic.MustNew("durable", topic.FixedTime, 8)
 			const senders, each = 16, 50
 			var wg sync.WaitGroup

@@ -2,8 +2,6 @@ package producer
 
 import (
 	"errors"
-
-	"github.com/rmq-go/rmq/topic"
 )
 
 var (
@@ -25,9 +23,6 @@ var (
 	ErrInvalidKey = errors.New("rmq: invalid message key")
 	// ErrInvalidSlotBasis is returned for an empty slot basis.
 	ErrInvalidSlotBasis = errors.New("rmq: invalid slot basis")
-	// ErrTopicConflict is topic.ErrConflict, repeated here for callers that
-	// only import producer.
-	ErrTopicConflict = topic.ErrConflict
 )
 
 var (

@@ -90,7 +90,7 @@ func (p *Producer) group(items []*pending) []slotCall {
 		if !ok || len(calls[i].batch) >= maxGroup {
 			i = len(calls)
 			idx[k] = i
-			calls = append(calls, slotCall{topic: it.topic, keys: slots.KeysFor(p.cfg.prefix, it.topic, it.slot)})
+			calls = append(calls, slotCall{topic: it.topic, keys: slots.KeysFor(p.prefix, it.topic, it.slot)})
 		}
 		calls[i].batch = append(calls[i].batch, it)
 	}

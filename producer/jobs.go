@@ -9,51 +9,20 @@ import (
 	"github.com/rmq-go/rmq/topic"
 )
 
-// Outgoing is a message on its way to Redis, as a SendHook sees it.
-type Outgoing struct {
-	Topic topic.Topic
-	Key   string // the message id: WithKey's key, else derived from the body
-	Body  []byte
-	// Headers are the message's headers (WithHeaders); a hook may add or
-	// change entries. The limits of WithHeaders apply after every hook ran.
-	Headers map[string]string
-}
-
-// SendHook is called once per message (SendBatch too), after the message
-// was validated and before it is written; it may add headers (a tracing
-// integration puts its context there). The returned after, if not nil, is
-// called once the write ended, with the id or the error. Hooks run on the
-// sending goroutine, in the order they were given, and must not block.
-type SendHook func(ctx context.Context, m *Outgoing) (after func(id string, err error))
-
-// WithSendHook adds a hook run for every message this producer sends.
-func WithSendHook(h SendHook) Option {
-	return func(c *config) {
-		if h != nil {
-			c.hooks = append(c.hooks, h)
-		}
-	}
-}
-
-// runHooks runs the hooks on it and returns the after functions to call.
+// runHooks runs the client's send hooks on it (they may add headers) and
+// returns what to call once the write ended.
 func (p *Producer) runHooks(ctx context.Context, it *pending) []func(string, error) {
-	if len(p.cfg.hooks) == 0 {
+	if p.notify == nil {
 		return nil
 	}
-	m := &Outgoing{Topic: it.topic, Key: it.id, Body: it.body, Headers: it.job.headers}
-	if m.Headers == nil {
-		m.Headers = map[string]string{}
+	headers, after := p.notify.Before(ctx, it.topic, it.id, it.body, it.job.headers)
+	if len(headers) > 0 {
+		it.job.headers = headers
 	}
-	var afters []func(string, error)
-	for _, h := range p.cfg.hooks {
-		if a := h(ctx, m); a != nil {
-			afters = append(afters, a)
-		}
+	if after == nil {
+		return nil
 	}
-	if len(m.Headers) > 0 {
-		it.job.headers = m.Headers
-	}
-	return afters
+	return []func(string, error){after}
 }
 
 func callAfters(afters []func(string, error), id string, err error) {

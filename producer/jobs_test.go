@@ -149,12 +149,15 @@ func TestFixedTimeRoundsUp(t *testing.T) {
 func TestSendHook(t *testing.T) {
 	var seen []string
 	var ended []string
-	hook := func(_ context.Context, m *producer.Outgoing) func(string, error) {
-		seen = append(seen, m.Key)
-		m.Headers["traceparent"] = "tp-" + m.Key
-		return func(id string, err error) { ended = append(ended, id) }
-	}
-	p, rdb, prefix := setup(t, "single", producer.WithSendHook(hook))
+	hook := &hookNotifier{before: func(key string, h map[string]string) map[string]string {
+		seen = append(seen, key)
+		out := map[string]string{"traceparent": "tp-" + key}
+		for k, v := range h {
+			out[k] = v
+		}
+		return out
+	}, after: func(id string, err error) { ended = append(ended, id) }}
+	p, rdb, prefix := setup(t, "single", withNotify(hook))
 	ctx := context.Background()
 	pr := topic.MustNew("jobs", topic.Priority, 4)
 	_, err := p.SendPriority(ctx, pr, []byte("x"), 100, producer.WithKey("a"))
@@ -172,12 +175,30 @@ func TestSendHook(t *testing.T) {
 		full[strings.Repeat("h", i+1)] = "v"
 	}
 	var gotErr error
-	p2 := producer.New(rdb, producer.WithPrefix(prefix), producer.WithSendHook(func(_ context.Context, m *producer.Outgoing) func(string, error) {
-		m.Headers["one-more"] = "x"
-		return func(_ string, err error) { gotErr = err }
-	}))
+	p2 := newProducer(rdb, prefix, withNotify(&hookNotifier{before: func(_ string, h map[string]string) map[string]string {
+		h["one-more"] = "x"
+		return h
+	}, after: func(_ string, err error) { gotErr = err }}))
 	_, err = p2.SendPriority(ctx, pr, []byte("x"), 100, producer.WithKey("over"), producer.WithHeaders(full))
 	require.ErrorIs(t, err, producer.ErrInvalidHeaders)
 	assert.True(t, errors.Is(gotErr, producer.ErrInvalidHeaders), "after hears the refusal")
 	assert.ErrorIs(t, rdb.HGet(ctx, slots.KeysFor(prefix, pr, slots.IndexString("over", 4)).Msg, "over").Err(), redis.Nil)
 }
+
+// hookNotifier is what a client's send hooks look like to its producer
+// (rmq.WithSendHook): before sees each message's key and headers and
+// returns the headers to write; after hears how the write ended.
+type hookNotifier struct {
+	before func(key string, headers map[string]string) map[string]string
+	after  func(id string, err error)
+}
+
+func (h *hookNotifier) Before(_ context.Context, _ topic.Topic, key string, _ []byte, headers map[string]string) (map[string]string, func(string, error)) {
+	if headers == nil {
+		headers = map[string]string{}
+	}
+	return h.before(key, headers), h.after
+}
+
+func (h *hookNotifier) Sent(topic.Topic, int)     {}
+func (h *hookNotifier) Removed(topic.Topic, bool) {}

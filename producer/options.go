@@ -1,44 +1,12 @@
 package producer
 
-import (
-	"time"
-
-	"github.com/rmq-go/rmq/slots"
-)
+import "time"
 
 // DefaultMaxBodySize is the body size limit when none is configured (1 MiB).
 const DefaultMaxBodySize = 1 << 20
 
 // MaxKeyLength is the longest key (message id) accepted.
 const MaxKeyLength = 1024
-
-type config struct {
-	prefix      string
-	maxBodySize int
-	observer    Observer
-	hooks       []SendHook
-}
-
-func defaultConfig() config {
-	return config{prefix: slots.DefaultPrefix, maxBodySize: DefaultMaxBodySize}
-}
-
-// Option configures a Producer.
-type Option func(*config)
-
-// WithPrefix sets the Redis key prefix (default "rmq"). Producers and
-// consumers of one topic must use the same prefix.
-func WithPrefix(prefix string) Option { return func(c *config) { c.prefix = prefix } }
-
-// WithMaxBodySize sets the largest body accepted, in bytes (default 1 MiB).
-// Zero or less keeps the default.
-func WithMaxBodySize(n int) Option {
-	return func(c *config) {
-		if n > 0 {
-			c.maxBodySize = n
-		}
-	}
-}
 
 type sendConfig struct {
 	key      string

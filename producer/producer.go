@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rmq-go/rmq/internal/groupcommit"
+	"github.com/rmq-go/rmq/internal/options"
 	"github.com/rmq-go/rmq/internal/scripts"
 	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
@@ -31,11 +32,13 @@ const maxRange = 100 * 365 * 24 * time.Hour
 
 // Producer sends messages. It is safe for concurrent use.
 type Producer struct {
-	rdb     redis.UniversalClient
-	cfg     config
-	err     error // a configuration error, returned by every call
-	wakeCmd string
-	defined sync.Map // topic name -> *definedTopic (define.go)
+	rdb         redis.UniversalClient
+	prefix      string
+	maxBodySize int
+	notify      options.SendNotifier // nil: none
+	err         error                // a configuration error, returned by every call
+	wakeCmd     string
+	defined     sync.Map // topic name -> *definedTopic (define.go)
 	// redefineEvery is redefineInterval; tests shorten it.
 	redefineEvery time.Duration
 	gc            *groupcommit.Group[*pending]
@@ -43,22 +46,26 @@ type Producer struct {
 	merged bool
 }
 
-// New returns a producer on rdb, a single node or a cluster client. A bad
-// option is reported by every later call.
-func New(rdb redis.UniversalClient, opts ...Option) *Producer {
-	cfg := defaultConfig()
-	for _, o := range opts {
-		o(&cfg)
+// New is package rmq's: a program takes the producer of its client,
+// rmq.Client.Producer, which the client's options configure (a producer
+// alone is rmq.New(rdb, opts...).Producer(): it holds no goroutines). Its
+// settings are of an internal type, so no other package can call it.
+func New(rdb redis.UniversalClient, s options.Producer) *Producer {
+	if s.MaxBodySize <= 0 {
+		s.MaxBodySize = DefaultMaxBodySize
 	}
 	_, single := rdb.(*redis.Client)
-	p := &Producer{rdb: rdb, cfg: cfg, wakeCmd: scripts.WakeCommand(rdb), merged: single, redefineEvery: redefineInterval}
+	p := &Producer{
+		rdb: rdb, prefix: s.Prefix, maxBodySize: s.MaxBodySize, notify: s.Notify,
+		wakeCmd: scripts.WakeCommand(rdb), merged: single, redefineEvery: redefineInterval,
+	}
 	p.gc = newGroupCommit(p)
-	p.err = slots.ValidatePrefix(cfg.prefix)
+	p.err = slots.ValidatePrefix(s.Prefix)
 	return p
 }
 
 // Prefix returns the key prefix.
-func (p *Producer) Prefix() string { return p.cfg.prefix }
+func (p *Producer) Prefix() string { return p.prefix }
 
 // SendRangeMerge sends a message due timeRange after its first send. A
 // message with the same id sent while this one waits merges into it: one
@@ -165,8 +172,8 @@ func (p *Producer) sendItem(ctx context.Context, t topic.Topic, it *pending) (st
 		return "", fmt.Errorf("rmq: send to %s: %w", t.Name(), err)
 	}
 	res := it.res
-	if p.cfg.observer != nil {
-		p.cfg.observer.Sent(t, res)
+	if p.notify != nil {
+		p.notify.Sent(t, int(res))
 	}
 	return it.id, nil
 }
@@ -176,8 +183,8 @@ func (p *Producer) item(t topic.Topic, body []byte, score float64, sc sendConfig
 	if len(body) == 0 {
 		return nil, ErrEmptyBody
 	}
-	if len(body) > p.cfg.maxBodySize {
-		return nil, fmt.Errorf("%w: %d bytes (limit %d)", ErrBodyTooLarge, len(body), p.cfg.maxBodySize)
+	if len(body) > p.maxBodySize {
+		return nil, fmt.Errorf("%w: %d bytes (limit %d)", ErrBodyTooLarge, len(body), p.maxBodySize)
 	}
 	it := &pending{topic: t, id: sc.key, body: body, score: strconv.FormatFloat(score, 'f', -1, 64), nonce: scripts.Nonce(), job: sc.job}
 	if !sc.hasKey {
@@ -291,8 +298,8 @@ func removedOf(what int64) Removed {
 // first, then every slot of the topic.
 func (p *Producer) Remove(ctx context.Context, t topic.Topic, id string, opts ...SendOption) (Removed, error) {
 	removed, err := p.remove(ctx, t, id, opts)
-	if err == nil && p.cfg.observer != nil {
-		p.cfg.observer.Removed(t, removed != NotFound)
+	if err == nil && p.notify != nil {
+		p.notify.Removed(t, removed != NotFound)
 	}
 	return removed, err
 }
@@ -326,7 +333,7 @@ func (p *Producer) remove(ctx context.Context, t topic.Topic, id string, opts []
 	pipe := p.rdb.Pipeline()
 	for i := range cmds {
 		if i != first {
-			k := slots.KeysFor(p.cfg.prefix, t, i)
+			k := slots.KeysFor(p.prefix, t, i)
 			cmds[i] = [3]*redis.FloatCmd{pipe.ZScore(ctx, k.Store, id), pipe.ZScore(ctx, k.Delayed, id), pipe.ZScore(ctx, k.Prepare, id)}
 		}
 	}
@@ -344,7 +351,7 @@ func (p *Producer) remove(ctx context.Context, t topic.Topic, id string, opts []
 }
 
 func (p *Producer) removeAt(ctx context.Context, t topic.Topic, slot int, id string) (Removed, error) {
-	k := slots.KeysFor(p.cfg.prefix, t, slot)
+	k := slots.KeysFor(p.prefix, t, slot)
 	n, err := scripts.Remove.Run(ctx, p.rdb, []string{k.Store, k.Prepare, k.Msg, k.Delayed}, id).Int64()
 	if err != nil {
 		return NotFound, fmt.Errorf("rmq: remove from %s: %w", t.Name(), err)

@@ -69,7 +69,7 @@ func (h *clusterHook) verify(t *testing.T) {
 	assert.Empty(t, h.bad, "script calls whose KEYS span hash slots")
 }
 
-func clusterSetup(t *testing.T, opts ...producer.Option) (*producer.Producer, *redis.ClusterClient, *clusterHook, string) {
+func clusterSetup(t *testing.T, opts ...setting) (*producer.Producer, *redis.ClusterClient, *clusterHook, string) {
 	t.Helper()
 	p, rdb, h, prefix := setupHooked(t, "cluster", opts...)
 	return p, rdb.(*redis.ClusterClient), h, prefix
@@ -161,7 +161,8 @@ type resultCounter struct {
 	got map[producer.SendResult]int
 }
 
-func (r *resultCounter) Sent(_ topic.Topic, res producer.SendResult) {
+func (r *resultCounter) Sent(_ topic.Topic, result int) {
+	res := producer.SendResult(result)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.got == nil {
@@ -172,13 +173,17 @@ func (r *resultCounter) Sent(_ topic.Topic, res producer.SendResult) {
 
 func (r *resultCounter) Removed(topic.Topic, bool) {}
 
+func (r *resultCounter) Before(_ context.Context, _ topic.Topic, _ string, _ []byte, h map[string]string) (map[string]string, func(string, error)) {
+	return h, nil
+}
+
 // When only one master lost its scripts, only the calls sent there are
 // refused; the calls that ran are not sent again, so every message reports
 // what its one run did (stored), not a rerun's "duplicate". Not parallel:
 // it flushes the scripts of a master shared by this package's tests.
 func TestClusterReloadSendsOnlyRefusedCalls(t *testing.T) {
 	results := &resultCounter{}
-	p, cc, h, prefix := clusterSetup(t, producer.WithObserver(results))
+	p, cc, h, prefix := clusterSetup(t, withNotify(results))
 	ctx := context.Background()
 	tp := topic.MustNew("reloadone", topic.FixedTime, 16)
 	require.NoError(t, scripts.Load(ctx, cc))

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rmq-go/rmq/internal/faultproxy"
+	"github.com/rmq-go/rmq/internal/options"
 	"github.com/rmq-go/rmq/internal/redisserver"
 	"github.com/rmq-go/rmq/internal/redistest"
 	"github.com/rmq-go/rmq/internal/scripts"
@@ -27,7 +28,7 @@ func TestMain(m *testing.M) { redistest.Main(m) }
 // shared single server and the shared 3-master cluster.
 var backends = []string{"single", "cluster"}
 
-func setup(t *testing.T, backend string, opts ...producer.Option) (*producer.Producer, redis.UniversalClient, string) {
+func setup(t *testing.T, backend string, opts ...setting) (*producer.Producer, redis.UniversalClient, string) {
 	t.Helper()
 	p, rdb, _, prefix := setupHooked(t, backend, opts...)
 	return p, rdb, prefix
@@ -35,7 +36,7 @@ func setup(t *testing.T, backend string, opts ...producer.Option) (*producer.Pro
 
 // setupHooked is setup, also returning the hook that checks key slots and
 // counts NOSCRIPT replies.
-func setupHooked(t *testing.T, backend string, opts ...producer.Option) (*producer.Producer, redis.UniversalClient, *clusterHook, string) {
+func setupHooked(t *testing.T, backend string, opts ...setting) (*producer.Producer, redis.UniversalClient, *clusterHook, string) {
 	t.Helper()
 	var rdb redis.UniversalClient
 	if backend == "cluster" {
@@ -48,7 +49,24 @@ func setupHooked(t *testing.T, backend string, opts ...producer.Option) (*produc
 	rdb.AddHook(redistest.Observer{Before: h.before, After: h.after})
 	t.Cleanup(func() { h.verify(t) })
 	prefix := redistest.Prefix(t)
-	return producer.New(rdb, append([]producer.Option{producer.WithPrefix(prefix)}, opts...)...), rdb, h, prefix
+	return newProducer(rdb, prefix, opts...), rdb, h, prefix
+}
+
+// setting changes what a test's producer is made with (what rmq.Option
+// sets for a client's producer).
+type setting func(*options.Producer)
+
+func withMaxBodySize(n int) setting { return func(s *options.Producer) { s.MaxBodySize = n } }
+
+func withNotify(n options.SendNotifier) setting { return func(s *options.Producer) { s.Notify = n } }
+
+// newProducer makes a producer under prefix, as rmq.New makes a client's.
+func newProducer(rdb redis.UniversalClient, prefix string, opts ...setting) *producer.Producer {
+	s := options.Producer{Prefix: prefix}
+	for _, o := range opts {
+		o(&s)
+	}
+	return producer.New(rdb, s)
 }
 
 // forEachBackend runs f as a subtest on each backend.
@@ -67,7 +85,7 @@ func keysOf(t *testing.T, rdb redis.UniversalClient, prefix string) []string {
 // definition.
 func TestBadInputWritesNothing(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, backend string) {
-		p, rdb, prefix := setup(t, backend, producer.WithMaxBodySize(10))
+		p, rdb, prefix := setup(t, backend, withMaxBodySize(10))
 		ctx := context.Background()
 		ft := topic.MustNew("ft", topic.FixedTime, 4)
 		pr := topic.MustNew("pr", topic.Priority, 4)
@@ -112,7 +130,7 @@ func TestBadInputWritesNothing(t *testing.T) {
 		}
 		assert.Empty(t, keysOf(t, rdb, prefix))
 
-		bad := producer.New(rdb, producer.WithPrefix("a{b}"))
+		bad := newProducer(rdb, "a{b}")
 		_, err := bad.SendFixedTime(ctx, ft, []byte("x"), soon)
 		assert.ErrorIs(t, err, slots.ErrInvalidPrefix)
 	})
@@ -125,11 +143,11 @@ func TestTopicConflictIsRefused(t *testing.T) {
 		_, err := p.SendFixedTime(ctx, topic.MustNew("orders", topic.FixedTime, 16), []byte("x"), time.Now())
 		require.NoError(t, err)
 
-		other := producer.New(rdb, producer.WithPrefix(prefix))
+		other := newProducer(rdb, prefix)
 		_, err = other.SendPriority(ctx, topic.MustNew("orders", topic.Priority, 16), []byte("x"), 20)
 		assert.ErrorIs(t, err, topic.ErrConflict)
 		_, err = other.SendFixedTime(ctx, topic.MustNew("orders", topic.FixedTime, 32), []byte("x"), time.Now())
-		assert.ErrorIs(t, err, producer.ErrTopicConflict)
+		assert.ErrorIs(t, err, topic.ErrConflict)
 		_, err = p.SendFixedTime(ctx, topic.MustNew("orders", topic.FixedTime, 32), []byte("x"), time.Now())
 		assert.ErrorIs(t, err, topic.ErrConflict, "the producer's own cache refuses too")
 	})
@@ -210,7 +228,7 @@ func TestSendSurvivesLostReply(t *testing.T) {
 	t.Cleanup(func() { _ = rdb.Close() })
 	direct := redistest.Client(t, srv)
 	prefix := redistest.Prefix(t)
-	p := producer.New(rdb, producer.WithPrefix(prefix))
+	p := newProducer(rdb, prefix)
 	ctx := context.Background()
 	tp := topic.MustNew("lost", topic.Priority, 1)
 
@@ -242,7 +260,7 @@ func TestRedisGoneReturnsError(t *testing.T) {
 	srv := redistest.Start(t, redisserver.Config{AppendOnly: true, AppendFsync: "always"})
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: 1, DialTimeout: 300 * time.Millisecond})
 	t.Cleanup(func() { _ = rdb.Close() })
-	p := producer.New(rdb)
+	p := newProducer(rdb, "rmq")
 	ctx := context.Background()
 	tp := topic.MustNew("gone", topic.FixedTime, 1)
 	_, err := p.SendFixedTime(ctx, tp, []byte("before"), time.Now())

@@ -83,8 +83,8 @@ func (p *Producer) SendMany(ctx context.Context, msgs []TopicMessage) (ids []str
 		}
 		ids[i] = it.id
 		callAfters(afters[i], it.id, nil)
-		if p.cfg.observer != nil {
-			p.cfg.observer.Sent(it.topic, it.res)
+		if p.notify != nil {
+			p.notify.Sent(it.topic, int(it.res))
 		}
 	}
 	return ids, errs

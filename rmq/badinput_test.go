@@ -134,7 +134,7 @@ func TestTopicConflict(t *testing.T) {
 				_, err = p.SendRangeMerge(ctx, other, []byte("y"), time.Second)
 			}
 			assert.ErrorIs(t, err, topic.ErrConflict, "send with %v", other)
-			assert.ErrorIs(t, err, producer.ErrTopicConflict)
+			assert.ErrorIs(t, err, topic.ErrConflict)
 		}
 		assert.Equal(t, before, e.dump(), "a refused definition changed Redis")
 	})

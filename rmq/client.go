@@ -13,8 +13,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rmq-go/rmq/consumer"
-	"github.com/rmq-go/rmq/internal/consumerctl"
+	"github.com/rmq-go/rmq/internal/engine"
 	"github.com/rmq-go/rmq/internal/lifecycle"
+	"github.com/rmq-go/rmq/internal/options"
 	"github.com/rmq-go/rmq/internal/zkcoord"
 	"github.com/rmq-go/rmq/producer"
 	"github.com/rmq-go/rmq/slots"
@@ -23,15 +24,18 @@ import (
 
 var (
 	// ErrStarted is returned by Register after Start, and by a second Start.
-	ErrStarted = lifecycle.ErrStarted
+	ErrStarted = errors.New("rmq: client already started")
 	// ErrClosed is returned by calls on a closed client.
-	ErrClosed = lifecycle.ErrClosed
+	ErrClosed = errors.New("rmq: client closed")
 	// ErrNotStarted is returned by Pull before Start.
-	ErrNotStarted = lifecycle.ErrNotStarted
+	ErrNotStarted = errors.New("rmq: client not started")
 	// ErrDuplicateTopic is returned when a topic is registered twice.
 	ErrDuplicateTopic = errors.New("rmq: topic already registered")
-	// ErrInvalidOption is returned by New for a bad option, and by Register
-	// for a bad consumer option: it is consumer.ErrInvalidOption.
+	// ErrInvalidOption is returned by New for a bad client option and by
+	// Register for a bad consumer option. It is consumer.ErrInvalidOption
+	// under the name a caller of this package looks for, so one errors.Is
+	// covers both scopes (the one alias of the public API, kept because
+	// it is published).
 	ErrInvalidOption = consumer.ErrInvalidOption
 )
 
@@ -42,13 +46,15 @@ type Client struct {
 	log      *slog.Logger
 	producer *producer.Producer
 	coord    *zkcoord.Coordinator // nil without WithZooKeeper
-	// shared is what the client's engines share (one subscription, one
-	// sweeper, shared script calls: issue 15); closed after them.
-	shared consumerctl.Shared
+	// hub is what the client's engines share (one subscription, one
+	// sweeper, shared script calls); closed after them.
+	hub *engine.Hub
+	// obs fans out to the client's observers (WithObserver).
+	obs *observers
 
 	mu        sync.Mutex
 	phase     lifecycle.Phase
-	consumers []consumerctl.Engine
+	consumers []*engine.Engine
 	topics    map[string]topic.Topic
 	pulls     pullState // pull engines, made on first Pull of a topic (pull.go)
 }
@@ -71,17 +77,26 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 	if slices.Contains(cfg.observers, nil) {
 		return nil, fmt.Errorf("%w: nil observer", ErrInvalidOption)
 	}
-	popts := append([]producer.Option{producer.WithPrefix(cfg.prefix), producer.WithMaxBodySize(cfg.maxBodySize)}, producerObserverOptions(cfg.observers)...)
-	for _, h := range cfg.sendHooks {
-		popts = append(popts, producer.WithSendHook(h))
+	if cfg.maxBodySize < 0 {
+		return nil, fmt.Errorf("%w: max body size %d", ErrInvalidOption, cfg.maxBodySize)
+	}
+	obs := &observers{list: cfg.observers, hooks: cfg.sendHooks}
+	ps := options.Producer{Prefix: cfg.prefix, MaxBodySize: cfg.maxBodySize}
+	if len(obs.list) > 0 || len(obs.hooks) > 0 {
+		ps.Notify = obs
+	}
+	hc := engine.HubConfig{Prefix: cfg.prefix, Logger: cfg.logger, Middleware: cfg.middleware}
+	if len(obs.list) > 0 {
+		hc.Observer = obs
 	}
 	c := &Client{
 		rdb:      rdb,
 		cfg:      cfg,
 		log:      cfg.logger,
-		producer: producer.New(rdb, popts...),
+		producer: producer.New(rdb, ps),
 		topics:   map[string]topic.Topic{},
-		shared:   consumerctl.NewShared(rdb),
+		hub:      engine.NewHub(rdb, hc),
+		obs:      obs,
 	}
 	if err := c.initZooKeeper(); err != nil {
 		return nil, err
@@ -94,7 +109,8 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 func (c *Client) Producer() *producer.Producer { return c.producer }
 
 // Register adds a listener for t. It must be called before Start; consumer
-// options (retries, lease, concurrency ...) apply to this topic only.
+// options (retries, lease, concurrency ...) apply to this topic only, and
+// the client's (prefix, logger, observers, middleware) to every topic.
 func (c *Client) Register(t topic.Topic, l consumer.MessageListener, opts ...consumer.Option) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -107,16 +123,11 @@ func (c *Client) Register(t topic.Topic, l consumer.MessageListener, opts ...con
 	if _, dup := c.topics[t.Name()]; dup {
 		return fmt.Errorf("%w: %s", ErrDuplicateTopic, t.Name())
 	}
-	base := []consumer.Option{consumer.WithPrefix(c.cfg.prefix), consumer.WithLogger(c.log)}
-	base = append(base, consumerObserverOptions(c.cfg.observers, t)...)
-	// The client's middleware wraps the topic's own (WithMiddleware).
-	if len(c.cfg.middleware) > 0 {
-		base = append(base, consumer.WithMiddleware(c.cfg.middleware...))
+	settings, err := engine.TopicSettings(opts)
+	if err != nil {
+		return err
 	}
-	cons, err := consumerctl.New(consumerctl.Params{
-		Redis: c.rdb, Topic: t, Listener: l, Options: append(base, opts...), Coordinator: c.zkCoordinator(),
-		Shared: c.shared,
-	})
+	cons, err := c.hub.New(engine.Params{Topic: t, Listener: l, Settings: settings, Coordinator: c.zkCoordinator()})
 	if err != nil {
 		return err
 	}
@@ -125,6 +136,7 @@ func (c *Client) Register(t topic.Topic, l consumer.MessageListener, opts ...con
 	}
 	c.topics[t.Name()] = t
 	c.consumers = append(c.consumers, cons)
+	c.obs.Consumes(t)
 	return nil
 }
 
@@ -135,11 +147,11 @@ func (c *Client) Register(t topic.Topic, l consumer.MessageListener, opts ...con
 // running until Close, which a failed Start needs as much as a good one.
 func (c *Client) Start(ctx context.Context) error {
 	c.mu.Lock()
-	if err := c.phase.Start(); err != nil {
+	if err := c.startPhaseLocked(); err != nil {
 		c.mu.Unlock()
 		return err
 	}
-	consumers := append([]consumerctl.Engine(nil), c.consumers...)
+	consumers := append([]*engine.Engine(nil), c.consumers...)
 	c.mu.Unlock()
 
 	if err := c.rdb.Ping(ctx).Err(); err != nil {
@@ -168,7 +180,7 @@ const startParallel = 256
 
 // startAll starts the consumers, up to startParallel at once. On the first
 // failure no more start, and every one that started is closed again.
-func startAll(ctx context.Context, consumers []consumerctl.Engine) error {
+func startAll(ctx context.Context, consumers []*engine.Engine) error {
 	errs := make([]error, len(consumers))
 	sem := make(chan struct{}, startParallel)
 	var failed atomic.Bool
@@ -246,7 +258,7 @@ func (c *Client) Close(ctx context.Context) error {
 		c.mu.Unlock()
 		return nil
 	}
-	consumers := append([]consumerctl.Engine(nil), c.consumers...)
+	consumers := append([]*engine.Engine(nil), c.consumers...)
 	consumers = append(consumers, c.pulls.closeLocked()...)
 	c.mu.Unlock()
 	// A pull engine whose start was under way is closed by its starter.
@@ -266,8 +278,20 @@ func (c *Client) Close(ctx context.Context) error {
 	}
 	wg.Wait()
 	errs[len(consumers)] = c.closeZooKeeper()
-	c.shared.Close()
+	c.hub.Close()
 	return errors.Join(errs...)
+}
+
+// startPhaseLocked moves the client to Started, or says why it may not
+// start.
+func (c *Client) startPhaseLocked() error {
+	switch c.phase.Start() {
+	case lifecycle.Started:
+		return ErrStarted
+	case lifecycle.Closed:
+		return ErrClosed
+	}
+	return nil
 }
 
 // opError says what the client was doing when err happened. Every error

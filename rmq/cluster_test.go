@@ -460,7 +460,7 @@ func TestClusterFailoverLosesNothing(t *testing.T) {
 	promoted2, err := e.cl.Failover(ctx, victim)
 	require.NoError(t, err)
 	require.False(t, scriptsOn(t, promoted2), "a promoted replica has the scripts already")
-	p := producer.New(e.rdb, producer.WithPrefix(e.prefix))
+	p := producerOn(t, e.rdb, e.prefix)
 	var batch []producer.BatchMessage
 	for s := range tp.SlotAmount() {
 		k := keyInSlot(tp, s)
@@ -564,7 +564,7 @@ func TestClusterReshardLosesNothing(t *testing.T) {
 		require.NoError(t, err)
 	}
 	// Messages waiting in the moving slots, due once the moves are done.
-	p := producer.New(e.rdb, producer.WithPrefix(e.prefix))
+	p := producerOn(t, e.rdb, e.prefix)
 	waitingDue := time.Now().Add(4 * time.Second)
 	var waiting []string
 	for _, s := range moving {
@@ -629,7 +629,7 @@ func TestClusterScriptsPublishSharded(t *testing.T) {
 
 		at := time.Now().Add(time.Hour).Truncate(time.Millisecond)
 		key := keyInSlot(tp, s)
-		_, err = producer.New(cc, producer.WithPrefix(e.prefix)).SendFixedTime(ctx, tp, []byte("x"), at, producer.WithKey(key))
+		_, err = producerOn(t, cc, e.prefix).SendFixedTime(ctx, tp, []byte("x"), at, producer.WithKey(key))
 		require.NoError(t, err)
 		msg, err = ps.ReceiveTimeout(ctx, 5*time.Second)
 		require.NoError(t, err, "no wake-up on the sharded channel of slot %d", s)

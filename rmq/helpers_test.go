@@ -22,6 +22,7 @@ import (
 	"github.com/rmq-go/rmq/internal/redisserver"
 	"github.com/rmq-go/rmq/internal/redistest"
 	"github.com/rmq-go/rmq/internal/scripts"
+	"github.com/rmq-go/rmq/producer"
 	"github.com/rmq-go/rmq/rmq"
 	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
@@ -468,10 +469,20 @@ func pastScore(score float64) float64 {
 // outcomeObserver passes each delivery's outcome on, in order.
 type outcomeObserver chan<- consumer.Outcome
 
-func (o outcomeObserver) Delivered(*consumer.Message) {}
+func (o outcomeObserver) Sent(topic.Topic, producer.SendResult) {}
+func (o outcomeObserver) Removed(topic.Topic, bool)             {}
+func (o outcomeObserver) Delivered(*consumer.Message)           {}
+func (o outcomeObserver) LeasesExpired(string, int, int)        {}
 
-func (o outcomeObserver) Finished(_ *consumer.Message, _ time.Duration, out consumer.Outcome) {
+func (o outcomeObserver) Finished(_ *consumer.Message, _ time.Duration, out consumer.Outcome, _ error) {
 	o <- out
 }
 
-func (o outcomeObserver) LeasesExpired(string, int, int) {}
+// producerOn is the producer of a client on rdb under prefix: a producer
+// alone, as a send-only program makes one.
+func producerOn(t testing.TB, rdb redis.UniversalClient, prefix string) *producer.Producer {
+	t.Helper()
+	c, err := rmq.New(rdb, rmq.WithPrefix(prefix))
+	require.NoError(t, err)
+	return c.Producer()
+}

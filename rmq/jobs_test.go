@@ -141,15 +141,13 @@ func TestPerMessageOptions(t *testing.T) {
 	})
 }
 
-// expiryCounter counts expired messages (consumer.ExpiryObserver).
+// expiryCounter counts expired messages (rmq.ExpiryObserver).
 type expiryCounter struct {
+	rmq.BaseObserver
 	n atomic.Int64
 }
 
-func (o *expiryCounter) Delivered(*consumer.Message)                                 {}
-func (o *expiryCounter) Finished(*consumer.Message, time.Duration, consumer.Outcome) {}
-func (o *expiryCounter) LeasesExpired(string, int, int)                              {}
-func (o *expiryCounter) Expired(_ string, n int)                                     { o.n.Add(int64(n)) }
+func (o *expiryCounter) Expired(_ string, n int) { o.n.Add(int64(n)) }
 
 // A message that expires while it waits for a retry is never delivered
 // again: dropped with its body, counted.
@@ -161,8 +159,8 @@ func TestExpiryNeverDeliversLate(t *testing.T) {
 		rec := newRecorder(func(context.Context, *consumer.Message) error {
 			return consumer.RetryAfter(600*time.Millisecond, errors.New("later"))
 		})
-		c := e.client()
-		require.NoError(t, c.Register(tp, rec, consumer.WithObserver(obs)))
+		c := e.client(rmq.WithObserver(obs))
+		require.NoError(t, c.Register(tp, rec))
 		e.start(c)
 		_, err := c.Producer().SendFixedTime(ctx, tp, []byte("x"), time.Now(), producer.WithKey("x"), producer.WithTTL(300*time.Millisecond))
 		require.NoError(t, err)
@@ -325,8 +323,8 @@ func TestRemoveInFlight(t *testing.T) {
 			<-release
 			return nil
 		})
-		c := e.client()
-		require.NoError(t, c.Register(tp, rec, consumer.WithObserver(outcomeObserver(outcomes))))
+		c := e.client(rmq.WithObserver(outcomeObserver(outcomes)))
+		require.NoError(t, c.Register(tp, rec))
 		e.start(c)
 		send(t, c.Producer(), tp, "x", "b")
 		rec.next(t, 5*time.Second)
@@ -339,8 +337,9 @@ func TestRemoveInFlight(t *testing.T) {
 	})
 }
 
-// Middleware: the client's wrap every listener, outside the listener's
-// own; MessageFromContext finds the message.
+// Middleware: the client's wrap every listener, the first outermost, and a
+// listener wrapped before Register runs inside them; MessageFromContext
+// finds the message.
 func TestMiddleware(t *testing.T) {
 	e := newEnv(t)
 	ctx := ctxT(t)
@@ -358,20 +357,20 @@ func TestMiddleware(t *testing.T) {
 		}
 	}
 	found := make(chan string, 1)
-	c := e.client(rmq.WithMiddleware(mw("client")))
-	require.NoError(t, c.Register(tp, consumer.ListenerFunc(func(ctx context.Context, _ *consumer.Message) error {
+	c := e.client(rmq.WithMiddleware(mw("client"), mw("client2")))
+	require.NoError(t, c.Register(tp, mw("topic")(consumer.ListenerFunc(func(ctx context.Context, _ *consumer.Message) error {
 		m, ok := consumer.MessageFromContext(ctx)
 		if ok {
 			found <- m.ID
 		}
 		return nil
-	}), consumer.WithMiddleware(mw("topic"))))
+	}))))
 	e.start(c)
 	_, err := c.Producer().SendFixedTime(ctx, tp, []byte("b"), time.Now(), producer.WithKey("m1"))
 	require.NoError(t, err)
 	assert.Equal(t, "m1", <-found)
 	mu.Lock()
-	assert.Equal(t, []string{"client", "topic"}, trace)
+	assert.Equal(t, []string{"client", "client2", "topic"}, trace)
 	mu.Unlock()
 }
 
@@ -410,14 +409,14 @@ func TestResentAckReportsAcked(t *testing.T) {
 	tp := mustTopic(t, "lostack", topic.FixedTime, 1)
 	outcomes := make(chan consumer.Outcome, 4)
 	armed := make(chan struct{})
-	c := e.clientOn(rdb)
+	c := e.clientOn(rdb, rmq.WithObserver(outcomeObserver(outcomes)))
 	require.NoError(t, c.Register(tp, consumer.ListenerFunc(func(_ context.Context, m *consumer.Message) error {
 		if m.ID == "x" {
 			proxy.DropReplyTo([]byte(scripts.Ack.Hash()))
 			close(armed)
 		}
 		return nil
-	}), consumer.WithObserver(outcomeObserver(outcomes))))
+	})))
 	e.start(c)
 	send(t, c.Producer(), tp, "warm", "w")
 	assert.Equal(t, consumer.Acked, <-outcomes)

@@ -174,13 +174,13 @@ func TestCloseDeadlineLetsPendingAckFinish(t *testing.T) {
 	rdb := e.newRedis()
 	rdb.AddHook(redistest.Observer{Before: rollbacks.observe})
 	outcomes := make(chan consumer.Outcome, 2)
-	c := e.clientOn(rdb)
+	c := e.clientOn(rdb, rmq.WithObserver(outcomeObserver(outcomes)))
 	returned := make(chan struct{})
 	require.NoError(t, c.Register(tp, consumer.ListenerFunc(func(ctx context.Context, m *consumer.Message) error {
 		require.NoError(t, e.rdb.Do(ctx, "CLIENT", "PAUSE", 1000, "WRITE").Err())
 		close(returned)
 		return nil
-	}), consumer.WithObserver(outcomeObserver(outcomes))))
+	})))
 	_, err := c.Producer().SendFixedTime(ctx, tp, []byte("x"), time.Now(), producer.WithKey("m"))
 	require.NoError(t, err)
 	e.start(c)

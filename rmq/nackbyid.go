@@ -9,7 +9,7 @@ import (
 )
 
 // NackByID ends whatever delivery of id is current in t as failed, without
-// naming its token, as consumer.Delivery.Nack does: an attempt is counted,
+// naming its token, as Delivery.Nack does: an attempt is counted,
 // and past its max retries the message moves to the dead queue. It is
 // retried after retryAfter (0: the topic's backoff), never earlier. cause
 // becomes its LastError (nil: "rmq: nacked"). Like AckByID it is for

@@ -35,10 +35,12 @@ func TestNackByID(t *testing.T) {
 		ds, err := c.Pull(ctx, []topic.Topic{tp}, 1, rmq.WithLease(10*time.Second), rmq.WithWait(2*time.Second))
 		require.NoError(t, err)
 		require.Len(t, ds, 1)
+		// The retry is due 300 ms after the nack took effect, which is
+		// after the call began and before it returned.
+		nacked := time.Now()
 		ok, err = c.NackByID(ctx, tp, "a", 300*time.Millisecond, errors.New("later"))
 		require.NoError(t, err)
 		require.True(t, ok)
-		nacked := time.Now()
 		// Its delivery ended: nacking again finds nothing in flight.
 		ok, err = c.NackByID(ctx, tp, "a", 0, nil)
 		require.NoError(t, err)

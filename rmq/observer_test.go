@@ -1,6 +1,7 @@
 package rmq_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -23,8 +24,7 @@ type eventLog struct {
 	name   string
 	mu     *sync.Mutex
 	events *[]string
-	skip   string // a topic it leaves unobserved
-	topics []string
+	done   chan struct{} // closed once a delivery finished (nil: none)
 }
 
 func (l *eventLog) add(format string, args ...any) {
@@ -37,39 +37,29 @@ func (l *eventLog) Sent(t topic.Topic, r producer.SendResult) { l.add("sent %s %
 
 func (l *eventLog) Removed(t topic.Topic, removed bool) { l.add("removed %s %v", t.Name(), removed) }
 
-func (l *eventLog) ConsumerObserver(t topic.Topic) consumer.Observer {
-	l.topics = append(l.topics, t.Name())
-	if t.Name() == l.skip {
-		return nil
+func (l *eventLog) Delivered(m *consumer.Message) { l.add("delivered %s %s", m.Topic, m.ID) }
+
+func (l *eventLog) Finished(m *consumer.Message, _ time.Duration, out consumer.Outcome, err error) {
+	l.add("finished %s %s %s %v", m.Topic, m.ID, out, err)
+	if l.done != nil {
+		close(l.done)
 	}
-	return topicLog{l}
 }
 
-type topicLog struct{ l *eventLog }
+func (l *eventLog) LeasesExpired(string, int, int) {}
 
-func (o topicLog) Delivered(m *consumer.Message) { o.l.add("delivered %s %s", m.Topic, m.ID) }
-
-func (o topicLog) Finished(m *consumer.Message, _ time.Duration, out consumer.Outcome) {
-	o.l.add("finished %s %s %s", m.Topic, m.ID, out)
+// pauseLog implements only the PauseObserver extension besides the base.
+type pauseLog struct {
+	rmq.BaseObserver
+	paused chan string
 }
 
-func (o topicLog) LeasesExpired(string, int, int) {}
-
-// finishedThen closes done once its delivery finished.
-type finishedThen struct {
-	topicLog
-	done chan struct{}
-}
-
-func (o finishedThen) Finished(m *consumer.Message, took time.Duration, out consumer.Outcome) {
-	o.topicLog.Finished(m, took, out)
-	close(o.done)
-}
+func (p pauseLog) Paused(topic string, paused bool) { p.paused <- fmt.Sprint(topic, " ", paused) }
 
 // Every observer given with WithObserver is told of the producer's sends and
-// removals and of each consumer's deliveries, in the order given, before a
-// consumer.WithObserver of Register; ConsumerObserver is asked once per
-// registered topic, and a nil answer leaves that topic to the others.
+// removals and of every consumer's deliveries, in the order given, with the
+// listener's error; an observer with an optional extension is told of
+// those events too.
 func TestWithObserverTellsEveryObserverInOrder(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -78,17 +68,17 @@ func TestWithObserverTellsEveryObserverInOrder(t *testing.T) {
 		mu     sync.Mutex
 		events []string
 	)
+	handled := make(chan struct{})
 	a := &eventLog{name: "a", mu: &mu, events: &events}
-	b := &eventLog{name: "b", mu: &mu, events: &events, skip: "quiet"}
-	c := e.client(rmq.WithObserver(a), rmq.WithObserver(b))
+	b := &eventLog{name: "b", mu: &mu, events: &events, done: handled}
+	pauses := pauseLog{paused: make(chan string, 4)}
+	c := e.client(rmq.WithObserver(a), rmq.WithObserver(b), rmq.WithObserver(pauses))
 	jobs := mustTopic(t, "jobs", topic.Priority, 1)
 	quiet := mustTopic(t, "quiet", topic.Priority, 1)
-	handled := make(chan struct{})
-	r := &eventLog{name: "r", mu: &mu, events: &events}
-	require.NoError(t, c.Register(jobs, consumer.ListenerFunc(ack), consumer.WithObserver(finishedThen{topicLog{r}, handled})))
+	require.NoError(t, c.Register(jobs, consumer.ListenerFunc(func(ctx context.Context, m *consumer.Message) error {
+		return errors.New("boom")
+	}), consumer.WithMaxRetries(0)))
 	require.NoError(t, c.Register(quiet, consumer.ListenerFunc(ack)))
-	assert.Equal(t, []string{"jobs", "quiet"}, a.topics)
-	assert.Equal(t, []string{"jobs", "quiet"}, b.topics)
 
 	p := c.Producer()
 	_, err := p.SendPriority(ctx, jobs, []byte("x"), 100, producer.WithKey("j1"))
@@ -104,6 +94,13 @@ func TestWithObserverTellsEveryObserverInOrder(t *testing.T) {
 	case <-time.After(waitLong):
 		t.Fatal("j1 was not handled")
 	}
+	require.NoError(t, c.Inspector().Pause(ctx, quiet))
+	select {
+	case got := <-pauses.paused:
+		assert.Equal(t, "quiet true", got)
+	case <-time.After(waitLong):
+		t.Fatal("the pause was not observed")
+	}
 
 	mu.Lock()
 	defer mu.Unlock()
@@ -111,8 +108,8 @@ func TestWithObserverTellsEveryObserverInOrder(t *testing.T) {
 		"a sent jobs stored", "b sent jobs stored",
 		"a sent quiet stored", "b sent quiet stored",
 		"a removed quiet true", "b removed quiet true",
-		"a delivered jobs j1", "b delivered jobs j1", "r delivered jobs j1",
-		"a finished jobs j1 acked", "b finished jobs j1 acked", "r finished jobs j1 acked",
+		"a delivered jobs j1", "b delivered jobs j1",
+		"a finished jobs j1 dead boom", "b finished jobs j1 dead boom",
 	}, events)
 }
 

@@ -8,6 +8,13 @@ import (
 	"github.com/rmq-go/rmq/slots"
 )
 
+// Options have three scopes, each with a home of its own: what a client
+// does for all its topics is an Option here (key prefix, logger,
+// observers, middleware, send hooks, body size limit, ZooKeeper); what
+// one topic's consumer does is a consumer.Option given to Register; what
+// one message carries is a producer.SendOption given to a send. No option
+// of a narrower scope can contradict a wider one.
+
 type config struct {
 	prefix      string
 	logger      *slog.Logger
@@ -15,38 +22,31 @@ type config struct {
 	observers   []Observer            // WithObserver
 	zk          *zkOptions            // WithZooKeeper; nil: every client consumes every slot
 	middleware  []consumer.Middleware // WithMiddleware
-	sendHooks   []producer.SendHook   // WithSendHook
+	sendHooks   []SendHook            // WithSendHook
 }
 
 func defaultConfig() config {
 	return config{prefix: slots.DefaultPrefix, logger: slog.Default(), maxBodySize: producer.DefaultMaxBodySize}
 }
 
-// Option configures a Client.
+// Option configures a Client (New) or an Inspector (NewInspector).
 type Option func(*config)
 
 // WithPrefix sets the Redis key prefix of every topic (default "rmq").
+// Producers, consumers and inspectors of one topic must use the same.
 func WithPrefix(prefix string) Option { return func(c *config) { c.prefix = prefix } }
 
 // WithLogger sets the logger of the client and its consumers (default
 // slog.Default()).
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
 
-// WithMaxBodySize sets the producer's body size limit (default 1 MiB).
+// WithMaxBodySize sets the largest body the client's producer accepts, in
+// bytes (default producer.DefaultMaxBodySize, 1 MiB).
 func WithMaxBodySize(n int) Option { return func(c *config) { c.maxBodySize = n } }
 
 // WithMiddleware wraps the listener of every registered topic in mws, the
-// first outermost, outside a topic's own (consumer.WithMiddleware).
+// first outermost. To wrap one topic's listener only, wrap it before
+// Register.
 func WithMiddleware(mws ...consumer.Middleware) Option {
 	return func(c *config) { c.middleware = append(c.middleware, mws...) }
-}
-
-// WithSendHook adds a hook the client's producer runs for every message it
-// sends (producer.WithSendHook): it may add headers before the write.
-func WithSendHook(h producer.SendHook) Option {
-	return func(c *config) {
-		if h != nil {
-			c.sendHooks = append(c.sendHooks, h)
-		}
-	}
 }

@@ -98,7 +98,7 @@ func TestNextDeliveryStartsWhileAckIsInFlight(t *testing.T) {
 		firstFinished bool
 	}
 	calls := make(chan seen, 2)
-	c := e.client()
+	c := e.client(rmq.WithObserver(outcomeObserver(outcomes)))
 	require.NoError(t, c.Register(tp, consumer.ListenerFunc(func(ctx context.Context, m *consumer.Message) error {
 		if first.CompareAndSwap(false, true) {
 			require.NoError(t, e.rdb.Do(ctx, "CLIENT", "PAUSE", 1500, "WRITE").Err())
@@ -108,7 +108,7 @@ func TestNextDeliveryStartsWhileAckIsInFlight(t *testing.T) {
 		// Only the first delivery can have finished before this call.
 		calls <- seen{id: m.ID, firstFinished: len(outcomes) > 0}
 		return nil
-	}), consumer.WithConcurrency(1), consumer.WithPrefetch(1), consumer.WithObserver(outcomeObserver(outcomes))))
+	}), consumer.WithConcurrency(1), consumer.WithPrefetch(1)))
 	sendDueNow(ctx, t, c, tp, 2)
 	e.start(c)
 	firstCall := <-calls

@@ -10,8 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/rmq-go/rmq/consumer"
-	"github.com/rmq-go/rmq/internal/consumerctl"
+	"github.com/rmq-go/rmq/internal/engine"
 	"github.com/rmq-go/rmq/internal/lifecycle"
 	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
@@ -80,7 +79,7 @@ type pullState struct {
 type pullEntry struct {
 	topic topic.Topic
 	ready chan struct{}
-	p     consumerctl.Puller
+	p     *engine.Engine
 	err   error
 
 	wakes   atomic.Uint64 // wake-ups so far: a Pull compares it across its fetch
@@ -190,8 +189,8 @@ func (e *pullEntry) leave(w *pullWaiter, h handoff, next time.Time) {
 // to Closed: it wakes every waiting Pull (which then sees the phase) and
 // returns the started engines to close; an engine whose start is under way
 // is closed by its starter, and Close waits for that through starting.
-func (p *pullState) closeLocked() []consumerctl.Engine {
-	out := make([]consumerctl.Engine, 0, len(p.byTopic))
+func (p *pullState) closeLocked() []*engine.Engine {
+	out := make([]*engine.Engine, 0, len(p.byTopic))
 	for _, e := range p.byTopic {
 		e.wakeAll()
 		if e.p != nil {
@@ -211,7 +210,7 @@ func (p *pullState) closeLocked() []consumerctl.Engine {
 // The error is nil whenever messages were taken: if one topic's fetch
 // fails after earlier topics gave messages, Pull returns those (fewer than
 // n) and no error, and the failing fetch's error comes with a later Pull.
-func (c *Client) Pull(ctx context.Context, topics []topic.Topic, n int, opts ...PullOption) ([]*consumer.Delivery, error) {
+func (c *Client) Pull(ctx context.Context, topics []topic.Topic, n int, opts ...PullOption) ([]*Delivery, error) {
 	cfg := pullConfig{lease: DefaultLease}
 	for _, o := range opts {
 		o(&cfg)
@@ -245,7 +244,7 @@ func (c *Client) Pull(ctx context.Context, topics []topic.Topic, n int, opts ...
 	// the fetch and the registration; Close's wake-up counts too.
 	var w *pullWaiter
 	waits := make([]time.Duration, len(entries)) // per topic, of the last fetch; -2: not fetched
-	var got []*consumer.Delivery
+	var got []*Delivery
 	defer func() {
 		if w != nil {
 			c.leavePull(w, entries, waits, len(got) > 0)
@@ -262,14 +261,15 @@ func (c *Client) Pull(ctx context.Context, topics []topic.Topic, n int, opts ...
 		if c.isClosed() {
 			return nil, ErrClosed
 		}
-		var out []*consumer.Delivery
+		var out []*Delivery
 		next := time.Duration(-1)
 		for i := range waits {
 			waits[i] = -2
 		}
 		for i, e := range entries {
 			c.pulls.fetches.Add(1)
-			ds, count, wait, err := e.p.Pull(ctx, n-len(out), cfg.lease)
+			ds, wait, err := e.p.Pull(ctx, n-len(out), cfg.lease)
+			err = clientErr(err)
 			if err != nil {
 				if len(out) > 0 {
 					// Earlier topics' messages are leased already: hand
@@ -281,8 +281,8 @@ func (c *Client) Pull(ctx context.Context, topics []topic.Topic, n int, opts ...
 				return nil, err
 			}
 			waits[i] = wait
-			if count > 0 {
-				out = append(out, ds.([]*consumer.Delivery)...)
+			for _, d := range ds {
+				out = append(out, &Delivery{Message: d.Message, d: d})
 			}
 			if wait >= 0 && (next < 0 || wait < next) {
 				next = wait
@@ -375,7 +375,7 @@ func (c *Client) isClosed() bool {
 }
 
 // puller returns the pull engine of t, making and starting it on first use.
-func (c *Client) puller(ctx context.Context, t topic.Topic) (consumerctl.Puller, error) {
+func (c *Client) puller(ctx context.Context, t topic.Topic) (*engine.Engine, error) {
 	e, err := c.pullEntry(ctx, t)
 	if err != nil {
 		return nil, err
@@ -455,18 +455,17 @@ func (c *Client) startPuller(ctx context.Context, e *pullEntry) {
 	}
 }
 
-func (c *Client) newPuller(ctx context.Context, e *pullEntry) (consumerctl.Puller, error) {
+func (c *Client) newPuller(ctx context.Context, e *pullEntry) (*engine.Engine, error) {
 	t := e.topic
-	opts := []consumer.Option{consumer.WithPrefix(c.cfg.prefix), consumer.WithLogger(c.log)}
-	opts = append(opts, consumerObserverOptions(c.cfg.observers, t)...)
-	eng, err := consumerctl.New(consumerctl.Params{Redis: c.rdb, Topic: t, Options: opts, Pull: true, OnWake: e.wake, Shared: c.shared})
+	settings, err := engine.TopicSettings(nil)
 	if err != nil {
 		return nil, err
 	}
-	p, ok := eng.(consumerctl.Puller)
-	if !ok {
-		return nil, fmt.Errorf("rmq: the consumer engine of %s cannot pull", t.Name())
+	p, err := c.hub.New(engine.Params{Topic: t, Settings: settings, Pull: true, OnWake: e.wake})
+	if err != nil {
+		return nil, err
 	}
+	c.obs.Consumes(t)
 	if err := p.Start(ctx); err != nil {
 		return nil, wrapOp(err, "start pulling "+t.Name())
 	}
@@ -512,13 +511,20 @@ func (c *Client) AckByID(ctx context.Context, t topic.Topic, id string) (bool, e
 // shared ack rounds (token -1: whatever delivery is current), with the acks
 // of its engines and of other AckByID calls.
 func (c *Client) ackByIDAt(ctx context.Context, t topic.Topic, slot int, id string) (bool, error) {
-	a, ok := c.shared.(consumerctl.IDAcker)
-	if !ok {
-		return false, fmt.Errorf("rmq: ack %s on %s: the consumer's shared part cannot ack by id", id, t.Name())
-	}
-	acked, err := a.AckByID(ctx, c.cfg.prefix, t, slot, id)
+	acked, err := c.hub.AckByID(ctx, c.cfg.prefix, t, slot, id)
 	if err != nil {
 		return false, fmt.Errorf("rmq: ack %s on %s: %w", id, t.Name(), err)
 	}
 	return acked, nil
+}
+
+// clientErr reports an engine's lifecycle errors as the client's.
+func clientErr(err error) error {
+	switch {
+	case errors.Is(err, engine.ErrClosed):
+		return ErrClosed
+	case errors.Is(err, engine.ErrNotStarted):
+		return ErrNotStarted
+	}
+	return err
 }

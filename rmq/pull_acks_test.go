@@ -42,7 +42,7 @@ func TestPullAckAndAckByIDConcurrentAcrossTopics(t *testing.T) {
 			}
 		}
 		const total = 8 * 6
-		var ds []*consumer.Delivery
+		var ds []*rmq.Delivery
 		for len(ds) < total {
 			more, err := c.Pull(ctx, topics, total-len(ds), rmq.WithWait(2*time.Second))
 			require.NoError(t, err)

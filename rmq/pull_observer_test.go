@@ -17,7 +17,7 @@ import (
 
 // pullObserver is a client observer that records the consumer events of
 // every topic: deliveries, outcomes with the handler time, and pauses
-// (consumer.PauseObserver), each pause state sent on paused.
+// (rmq.PauseObserver), each pause state sent on paused.
 type pullObserver struct {
 	mu        sync.Mutex
 	delivered int
@@ -28,11 +28,10 @@ type pullObserver struct {
 
 func newPullObserver() *pullObserver { return &pullObserver{paused: make(chan bool, 16)} }
 
-func (o *pullObserver) Sent(topic.Topic, producer.SendResult)          {}
-func (o *pullObserver) Removed(topic.Topic, bool)                      {}
-func (o *pullObserver) ConsumerObserver(topic.Topic) consumer.Observer { return o }
-func (o *pullObserver) LeasesExpired(string, int, int)                 {}
-func (o *pullObserver) Paused(_ string, paused bool)                   { o.paused <- paused }
+func (o *pullObserver) Sent(topic.Topic, producer.SendResult) {}
+func (o *pullObserver) Removed(topic.Topic, bool)             {}
+func (o *pullObserver) LeasesExpired(string, int, int)        {}
+func (o *pullObserver) Paused(_ string, paused bool)          { o.paused <- paused }
 
 func (o *pullObserver) Delivered(*consumer.Message) {
 	o.mu.Lock()
@@ -40,7 +39,7 @@ func (o *pullObserver) Delivered(*consumer.Message) {
 	o.delivered++
 }
 
-func (o *pullObserver) Finished(_ *consumer.Message, took time.Duration, out consumer.Outcome) {
+func (o *pullObserver) Finished(_ *consumer.Message, took time.Duration, out consumer.Outcome, _ error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.outcomes = append(o.outcomes, out)
@@ -91,7 +90,7 @@ func TestPullObserverOutcomes(t *testing.T) {
 			require.NotEmpty(t, more)
 			ds = append(ds, more...)
 		}
-		byID := map[string]*consumer.Delivery{}
+		byID := map[string]*rmq.Delivery{}
 		for _, d := range ds {
 			byID[d.ID] = d
 		}

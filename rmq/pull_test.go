@@ -46,7 +46,7 @@ func TestPullOrderAndLongPoll(t *testing.T) {
 			require.NoError(t, d.Ack(ctx))
 		}
 
-		got := make(chan []*consumer.Delivery, 1)
+		got := make(chan []*rmq.Delivery, 1)
 		go func() {
 			ds, err := c.Pull(ctx, []topic.Topic{urgent, normal}, 10, rmq.WithWait(10*time.Second))
 			assert.NoError(t, err)

@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/rmq-go/rmq/consumer"
 	"github.com/rmq-go/rmq/producer"
 	"github.com/rmq-go/rmq/rmq"
 	"github.com/rmq-go/rmq/topic"
@@ -35,7 +34,7 @@ func TestPullWakesOnlyItsTopic(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, ds)
 
-	got := make(chan []*consumer.Delivery, 1)
+	got := make(chan []*rmq.Delivery, 1)
 	go func() {
 		ds, err := c.Pull(ctx, []topic.Topic{a}, 1, rmq.WithWait(20*time.Second))
 		assert.NoError(t, err)

@@ -15,6 +15,7 @@ import (
 	"github.com/rmq-go/rmq/consumer"
 	"github.com/rmq-go/rmq/internal/scripts"
 	"github.com/rmq-go/rmq/producer"
+	"github.com/rmq-go/rmq/rmq"
 	"github.com/rmq-go/rmq/topic"
 )
 
@@ -393,7 +394,7 @@ func TestTwoPhaseAckUnansweredRedelivers(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: e.srv.Addr(), ReadTimeout: -1, ContextTimeoutEnabled: true, MaxRetries: -1, DisableIdentity: true})
 	t.Cleanup(func() { _ = rdb.Close() })
 	outcomes := make(chan consumer.Outcome, 4)
-	c := e.clientOn(rdb)
+	c := e.clientOn(rdb, rmq.WithObserver(outcomeObserver(outcomes)))
 	rec := newRecorder(func(ctx context.Context, m *consumer.Message) error {
 		if m.Attempt == 1 {
 			require.NoError(t, e.rdb.Do(ctx, "CLIENT", "PAUSE", 2500, "ALL").Err())
@@ -401,8 +402,7 @@ func TestTwoPhaseAckUnansweredRedelivers(t *testing.T) {
 		return nil
 	})
 	require.NoError(t, c.Register(tp, rec, consumer.WithPrepareTimeout(time.Second),
-		consumer.WithRetryBackoff(func(int) time.Duration { return 0 }),
-		consumer.WithObserver(outcomeObserver(outcomes))))
+		consumer.WithRetryBackoff(func(int) time.Duration { return 0 })))
 	_, err := c.Producer().SendFixedTime(ctx, tp, []byte("x"), time.Now(), producer.WithKey("m"))
 	require.NoError(t, err)
 	e.start(c)

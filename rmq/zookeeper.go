@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rmq-go/rmq/internal/consumerctl"
+	"github.com/rmq-go/rmq/internal/engine"
 	"github.com/rmq-go/rmq/internal/zkcoord"
 	"github.com/rmq-go/rmq/topic"
 )
@@ -90,7 +90,7 @@ func (c *Client) initZooKeeper() error {
 
 // zkCoordinator is the coordinator the engines take their slots from: nil
 // (an untyped nil, not a nil *zkcoord.Coordinator) without WithZooKeeper.
-func (c *Client) zkCoordinator() consumerctl.Coordinator {
+func (c *Client) zkCoordinator() engine.Coordinator {
 	if c.coord == nil {
 		return nil
 	}
@@ -98,7 +98,7 @@ func (c *Client) zkCoordinator() consumerctl.Coordinator {
 }
 
 // zkAddTopic hands a registered topic's engine to the coordinator.
-func (c *Client) zkAddTopic(t topic.Topic, cons consumerctl.Engine) error {
+func (c *Client) zkAddTopic(t topic.Topic, cons *engine.Engine) error {
 	if c.coord == nil {
 		return nil
 	}

@@ -67,14 +67,8 @@ func (c *Counters) Sent(t topic.Topic, r producer.SendResult) {
 // Removed implements rmq.Observer; removals are not charted.
 func (c *Counters) Removed(topic.Topic, bool) {}
 
-// ConsumerObserver implements rmq.Observer.
-func (c *Counters) ConsumerObserver(t topic.Topic) consumer.Observer {
-	return consumerCounters{c.of(t.Name())}
-}
-
-type consumerCounters struct{ tc *topicCounters }
-
-func (o consumerCounters) Delivered(m *consumer.Message) {
+// Delivered records how late a time-based delivery was (rmq.Observer).
+func (c *Counters) Delivered(m *consumer.Message) {
 	if m.DueAt.IsZero() {
 		return
 	}
@@ -86,23 +80,27 @@ func (o consumerCounters) Delivered(m *consumer.Message) {
 			break
 		}
 	}
-	o.tc.late[b].Add(1)
+	c.of(m.Topic).late[b].Add(1)
 }
 
-func (o consumerCounters) Finished(_ *consumer.Message, _ time.Duration, outcome consumer.Outcome) {
+// Finished counts acked, retried and dead deliveries (rmq.Observer).
+func (c *Counters) Finished(m *consumer.Message, _ time.Duration, outcome consumer.Outcome, _ error) {
 	switch outcome {
 	case consumer.Acked:
-		o.tc.acked.Add(1)
+		c.of(m.Topic).acked.Add(1)
 	case consumer.Retried:
-		o.tc.retried.Add(1)
+		c.of(m.Topic).retried.Add(1)
 	case consumer.Dead:
-		o.tc.dead.Add(1)
+		c.of(m.Topic).dead.Add(1)
 	}
 }
 
-func (o consumerCounters) LeasesExpired(_ string, rolledBack, dead int) {
-	o.tc.retried.Add(int64(rolledBack - dead))
-	o.tc.dead.Add(int64(dead))
+// LeasesExpired counts the sweeper's rollbacks as retried or dead
+// (rmq.Observer).
+func (c *Counters) LeasesExpired(topic string, rolledBack, dead int) {
+	tc := c.of(topic)
+	tc.retried.Add(int64(rolledBack - dead))
+	tc.dead.Add(int64(dead))
 }
 
 // counts is a copy of one topic's counters.

@@ -18,9 +18,10 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/rmq-go/rmq/consumer"
 	"github.com/rmq-go/rmq/cmd/dashboard"
+	"github.com/rmq-go/rmq/consumer"
 	"github.com/rmq-go/rmq/internal/redistest"
+	"github.com/rmq-go/rmq/internal/rmqtest"
 	"github.com/rmq-go/rmq/producer"
 	"github.com/rmq-go/rmq/rmq"
 	"github.com/rmq-go/rmq/topic"
@@ -53,7 +54,7 @@ func newEnv(t *testing.T, opts ...dashboard.Option) *env {
 func newEnvOn(t *testing.T, rdb redis.UniversalClient, opts ...dashboard.Option) *env {
 	t.Helper()
 	e := &env{t: t, rdb: rdb, prefix: redistest.Prefix(t)}
-	e.prod = producer.New(rdb, producer.WithPrefix(e.prefix))
+	e.prod = rmqtest.Producer(t, rdb, e.prefix)
 	e.insp = rmq.NewInspector(rdb, rmq.WithPrefix(e.prefix))
 	base := []dashboard.Option{dashboard.WithKeyPrefix(e.prefix), dashboard.WithLogger(slog.New(slog.DiscardHandler))}
 	mux := http.NewServeMux()

@@ -16,10 +16,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/rmq-go/rmq/consumer"
 	"github.com/rmq-go/rmq/cmd/dashboard"
+	"github.com/rmq-go/rmq/consumer"
 	"github.com/rmq-go/rmq/internal/redisserver"
 	"github.com/rmq-go/rmq/internal/redistest"
+	"github.com/rmq-go/rmq/internal/rmqtest"
 	"github.com/rmq-go/rmq/producer"
 	"github.com/rmq-go/rmq/rmq"
 	"github.com/rmq-go/rmq/topic"
@@ -50,7 +51,7 @@ func TestPagesAnswerFastOnABigTopic(t *testing.T) {
 	ctx := context.Background()
 	tp, err := topic.New("big", topic.FixedTime, 16)
 	require.NoError(t, err)
-	prod := producer.New(rdb, producer.WithPrefix(prefix))
+	prod := rmqtest.Producer(t, rdb, prefix)
 	insp := rmq.NewInspector(rdb, rmq.WithPrefix(prefix))
 
 	start := time.Now()

@@ -16,8 +16,8 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
-	"github.com/rmq-go/rmq/consumer"
 	"github.com/rmq-go/rmq/cmd/dashboard"
+	"github.com/rmq-go/rmq/consumer"
 	"github.com/rmq-go/rmq/producer"
 	"github.com/rmq-go/rmq/rmq"
 	"github.com/rmq-go/rmq/topic"

@@ -13,8 +13,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/rmq-go/rmq/consumer"
 	"github.com/rmq-go/rmq/cmd/dashboard"
+	"github.com/rmq-go/rmq/consumer"
 	"github.com/rmq-go/rmq/internal/keyspace"
 	"github.com/rmq-go/rmq/internal/zkserver/zktest"
 	"github.com/rmq-go/rmq/rmq"

@@ -13,7 +13,7 @@ import (
 
 	"github.com/rmq-go/rmq/internal/redisserver"
 	"github.com/rmq-go/rmq/internal/redistest"
-	"github.com/rmq-go/rmq/producer"
+	"github.com/rmq-go/rmq/internal/rmqtest"
 	"github.com/rmq-go/rmq/topic"
 )
 
@@ -23,7 +23,7 @@ func sendWaiting(t *testing.T, rdb redis.UniversalClient, n int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	p := producer.New(rdb)
+	p := rmqtest.Producer(t, rdb, "rmq")
 	tp := topic.MustNew("conn", topic.FixedTime, 1)
 	for j := range n {
 		_, err := p.SendFixedTime(ctx, tp, []byte(fmt.Sprintf("m%d", j)), time.Now().Add(time.Hour))

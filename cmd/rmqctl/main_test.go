@@ -23,6 +23,7 @@ import (
 
 	"github.com/rmq-go/rmq/consumer"
 	"github.com/rmq-go/rmq/internal/redistest"
+	"github.com/rmq-go/rmq/internal/rmqtest"
 	"github.com/rmq-go/rmq/internal/scripts"
 	"github.com/rmq-go/rmq/producer"
 	"github.com/rmq-go/rmq/rmq"
@@ -426,7 +427,7 @@ func TestRmqctlCluster(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	tp := topic.MustNew("cl", topic.FixedTime, 8)
-	p := producer.New(cc, producer.WithPrefix(prefix))
+	p := rmqtest.Producer(t, cc, prefix)
 	for j := range 12 {
 		_, err := p.SendFixedTime(ctx, tp, []byte(fmt.Sprintf("body %d", j)), time.Now().Add(-time.Second), producer.WithKey(fmt.Sprintf("c%02d", j)))
 		require.NoError(t, err)

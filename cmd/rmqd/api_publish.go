@@ -332,7 +332,7 @@ func (s *service) publishBulk(w http.ResponseWriter, r *http.Request, qr *queueR
 // libError answers an error of the library or the engine.
 func (s *service) libError(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
-	case errors.Is(err, errTypeConflict), errors.Is(err, producer.ErrTopicConflict), errors.Is(err, producer.ErrTypeMismatch):
+	case errors.Is(err, errTypeConflict), errors.Is(err, topic.ErrConflict), errors.Is(err, producer.ErrTypeMismatch):
 		writeError(w, http.StatusConflict, "queue has another type")
 	case errors.Is(err, producer.ErrInvalidPriority), errors.Is(err, producer.ErrInvalidTime),
 		errors.Is(err, producer.ErrInvalidRange), errors.Is(err, producer.ErrInvalidKey):

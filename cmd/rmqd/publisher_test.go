@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rmq-go/rmq/internal/redistest"
+	"github.com/rmq-go/rmq/internal/rmqtest"
 	"github.com/rmq-go/rmq/internal/scripts"
 	"github.com/rmq-go/rmq/producer"
 	"github.com/rmq-go/rmq/topic"
@@ -38,7 +39,7 @@ func TestPublisherSharesWritesAndReportsEachJob(t *testing.T) {
 			first.Do(func() { <-release })
 		}
 	}})
-	prod := producer.New(rdb, producer.WithPrefix(redistest.Prefix(t)))
+	prod := rmqtest.Producer(t, rdb, redistest.Prefix(t))
 	pub := newPublisher(prod)
 	ctx := context.Background()
 	qa := topic.MustNew("ns.a", topic.FixedTime, 1)

@@ -111,7 +111,11 @@ func run(ctx context.Context, rdb *redis.Client, zkAddr, prefix string, out io.W
 	fmt.Fprintf(out, "slots per worker: %s\n", shares(workers, names))
 
 	// The producer: every order's events in sequence, orders interleaved.
-	p := producer.New(rdb, producer.WithPrefix(prefix))
+	pc, err := rmq.New(rdb, rmq.WithPrefix(prefix))
+	if err != nil {
+		return err
+	}
+	p := pc.Producer()
 	for seq := 1; seq <= events; seq++ {
 		for o := 1; o <= orders; o++ {
 			order := fmt.Sprintf("order-%02d", o)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/rmq-go/rmq/internal/redisserver"
 	"github.com/rmq-go/rmq/internal/redistest"
+	"github.com/rmq-go/rmq/producer"
 	"github.com/rmq-go/rmq/rmq"
 	"github.com/rmq-go/rmq/topic"
 )
@@ -123,4 +124,13 @@ func Ctx(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
 	return ctx
+}
+
+// Producer returns a producer on rdb under prefix: the producer of a
+// client that is never started, as a send-only program makes one.
+func Producer(t testing.TB, rdb redis.UniversalClient, prefix string) *producer.Producer {
+	t.Helper()
+	c, err := rmq.New(rdb, rmq.WithPrefix(prefix))
+	require.NoError(t, err)
+	return c.Producer()
 }

@@ -1,7 +1,7 @@
 // Package zkcoord assigns the slots of a process's topics through ZooKeeper
 // so that each slot has at most one owner in the fleet at a time
 // (rmq.WithZooKeeper). It drives each topic's consumer engine through
-// consumerctl.SlotHandler.
+// engine.SlotHandler.
 //
 // Ownership rules:
 //   - a worker registers an ephemeral member node (a fresh UUID per session)
@@ -41,7 +41,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
-	"github.com/rmq-go/rmq/internal/consumerctl"
+	"github.com/rmq-go/rmq/internal/engine"
 	"github.com/rmq-go/rmq/internal/lifecycle"
 	"github.com/rmq-go/rmq/topic"
 )
@@ -58,6 +58,9 @@ const DefaultSessionTimeout = 10 * time.Second
 
 // ErrInvalidConfig is returned by New for a bad Config.
 var ErrInvalidConfig = errors.New("rmq: invalid ZooKeeper configuration")
+
+// errAlreadyStarted is returned by a second Start (or one after Close).
+var errAlreadyStarted = errors.New("rmq: ZooKeeper coordinator already started")
 
 // Config configures a Coordinator.
 type Config struct {
@@ -109,7 +112,7 @@ type Coordinator struct {
 	slotOps             int // slot operations running (at most maxSlotOps)
 }
 
-var _ consumerctl.Coordinator = (*Coordinator)(nil)
+var _ engine.Coordinator = (*Coordinator)(nil)
 
 // New returns a coordinator; it connects on Start.
 func New(cfg Config) (*Coordinator, error) {
@@ -144,7 +147,7 @@ func New(cfg Config) (*Coordinator, error) {
 }
 
 // AddTopic registers a topic and the handler of its slots; before Start.
-func (z *Coordinator) AddTopic(t topic.Topic, h consumerctl.SlotHandler) error {
+func (z *Coordinator) AddTopic(t topic.Topic, h engine.SlotHandler) error {
 	z.mu.Lock()
 	defer z.mu.Unlock()
 	if z.phase != lifecycle.New {
@@ -197,9 +200,9 @@ func (z *Coordinator) SessionTimeout() time.Duration { return z.sess.timeout() }
 // bounds the start only.
 func (z *Coordinator) Start(ctx context.Context) error {
 	z.mu.Lock()
-	if err := z.phase.Start(); err != nil {
+	if was := z.phase.Start(); was != lifecycle.New {
 		z.mu.Unlock()
-		return err
+		return errAlreadyStarted
 	}
 	z.ctx, z.cancel = context.WithCancel(context.Background())
 	z.opCtx, z.opCancel = context.WithCancel(z.ctx)

@@ -7,7 +7,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
-	"github.com/rmq-go/rmq/internal/consumerctl"
+	"github.com/rmq-go/rmq/internal/engine"
 	"github.com/rmq-go/rmq/internal/lifecycle"
 	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
@@ -16,7 +16,7 @@ import (
 // zkTopic is the coordinator's view of one topic; guarded by Coordinator.mu.
 type zkTopic struct {
 	t topic.Topic
-	h consumerctl.SlotHandler
+	h engine.SlotHandler
 
 	members zkListing
 	holders zkListing

@@ -28,6 +28,7 @@ import (
 	"github.com/rmq-go/rmq/internal/zkserver"
 	"github.com/rmq-go/rmq/internal/zkserver/zktest"
 	"github.com/rmq-go/rmq/producer"
+	"github.com/rmq-go/rmq/rmq"
 	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
 )
@@ -239,7 +240,13 @@ func (w *worker) disrupted() time.Time {
 // messages in sequence order (one sender per key at a time), due now, slot
 // chosen by the key. The returned channel reports the end.
 func (f *fleet) produce(ctx context.Context) <-chan error {
-	p := producer.New(f.rdb, producer.WithPrefix(f.base.Prefix))
+	pc, err := rmq.New(f.rdb, rmq.WithPrefix(f.base.Prefix))
+	if err != nil {
+		done := make(chan error, 1)
+		done <- err
+		return done
+	}
+	p := pc.Producer()
 	const senders = 8
 	done := make(chan error, 1)
 	var wg sync.WaitGroup

@@ -65,6 +65,7 @@ type workerConfig struct {
 //	R worker slot id outcome unixNano              a delivery that did not end with an ack
 //	O worker unixNano n slot,slot,...              owned slots, every 100 ms
 type record struct {
+	rmq.BaseObserver
 	mu   sync.Mutex
 	f    *os.File
 	name string
@@ -77,14 +78,12 @@ func (r *record) line(format string, args ...any) {
 	r.mu.Unlock()
 }
 
-// The observer half of the recorder.
-func (r *record) Delivered(*consumer.Message) {}
-func (r *record) Finished(m *consumer.Message, _ time.Duration, o consumer.Outcome) {
+// The observer half of the recorder (an rmq.Observer with FenceObserver).
+func (r *record) Finished(m *consumer.Message, _ time.Duration, o consumer.Outcome, _ error) {
 	if o != consumer.Acked {
 		r.line("R %s %d %s %s %d", r.name, m.Slot, m.ID, o, time.Now().UnixNano())
 	}
 }
-func (r *record) LeasesExpired(string, int, int) {}
 func (r *record) Fenced(_ string, slot int, op string) {
 	r.line("X %s %d %s %d", r.name, slot, op, time.Now().UnixNano())
 }
@@ -119,7 +118,7 @@ func runWorker(raw string) int {
 	rec := &record{f: f, name: cfg.Name}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})).With("worker", cfg.Name)
 	rdb := redis.NewClient(&redis.Options{Addr: cfg.Redis, DisableIdentity: true})
-	c, err := rmq.New(rdb, rmq.WithPrefix(cfg.Prefix), rmq.WithLogger(log),
+	c, err := rmq.New(rdb, rmq.WithPrefix(cfg.Prefix), rmq.WithLogger(log), rmq.WithObserver(rec),
 		rmq.WithZooKeeper([]string{cfg.ZK}, rmq.ZKSessionTimeout(cfg.SessionTimeout)))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "worker:", err)
@@ -154,7 +153,7 @@ func runWorker(raw string) int {
 		// when its context was cancelled: the ack is what fencing must refuse.
 		return nil
 	})
-	if err := c.Register(tp, handler, consumer.WithConcurrency(cfg.Concurrency), consumer.WithObserver(rec)); err != nil {
+	if err := c.Register(tp, handler, consumer.WithConcurrency(cfg.Concurrency)); err != nil {
 		fmt.Fprintln(os.Stderr, "worker:", err)
 		return 2
 	}

@@ -73,18 +73,28 @@ func (in *instruments) init(m metric.Meter) error {
 
 // topicAttrs is the attribute set of t's measurements, built once per topic.
 func (t *Telemetry) topicAttrs(tp topic.Topic) metric.MeasurementOption {
-	if a, ok := t.attrs.Load(tp.Name()); ok {
+	return t.attrsOf(tp.Name(), tp.Type())
+}
+
+// attrsOf returns the attributes of topic name, made once; typ is its type
+// when the caller knows it (0: the one seen first, else "unknown").
+func (t *Telemetry) attrsOf(name string, typ topic.Type) metric.MeasurementOption {
+	if a, ok := t.attrs.Load(name); ok {
 		return a.(metric.MeasurementOption)
 	}
-	a, _ := t.attrs.LoadOrStore(tp.Name(), metric.WithAttributeSet(attribute.NewSet(
+	ts := typ.String()
+	if typ == 0 {
+		ts = "unknown"
+	}
+	a, _ := t.attrs.LoadOrStore(name, metric.WithAttributeSet(attribute.NewSet(
 		semconv.MessagingSystemKey.String(systemName),
-		semconv.MessagingDestinationName(tp.Name()),
-		topicTypeKey.String(tp.Type().String()),
+		semconv.MessagingDestinationName(name),
+		topicTypeKey.String(ts),
 	)))
 	return a.(metric.MeasurementOption)
 }
 
-// Sent implements producer.Observer.
+// Sent implements rmq.Observer.
 func (t *Telemetry) Sent(tp topic.Topic, r producer.SendResult) {
 	a := t.topicAttrs(tp)
 	t.inst.sent.Add(bg, 1, a)
@@ -93,59 +103,55 @@ func (t *Telemetry) Sent(tp topic.Topic, r producer.SendResult) {
 	}
 }
 
-// Removed implements producer.Observer.
+// Removed implements rmq.Observer.
 func (t *Telemetry) Removed(tp topic.Topic, removed bool) {
 	if removed {
 		t.inst.removed.Add(bg, 1, t.topicAttrs(tp))
 	}
 }
 
-// ConsumerObserver implements rmq.Observer.
-func (t *Telemetry) ConsumerObserver(tp topic.Topic) consumer.Observer {
-	return &topicObserver{tel: t, attrs: t.topicAttrs(tp), timeBased: tp.Type().TimeBased()}
-}
+// Consumes implements rmq.TopicObserver: a consumed topic's attributes are
+// made once, with its type, before its first delivery.
+func (t *Telemetry) Consumes(tp topic.Topic) { t.topicAttrs(tp) }
 
-// topicObserver is the consumer.Observer (and consumer.ExpiryObserver) of
-// one topic: it counts, and ends
-// the process spans the middleware opened with their outcome.
-type topicObserver struct {
-	tel       *Telemetry
-	attrs     metric.MeasurementOption
-	timeBased bool
-}
-
-// Delivered implements consumer.Observer.
-func (o *topicObserver) Delivered(m *consumer.Message) {
-	o.tel.expectSpan(m)
-	o.tel.inst.delivered.Add(bg, 1, o.attrs)
-	if o.timeBased && !m.DueAt.IsZero() {
+// Delivered implements rmq.Observer.
+func (t *Telemetry) Delivered(m *consumer.Message) {
+	t.expectSpan(m)
+	attrs := t.attrsOf(m.Topic, m.Type)
+	t.inst.delivered.Add(bg, 1, attrs)
+	if m.Type.TimeBased() && !m.DueAt.IsZero() {
 		at := m.FetchedAt
 		if at.IsZero() {
 			at = time.Now()
 		}
-		o.tel.inst.lateness.Record(bg, max(at.Sub(m.DueAt), 0).Seconds(), o.attrs)
+		t.inst.lateness.Record(bg, max(at.Sub(m.DueAt), 0).Seconds(), attrs)
 	}
 }
 
-// Finished implements consumer.Observer.
-func (o *topicObserver) Finished(m *consumer.Message, took time.Duration, outcome consumer.Outcome) {
-	o.tel.endSpan(m, outcome)
-	o.tel.inst.handler.Record(bg, took.Seconds(), o.attrs)
+// Finished implements rmq.Observer: it counts the outcome and ends the
+// process span the middleware opened with it.
+func (t *Telemetry) Finished(m *consumer.Message, took time.Duration, outcome consumer.Outcome, _ error) {
+	t.endSpan(m, outcome)
+	attrs := t.attrsOf(m.Topic, m.Type)
+	t.inst.handler.Record(bg, took.Seconds(), attrs)
 	switch outcome {
 	case consumer.Acked:
-		o.tel.inst.acked.Add(bg, 1, o.attrs)
+		t.inst.acked.Add(bg, 1, attrs)
 	case consumer.Retried:
-		o.tel.inst.retried.Add(bg, 1, o.attrs)
+		t.inst.retried.Add(bg, 1, attrs)
 	case consumer.Dead:
-		o.tel.inst.dead.Add(bg, 1, o.attrs)
+		t.inst.dead.Add(bg, 1, attrs)
 	}
 }
 
-// LeasesExpired implements consumer.Observer.
-func (o *topicObserver) LeasesExpired(_ string, rolledBack, dead int) {
-	o.tel.inst.swept.Add(bg, int64(rolledBack), o.attrs)
-	o.tel.inst.dead.Add(bg, int64(dead), o.attrs)
+// LeasesExpired implements rmq.Observer.
+func (t *Telemetry) LeasesExpired(topic string, rolledBack, dead int) {
+	attrs := t.attrsOf(topic, 0)
+	t.inst.swept.Add(bg, int64(rolledBack), attrs)
+	t.inst.dead.Add(bg, int64(dead), attrs)
 }
 
-// Expired implements consumer.ExpiryObserver.
-func (o *topicObserver) Expired(_ string, n int) { o.tel.inst.expired.Add(bg, int64(n), o.attrs) }
+// Expired implements rmq.ExpiryObserver.
+func (t *Telemetry) Expired(topic string, n int) {
+	t.inst.expired.Add(bg, int64(n), t.attrsOf(topic, 0))
+}

@@ -36,7 +36,11 @@ type Telemetry struct {
 	attrs sync.Map // string -> metric.MeasurementOption
 }
 
-var _ rmq.Observer = (*Telemetry)(nil)
+var (
+	_ rmq.Observer       = (*Telemetry)(nil)
+	_ rmq.TopicObserver  = (*Telemetry)(nil)
+	_ rmq.ExpiryObserver = (*Telemetry)(nil)
+)
 
 type config struct {
 	tp         trace.TracerProvider

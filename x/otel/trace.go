@@ -14,12 +14,12 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/rmq-go/rmq/consumer"
-	"github.com/rmq-go/rmq/producer"
+	"github.com/rmq-go/rmq/rmq"
 )
 
 // Both are assignable to what rmq.WithSendHook and rmq.WithMiddleware take.
 var (
-	_ producer.SendHook   = (*Telemetry)(nil).SendHook
+	_ rmq.SendHook        = (*Telemetry)(nil).SendHook
 	_ consumer.Middleware = (*Telemetry)(nil).Middleware
 )
 
@@ -29,7 +29,7 @@ var (
 // the headers already is kept and linked instead, as the messaging
 // conventions ask. The span ends when the write ended, with the message's
 // id or the error.
-func (t *Telemetry) SendHook(ctx context.Context, m *producer.Outgoing) func(id string, err error) {
+func (t *Telemetry) SendHook(ctx context.Context, m *rmq.Outgoing) func(id string, err error) {
 	name := m.Topic.Name()
 	attrs := []attribute.KeyValue{
 		semconv.MessagingSystemKey.String(systemName),

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -34,9 +35,14 @@ type Metrics struct {
 	expired                                *prometheus.CounterVec
 	handler, lateness                      *prometheus.HistogramVec
 	depth                                  *depthCollector
+	topics                                 sync.Map // topic name -> *topicMetrics
 }
 
-var _ rmq.Observer = (*Metrics)(nil)
+var (
+	_ rmq.Observer       = (*Metrics)(nil)
+	_ rmq.TopicObserver  = (*Metrics)(nil)
+	_ rmq.ExpiryObserver = (*Metrics)(nil)
+)
 
 // Option configures New.
 type Option func(*config)
@@ -133,32 +139,25 @@ func labels(t topic.Topic) prometheus.Labels {
 	return prometheus.Labels{"topic": t.Name(), "type": t.Type().String()}
 }
 
-// Sent implements producer.Observer.
-func (m *Metrics) Sent(t topic.Topic, r producer.SendResult) {
-	l := labels(t)
-	m.sent.With(l).Inc()
-	if r == producer.SendMerged || r == producer.SendReplaced {
-		m.merged.With(l).Inc()
+// topicOf returns the series of topic name, resolved once; typ is its
+// type when the caller knows it (0: look it up).
+func (m *Metrics) topicOf(name string, typ topic.Type) *topicMetrics {
+	if o, ok := m.topics.Load(name); ok {
+		return o.(*topicMetrics)
 	}
-}
-
-// Removed implements producer.Observer.
-func (m *Metrics) Removed(t topic.Topic, removed bool) {
-	if removed {
-		m.removed.With(labels(t)).Inc()
+	l := prometheus.Labels{"topic": name, "type": typ.String()}
+	if typ == 0 {
+		l["type"] = "unknown"
 	}
-}
-
-// ConsumerObserver implements rmq.Observer: the observer of the consumer of
-// t, its series resolved once.
-func (m *Metrics) ConsumerObserver(t topic.Topic) consumer.Observer {
-	l := labels(t)
-	// A registered topic shows every series, zeros included, from the start.
+	// A topic shows every series, zeros included, from its first event.
 	m.sent.With(l)
 	m.merged.With(l)
 	m.removed.With(l)
-	return &topicMetrics{
-		timeBased: t.Type().TimeBased(),
+	o := &topicMetrics{
+		timeBased: typ.TimeBased(),
+		sent:      m.sent.With(l),
+		merged:    m.merged.With(l),
+		removed:   m.removed.With(l),
 		delivered: m.delivered.With(l),
 		acked:     m.acked.With(l),
 		retried:   m.retried.With(l),
@@ -168,18 +167,33 @@ func (m *Metrics) ConsumerObserver(t topic.Topic) consumer.Observer {
 		handler:   m.handler.With(l),
 		lateness:  m.lateness.With(l),
 	}
+	got, _ := m.topics.LoadOrStore(name, o)
+	return got.(*topicMetrics)
 }
 
-// topicMetrics is the consumer.Observer of one topic (and its optional
-// consumer.ExpiryObserver).
-type topicMetrics struct {
-	timeBased                                       bool
-	delivered, acked, retried, dead, swept, expired prometheus.Counter
-	handler, lateness                               prometheus.Observer
+// Consumes implements rmq.TopicObserver: a consumed topic's series exist,
+// at zero, from its registration.
+func (m *Metrics) Consumes(t topic.Topic) { m.topicOf(t.Name(), t.Type()) }
+
+// Sent implements rmq.Observer.
+func (m *Metrics) Sent(t topic.Topic, r producer.SendResult) {
+	o := m.topicOf(t.Name(), t.Type())
+	o.sent.Inc()
+	if r == producer.SendMerged || r == producer.SendReplaced {
+		o.merged.Inc()
+	}
 }
 
-// Delivered implements consumer.Observer.
-func (o *topicMetrics) Delivered(msg *consumer.Message) {
+// Removed implements rmq.Observer.
+func (m *Metrics) Removed(t topic.Topic, removed bool) {
+	if removed {
+		m.topicOf(t.Name(), t.Type()).removed.Inc()
+	}
+}
+
+// Delivered implements rmq.Observer.
+func (m *Metrics) Delivered(msg *consumer.Message) {
+	o := m.topicOf(msg.Topic, msg.Type)
 	o.delivered.Inc()
 	if o.timeBased && !msg.DueAt.IsZero() {
 		at := msg.FetchedAt
@@ -190,8 +204,9 @@ func (o *topicMetrics) Delivered(msg *consumer.Message) {
 	}
 }
 
-// Finished implements consumer.Observer.
-func (o *topicMetrics) Finished(_ *consumer.Message, took time.Duration, outcome consumer.Outcome) {
+// Finished implements rmq.Observer.
+func (m *Metrics) Finished(msg *consumer.Message, took time.Duration, outcome consumer.Outcome, _ error) {
+	o := m.topicOf(msg.Topic, msg.Type)
 	o.handler.Observe(took.Seconds())
 	switch outcome {
 	case consumer.Acked:
@@ -203,11 +218,20 @@ func (o *topicMetrics) Finished(_ *consumer.Message, took time.Duration, outcome
 	}
 }
 
-// LeasesExpired implements consumer.Observer.
-func (o *topicMetrics) LeasesExpired(_ string, rolledBack, dead int) {
+// LeasesExpired implements rmq.Observer.
+func (m *Metrics) LeasesExpired(topic string, rolledBack, dead int) {
+	o := m.topicOf(topic, 0)
 	o.swept.Add(float64(rolledBack))
 	o.dead.Add(float64(dead))
 }
 
-// Expired implements consumer.ExpiryObserver.
-func (o *topicMetrics) Expired(_ string, n int) { o.expired.Add(float64(n)) }
+// Expired implements rmq.ExpiryObserver.
+func (m *Metrics) Expired(topic string, n int) { m.topicOf(topic, 0).expired.Add(float64(n)) }
+
+// topicMetrics are the series of one topic.
+type topicMetrics struct {
+	timeBased                                       bool
+	sent, merged, removed                           prometheus.Counter
+	delivered, acked, retried, dead, swept, expired prometheus.Counter
+	handler, lateness                               prometheus.Observer
+}

@@ -28,6 +28,7 @@ import (
 
 	"github.com/rmq-go/rmq/internal/scripts"
 	"github.com/rmq-go/rmq/producer"
+	"github.com/rmq-go/rmq/rmq"
 	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
 )
@@ -130,7 +131,11 @@ func run(addr string, n, nslots int, fetchSizes, ackSizes []int) error {
 }
 
 func load(ctx context.Context, rdb *redis.Client, tp topic.Topic, n int) error {
-	p := producer.New(rdb, producer.WithPrefix("bc"))
+	c, err := rmq.New(rdb, rmq.WithPrefix("bc"))
+	if err != nil {
+		return err
+	}
+	p := c.Producer()
 	for i := 0; i < n; i += 1000 {
 		b := make([]producer.BatchMessage, min(1000, n-i))
 		for j := range b {

@@ -1,0 +1,59 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/rmq-go/rmq/consumer"
+)
+
+// A pushed delivery's ack goes through the client's ack rounds
+// (hub_acks.go), which group-commit the acks of every topic: a handler
+// that finishes while a round slot is free sends its ack at once (no added
+// latency, never before the handler returned); handlers finishing meanwhile
+// queue up, and the next round acks them all, together with other topics'
+// acks and pulled ones.
+
+// ackAsync acks d, whose listener returned nil after took, in the current
+// or next round, and ends the delivery when that round ran (on the
+// goroutine that ran it). The round's call carries a deadline of the
+// prepare timeout (finish).
+func (c *Engine) ackAsync(ctx context.Context, d *delivery, took time.Duration) {
+	r := c.ackReqOf(d.msg, c.cfg.prepareTimeout)
+	// The delivery is in flight (inflight, handlers) until its round ran:
+	// Close waits for it, and the lease keeper extends it meanwhile.
+	c.handlers.Add(1)
+	c.hub.acks.goDo(r, func() {
+		defer c.handlers.Done()
+		outcome := c.finish(d, "ack", func(context.Context) (consumer.Outcome, error) {
+			if r.err != nil {
+				return consumer.Failed, fmt.Errorf("rmq: ack on %s slot %d: %w", c.topic.Name(), d.msg.Slot, r.err)
+			}
+			if r.refused() {
+				c.log.WarnContext(ctx, "rmq: ack refused: the delivery was no longer current", "id", d.msg.ID, "slot", d.msg.Slot)
+				return consumer.Refused, nil
+			}
+			return consumer.Acked, nil
+		})
+		c.ended(ctx, d, took, outcome, nil)
+	})
+}
+
+// ackReqOf is the ack of m, a delivery of this engine, in the engine's
+// owner epoch fencing (ZooKeeper mode); bound is how long its round may
+// wait for Redis.
+func (c *Engine) ackReqOf(m *consumer.Message, bound time.Duration) *ackReq {
+	k := c.keys[m.Slot]
+	r := &ackReq{
+		keys:  [6]string{k.Store, k.Prepare, k.Msg, k.Wake, c.ackDelayedKey(k), k.Dead},
+		id:    m.ID,
+		token: m.Token,
+		merge: c.merged,
+		bound: bound,
+	}
+	if ek := c.own.epochKey(m.Slot); ek != "" {
+		r.epochKey, r.epoch = ek, m.Epoch
+	}
+	return r
+}

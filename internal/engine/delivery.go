@@ -1,0 +1,403 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"runtime/debug"
+	"time"
+
+	"github.com/rmq-go/rmq/consumer"
+	"github.com/rmq-go/rmq/internal/scripts"
+	"github.com/rmq-go/rmq/slots"
+)
+
+// This file is a delivery's life in the engine: dispatched after a fetch,
+// waiting for a listener token, handled, then acked or rolled back.
+
+// delivery is one message being handled here.
+type delivery struct {
+	msg       *consumer.Message
+	cancel    context.CancelCauseFunc
+	timedOut  bool // guarded by engine.mu: no more lease extension
+	abandoned bool // guarded by engine.mu: Close rolled it back
+	revoked   bool // guarded by engine.mu: its slot's ownership was lost
+	ending    bool // guarded by engine.mu: the listener returned; its ack or rollback is under way
+}
+
+// betterScore reports whether score a is consumed before b: the earlier due
+// time, or the higher priority.
+func (c *Engine) betterScore(a, b float64) bool {
+	if c.topic.Type().TimeBased() {
+		return a < b
+	}
+	return a > b
+}
+
+// freeCapacity reports how many more deliveries may be fetched. A delivery
+// counts from its fetch until its listener call returns: its ack then runs
+// in a round shared with others while a new delivery takes the handler, so
+// a slow ack round does not idle the handlers, and acks that queue up ride
+// one call. With a prefetch, fetching waits until at most half of it is
+// still waiting to start, so each fetch moves at least half a prefetch:
+// one large fetch costs Redis far less per message than many small ones,
+// and the waiting half keeps the handlers busy meanwhile.
+func (c *Engine) freeCapacity() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	// Held messages (hub_hold.go) are not a prefetch waiting for a handler:
+	// they wait for their instant.
+	if p := c.cfg.prefetch; p > 0 && c.busy-c.held-len(c.running) > p/2 {
+		return 0
+	}
+	return c.cfg.concurrency + c.cfg.prefetch - c.busy
+}
+
+func (c *Engine) slotFree(slot int) int { return c.own.slotFree(slot) }
+
+// dispatch starts a handler goroutine for each fetched message.
+func (c *Engine) dispatch(msgs []*consumer.Message) {
+	for _, m := range msgs {
+		c.dispatchOne(m)
+	}
+}
+
+// dispatchOne starts a handler goroutine for m.
+func (c *Engine) dispatchOne(m *consumer.Message) {
+	if d, ctx := c.begin(m, false); d != nil {
+		c.handlers.Add(1)
+		go c.handle(ctx, d)
+	}
+}
+
+// begin counts m as a delivery in flight and returns it with its context,
+// or nil when it may not start. held: m was held since a lookahead fetch
+// and counts as busy already (hub_hold.go).
+func (c *Engine) begin(m *consumer.Message, held bool) (*delivery, context.Context) {
+	ctx, cancel := context.WithCancelCause(c.handleCtx)
+	d := &delivery{msg: m, cancel: cancel}
+	c.mu.Lock()
+	if held {
+		c.held--
+	}
+	if !c.own.mayDispatchLocked(m) {
+		// The slot's term ended while the fetch ran: the message stays
+		// in prepare until the slot's next term returns it to store.
+		if held {
+			c.busy--
+		}
+		c.mu.Unlock()
+		cancel(nil)
+		return nil, nil
+	}
+	c.inflight[d] = struct{}{}
+	if !held {
+		c.busy++
+	}
+	c.perSlot[m.Slot]++
+	c.mu.Unlock()
+	if held {
+		// The held budget has room again.
+		c.wakeFetcher()
+	}
+	c.cfg.observer.Delivered(m)
+	return d, ctx
+}
+
+// heldRoom is how many more messages the engine may hold for their
+// instant. Held messages count as busy (a message due later never starts
+// before one held for an earlier instant), and they may take all the
+// capacity but one: a message due before them that arrives later then has
+// a handler free at its instant. A topic with one handler takes nothing
+// ahead.
+func (c *Engine) heldRoom() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cfg.concurrency + c.cfg.prefetch - 1 - c.held
+}
+
+// holdAll counts msgs, fetched ahead of their instant, as busy and held
+// (heldRoom) and hands them to the hub's holder. Each gets its handler
+// goroutine now, waiting for the holder's word: so the work of starting a
+// wave's handlers is done before its instant, which costs only the word.
+func (c *Engine) holdAll(msgs []*consumer.Message) {
+	c.mu.Lock()
+	c.busy += len(msgs)
+	c.held += len(msgs)
+	c.mu.Unlock()
+	xs := make([]*heldMsg, len(msgs))
+	for i, m := range msgs {
+		x := &heldMsg{c: c, m: m, due: m.DueAt.UnixMilli(), ready: make(chan struct{})}
+		xs[i] = x
+		c.handlers.Add(1)
+		go c.awaitHandOver(x)
+	}
+	c.hub.hold.add(xs)
+}
+
+// awaitHandOver runs x's delivery once the holder hands it over, or ends
+// when the holder drops or gives it back (the holder frees its capacity).
+func (c *Engine) awaitHandOver(x *heldMsg) {
+	<-x.ready
+	if !x.deliver {
+		c.handlers.Done()
+		return
+	}
+	d, ctx := c.begin(x.m, true)
+	if d == nil {
+		c.handlers.Done()
+		return
+	}
+	c.handle(ctx, d)
+}
+
+// unhold frees the capacity of n held messages that will not be delivered
+// here.
+func (c *Engine) unhold(n int) {
+	if n == 0 {
+		return
+	}
+	c.mu.Lock()
+	c.busy -= n
+	c.held -= n
+	c.mu.Unlock()
+	c.wakeFetcher()
+}
+
+func (c *Engine) handle(ctx context.Context, d *delivery) {
+	defer c.handlers.Done()
+	defer d.cancel(nil)
+	started := c.acquire(ctx)
+	if started && c.cfg.prefetch > 0 {
+		// One fewer waits to start: the prefetch may be down to its refill
+		// mark. Otherwise the next wake-up is the end of a delivery, which
+		// waits for its ack round.
+		c.wakeFetcher()
+	}
+	// The handler's token and capacity go back as soon as the listener
+	// returns; the deferred call covers a listener that never returns
+	// (runtime.Goexit, as t.FailNow does).
+	listenerReturned := false
+	defer func() {
+		if !listenerReturned {
+			c.giveBack(started)
+		}
+	}()
+	hctx := ctx
+	// The message's own timeout (producer.WithTimeout) wins.
+	timeout := c.cfg.handlerTimeout
+	if d.msg.Timeout > 0 {
+		timeout = d.msg.Timeout
+	}
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		hctx, cancel = context.WithTimeoutCause(ctx, timeout, consumer.ErrHandlerTimeout)
+		defer cancel()
+		stop := context.AfterFunc(hctx, func() {
+			if context.Cause(hctx) == consumer.ErrHandlerTimeout {
+				c.mu.Lock()
+				d.timedOut = true
+				c.mu.Unlock()
+			}
+		})
+		defer stop()
+	}
+	began := time.Now()
+	var err error
+	if !started {
+		err = context.Cause(ctx)
+	} else if !c.own.vouched() {
+		// ZooKeeper mode: the ownership lapsed since the fetch (the process
+		// was frozen, or lost ZooKeeper). The listener is not called; the
+		// message stays in prepare for the slot's next term.
+		c.mu.Lock()
+		d.revoked = true
+		c.mu.Unlock()
+		err = slots.ErrOwnershipLost
+	} else {
+		err = c.call(hctx, d.msg)
+	}
+	took := time.Since(began)
+	listenerReturned = true
+	c.giveBack(started)
+
+	c.mu.Lock()
+	// The AfterFunc that marks a timeout runs on its own goroutine and may
+	// not have run yet when the handler returns: ask the context directly.
+	abandoned, revoked := d.abandoned, d.revoked
+	timedOut := d.timedOut || context.Cause(hctx) == consumer.ErrHandlerTimeout
+	d.ending = !abandoned
+	c.mu.Unlock()
+	if timedOut {
+		err = fmt.Errorf("%w after %v: %v", consumer.ErrHandlerTimeout, timeout, err)
+	}
+	var outcome consumer.Outcome
+	switch {
+	case abandoned:
+		outcome = consumer.Abandoned
+	case context.Cause(ctx) == consumer.ErrLeaseLost:
+		outcome = consumer.LeaseLost
+		c.log.WarnContext(ctx, "rmq: lease lost while handling; the message is redelivered", "id", d.msg.ID, "slot", d.msg.Slot)
+	case revoked && err != nil:
+		// ZooKeeper mode: no rollback (it would count an attempt and could
+		// reorder the key); the slot's next term returns the message.
+		outcome = consumer.Revoked
+	case err == nil:
+		// The ack rides the client's next ack round without this goroutine
+		// waiting for it: the goroutine ends here, shallow (no stack grown
+		// for the round's Redis call, unless it runs the round itself), and
+		// the delivery ends when its round did (ackAsync).
+		c.ackAsync(ctx, d, took)
+		return
+	default:
+		outcome = c.finish(d, "rollback", func(ctx context.Context) (consumer.Outcome, error) {
+			ctx, cancel := context.WithTimeout(ctx, c.cfg.prepareTimeout)
+			defer cancel()
+			res, rerr := c.rollback(ctx, d.msg.Slot, []rollbackItem{{id: d.msg.ID, token: d.msg.Token, err: err.Error(), epoch: d.msg.Epoch, how: rollbackDirective(err)}})
+			if rerr != nil {
+				return consumer.Failed, rerr
+			}
+			if res[0] == rollbackExpired {
+				expired(c.cfg.observer, c.topic.Name(), 1)
+			}
+			return rollbackOutcome(res[0]), nil
+		})
+	}
+	c.ended(ctx, d, took, outcome, err)
+}
+
+// ended tells the observer and the log how d ended and frees its slot.
+func (c *Engine) ended(ctx context.Context, d *delivery, took time.Duration, outcome consumer.Outcome, err error) {
+	finished(c.cfg.observer, d.msg, took, outcome, err)
+	logOutcome(ctx, c.log, d.msg, outcome, err)
+	c.mu.Lock()
+	delete(c.inflight, d)
+	if c.perSlot[d.msg.Slot]--; c.perSlot[d.msg.Slot] <= 0 {
+		delete(c.perSlot, d.msg.Slot)
+		c.own.slotIdleLocked(d.msg.Slot)
+	}
+	c.mu.Unlock()
+	c.wakeFetcher()
+}
+
+// acquire takes a listener token: at most concurrency listener calls run
+// at once, and with a prefetch, fetched deliveries wait here for one, in
+// fetch order. It reports false, holding no token, when ctx ended first
+// (Close abandoned the delivery, or its lease was lost).
+func (c *Engine) acquire(ctx context.Context) bool {
+	select {
+	case c.running <- struct{}{}:
+		// A free token: no need for ctx.Done, whose channel is made on
+		// first use (an allocation per delivery).
+	default:
+		select {
+		case c.running <- struct{}{}:
+		case <-ctx.Done():
+			return false
+		}
+	}
+	if ctx.Err() != nil {
+		<-c.running
+		return false
+	}
+	return true
+}
+
+// giveBack frees the handler token (if the listener started) and the
+// capacity of a delivery whose listener call returned or never started; its
+// slot stays taken until the delivery ends.
+func (c *Engine) giveBack(started bool) {
+	// Under mu first: abandonInflight cancels every delivery under mu, so
+	// a token freed after it cannot go to a waiting delivery it has not
+	// cancelled yet.
+	c.mu.Lock()
+	c.busy--
+	c.mu.Unlock()
+	if started {
+		<-c.running
+	}
+	c.wakeFetcher()
+}
+
+func (c *Engine) wakeFetcher() {
+	// A fetcher that sleeps with free capacity and nothing due has no use
+	// for more (fetcher.run): a wave's thousand deliveries across as many
+	// topics must not wake a thousand fetchers for nothing.
+	if !c.wantRelease.Load() {
+		return
+	}
+	select {
+	case c.released <- struct{}{}:
+	default:
+	}
+}
+
+// finish runs an ack or rollback (what). It outlives a cancelled handler
+// context (the outcome must still reach Redis) but not a Redis that stays
+// away: each call carries a deadline of the prepare timeout (an ack round
+// sets one for all its acks, so no delivery makes a timer of its own),
+// which ends it where the client honours context deadlines, and its read
+// timeout ends it otherwise; a queued ack also waits for the rounds ahead
+// of it (at most two at once). The lease then runs out and the
+// sweeper rolls the message back. A call refused for a stale owner epoch (ZooKeeper
+// mode) is Fenced.
+func (c *Engine) finish(d *delivery, what string, op func(ctx context.Context) (consumer.Outcome, error)) consumer.Outcome {
+	ctx := context.Background()
+	outcome, err := op(ctx)
+	if scripts.IsFenced(err) {
+		c.fenced(d.msg.Slot, d.msg.Epoch, what)
+		return consumer.Fenced
+	}
+	if err != nil {
+		c.log.ErrorContext(ctx, "rmq: could not end delivery; its lease will expire", "id", d.msg.ID, "slot", d.msg.Slot, "err", err)
+	}
+	return outcome
+}
+
+func rollbackOutcome(code int64) consumer.Outcome {
+	switch code {
+	case rollbackRetried:
+		return consumer.Retried
+	case rollbackDead:
+		return consumer.Dead
+	case rollbackSuperseded:
+		return consumer.Superseded
+	case rollbackExpired:
+		return consumer.Expired
+	case rollbackSnoozed:
+		return consumer.Snoozed
+	}
+	return consumer.Refused
+}
+
+// call runs the listener (inside the middleware) with a context that
+// carries m (MessageFromContext) and turns a panic into a *PanicError,
+// logged with its stack when the delivery ends (logOutcome).
+func (c *Engine) call(ctx context.Context, m *consumer.Message) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = &consumer.PanicError{Value: r, Stack: debug.Stack()}
+		}
+	}()
+	return c.listener.OnMessage(consumer.ContextWithMessage(ctx, m), m)
+}
+
+// snapshotInflight groups the deliveries whose leases should be extended.
+func (c *Engine) snapshotInflight() map[int][]*delivery {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[int][]*delivery{}
+	for d := range c.inflight {
+		if !d.timedOut && !d.abandoned && !d.revoked {
+			out[d.msg.Slot] = append(out[d.msg.Slot], d)
+		}
+	}
+	return out
+}
+
+// leaseLost cancels handlers whose delivery is no longer current.
+func (c *Engine) leaseLost(ds []*delivery) {
+	for _, d := range ds {
+		c.log.Warn("rmq: lease lost", "id", d.msg.ID, "slot", d.msg.Slot, "attempt", d.msg.Attempt)
+		d.cancel(consumer.ErrLeaseLost)
+	}
+}

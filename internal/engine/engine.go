@@ -1,0 +1,336 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/rmq-go/rmq/consumer"
+	"github.com/rmq-go/rmq/internal/lifecycle"
+	"github.com/rmq-go/rmq/internal/options"
+	"github.com/rmq-go/rmq/internal/scripts"
+	"github.com/rmq-go/rmq/slots"
+	"github.com/rmq-go/rmq/topic"
+)
+
+// The engine of one topic: a user consumes through rmq.Client.Register,
+// which makes it with Hub.New. Its background actor, the fetcher, follows the one
+// start/stop style written down in internal/lifecycle: start(ctx, wg),
+// stopped by the engine cancelling ctx and waiting on wg. Its wake-ups
+// (hub_wake.go, where its waker registers), its sweeping and its lease
+// keeping (hub_leases.go) are the client's hub's. Close stops fetching
+// first (no new delivery starts), leaves the hub's wake-ups and sweeping,
+// then lets the handlers drain; leases are kept until the last handler is
+// done. ZooKeeper mode is one seam, the ownership interface (ownership.go,
+// zkownership.go). Every goroutine the engine starts ends before Close
+// returns.
+
+// Engine consumes one topic: with a listener (pushed), or when asked
+// (Pull).
+type Engine struct {
+	rdb         redis.UniversalClient
+	topic       topic.Topic
+	listener    consumer.MessageListener
+	cfg         config
+	log         *slog.Logger
+	keys        []slots.Keys
+	wakeCmd     string
+	backoffArgs []any
+
+	// Lifecycle (internal/lifecycle). Two contexts, stopped in this order
+	// by Close: runCtx ends the fetcher (loops), then handleCtx, once the
+	// handlers drained, ends the handlers Close gave up on; the hub keeps
+	// the leases until then.
+	phase     lifecycle.Phase // guarded by mu
+	live      bool            // guarded by mu: Start succeeded and Close has not begun
+	runCtx    context.Context
+	stopRun   context.CancelFunc
+	handleCtx context.Context
+	stopAll   context.CancelFunc
+	loops     sync.WaitGroup // fetcher
+	handlers  sync.WaitGroup // one per delivery in flight
+
+	mu       sync.Mutex
+	inflight map[*delivery]struct{} // until the ack or rollback is done
+	busy     int                    // deliveries whose listener call has not returned, and held messages
+	held     int                    // messages the hub holds for their instant (hub_hold.go, heldRoom)
+	perSlot  map[int]int            // inflight per slot
+	released chan struct{}          // a handler finished: capacity is free
+	// wantRelease: the fetcher is to be told of freed capacity (released);
+	// false only while it sleeps with capacity free and nothing due.
+	wantRelease atomic.Bool
+	running     chan struct{} // a token per running listener call (WithPrefetch)
+
+	waker *waker
+	clock clock
+
+	// own decides which slots are consumed and fences the script calls
+	// (ownership.go): allSlots, or assignedSlots in ZooKeeper mode.
+	own ownership
+
+	// merged: one script call may name several slots (a single node, no
+	// fencing), so fetches and acks take all their slots in one call.
+	merged bool
+
+	// paused: the topic is paused (Inspector.Pause): read from Redis at
+	// start, on every resubscription and on every pause or resume payload
+	// of the wake channels, by the hub's pauser (hub_wake.go).
+	paused atomic.Bool
+
+	// pull: an engine without a listener that fetches only when asked
+	// (pull.go); onWake is told of every wake-up.
+	pull   bool
+	onWake func()
+
+	// hub is what the engines of one client share (hub.go).
+	hub *Hub
+}
+
+// Params is what the engine of one topic is made from (Hub.New).
+type Params struct {
+	Topic topic.Topic
+	// Listener handles the messages; nil for a pull engine.
+	Listener consumer.MessageListener
+	// Settings are the topic's (TopicSettings).
+	Settings options.Topic
+	// Coordinator, when not nil, assigns the engine its slots (ZooKeeper
+	// mode); nil: the engine consumes every slot (competing consumers).
+	Coordinator Coordinator
+	// Pull makes an engine without a listener that fetches only when asked
+	// (Engine.Pull); it still subscribes to wake-ups and sweeps expired
+	// leases. OnWake, if not nil, is called on every wake-up of its slots
+	// (from the hub's goroutine; it must not block).
+	Pull   bool
+	OnWake func()
+}
+
+// New returns the engine of p.Topic on the hub; it starts nothing until
+// Start.
+func (h *Hub) New(p Params) (*Engine, error) {
+	t := p.Topic
+	if t.IsZero() {
+		return nil, fmt.Errorf("%w: zero Topic", topic.ErrInvalidName)
+	}
+	l := p.Listener
+	switch {
+	case p.Pull:
+		l = consumer.ListenerFunc(func(context.Context, *consumer.Message) error {
+			return errors.New("rmq: a pull engine has no listener")
+		})
+	case l == nil:
+		return nil, fmt.Errorf("%w: nil listener", consumer.ErrInvalidOption)
+	default:
+		l = chain(l, h.cfg.Middleware)
+	}
+	cfg := newConfig(p.Settings, h.cfg)
+	c := &Engine{
+		rdb:      h.rdb,
+		topic:    t,
+		listener: l,
+		cfg:      cfg,
+		log:      cfg.logger.With("topic", t.Name()),
+		wakeCmd:  scripts.WakeCommand(h.rdb),
+		inflight: map[*delivery]struct{}{},
+		perSlot:  map[int]int{},
+		released: make(chan struct{}, 1),
+		running:  make(chan struct{}, cfg.concurrency),
+		pull:     p.Pull,
+		onWake:   p.OnWake,
+		hub:      h,
+	}
+	c.keys = keysOf(cfg.prefix, c)
+	if p.Coordinator != nil && !p.Pull {
+		c.own = newAssignedSlots(c, p.Coordinator)
+	} else {
+		c.own = newAllSlots(c)
+	}
+	_, single := h.rdb.(*redis.Client)
+	c.merged = single && c.own.merges()
+	// The backoff of attempt a is entry a; attempts past the table use its last.
+	n := cfg.maxRetries + 1
+	c.backoffArgs = append(c.backoffArgs, n)
+	for a := 1; a <= n; a++ {
+		c.backoffArgs = append(c.backoffArgs, max(cfg.backoff(a), 0).Milliseconds())
+	}
+	h.wake.expect(t.SlotAmount())
+	return c, nil
+}
+
+// Topic returns the consumed topic.
+func (c *Engine) Topic() topic.Topic { return c.topic }
+
+// Slots returns the handler a coordinator drives, nil without one.
+func (c *Engine) Slots() SlotHandler {
+	if a, ok := c.own.(*assignedSlots); ok {
+		return a
+	}
+	return nil
+}
+
+// Start checks the topic definition, subscribes to wake-ups and starts
+// fetching. ctx bounds only the start-up calls; Close stops the engine.
+func (c *Engine) Start(ctx context.Context) error {
+	c.mu.Lock()
+	was := c.phase.Start()
+	c.mu.Unlock()
+	switch was {
+	case lifecycle.Started:
+		return errStarted
+	case lifecycle.Closed:
+		return ErrClosed
+	}
+	// The hub loads the scripts, once for all its engines.
+	if err := c.hub.use(ctx); err != nil {
+		return err
+	}
+	base := context.WithoutCancel(ctx)
+	c.runCtx, c.stopRun = context.WithCancel(base)
+	c.handleCtx, c.stopAll = context.WithCancel(base)
+
+	// The hub's subscription: once this returns, Redis confirmed the
+	// topic's wake channels.
+	c.waker = newWaker(c)
+	if err := c.waker.start(ctx); err != nil {
+		c.stopRun()
+		c.stopAll()
+		return err
+	}
+	// After the subscription, in one round trip: the definition stored or
+	// checked, and the pause state read (a pause published from now on is
+	// heard).
+	if err := c.defineAndReadPaused(ctx); err != nil {
+		c.waker.stop()
+		c.stopRun()
+		c.stopAll()
+		return err
+	}
+	// A pull engine fetches when asked and extends no lease by itself; it
+	// still sweeps, so topics that are only pulled are swept too. Sweeping
+	// and lease keeping are the client's (hub_leases.go), told of the
+	// engine before its first fetch can lease anything.
+	c.hub.leases.add(c)
+	if !c.pull {
+		newFetcher(c).start(c.runCtx, &c.loops)
+	}
+	c.mu.Lock()
+	c.live = true
+	c.mu.Unlock()
+	c.log.DebugContext(ctx, "rmq: consumer started", "slots", c.topic.SlotAmount(), "concurrency", c.cfg.concurrency)
+	return nil
+}
+
+// Close stops fetching, waits for the handlers in flight until ctx is done,
+// then cancels the rest and rolls them back so nothing stays in prepare.
+// A delivery whose listener already returned keeps its own ack or rollback
+// (a round's call waits for Redis at most about the prepare timeout, where
+// the client honours context deadlines or has read timeouts), so a
+// reported success is not undone. It
+// returns when every goroutine the engine started has ended: handlers
+// must return once their context is cancelled. The error is ctx's when the
+// deadline cut handlers short. Only the first Close does anything.
+func (c *Engine) Close(ctx context.Context) error {
+	c.mu.Lock()
+	was := c.phase.Close()
+	started := c.live
+	c.live = false
+	c.mu.Unlock()
+	if was != lifecycle.Started || !started {
+		return nil
+	}
+	// Senders before receivers: stop fetching first so no new delivery
+	// starts, then drain the handlers that run.
+	c.stopRun()
+	c.loops.Wait()
+	// Messages taken ahead of their instant and not handed over yet go
+	// back to store, no attempt counted, for any consumer to deliver on
+	// time (hub_hold.go).
+	rctx, rcancel := context.WithTimeout(context.Background(), releaseTimeout)
+	c.hub.hold.drop(rctx, c)
+	rcancel()
+	// The hub no longer calls this engine about wake-ups.
+	c.waker.stop()
+	c.hub.leases.stopSweeping(c)
+
+	drained := make(chan struct{})
+	go func() { c.handlers.Wait(); close(drained) }()
+	var err error
+	select {
+	case <-drained:
+	case <-ctx.Done():
+		err = ctx.Err()
+		c.abandonInflight()
+		<-drained
+	}
+	// ZooKeeper mode: what is left in prepare (abandoned deliveries,
+	// fetched ones never started) goes back to store at its original
+	// position, attempt not counted, so per-key order survives.
+	c.own.shutdown()
+	// Leases are kept until the last handler is done.
+	c.stopAll()
+	c.hub.leases.stopKeeping(c)
+	return err
+}
+
+// releaseTimeout bounds Close's call that gives held messages back: one a
+// Redis that does not answer leaves to the sweeper.
+const releaseTimeout = 5 * time.Second
+
+// lookaheadMs is how long before their instant (ms) the engine's fetches
+// take messages (WithLookahead): only a push engine of a time-based topic
+// whose fetches share the hub's rounds (a single node, no fencing), since
+// the hub's confirm call names slots of any of its topics.
+func (c *Engine) lookaheadMs() int64 {
+	if c.pull || !c.topic.Type().TimeBased() || !c.hub.calls.serves(c) {
+		return 0
+	}
+	return c.cfg.lookahead.Milliseconds()
+}
+
+// abandonInflight rolls back every delivery still in flight and cancels its
+// handler; their later acks would be refused anyway (their token is gone).
+func (c *Engine) abandonInflight() {
+	c.mu.Lock()
+	bySlot := map[int][]rollbackItem{}
+	for d := range c.inflight {
+		if d.abandoned || d.ending {
+			// An ending delivery's own ack or rollback is under way,
+			// bounded by the prepare timeout: a rollback here could undo a
+			// success the listener already reported, and the message would
+			// be handled twice.
+			continue
+		}
+		d.abandoned = true
+		// ZooKeeper mode: the ownership's shutdown returns them to store
+		// once their handlers ended, without counting an attempt.
+		if c.own.rollsBackAbandoned() {
+			bySlot[d.msg.Slot] = append(bySlot[d.msg.Slot], rollbackItem{id: d.msg.ID, token: d.msg.Token, err: consumer.ErrShutdown.Error()})
+		}
+		d.cancel(consumer.ErrShutdown)
+	}
+	c.mu.Unlock()
+	if len(bySlot) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for slot, items := range bySlot {
+		if _, err := c.rollback(ctx, slot, items); err != nil {
+			c.log.ErrorContext(ctx, "rmq: roll back on shutdown", "slot", slot, "err", err)
+		}
+	}
+}
+
+// fenced handles Redis's refusal of a call of slot made with epoch (it
+// names a stale owner epoch: ZooKeeper mode).
+func (c *Engine) fenced(slot int, epoch int64, op string) {
+	if fo, ok := c.cfg.observer.(fenceObserver); ok {
+		fo.Fenced(c.topic.Name(), slot, op)
+	}
+	c.own.fenced(slot, epoch, op)
+}

@@ -1,0 +1,16 @@
+package engine
+
+import "errors"
+
+var (
+	// ErrNotStarted is returned by Pull before Start; rmq.Client reports
+	// its own ErrNotStarted.
+	ErrNotStarted = errors.New("rmq: consumer not started")
+	// ErrClosed is returned by Pull once Close began, and by Start after
+	// Close; rmq.Client reports its own ErrClosed.
+	ErrClosed = errors.New("rmq: consumer closed")
+	// errStarted: a second Start.
+	errStarted = errors.New("rmq: consumer already started")
+	// errHubClosed: an engine started after its client's hub was closed.
+	errHubClosed = errors.New("rmq: consumer hub closed")
+)

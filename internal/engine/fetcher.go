@@ -1,0 +1,447 @@
+package engine
+
+import (
+	"context"
+	"math"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/rmq-go/rmq/consumer"
+	"github.com/rmq-go/rmq/internal/scripts"
+)
+
+const never = math.MaxInt64
+
+// maxIdle bounds a fetcher's sleep. Wake-ups come by notification and a
+// resubscription marks every slot unknown, so this is a safety net, not a poll.
+const maxIdle = time.Minute
+
+// blockedRecheck is how soon a slot whose waiting messages are all blocked
+// (their id is being handled) is looked at again if the wake-up that the
+// end of that delivery publishes is missed.
+const blockedRecheck = 5 * time.Second
+
+// slotHead is what the fetcher knows of a slot's store.
+type slotHead struct {
+	known   bool    // false: look at once
+	empty   bool    // nothing fetchable (empty, or all blocked)
+	score   float64 // head score: due ms (time-based) or priority
+	recheck int64   // Redis ms before which an all-blocked slot is not looked at
+}
+
+// fetcher is the one goroutine that moves messages from store to prepare for
+// a consumer. It keeps every slot's head score and takes messages in order
+// across slots: from the best head, up to the next-best head, as many as
+// there are free handlers. It sleeps until the earliest head comes due, a
+// wake-up changes a head, or a handler finishes.
+type fetcher struct {
+	c       *Engine
+	heads   []slotHead
+	errWait time.Duration
+	// yield estimates how many messages a named slot gives a merged fetch
+	// (0: no estimate yet); plan names as many slots as fill the free
+	// handlers by it.
+	yield float64
+	// turn moves on with every plan: among slots whose heads tie, the one
+	// after it in slot order goes first, so equal scores (one priority, one
+	// due millisecond) are served from every slot in turn, not slot 0 first.
+	turn int
+	// dheads (priority topics) is each slot's earliest delayed due time in
+	// ms: -1 none, -3 unknown (look). A slot whose delayed head is due or
+	// unknown is fetched with its delayed set looked at, which moves the
+	// due entries into store; the fetcher sleeps until the earliest.
+	dheads []float64
+	// ahead (ms, 0 none) is how long before their instant messages are
+	// taken (engine.lookaheadMs): those not due yet are held by the hub
+	// and handed over at their instant (hub_hold.go).
+	ahead int64
+}
+
+func newFetcher(c *Engine) *fetcher {
+	f := &fetcher{c: c, heads: make([]slotHead, c.topic.SlotAmount()), ahead: c.lookaheadMs()}
+	if !c.topic.Type().TimeBased() {
+		f.dheads = make([]float64, c.topic.SlotAmount())
+		for i := range f.dheads {
+			f.dheads[i] = -3
+		}
+	}
+	return f
+}
+
+// delayedDue reports whether slot's delayed set should be looked at now.
+func (f *fetcher) delayedDue(slot int, nowMs int64) bool {
+	if f.dheads == nil {
+		return false
+	}
+	d := f.dheads[slot]
+	return d == -3 || (d >= 0 && d <= float64(nowMs))
+}
+
+// applyDelayed folds 'd' wake-ups in and marks the slots whose delayed
+// entries are due as unknown, so the next fetch looks at them.
+func (f *fetcher) applyDelayed(nowMs int64) {
+	if f.dheads == nil {
+		return
+	}
+	for slot, due := range f.c.waker.takeDelayed() {
+		if slot >= 0 && slot < len(f.dheads) && f.dheads[slot] != -3 && (f.dheads[slot] < 0 || due < f.dheads[slot]) {
+			f.dheads[slot] = due
+		}
+	}
+	for i := range f.dheads {
+		if f.heads[i].known && f.delayedDue(i, nowMs) {
+			f.heads[i] = slotHead{}
+		}
+	}
+}
+
+func (f *fetcher) timeBased() bool { return f.c.topic.Type().TimeBased() }
+
+func (f *fetcher) start(ctx context.Context, wg *sync.WaitGroup) {
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		f.run(ctx)
+	}()
+}
+
+func (f *fetcher) run(ctx context.Context) {
+	c := f.c
+	timer := time.NewTimer(maxIdle)
+	defer timer.Stop()
+	f.lookFirst(ctx)
+	for ctx.Err() == nil {
+		// The waker re-reads the pause state on a resubscription itself
+		// (recheckPaused), before it signals.
+		f.applyWakes()
+		wait := maxIdle
+		// Set before the capacity is read, so a delivery that ends after
+		// the read wakes this loop.
+		c.wantRelease.Store(true)
+		free := c.freeCapacity()
+		ahead := f.ahead
+		// A paused topic (Inspector.Pause) fetches nothing; the resume
+		// arrives as a wake-up.
+		if free > 0 && !c.paused.Load() {
+			nowMs := c.clock.now().UnixMilli()
+			f.applyDelayed(nowMs)
+			if unknown := f.unknownSlots(); len(unknown) > 0 {
+				f.fetch(ctx, unknownReqs(unknown), 0)
+				continue
+			}
+			// What is due goes first, with all the free capacity, as
+			// without a lookahead. Then messages due within it are taken,
+			// to be held; held ones leave a handler free (heldRoom) for a
+			// message due before them that arrives later, and once that
+			// budget is spent only what is due is fetched.
+			if ahead > 0 {
+				if f.anyDue(nowMs) {
+					ahead = 0
+				} else if room := c.heldRoom(); room <= 0 {
+					ahead = 0
+				} else {
+					free = min(free, room)
+				}
+			}
+			if reqs := f.plan(ctx, nowMs, free, ahead); len(reqs) > 0 {
+				moved := f.fetch(ctx, reqs, free)
+				if c.merged {
+					f.observeYield(moved, free, len(reqs))
+				}
+				continue
+			}
+			if at := f.earliest(); at != never {
+				// Sleep by the best estimate of Redis's clock there is,
+				// read once more when it is loose and the due time near.
+				at -= ahead
+				c.syncClock()
+				if d := c.clock.untilMs(at); d > 0 && d < probeHorizon && c.hub.calls.probeClock(ctx) {
+					c.syncClock()
+				}
+				wait = min(wait, max(c.clock.untilMs(at), 0))
+			}
+		}
+		if _, all := c.own.(*allSlots); all && free > 0 && ahead == f.ahead {
+			// Nothing is due and capacity is free: more capacity changes
+			// nothing until a due time or a wake-up (no per-slot limit).
+			// (With the held budget spent, a message handed over or
+			// dropped lets the lookahead go on: that wakes this loop.)
+			c.wantRelease.Store(false)
+		}
+		timer.Reset(wait)
+		select {
+		case <-ctx.Done():
+		case <-c.waker.signal:
+		case <-c.released:
+		case <-timer.C:
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+	}
+}
+
+// applyWakes folds wake-ups into the heads; it reports a resubscription
+// (every head was reset).
+func (f *fetcher) applyWakes() bool {
+	all, pending := f.c.waker.take()
+	if all {
+		for i := range f.heads {
+			f.heads[i] = slotHead{}
+		}
+		for i := range f.dheads {
+			f.dheads[i] = -3
+		}
+		return true
+	}
+	for slot, score := range pending {
+		if slot < 0 || slot >= len(f.heads) {
+			continue
+		}
+		h := &f.heads[slot]
+		switch {
+		case score < 0 || !h.known:
+			*h = slotHead{}
+		case h.empty:
+			*h = slotHead{known: true, score: score}
+		case f.c.betterScore(score, h.score):
+			h.score = score
+		}
+		h.recheck = 0
+	}
+	return false
+}
+
+func (f *fetcher) unknownSlots() []int {
+	var out []int
+	for i, h := range f.heads {
+		if !h.known && f.c.slotFree(i) > 0 {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+func unknownReqs(slots []int) []fetchReq {
+	reqs := make([]fetchReq, len(slots))
+	for i, s := range slots {
+		reqs[i] = fetchReq{slot: s}
+	}
+	return reqs
+}
+
+// anyDue reports whether some slot can be fetched at nowMs.
+func (f *fetcher) anyDue(nowMs int64) bool {
+	for i := range f.heads {
+		if f.readyAt(i) <= nowMs && f.c.slotFree(i) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// readyAt returns the Redis ms from which slot i can be fetched.
+func (f *fetcher) readyAt(i int) int64 {
+	h := f.heads[i]
+	switch {
+	case !h.known:
+		return 0
+	case h.empty:
+		if h.recheck > 0 {
+			return h.recheck
+		}
+		return never
+	case f.timeBased():
+		return max(int64(math.Ceil(h.score)), h.recheck)
+	default:
+		return h.recheck
+	}
+}
+
+// dueSlots lists the slots that can be fetched now, best head first.
+func (f *fetcher) dueSlots(nowMs int64) []int {
+	var due []int
+	for i := range f.heads {
+		if f.readyAt(i) <= nowMs && f.c.slotFree(i) > 0 {
+			due = append(due, i)
+		}
+	}
+	sort.Slice(due, func(i, j int) bool { return f.betterHead(due[i], due[j]) })
+	return due
+}
+
+func (f *fetcher) betterHead(a, b int) bool {
+	ha, hb := f.heads[a], f.heads[b]
+	if ha.empty != hb.empty {
+		return hb.empty
+	}
+	if ha.score != hb.score {
+		return f.c.betterScore(ha.score, hb.score)
+	}
+	return f.tieFirst(a, b)
+}
+
+// tieFirst orders slots a and b whose scores tie: the first one at or
+// after f.turn in slot order goes first.
+func (f *fetcher) tieFirst(a, b int) bool {
+	n := len(f.heads)
+	return (a-f.turn+n)%n < (b-f.turn+n)%n
+}
+
+// planOne fetches from the slot with the best due head, bounded by the
+// next-best head, so messages leave the topic in order across slots.
+func (f *fetcher) planOne(due []int, free int) []fetchReq {
+	best := due[0]
+	req := fetchReq{slot: best, n: min(free, f.c.slotFree(best))}
+	for _, s := range due[1:] {
+		if !f.heads[s].empty {
+			req.bound = formatScore(f.heads[s].score)
+			break
+		}
+	}
+	return []fetchReq{req}
+}
+
+func formatScore(x float64) string { return strconv.FormatFloat(x, 'f', -1, 64) }
+
+func (f *fetcher) earliest() int64 {
+	e := int64(never)
+	for i := range f.heads {
+		if f.c.slotFree(i) > 0 {
+			e = min(e, f.readyAt(i))
+			if f.dheads != nil && f.dheads[i] >= 0 {
+				e = min(e, int64(math.Ceil(f.dheads[i])))
+			}
+		}
+	}
+	return e
+}
+
+// observeYield folds one merged fetch into f.yield: it moved moved of the
+// wanted messages from named slots. A fetch that got fewer than it wanted
+// measured how much the slots held (due, or within the bound); one that got
+// all it wanted says only that they held at least that much, so it counts
+// double and the next fetch names fewer slots.
+func (f *fetcher) observeYield(moved, wanted, named int) {
+	y := float64(moved) / float64(named)
+	if moved >= wanted {
+		y *= 2
+	}
+	if f.yield == 0 {
+		f.yield = max(y, 0.1)
+		return
+	}
+	f.yield = max(0.7*f.yield+0.3*y, 0.1)
+}
+
+// fetch runs reqs and returns how many messages it moved.
+func (f *fetcher) fetch(ctx context.Context, reqs []fetchReq, total int) (moved int) {
+	c := f.c
+	if f.dheads != nil {
+		nowMs := c.clock.now().UnixMilli()
+		for i := range reqs {
+			reqs[i].checkDelayed = f.delayedDue(reqs[i].slot, nowMs)
+		}
+	}
+	results := c.fetch(ctx, reqs, total)
+	failed, missed := false, false
+	for _, r := range results {
+		if r.skipped {
+			continue
+		}
+		if scripts.IsFenced(r.err) {
+			c.fenced(r.slot, r.epoch, "fetch")
+			continue
+		}
+		if r.err != nil && len(r.msgs) == 0 {
+			failed = true
+			continue
+		}
+		f.dispatchOrHold(r.msgs, r.nowUs)
+		moved += len(r.msgs)
+		if len(r.msgs) == 0 && f.heads[r.slot].known && !f.heads[r.slot].empty {
+			missed = true
+		}
+		f.heads[r.slot] = f.headOf(r)
+		if f.dheads != nil && r.delayedHead != -3 {
+			f.dheads[r.slot] = r.delayedHead
+		}
+	}
+	if moved > 0 {
+		c.hub.leases.leased(c, time.Now().Add(c.cfg.prepareTimeout))
+	}
+	if missed || failed {
+		// A head this fetcher believed due was gone: another consumer
+		// leased it, and no wake-up tells of that; or the fetch failed,
+		// maybe after Redis moved messages whose reply was lost. The
+		// sweeper looks at the topic, in case those leases run out.
+		c.hub.leases.heard(c)
+	}
+	if !failed {
+		f.errWait = 0
+		return moved
+	}
+	if ctx.Err() != nil {
+		return moved
+	}
+	// Redis is unreachable or failing: back off; the slots stay as they were.
+	f.errWait = nextBackoff(f.errWait)
+	for _, r := range results {
+		if r.err != nil {
+			c.log.WarnContext(ctx, "rmq: fetch failed", "slot", r.slot, "err", r.err, "retry_in", f.errWait)
+			break
+		}
+	}
+	t := time.NewTimer(f.errWait)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	case <-c.waker.signal:
+		// A wake-up (a resubscription after a failover, say) means Redis
+		// answers again: try now rather than sleep out the backoff.
+	}
+	return moved
+}
+
+// dispatchOrHold starts the messages that were due when the fetch ran
+// (Redis's clock nowUs) and hands the others, taken ahead of their instant,
+// to the hub's holder.
+func (f *fetcher) dispatchOrHold(msgs []*consumer.Message, nowUs int64) {
+	if f.ahead == 0 {
+		f.c.dispatch(msgs)
+		return
+	}
+	var held []*consumer.Message
+	for _, m := range msgs {
+		if m.DueAt.UnixMilli()*1000 > nowUs {
+			held = append(held, m)
+		} else {
+			f.c.dispatchOne(m)
+		}
+	}
+	if len(held) > 0 {
+		f.c.holdAll(held)
+	}
+}
+
+// nextBackoff is the wait after a failed call to Redis that followed a
+// wait of d: 50 ms, doubling up to 5 s.
+func nextBackoff(d time.Duration) time.Duration {
+	return min(max(d*2, 50*time.Millisecond), 5*time.Second)
+}
+
+func (f *fetcher) headOf(r fetchResult) slotHead {
+	switch {
+	case r.head == -1:
+		return slotHead{known: true, empty: true}
+	case r.head == -2:
+		return slotHead{known: true, empty: true, recheck: r.nowUs/1000 + blockedRecheck.Milliseconds()}
+	}
+	return slotHead{known: true, score: r.head}
+}

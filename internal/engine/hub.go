@@ -1,0 +1,121 @@
+package engine
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/rmq-go/rmq/consumer"
+	"github.com/rmq-go/rmq/internal/groupcommit"
+	"github.com/rmq-go/rmq/slots"
+)
+
+// The engines of one client share a hub (issue 15: cost follows work, not
+// the number of topics). What every topic used to own on its own, the hub
+// does once for all of them:
+//   - wake-ups: one subscription per client (per master on a cluster) for
+//     every slot channel of every topic (hub_wake.go);
+//   - leases: one sweeper, woken by the earliest lease deadline it knows,
+//     and one lease keeper for every delivery in flight (hub_leases.go);
+//   - calls: fetches of different topics that are ready at once
+//     group-committed into shared script calls (hub_calls.go), acks
+//     likewise (hub_acks.go), and the first look of starting fetchers
+//     (hub_looks.go);
+//   - holding: messages taken shortly before their instant wait in one
+//     queue and are handed over together at it (hub_hold.go).
+//
+// rmq.Client makes one with NewHub, its engines with Hub.New, and closes
+// the hub after its engines. The hub's goroutines start with its first
+// engine's Start and end in Close, in the start(ctx, wg) style of
+// internal/lifecycle.
+
+// HubConfig is the client-scope part of what the hub's engines run with:
+// set once for every topic of a client (rmq.Option), so no topic option
+// can contradict it.
+type HubConfig struct {
+	// Prefix is the Redis key prefix of every topic.
+	Prefix string
+	// Logger logs for every engine; nil: discard.
+	Logger *slog.Logger
+	// Observer is told of every delivery; nil: none.
+	Observer Observer
+	// Middleware wraps every pushed listener, the first outermost.
+	Middleware []consumer.Middleware
+}
+
+// Hub is what the engines of one client share.
+type Hub struct {
+	rdb redis.UniversalClient
+	cfg HubConfig
+
+	mu      sync.Mutex
+	started bool
+	closed  bool
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+
+	wake   *wakeHub
+	leases *leaseHub
+	calls  *callMux
+	acks   *ackMux
+	looks  *groupcommit.Group[*lookReq] // fetchers' first look (hub_looks.go)
+	hold   *holder                      // messages taken ahead of their instant (hub_hold.go)
+}
+
+// NewHub returns a hub on rdb; its goroutines start with the first Start
+// of one of its engines.
+func NewHub(rdb redis.UniversalClient, cfg HubConfig) *Hub {
+	if cfg.Prefix == "" {
+		cfg.Prefix = slots.DefaultPrefix
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Observer == nil {
+		cfg.Observer = nopObserver{}
+	}
+	h := &Hub{rdb: rdb, cfg: cfg}
+	h.ctx, h.cancel = context.WithCancel(context.Background())
+	h.wake = newWakeHub(h)
+	h.leases = newLeaseHub(h)
+	h.calls = newCallMux(h)
+	h.acks = newAckMux(h)
+	h.looks = newLooks(rdb)
+	h.hold = newHolder(h)
+	return h
+}
+
+// use starts the hub's goroutines on first use; it fails once the hub is
+// closed.
+func (h *Hub) use(ctx context.Context) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return errHubClosed
+	}
+	if h.started {
+		return nil
+	}
+	if err := h.wake.start(ctx, h.ctx, &h.wg); err != nil {
+		return err
+	}
+	h.leases.start(h.ctx, &h.wg)
+	h.calls.start(h.ctx, &h.wg)
+	h.acks.start(h.ctx, &h.wg)
+	h.hold.start(h.ctx, &h.wg)
+	h.started = true
+	return nil
+}
+
+// Close stops the hub's goroutines and returns once they ended. The
+// engines using it are closed before (rmq.Client.Close does that).
+func (h *Hub) Close() {
+	h.mu.Lock()
+	h.closed = true
+	h.mu.Unlock()
+	h.cancel()
+	h.wg.Wait()
+}

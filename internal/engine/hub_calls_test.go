@@ -1,0 +1,255 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rmq-go/rmq/consumer"
+	"github.com/rmq-go/rmq/internal/redistest"
+	"github.com/rmq-go/rmq/internal/scripts"
+	"github.com/rmq-go/rmq/producer"
+	"github.com/rmq-go/rmq/slots"
+	"github.com/rmq-go/rmq/topic"
+)
+
+// muxTopic is one topic of TestFetchesOfTopicsMerge and what its listener
+// saw.
+type muxTopic struct {
+	tp   topic.Topic
+	conc int
+	sent []string // in consume order
+
+	running, most atomic.Int64
+	mu            sync.Mutex
+	got           []string
+	foreign       []string
+	all           chan struct{}
+}
+
+func (mt *muxTopic) OnMessage(ctx context.Context, m *consumer.Message) error {
+	n := mt.running.Add(1)
+	defer mt.running.Add(-1)
+	for {
+		old := mt.most.Load()
+		if n <= old || mt.most.CompareAndSwap(old, n) {
+			break
+		}
+	}
+	if mt.conc > 1 {
+		// Long enough for the others to start: the limit is tested.
+		time.Sleep(20 * time.Millisecond)
+	}
+	mt.mu.Lock()
+	defer mt.mu.Unlock()
+	if m.Topic != mt.tp.Name() {
+		mt.foreign = append(mt.foreign, m.Topic+"/"+m.ID)
+	}
+	mt.got = append(mt.got, m.ID)
+	if len(mt.got) == len(mt.sent) {
+		close(mt.all)
+	}
+	return nil
+}
+
+// Topics of every type, slot count and concurrency on one client, with
+// messages coming due at one instant across them: their fetches go to Redis
+// merged (fewer rounds than fetches, rounds of several), and each topic
+// still receives exactly its messages, in order where its concurrency is
+// one, never more at once than its concurrency.
+func TestFetchesOfTopicsMerge(t *testing.T) {
+	srv := redistest.Shared(t)
+	rdb := redistest.Client(t, srv)
+	prefix := redistest.Prefix(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	h := newHub(t, rdb, prefix)
+	var biggest atomic.Int64
+	h.calls.roundHook = func(n int) {
+		for {
+			old := biggest.Load()
+			if int64(n) <= old || biggest.CompareAndSwap(old, int64(n)) {
+				return
+			}
+		}
+	}
+
+	types := []topic.Type{topic.FixedTime, topic.Priority, topic.RangeMerge}
+	slotCounts := []int{1, 2, 4, 16}
+	const topics, perTopic = 24, 6
+	p := newProducer(rdb, prefix)
+	due := time.Now().Add(1500 * time.Millisecond)
+	var mts []*muxTopic
+	var engines []*Engine
+	for i := range topics {
+		mt := &muxTopic{tp: topic.MustNew(fmt.Sprintf("mux%02d", i), types[i%3], slotCounts[i%4]), conc: 1 + 2*(i%2), all: make(chan struct{})}
+		opts := []consumer.Option{consumer.WithConcurrency(mt.conc)}
+		if i%4 == 3 {
+			opts = append(opts, consumer.WithPrefetch(2))
+		}
+		e, err := h.newEngine(mt.tp, mt, opts...)
+		require.NoError(t, err)
+		require.NoError(t, e.Start(ctx))
+		engines = append(engines, e)
+		mts = append(mts, mt)
+	}
+	defer func() {
+		for _, e := range engines {
+			require.NoError(t, e.Close(ctx))
+		}
+	}()
+	// Every message of a topic comes due at the wave's instant or just
+	// after, in the order of sent; priority ones are due at once, highest
+	// first.
+	for j := range perTopic {
+		for _, mt := range mts {
+			id := fmt.Sprintf("%s-%d", mt.tp.Name(), j)
+			mt.sent = append(mt.sent, id)
+			var err error
+			switch mt.tp.Type() {
+			case topic.FixedTime:
+				_, err = p.SendFixedTime(ctx, mt.tp, []byte(id), due.Add(time.Duration(j)*time.Millisecond), producer.WithKey(id))
+			case topic.Priority:
+				_, err = p.SendPriority(ctx, mt.tp, []byte(id), int64(100-j), producer.WithKey(id), producer.WithNotBefore(due))
+			case topic.RangeMerge:
+				_, err = p.SendRangeMerge(ctx, mt.tp, []byte(id), time.Until(due)+time.Duration(10*j)*time.Millisecond, producer.WithKey(id))
+			}
+			require.NoError(t, err)
+		}
+	}
+	roundsBefore, fetchesBefore := h.calls.rounds.Load(), h.calls.fetches.Load()
+	for _, mt := range mts {
+		select {
+		case <-mt.all:
+		case <-ctx.Done():
+			t.Fatalf("%s: got %d of %d", mt.tp.Name(), len(mt.got), len(mt.sent))
+		}
+	}
+	rounds, fetches := h.calls.rounds.Load()-roundsBefore, h.calls.fetches.Load()-fetchesBefore
+	t.Logf("wave: %d fetches in %d rounds, the largest round %d", fetches, rounds, biggest.Load())
+	assert.Less(t, rounds, fetches, "fetches merged into fewer rounds")
+	assert.GreaterOrEqual(t, biggest.Load(), int64(4), "a round carried several topics' fetches")
+	for _, mt := range mts {
+		mt.mu.Lock()
+		name := fmt.Sprintf("%s (%s, %d slots, concurrency %d)", mt.tp.Name(), mt.tp.Type(), mt.tp.SlotAmount(), mt.conc)
+		assert.Empty(t, mt.foreign, "%s: other topics' messages", name)
+		if mt.conc == 1 {
+			assert.Equal(t, mt.sent, mt.got, "%s: order", name)
+		} else {
+			assert.ElementsMatch(t, mt.sent, mt.got, "%s: each once", name)
+		}
+		assert.LessOrEqual(t, mt.most.Load(), int64(mt.conc), "%s: concurrency", name)
+		mt.mu.Unlock()
+	}
+}
+
+// A fetch whose caller gives up before a round took it never runs: nothing
+// is moved to prepare for a fetcher that is gone. The others of its queue
+// still run, and one whose caller gives up once its round runs gets what
+// the round moved.
+func TestMuxDropsAbandonedFetch(t *testing.T) {
+	srv := redistest.Shared(t)
+	rdb := redistest.Client(t, srv)
+	prefix := redistest.Prefix(t)
+	ctx := context.Background()
+	h := newHub(t, rdb, prefix)
+	gate := make(chan struct{})
+	h.calls.roundHook = func(int) { <-gate }
+
+	tp := topic.MustNew("drop", topic.FixedTime, 4)
+	p := newProducer(rdb, prefix)
+	var calls []scripts.FetchCall
+	for s := range 4 {
+		k := slots.KeysFor(prefix, tp, s)
+		calls = append(calls, scripts.FetchCall{TimeBased: true, N: 5, LeaseSec: 30, Window: 8,
+			Groups: []scripts.FetchGroup{{Store: k.Store, Prepare: k.Prepare, Msg: k.Msg, Max: 5}}})
+	}
+	for i := 0; i < 200; i++ {
+		_, err := p.SendFixedTime(ctx, tp, []byte(fmt.Sprint("m", i)), time.Now().Add(-time.Second))
+		require.NoError(t, err)
+	}
+	type result struct {
+		reply scripts.FetchReply
+		err   error
+	}
+	res := make([]chan result, 4)
+	run := func(i int, ctx context.Context) {
+		res[i] = make(chan result, 1)
+		go func() {
+			r, _, _, err := h.calls.fetch(ctx, calls[i])
+			res[i] <- result{r, err}
+		}()
+	}
+	queued := func(n int) {
+		require.Eventually(t, func() bool {
+			h.calls.mu.Lock()
+			defer h.calls.mu.Unlock()
+			return len(h.calls.q) == n
+		}, 5*time.Second, time.Millisecond)
+	}
+	// Two rounds in flight, held at the gate; two fetches queue behind them.
+	// The first one's caller gives up while its round runs: it still gets
+	// what its round moved.
+	late, lateGiveUp := context.WithCancel(ctx)
+	run(0, late)
+	run(1, ctx)
+	require.Eventually(t, func() bool { return h.calls.rounds.Load() == 2 }, 5*time.Second, time.Millisecond)
+	lateGiveUp()
+	gone, giveUp := context.WithCancel(ctx)
+	run(2, gone)
+	queued(1)
+	run(3, ctx)
+	queued(2)
+	giveUp()
+	r := <-res[2]
+	require.ErrorIs(t, r.err, context.Canceled)
+	queued(1)
+	close(gate)
+	for _, i := range []int{0, 1, 3} {
+		r := <-res[i]
+		require.NoError(t, r.err)
+		require.Len(t, r.reply.Heads, 1)
+	}
+	assert.EqualValues(t, 3, h.calls.rounds.Load(), "rounds")
+	assert.EqualValues(t, 3, h.calls.fetches.Load(), "the abandoned fetch never ran")
+	k := slots.KeysFor(prefix, tp, 2)
+	n, err := rdb.ZCard(ctx, k.Prepare).Result()
+	require.NoError(t, err)
+	assert.Zero(t, n, "nothing moved to prepare for the abandoned fetch")
+}
+
+// The clock estimate is the best lower bound of Redis − local that the
+// replies tell, never above the truth while the clocks keep their pace;
+// a reply that contradicts it (a clock was set) starts it again.
+func TestRedisClockKeepsTightestLowerBound(t *testing.T) {
+	var k redisClock
+	base := time.Unix(1_800_000_000, 0)
+	const truth = 5_000 // µs: Redis runs 5 ms ahead
+	reply := func(sentAt, tookUs, execAtUs int64) int64 {
+		sent := base.Add(time.Duration(sentAt) * time.Microsecond)
+		received := sent.Add(time.Duration(tookUs) * time.Microsecond)
+		redisUs := sent.UnixMicro() + execAtUs + truth
+		return k.observe(redisUs, sent, received)
+	}
+	// A slow reply (a large fetch, read at its start): loose.
+	assert.EqualValues(t, truth-9_000, reply(0, 10_000, 1_000))
+	_, slack, ok := k.estimate()
+	require.True(t, ok)
+	assert.Equal(t, 10*time.Millisecond, slack)
+	// A quick one tightens it; a later slow one does not loosen it.
+	assert.EqualValues(t, truth-100, reply(50_000, 200, 100))
+	assert.EqualValues(t, truth-100, reply(90_000, 30_000, 0))
+	_, slack, _ = k.estimate()
+	assert.LessOrEqual(t, slack, 200*time.Microsecond)
+	// Redis's clock set back by a second: the next reply contradicts the
+	// estimate, which starts again from it.
+	sent := base.Add(time.Second)
+	got := k.observe(sent.UnixMicro()+truth-1_000_000+50, sent, sent.Add(100*time.Microsecond))
+	assert.EqualValues(t, truth-1_000_000-50, got)
+}

@@ -1,0 +1,442 @@
+package engine
+
+import (
+	"container/heap"
+	"context"
+	"sync"
+	"time"
+
+	"github.com/rmq-go/rmq/consumer"
+	"github.com/rmq-go/rmq/internal/scripts"
+	"github.com/rmq-go/rmq/topic"
+)
+
+// holder keeps the messages that lookahead fetches took shortly before
+// their instant (consumer.WithLookahead), for every topic of the client,
+// in one queue by due time, and hands them over at their instant. A wave
+// due at one instant across many topics is thus fetched before it, by the
+// topics' fetchers in the hub's shared rounds, and handed over by one
+// goroutine: one confirm.lua call per round for all of them (which also
+// makes sure each is still the client's and due by Redis's clock), then a
+// handler goroutine each. Only engines whose fetches go through the hub's
+// callMux take messages ahead (a single node, no fencing): the confirm
+// call names slots of many topics.
+//
+// A held message counts as busy in its engine from its fetch, within the
+// engine's held budget (heldRoom). It leaves
+// the queue in one of four ways: handed over (engine.awaitHandOver), dropped (a
+// remove, a re-send or a lost lease made it not the client's to deliver:
+// confirm.lua), given back to store (its topic is paused, or its engine
+// closes: release.lua, no attempt counted), or, when Redis stays away,
+// it stays queued and is confirmed once Redis answers (its lease may have
+// run out meanwhile: then confirm drops it and the sweeper's rollback
+// delivers it).
+type holder struct {
+	h *Hub
+
+	mu   sync.Mutex
+	q    heldQueue
+	seq  uint64
+	kick chan struct{} // a new earliest due time, or an engine waits in drop
+	// inRound counts each engine's messages in the round under way; drop
+	// waits for them (roundDone).
+	inRound   map[*Engine]int
+	roundDone *sync.Cond
+	// retryAt delays the next round after a failed one (errWait grows).
+	retryAt time.Time
+	errWait time.Duration
+}
+
+// heldRoundMax bounds the messages of one round, heldCallMax those of one
+// confirm call: a round's calls go at once, the first handed over while
+// Redis runs the next.
+const (
+	heldRoundMax = 1024
+	heldCallMax  = 128
+)
+
+// holdPrepare is how long before an instant the holder takes its messages
+// and builds their confirm calls, which are sent at the instant: building
+// the calls of a wave across 1,000 topics takes milliseconds.
+const holdPrepare = 10 * time.Millisecond
+
+type heldMsg struct {
+	c   *Engine
+	m   *consumer.Message
+	due int64 // ms (the store score the fetch took it from)
+	seq uint64
+	// ready is closed by the holder once it decided: deliver or not. Its
+	// handler goroutine waits for it (engine.awaitHandOver).
+	ready   chan struct{}
+	deliver bool
+}
+
+// decide tells x's waiting handler goroutine whether to deliver it.
+func (x *heldMsg) decide(deliver bool) {
+	x.deliver = deliver
+	close(x.ready)
+}
+
+// heldQueue is a min-heap by due time, then fetch order.
+type heldQueue []*heldMsg
+
+func (q heldQueue) Len() int { return len(q) }
+func (q heldQueue) Less(i, j int) bool {
+	if q[i].due != q[j].due {
+		return q[i].due < q[j].due
+	}
+	return q[i].seq < q[j].seq
+}
+func (q heldQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
+func (q *heldQueue) Push(x any)   { *q = append(*q, x.(*heldMsg)) }
+func (q *heldQueue) Pop() any {
+	old := *q
+	x := old[len(old)-1]
+	old[len(old)-1] = nil
+	*q = old[:len(old)-1]
+	return x
+}
+
+func newHolder(h *Hub) *holder {
+	k := &holder{h: h, kick: make(chan struct{}, 1), inRound: map[*Engine]int{}}
+	k.roundDone = sync.NewCond(&k.mu)
+	return k
+}
+
+func (k *holder) start(ctx context.Context, wg *sync.WaitGroup) {
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		k.run(ctx)
+	}()
+}
+
+// add queues xs (already counted as busy and held in their engine).
+func (k *holder) add(xs []*heldMsg) {
+	if len(xs) == 0 {
+		return
+	}
+	k.mu.Lock()
+	first := int64(never)
+	if len(k.q) > 0 {
+		first = k.q[0].due
+	}
+	for _, x := range xs {
+		k.seq++
+		x.seq = k.seq
+		heap.Push(&k.q, x)
+	}
+	earlier := k.q[0].due < first
+	k.mu.Unlock()
+	if earlier {
+		k.poke()
+	}
+}
+
+func (k *holder) poke() {
+	select {
+	case k.kick <- struct{}{}:
+	default:
+	}
+}
+
+// redisNowUs is the client's lower bound of Redis's clock (µs): handing
+// over by it is never early; confirm.lua checks again by Redis's own.
+func (k *holder) redisNowUs() int64 {
+	now := time.Now().UnixMicro()
+	if off, _, ok := k.h.calls.clock.estimate(); ok {
+		return now + off
+	}
+	return now
+}
+
+func (k *holder) run(ctx context.Context) {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for ctx.Err() == nil {
+		k.mu.Lock()
+		wait := time.Hour
+		var batch []*heldMsg
+		if len(k.q) > 0 {
+			nowUs := k.redisNowUs()
+			wait = time.Duration(k.q[0].due*1000-nowUs) * time.Microsecond
+			if d := time.Until(k.retryAt); d > 0 {
+				wait = max(wait, d)
+			}
+			if wait <= holdPrepare {
+				// The messages of the earliest due ms (all that are past it
+				// when late): their calls are built before the instant.
+				limit := max(k.q[0].due, nowUs/1000)
+				for len(k.q) > 0 && k.q[0].due <= limit && len(batch) < heldRoundMax {
+					x := heap.Pop(&k.q).(*heldMsg)
+					k.inRound[x.c]++
+					batch = append(batch, x)
+				}
+			}
+		}
+		k.mu.Unlock()
+		if len(batch) > 0 {
+			k.round(ctx, batch)
+			continue
+		}
+		timer.Reset(wait - holdPrepare)
+		select {
+		case <-ctx.Done():
+		case <-k.kick:
+		case <-timer.C:
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+	}
+}
+
+// round confirms batch and hands over what is the client's to deliver
+// (handOver gives back the messages of paused topics).
+func (k *holder) round(ctx context.Context, batch []*heldMsg) {
+	again := k.confirm(ctx, batch)
+	k.mu.Lock()
+	for _, x := range again {
+		heap.Push(&k.q, x)
+	}
+	for _, x := range batch {
+		if k.inRound[x.c]--; k.inRound[x.c] <= 0 {
+			delete(k.inRound, x.c)
+		}
+	}
+	k.roundDone.Broadcast()
+	k.mu.Unlock()
+}
+
+// confirm runs confirm.lua over batch, hands over what it may deliver,
+// drops what it may not, and returns what is to be held on (not due by
+// Redis's clock, or its call failed). The batch goes in calls of at most
+// heldCallMax, all sent at once: each is handed over as its reply arrives
+// while Redis runs the next.
+func (k *holder) confirm(ctx context.Context, batch []*heldMsg) (again []*heldMsg) {
+	type call struct {
+		order          []*heldMsg
+		keys           []string
+		args           []any
+		vals           []any
+		err            error
+		sent, received time.Time
+	}
+	var calls []*call
+	last := int64(0)
+	for _, x := range batch {
+		last = max(last, x.due)
+	}
+	for len(batch) > 0 {
+		n := min(len(batch), heldCallMax)
+		groups, order := heldGroups(batch[:n])
+		batch = batch[n:]
+		keys, args := scripts.HeldArgs(order[0].c.wakeCmd, groups)
+		calls = append(calls, &call{order: order, keys: keys, args: args})
+	}
+	// Sent at the instant (by the lower bound of Redis's clock): confirm
+	// would only answer "not yet" before it.
+	k.h.calls.probeClock(ctx)
+	k.sleepUntil(ctx, last)
+	// From the instant until the calls are handed over, acks wait
+	// (callMux.waitQueued): the listeners' start is what lateness waits
+	// for.
+	k.h.calls.holdRound(true)
+	defer k.h.calls.holdRound(false)
+	// Each call is handed over as its reply arrives, in any order.
+	done := make(chan *call, len(calls))
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for _, cl := range calls {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { done <- cl }()
+			cl.sent = time.Now()
+			cl.vals, cl.err = scripts.Confirm.Run(ctx, k.h.rdb, cl.keys, cl.args...).Slice()
+			cl.received = time.Now()
+		}()
+	}
+	for range calls {
+		cl := <-done
+		var reply scripts.ConfirmReply
+		err := cl.err
+		if err == nil {
+			reply, err = scripts.ParseConfirmReply(cl.vals, len(cl.order))
+		}
+		if err != nil {
+			if ctx.Err() == nil {
+				k.failed(err, cl.order[0].c)
+			}
+			again = append(again, cl.order...)
+			continue
+		}
+		k.mu.Lock()
+		k.errWait = 0
+		k.mu.Unlock()
+		k.h.calls.clock.observe(reply.NowUs, cl.sent, cl.received)
+		again = append(again, k.handOver(ctx, cl.order, reply)...)
+	}
+	return again
+}
+
+// sleepUntil returns once Redis's clock (its lower bound here) reached
+// dueMs, or ctx ended.
+func (k *holder) sleepUntil(ctx context.Context, dueMs int64) {
+	d := time.Duration(dueMs*1000-k.redisNowUs()) * time.Microsecond
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// handOver acts on one confirm reply for order: starts what it may
+// deliver, drops what it may not, and returns what is to be held on.
+func (k *holder) handOver(ctx context.Context, order []*heldMsg, reply scripts.ConfirmReply) (again []*heldMsg) {
+	merged := 0
+	dropped := map[*Engine]int{}
+	var back []*heldMsg
+	for i, x := range order {
+		switch reply.Codes[i] {
+		case scripts.HeldDeliver, scripts.HeldMerged:
+			if reply.Codes[i] == scripts.HeldMerged {
+				x.c.mergeInto(x.m, reply.Envelopes[merged])
+				x.m.Token = reply.Tokens[merged]
+				merged++
+			}
+			if x.c.paused.Load() {
+				// A paused topic's messages are given back, confirmed (so
+				// a merge is kept), not handed over.
+				back = append(back, x)
+				continue
+			}
+			x.decide(true)
+		case scripts.HeldNotYet:
+			again = append(again, x)
+		default: // HeldGone, HeldSuperseded
+			dropped[x.c]++
+			x.decide(false)
+		}
+	}
+	for c, n := range dropped {
+		c.unhold(n)
+		c.log.Debug("rmq: held messages not delivered (removed, replaced or their lease lost)", "count", n)
+	}
+	if len(back) > 0 {
+		k.release(ctx, back)
+	}
+	return again
+}
+
+// failed notes a failed confirm: the next round waits, growing as the
+// failures go on (Redis is unreachable or failing).
+func (k *holder) failed(err error, c *Engine) {
+	k.mu.Lock()
+	k.errWait = nextBackoff(k.errWait)
+	k.retryAt = time.Now().Add(k.errWait)
+	wait := k.errWait
+	k.mu.Unlock()
+	c.log.Warn("rmq: confirm held messages failed", "err", err, "retry_in", wait)
+}
+
+// release gives batch back to store (release.lua), no attempt counted,
+// and frees their engines' capacity. A failed call leaves them in prepare
+// until their lease runs out; the sweeper then rolls them back.
+func (k *holder) release(ctx context.Context, batch []*heldMsg) {
+	for len(batch) > 0 {
+		n := min(len(batch), heldRoundMax)
+		part := batch[:n]
+		batch = batch[n:]
+		groups, _ := heldGroups(part)
+		keys, args := scripts.HeldArgs(part[0].c.wakeCmd, groups)
+		if err := scripts.Release.Run(ctx, k.h.rdb, keys, args...).Err(); err != nil {
+			part[0].c.log.Error("rmq: give held messages back to store", "count", n, "err", err)
+		}
+		counts := map[*Engine]int{}
+		for _, x := range part {
+			counts[x.c]++
+			x.decide(false)
+		}
+		for c, n := range counts {
+			c.unhold(n)
+		}
+	}
+}
+
+// drop takes c's messages out of the queue, once the round under way (if
+// it holds some of them) has handed them over or back, and gives them back
+// to store: c is closing. No message of c is handed over after it returns.
+func (k *holder) drop(ctx context.Context, c *Engine) {
+	k.mu.Lock()
+	for k.inRound[c] > 0 {
+		k.roundDone.Wait()
+	}
+	var mine []*heldMsg
+	kept := k.q[:0]
+	for _, x := range k.q {
+		if x.c == c {
+			mine = append(mine, x)
+		} else {
+			kept = append(kept, x)
+		}
+	}
+	for i := len(kept); i < len(k.q); i++ {
+		k.q[i] = nil
+	}
+	k.q = kept
+	heap.Init(&k.q)
+	k.mu.Unlock()
+	if len(mine) > 0 {
+		k.release(ctx, mine)
+	}
+}
+
+// heldGroups groups batch by engine and slot into confirm.lua / release.lua
+// groups; order lists the messages in the order of the call's items.
+func heldGroups(batch []*heldMsg) (groups []scripts.HeldGroup, order []*heldMsg) {
+	type gk struct {
+		c    *Engine
+		slot int
+	}
+	index := map[gk]int{}
+	var members [][]*heldMsg
+	for _, x := range batch {
+		key := gk{x.c, x.m.Slot}
+		i, ok := index[key]
+		if !ok {
+			i = len(groups)
+			index[key] = i
+			k := x.c.keys[x.m.Slot]
+			groups = append(groups, scripts.HeldGroup{Store: k.Store, Prepare: k.Prepare, Msg: k.Msg, Wake: k.Wake, Merges: x.c.topic.Type() == topic.RangeMerge})
+			members = append(members, nil)
+		}
+		groups[i].Items = append(groups[i].Items, scripts.HeldItem{ID: x.m.ID, Token: x.m.Token, Score: x.due})
+		members[i] = append(members[i], x)
+	}
+	for _, ms := range members {
+		order = append(order, ms...)
+	}
+	return groups, order
+}
+
+// mergeInto takes a range-merge repeat that merged into held message m
+// (confirm.lua): the repeat's body and options, as a repeat merging into a
+// waiting message gives; m keeps its due time and history. An envelope
+// that cannot be read leaves m as it was.
+func (c *Engine) mergeInto(m *consumer.Message, envelope string) {
+	env, err := scripts.DecodeEnvelope([]byte(envelope))
+	if err != nil {
+		c.log.Warn("rmq: merged repeat's envelope", "id", m.ID, "err", err)
+		return
+	}
+	m.Body = env.Body
+	applyJobFields(m, env)
+}

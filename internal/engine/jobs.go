@@ -1,0 +1,156 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/rmq-go/rmq/consumer"
+	"github.com/rmq-go/rmq/internal/scripts"
+	"github.com/rmq-go/rmq/internal/topicstore"
+	"github.com/rmq-go/rmq/slots"
+	"github.com/rmq-go/rmq/topic"
+)
+
+// applyJobFields copies the per-message options of env into m.
+func applyJobFields(m *consumer.Message, env scripts.Envelope) {
+	o := env.Options
+	m.Headers = o.Headers
+	m.MaxRetries = -1
+	if o.HasMaxRetries {
+		m.MaxRetries = o.MaxRetries
+	}
+	if o.ExpiresAtMs > 0 {
+		m.ExpiresAt = time.UnixMilli(o.ExpiresAtMs)
+	}
+	m.Timeout = time.Duration(o.TimeoutMs) * time.Millisecond
+}
+
+// Wake payloads besides a score: a delayed entry's due time ('d' and the
+// ms), and a topic paused or resumed (Inspector.Pause, Resume).
+const (
+	wakeScore = iota
+	wakeDelayed
+	wakePause
+	wakeResume
+	wakeUnknown
+)
+
+// parseWake reads a wake channel payload.
+func parseWake(p string) (kind int, score float64) {
+	switch {
+	case p == "p":
+		return wakePause, 0
+	case p == "r":
+		return wakeResume, 0
+	case len(p) > 1 && p[0] == 'd':
+		f, err := strconv.ParseFloat(p[1:], 64)
+		if err != nil {
+			return wakeUnknown, -1
+		}
+		return wakeDelayed, f
+	}
+	f, err := strconv.ParseFloat(p, 64)
+	if err != nil {
+		return wakeUnknown, -1
+	}
+	return wakeScore, f
+}
+
+// logOutcome logs the end of a delivery at the level it deserves: a
+// dead-lettering at Warn, a panic at Error with the stack, other handler
+// errors at Debug (they are retried, and a busy topic would flood the log).
+func logOutcome(ctx context.Context, log *slog.Logger, m *consumer.Message, outcome consumer.Outcome, err error) {
+	if err == nil {
+		return
+	}
+	var p *consumer.PanicError
+	switch {
+	case errors.As(err, &p):
+		log.ErrorContext(ctx, "rmq: handler panic", "id", m.ID, "slot", m.Slot, "attempt", m.Attempt, "outcome", outcome.String(), "panic", p.Value, "stack", string(p.Stack))
+	case outcome == consumer.Dead:
+		log.WarnContext(ctx, "rmq: message moved to the dead queue", "id", m.ID, "slot", m.Slot, "attempts", m.Attempt, "last_error", err.Error())
+	default:
+		log.DebugContext(ctx, "rmq: handler failed", "id", m.ID, "slot", m.Slot, "attempt", m.Attempt, "outcome", outcome.String(), "err", err.Error())
+	}
+}
+
+// readPausedTopics reads the paused hash of a key prefix (Inspector.Pause
+// writes it): the names of its paused topics. One read serves every topic
+// of the prefix (the hub's pauser, hub_wake.go).
+func readPausedTopics(ctx context.Context, rdb redis.UniversalClient, prefix string) (map[string]string, error) {
+	m, err := rdb.HGetAll(ctx, slots.PausedKey(prefix)).Result()
+	if err != nil {
+		return nil, fmt.Errorf("rmq: read the pause state of prefix %s: %w", prefix, err)
+	}
+	return m, nil
+}
+
+// defineAndReadPaused stores or checks the topic's definition and reads its
+// pause state, in one round trip shared with the engines that start at the
+// same time (wakeHub.starts). Called once the wake channels are
+// subscribed: a pause published from now on is heard, and one published
+// before is read here.
+func (c *Engine) defineAndReadPaused(ctx context.Context) error {
+	if c.topic.IsZero() {
+		return fmt.Errorf("%w: zero Topic", topic.ErrInvalidName)
+	}
+	r := &startRead{c: c, seq: c.hub.wake.pauses.nextSeq()}
+	if err := c.hub.wake.starts.Do(ctx, r); err != nil {
+		return fmt.Errorf("rmq: start %s: %w", c.topic.Name(), err)
+	}
+	if r.check == nil {
+		return fmt.Errorf("rmq: start %s: %w", c.topic.Name(), r.err)
+	}
+	if err := r.check(); err != nil {
+		return err
+	}
+	if err := r.get.Err(); err != nil && !errors.Is(err, redis.Nil) {
+		return fmt.Errorf("rmq: read the pause state of %s: %w", c.topic.Name(), err)
+	}
+	if paused := r.get.Err() == nil; c.waker.applyPaused(r.seq, paused) {
+		c.pauseChanged(paused)
+	}
+	return nil
+}
+
+// startRead is one starting engine's definition and pause read.
+type startRead struct {
+	c     *Engine
+	seq   uint64 // taken before the read (pauser.nextSeq)
+	check func() error
+	get   *redis.StringCmd
+	err   error // the round failed before its commands were queued
+}
+
+// runStartReads runs a round of starting engines' reads in one pipeline;
+// each result is checked by its engine.
+func runStartReads(ctx context.Context, rdb redis.UniversalClient, batch []*startRead) {
+	_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, r := range batch {
+			r.check = topicstore.DefineIn(ctx, p, slots.TopicsKey(r.c.cfg.prefix), r.c.topic)
+			// HGET, not HEXISTS: the least-privilege ACL allows the one.
+			r.get = p.HGet(ctx, slots.PausedKey(r.c.cfg.prefix), r.c.topic.Name())
+		}
+		return nil
+	})
+	if err != nil {
+		for _, r := range batch {
+			r.err = err
+		}
+	}
+}
+
+// pauseChanged tells a PauseObserver (and the log) that the topic's pause
+// state, as read from Redis, changed.
+func (c *Engine) pauseChanged(paused bool) {
+	if o, ok := c.cfg.observer.(pauseObserver); ok {
+		o.Paused(c.topic.Name(), paused)
+	}
+	c.log.Info("rmq: topic paused", "paused", paused)
+}

@@ -1,0 +1,211 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"sync/atomic"
+	"time"
+
+	"github.com/rmq-go/rmq/consumer"
+	"github.com/rmq-go/rmq/internal/lifecycle"
+	"github.com/rmq-go/rmq/internal/scripts"
+)
+
+// Pull consumption (rmq.Client.Pull): an engine without a listener fetches
+// when asked, with the caller's lease, and hands out Deliveries that the
+// caller ends itself (rmq.Delivery wraps a Pulled). It reuses fetch, ack, rollback and extend; only the
+// lease length and the long-poll wait (the caller's) differ from the push
+// consumer. Its waker feeds the long-poll, and its sweeper rolls back the
+// leases pullers let run out.
+
+// Pulled is a pulled message. Its lease is not extended automatically:
+// end it with Ack or Nack, or keep it with Extend, before the lease runs
+// out; after that the sweeper rolls it back (an attempt counted) and it is
+// delivered again.
+//
+// Observers are told of a pulled delivery as of a pushed one: Delivered
+// when Pull hands it out, Finished when the first Ack or Nack ends it (the
+// handler's time is the time since the fetch). A call that could not reach
+// Redis ends it as Failed: the lease runs out and the sweeper rolls it back.
+type Pulled struct {
+	*consumer.Message
+	e        *Engine
+	finished atomic.Bool // Finished was reported
+}
+
+// Ack ends the delivery as done. ErrLeaseLost: its lease ran out (or it was
+// removed) and it is no longer this delivery's to end.
+//
+// The ack rides the client's ack rounds (hub_acks.go), with other topics'
+// acks; ctx bounds the wait for it, and the round waits for Redis at most
+// the prepare timeout (less when ctx ends sooner).
+func (d *Pulled) Ack(ctx context.Context) error {
+	bound := d.e.cfg.prepareTimeout
+	if dl, ok := ctx.Deadline(); ok {
+		bound = min(bound, max(time.Until(dl), 0))
+	}
+	r := d.e.ackReqOf(d.Message, bound)
+	if err := d.e.hub.acks.do(ctx, r); err != nil {
+		d.finish(consumer.Failed, nil)
+		return fmt.Errorf("rmq: ack %s on %s: %w", d.ID, d.Topic, err)
+	}
+	if r.refused() {
+		d.finish(consumer.Refused, nil)
+		return consumer.ErrLeaseLost
+	}
+	d.finish(consumer.Acked, nil)
+	return nil
+}
+
+// finish tells the observers how the delivery ended, once: a second Ack or
+// Nack (a retry after a failed call, say) is not a second delivery.
+func (d *Pulled) finish(outcome consumer.Outcome, err error) {
+	if d.finished.Swap(true) {
+		return
+	}
+	finished(d.e.cfg.observer, d.Message, time.Since(d.FetchedAt), outcome, err)
+}
+
+// Nack ends the delivery as failed: it is retried after retryAfter (zero:
+// the default backoff), an attempt counted, or moves to the dead queue past
+// its retries. cause becomes its LastError (nil: "rmq: nacked").
+// ErrLeaseLost as for Ack.
+func (d *Pulled) Nack(ctx context.Context, retryAfter time.Duration, cause error) error {
+	if cause == nil {
+		cause = errors.New("rmq: nacked")
+	}
+	if retryAfter > 0 {
+		cause = consumer.RetryAfter(retryAfter, cause)
+	}
+	res, err := d.e.rollback(ctx, d.Slot, []rollbackItem{{id: d.ID, token: d.Token, err: cause.Error(), how: rollbackDirective(cause)}})
+	if err != nil {
+		d.finish(consumer.Failed, cause)
+		return err
+	}
+	if res[0] == rollbackExpired {
+		expired(d.e.cfg.observer, d.e.topic.Name(), 1)
+	}
+	// rollbackStale: Refused.
+	d.finish(rollbackOutcome(res[0]), cause)
+	if res[0] == rollbackStale {
+		return consumer.ErrLeaseLost
+	}
+	return nil
+}
+
+// Extend renews the lease to dur from now (whole seconds, rounded up).
+// ErrLeaseLost as for Ack.
+func (d *Pulled) Extend(ctx context.Context, dur time.Duration) error {
+	sec := leaseSeconds(dur)
+	res, err := scripts.Extend.Run(ctx, d.e.rdb, []string{d.e.keys[d.Slot].Prepare}, sec, d.ID, d.Token).Int64Slice()
+	if err != nil {
+		return fmt.Errorf("rmq: extend %s on %s: %w", d.ID, d.Topic, err)
+	}
+	if len(res) != 1 || res[0] != 1 {
+		return consumer.ErrLeaseLost
+	}
+	return nil
+}
+
+func leaseSeconds(d time.Duration) int64 {
+	return max(int64((d+time.Second-1)/time.Second), 1)
+}
+
+// Pull takes up to n due messages in consume order across the topic's
+// slots, each leased for lease, and says how long until the next message
+// comes due (negative: nothing known to come due). Nothing while the topic
+// is paused. It refuses (ErrClosed) once Close began, and
+// a fetch under way counts as a handler, so Close waits for it: no message
+// moves to prepare after Close returned.
+func (c *Engine) Pull(ctx context.Context, n int, lease time.Duration) ([]*Pulled, time.Duration, error) {
+	c.mu.Lock()
+	if !c.live {
+		phase := c.phase
+		c.mu.Unlock()
+		if phase == lifecycle.Closed {
+			return nil, -1, ErrClosed
+		}
+		return nil, -1, ErrNotStarted
+	}
+	c.handlers.Add(1)
+	c.mu.Unlock()
+	defer c.handlers.Done()
+	if n <= 0 || c.paused.Load() {
+		return nil, -1, nil
+	}
+	sec := leaseSeconds(lease)
+	priority := !c.topic.Type().TimeBased()
+	all := make([]fetchReq, c.topic.SlotAmount())
+	for i := range all {
+		all[i] = fetchReq{slot: i, n: n, checkDelayed: priority}
+	}
+	var results []fetchResult
+	if c.merged {
+		// One call takes the best messages across every slot.
+		results = c.fetchLease(ctx, all, n, sec)
+	} else {
+		// One hash slot per call (a cluster): read every head (pipelined),
+		// then take from the due slots, best head first, until n.
+		for i := range all {
+			all[i].n = 0
+		}
+		results = c.fetchLease(ctx, all, 0, sec)
+		due := make([]fetchResult, 0, len(results))
+		for _, r := range results {
+			if r.err == nil && r.head >= 0 && (priority || r.head <= float64(r.nowUs/1000)) {
+				due = append(due, r)
+			}
+		}
+		sort.Slice(due, func(i, j int) bool { return c.betterScore(due[i].head, due[j].head) })
+		left := n
+		for _, d := range due {
+			if left == 0 {
+				break
+			}
+			got := c.fetchLease(ctx, []fetchReq{{slot: d.slot, n: left}}, left, sec)
+			results = append(results, got...)
+			left -= len(got[0].msgs)
+		}
+	}
+	var out []*Pulled
+	next := math.Inf(1)
+	var nowMs float64
+	var firstErr error
+	for _, r := range results {
+		if r.err != nil && firstErr == nil {
+			firstErr = r.err
+		}
+		for _, m := range r.msgs {
+			out = append(out, &Pulled{Message: m, e: c})
+		}
+		nowMs = max(nowMs, float64(r.nowUs/1000))
+		if !priority && r.head >= 0 {
+			next = min(next, r.head)
+		}
+		if r.delayedHead >= 0 {
+			next = min(next, r.delayedHead)
+		}
+	}
+	if firstErr != nil {
+		// A failed call may have moved messages whose reply was lost: the
+		// sweeper looks at the topic.
+		c.hub.leases.heard(c)
+	}
+	if len(out) == 0 && firstErr != nil {
+		return nil, -1, fmt.Errorf("rmq: pull %s: %w", c.topic.Name(), firstErr)
+	}
+	if len(out) > 0 {
+		c.hub.leases.leased(c, time.Now().Add(time.Duration(sec)*time.Second))
+	}
+	for _, d := range out {
+		c.cfg.observer.Delivered(d.Message)
+	}
+	wait := time.Duration(-1)
+	if !math.IsInf(next, 1) {
+		wait = max(c.clock.untilMs(int64(math.Ceil(next))), 0)
+	}
+	return out, wait, nil
+}

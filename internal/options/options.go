@@ -1,0 +1,24 @@
+// Package options holds the plain settings that the public options of
+// package consumer write into and the engine (internal/engine) reads: a
+// consumer.Option is a func(*options.Topic). Defaults and validation are
+// the engine's (engine.TopicSettings), so this package holds data only.
+package options
+
+import "time"
+
+// Topic is what the consumer options of one topic set (consumer.With...).
+// The client-scope settings a consumer also runs with (key prefix, logger,
+// observer, middleware) are not here: they are the client's (rmq.Option),
+// so no topic option can contradict them.
+type Topic struct {
+	MaxRetries     int
+	PrepareTimeout time.Duration
+	Concurrency    int
+	Prefetch       int
+	Lookahead      time.Duration
+	Backoff        func(attempt int) time.Duration
+	HandlerTimeout time.Duration
+	SweepInterval  time.Duration
+	DeadMaxLen     int
+	DeadMaxAge     time.Duration
+}
