@@ -20,16 +20,15 @@ import (
 )
 
 // The engine of one topic: a user consumes through rmq.Client.Register,
-// which makes it with Hub.New. Its background actor, the fetcher, follows the one
-// start/stop style written down in internal/lifecycle: start(ctx, wg),
-// stopped by the engine cancelling ctx and waiting on wg. Its wake-ups
-// (hub_wake.go, where its waker registers), its sweeping and its lease
-// keeping (hub_leases.go) are the client's hub's. Close stops fetching
-// first (no new delivery starts), leaves the hub's wake-ups and sweeping,
-// then lets the handlers drain; leases are kept until the last handler is
-// done. ZooKeeper mode is one seam, the ownership interface (ownership.go,
-// zkownership.go). Every goroutine the engine starts ends before Close
-// returns.
+// which makes it with Hub.New. Its one actor, the fetcher, runs in the
+// engine's group (internal/lifecycle; every goroutine is in the table of
+// doc.go). Its wake-ups (hub_wake.go, where its waker registers), its
+// sweeping and its lease keeping (hub_leases.go) are the client's hub's.
+// Close stops fetching first (no new delivery starts), leaves the hub's
+// wake-ups and sweeping, then lets the handlers drain; leases are kept
+// until the last handler is done. ZooKeeper mode is one seam, the
+// ownership interface (ownership.go, zkownership.go). Every goroutine the
+// engine starts ends before Close returns.
 
 // Engine consumes one topic: with a listener (pushed), or when asked
 // (Pull).
@@ -43,17 +42,15 @@ type Engine struct {
 	wakeCmd     string
 	backoffArgs []any
 
-	// Lifecycle (internal/lifecycle). Two contexts, stopped in this order
-	// by Close: runCtx ends the fetcher (loops), then handleCtx, once the
-	// handlers drained, ends the handlers Close gave up on; the hub keeps
-	// the leases until then.
+	// Lifecycle (internal/lifecycle; the table in doc.go). Stopped in this
+	// order by Close: loops (the fetcher), then, once the handlers drained,
+	// handleCtx ends the handlers Close gave up on; the hub keeps the
+	// leases until then.
 	phase     lifecycle.Phase // guarded by mu
 	live      bool            // guarded by mu: Start succeeded and Close has not begun
-	runCtx    context.Context
-	stopRun   context.CancelFunc
+	loops     *lifecycle.Group
 	handleCtx context.Context
 	stopAll   context.CancelFunc
-	loops     sync.WaitGroup // fetcher
 	handlers  sync.WaitGroup // one per delivery in flight
 
 	mu       sync.Mutex
@@ -190,14 +187,14 @@ func (c *Engine) Start(ctx context.Context) error {
 		return err
 	}
 	base := context.WithoutCancel(ctx)
-	c.runCtx, c.stopRun = context.WithCancel(base)
+	c.loops = lifecycle.NewGroup(base)
 	c.handleCtx, c.stopAll = context.WithCancel(base)
 
 	// The hub's subscription: once this returns, Redis confirmed the
 	// topic's wake channels.
 	c.waker = newWaker(c)
-	if err := c.waker.start(ctx); err != nil {
-		c.stopRun()
+	if err := c.waker.register(ctx); err != nil {
+		c.loops.Stop()
 		c.stopAll()
 		return err
 	}
@@ -205,8 +202,8 @@ func (c *Engine) Start(ctx context.Context) error {
 	// checked, and the pause state read (a pause published from now on is
 	// heard).
 	if err := c.defineAndReadPaused(ctx); err != nil {
-		c.waker.stop()
-		c.stopRun()
+		c.waker.unregister()
+		c.loops.Stop()
 		c.stopAll()
 		return err
 	}
@@ -216,7 +213,7 @@ func (c *Engine) Start(ctx context.Context) error {
 	// engine before its first fetch can lease anything.
 	c.hub.leases.add(c)
 	if !c.pull {
-		newFetcher(c).start(c.runCtx, &c.loops)
+		c.loops.Go("fetcher", newFetcher(c).run)
 	}
 	c.mu.Lock()
 	c.live = true
@@ -245,8 +242,7 @@ func (c *Engine) Close(ctx context.Context) error {
 	}
 	// Senders before receivers: stop fetching first so no new delivery
 	// starts, then drain the handlers that run.
-	c.stopRun()
-	c.loops.Wait()
+	c.loops.Stop()
 	// Messages taken ahead of their instant and not handed over yet go
 	// back to store, no attempt counted, for any consumer to deliver on
 	// time (hub_hold.go).
@@ -254,7 +250,7 @@ func (c *Engine) Close(ctx context.Context) error {
 	c.hub.hold.drop(rctx, c)
 	rcancel()
 	// The hub no longer calls this engine about wake-ups.
-	c.waker.stop()
+	c.waker.unregister()
 	c.hub.leases.stopSweeping(c)
 
 	drained := make(chan struct{})

@@ -5,7 +5,6 @@ import (
 	"math"
 	"sort"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/rmq-go/rmq/consumer"
@@ -98,14 +97,6 @@ func (f *fetcher) applyDelayed(nowMs int64) {
 }
 
 func (f *fetcher) timeBased() bool { return f.c.topic.Type().TimeBased() }
-
-func (f *fetcher) start(ctx context.Context, wg *sync.WaitGroup) {
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		f.run(ctx)
-	}()
-}
 
 func (f *fetcher) run(ctx context.Context) {
 	c := f.c

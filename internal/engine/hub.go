@@ -9,6 +9,7 @@ import (
 
 	"github.com/rmq-go/rmq/consumer"
 	"github.com/rmq-go/rmq/internal/groupcommit"
+	"github.com/rmq-go/rmq/internal/lifecycle"
 	"github.com/rmq-go/rmq/slots"
 )
 
@@ -27,9 +28,8 @@ import (
 //     queue and are handed over together at it (hub_hold.go).
 //
 // rmq.Client makes one with NewHub, its engines with Hub.New, and closes
-// the hub after its engines. The hub's goroutines start with its first
-// engine's Start and end in Close, in the start(ctx, wg) style of
-// internal/lifecycle.
+// the hub after its engines. The hub's actors (doc.go) start with its
+// first engine's Start and end in Close.
 
 // HubConfig is the client-scope part of what the hub's engines run with:
 // set once for every topic of a client (rmq.Option), so no topic option
@@ -53,9 +53,9 @@ type Hub struct {
 	mu      sync.Mutex
 	started bool
 	closed  bool
-	ctx     context.Context
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
+	// actors are the hub's goroutines (the table in doc.go), started on
+	// first use and stopped by Close.
+	actors *lifecycle.Group
 
 	wake   *wakeHub
 	leases *leaseHub
@@ -78,7 +78,7 @@ func NewHub(rdb redis.UniversalClient, cfg HubConfig) *Hub {
 		cfg.Observer = nopObserver{}
 	}
 	h := &Hub{rdb: rdb, cfg: cfg}
-	h.ctx, h.cancel = context.WithCancel(context.Background())
+	h.actors = lifecycle.NewGroup(context.Background())
 	h.wake = newWakeHub(h)
 	h.leases = newLeaseHub(h)
 	h.calls = newCallMux(h)
@@ -99,13 +99,24 @@ func (h *Hub) use(ctx context.Context) error {
 	if h.started {
 		return nil
 	}
-	if err := h.wake.start(ctx, h.ctx, &h.wg); err != nil {
+	// The subscription is made (and the scripts loaded) before any actor
+	// runs: a failure leaves nothing running, and the next Start tries
+	// again.
+	actx := h.actors.Context()
+	if err := h.wake.open(ctx, actx); err != nil {
 		return err
 	}
-	h.leases.start(h.ctx, &h.wg)
-	h.calls.start(h.ctx, &h.wg)
-	h.acks.start(h.ctx, &h.wg)
-	h.hold.start(h.ctx, &h.wg)
+	h.leases.setContext(actx)
+	h.actors.Go("pauser", h.wake.pauses.run)
+	if h.wake.shards != nil {
+		h.actors.Go("shard waker", h.wake.shards.run)
+	} else {
+		h.actors.Go("wake receiver", h.wake.receive)
+	}
+	h.actors.Go("sweeper", h.leases.runSweeps)
+	h.actors.Go("lease keeper", h.leases.runKeeps)
+	h.actors.Go("ack rounds", h.acks.run)
+	h.actors.Go("holder", h.hold.run)
 	h.started = true
 	return nil
 }
@@ -116,6 +127,5 @@ func (h *Hub) Close() {
 	h.mu.Lock()
 	h.closed = true
 	h.mu.Unlock()
-	h.cancel()
-	h.wg.Wait()
+	h.actors.Stop()
 }

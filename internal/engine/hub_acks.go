@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -93,15 +92,9 @@ func newAckMux(h *Hub) *ackMux {
 	return m
 }
 
-// start runs the mux's goroutine (the rounds of pushed acks) until ctx
-// ends; it runs what is still queued before it returns.
-func (m *ackMux) start(ctx context.Context, wg *sync.WaitGroup) {
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		m.g.Serve(ctx)
-	}()
-}
+// run runs the rounds of pushed acks until ctx ends; it runs what is still
+// queued before it returns.
+func (m *ackMux) run(ctx context.Context) { m.g.Serve(ctx) }
 
 // do runs r in the current or next round. It returns ctx's error if ctx
 // ends first (r may still run later, as after any timeout), else the

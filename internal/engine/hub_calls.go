@@ -85,9 +85,6 @@ func newCallMux(h *Hub) *callMux {
 	return &callMux{h: h, single: single}
 }
 
-// start has nothing to run: rounds run in the goroutines of the callers.
-func (m *callMux) start(ctx context.Context, wg *sync.WaitGroup) {}
-
 // serves reports whether c's fetches go through the mux: they may share a
 // call (one node, no fencing) and c calls the hub's Redis client.
 func (m *callMux) serves(c *Engine) bool {

@@ -103,14 +103,6 @@ func newHolder(h *Hub) *holder {
 	return k
 }
 
-func (k *holder) start(ctx context.Context, wg *sync.WaitGroup) {
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		k.run(ctx)
-	}()
-}
-
 // add queues xs (already counted as busy and held in their engine).
 func (k *holder) add(xs []*heldMsg) {
 	if len(xs) == 0 {

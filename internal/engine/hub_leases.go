@@ -74,8 +74,7 @@ type leaseHub struct {
 	h *Hub
 
 	mu      sync.Mutex
-	ctx     context.Context // the hub's; nil until start
-	wg      *sync.WaitGroup
+	ctx     context.Context // the hub's actors'; nil until the hub's first use
 	engines map[*Engine]*leaseState
 	order   []*leaseState // registration order: the cluster probe's round-robin
 	sweeps  timerQueue    // engines with a check due, by time
@@ -143,19 +142,12 @@ func newLeaseHub(h *Hub) *leaseHub {
 	}
 }
 
-func (l *leaseHub) start(ctx context.Context, wg *sync.WaitGroup) {
+// setContext gives the hub's actors' context, which probes started by an
+// engine's Start check (the sweeper and the lease keeper run with it).
+func (l *leaseHub) setContext(ctx context.Context) {
 	l.mu.Lock()
-	l.ctx, l.wg = ctx, wg
+	l.ctx = ctx
 	l.mu.Unlock()
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		l.runSweeps(ctx)
-	}()
-	go func() {
-		defer wg.Done()
-		l.runKeeps(ctx)
-	}()
 }
 
 // add registers a started engine: it is probed at once (what a dead

@@ -120,35 +120,22 @@ func newWakeHub(h *Hub) *wakeHub {
 	return w
 }
 
-// start loads the scripts (once per hub: hub.use calls start on first use
-// only, and again after a failure), then runs the hub's subscription and
-// pauser until ctx ends; startCtx bounds the start-up calls.
-func (wh *wakeHub) start(startCtx, ctx context.Context, wg *sync.WaitGroup) error {
+// open loads the scripts (once per hub: hub.use calls open on first use
+// only, and again after a failure) and makes the hub's subscription, which
+// its actors (the pauser, and the receiver or the shard waker) then run
+// with ctx; startCtx bounds the start-up calls.
+func (wh *wakeHub) open(startCtx, ctx context.Context) error {
 	if err := scripts.Load(startCtx, wh.h.rdb); err != nil {
 		return err
 	}
 	wh.ctx = ctx
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		wh.pauses.run(ctx)
-	}()
 	if cc, ok := wh.h.rdb.(*redis.ClusterClient); ok {
-		wh.shards = newShardWaker(wh, cc)
-		wh.shards.start(ctx, wg)
+		wh.shards = newShardWaker(wh, cc, ctx)
 		return nil
 	}
 	// No channel yet: the connection is made by the first registration or
 	// the receiver, whichever comes first.
 	wh.ps = wh.h.rdb.Subscribe(ctx)
-	// A blocked read ends only when the connection closes.
-	stop := context.AfterFunc(ctx, func() { _ = wh.ps.Close() })
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		defer stop()
-		wh.receive(ctx)
-	}()
 	return nil
 }
 
@@ -402,6 +389,9 @@ func (wh *wakeHub) kick() {
 // counts as broken (a read deadline that go-redis treats as a bad
 // connection) and go-redis connects again, subscribing every channel.
 func (wh *wakeHub) receive(ctx context.Context) {
+	// A blocked read ends only when the connection closes.
+	stop := context.AfterFunc(ctx, func() { _ = wh.ps.Close() })
+	defer stop()
 	pinged, refused := false, false
 	backoff := time.Duration(0)
 	for ctx.Err() == nil {

@@ -2,12 +2,16 @@ package engine
 
 import (
 	"context"
+	"sync"
 	"time"
 )
 
 // runKeeps is the one lease keeper: it sleeps until the earliest engine's
-// extension is due and starts the extensions due.
+// extension is due and starts the extensions due, one goroutine each, and
+// returns once they ended.
 func (l *leaseHub) runKeeps(ctx context.Context) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	t := time.NewTimer(time.Hour)
 	defer t.Stop()
 	for {
@@ -38,8 +42,11 @@ func (l *leaseHub) runKeeps(ctx context.Context) {
 			st := top.st
 			st.leasedAgain = false
 			st.keepUse.Add(1)
-			l.wg.Add(1)
-			go l.keepOne(ctx, st, now)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				l.keepOne(ctx, st, now)
+			}()
 		}
 		l.mu.Unlock()
 	}
@@ -48,7 +55,6 @@ func (l *leaseHub) runKeeps(ctx context.Context) {
 // keepOne extends st's leases once and schedules the next extension if
 // anything is in flight (or was leased since the snapshot).
 func (l *leaseHub) keepOne(ctx context.Context, st *leaseState, started time.Time) {
-	defer l.wg.Done()
 	busy := keepLeases(ctx, st.c, st.interval)
 	l.mu.Lock()
 	if !st.keepClosed {

@@ -108,7 +108,7 @@ func sweepHeads(ctx context.Context, l *leaseHub, st *leaseState, heads []leaseH
 // sweepSlots runs sweep.lua on slotList of c, reports what it did and
 // returns how many leases it ended.
 func sweepSlots(c *Engine, slotList []int) (int, error) {
-	ctx, cancel := context.WithTimeout(c.runCtx, max(c.cfg.sweepInterval, time.Second))
+	ctx, cancel := context.WithTimeout(c.loops.Context(), max(c.cfg.sweepInterval, time.Second))
 	defer cancel()
 	rolled, dead, exp, err := c.sweep(ctx, slotList)
 	if err != nil && ctx.Err() == nil {

@@ -45,20 +45,20 @@ func (w *waker) channels() []string {
 	return out
 }
 
-// start registers the engine's channels with the hub and returns once Redis
-// confirmed their subscription, so no wake-up published after Start
-// returns can be missed. ctx bounds only
-// that; on error nothing stays registered.
-func (w *waker) start(ctx context.Context) error {
+// register registers the engine's channels with the hub and returns once
+// Redis confirmed their subscription, so no wake-up published after Start
+// returns can be missed. ctx bounds only that; on error nothing stays
+// registered. A waker has no goroutine: the hub's receiver calls it.
+func (w *waker) register(ctx context.Context) error {
 	if err := w.c.hub.wake.register(ctx, w); err != nil {
 		return fmt.Errorf("rmq: subscribe to wake-ups of %s: %w", w.c.topic.Name(), err)
 	}
 	return nil
 }
 
-// stop unregisters the engine's channels: the hub unsubscribes those no
-// other engine listens to, and never calls this waker again.
-func (w *waker) stop() { w.c.hub.wake.unregister(w) }
+// unregister unregisters the engine's channels: the hub unsubscribes those
+// no other engine listens to, and never calls this waker again.
+func (w *waker) unregister() { w.c.hub.wake.unregister(w) }
 
 // message records a wake-up of slot (its new head score); it reports
 // whether the fetcher should be signalled now. Pause and resume payloads go

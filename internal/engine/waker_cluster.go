@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rmq-go/rmq/internal/keyspace"
+	"github.com/rmq-go/rmq/internal/lifecycle"
 )
 
 // Sharded wake-ups on a Redis Cluster.
@@ -71,7 +72,9 @@ type shardWaker struct {
 	ctx    context.Context // the hub's
 	events chan shardEvent
 	kick   chan struct{} // channels were registered: place them
-	recvWG sync.WaitGroup
+	// receivers read the subscription connections, one actor each
+	// (receive); run stops them once it closed the connections.
+	receivers *lifecycle.Group
 	// lastErr is the last failed placement's error, for a registration
 	// that times out.
 	lastErr atomic.Pointer[error]
@@ -113,29 +116,23 @@ type shardEvent struct {
 	done   chan struct{}
 }
 
-func newShardWaker(wh *wakeHub, cc *redis.ClusterClient) *shardWaker {
+// newShardWaker returns the shard waker of wh; ctx is its hub's actors'
+// context, which its run and its receivers end with.
+func newShardWaker(wh *wakeHub, cc *redis.ClusterClient, ctx context.Context) *shardWaker {
 	return &shardWaker{
-		wh:       wh,
-		cc:       cc,
-		tune:     wh.tune,
-		events:   make(chan shardEvent, 64),
-		kick:     make(chan struct{}, 1),
-		conns:    map[string]*shardConn{},
-		where:    map[string]*shardConn{},
-		channels: map[string]bool{},
-		pending:  map[string][]*shardReg{},
-		live:     map[string]*shardConn{},
+		ctx:       ctx,
+		receivers: lifecycle.NewGroup(ctx),
+		wh:        wh,
+		cc:        cc,
+		tune:      wh.tune,
+		events:    make(chan shardEvent, 64),
+		kick:      make(chan struct{}, 1),
+		conns:     map[string]*shardConn{},
+		where:     map[string]*shardConn{},
+		channels:  map[string]bool{},
+		pending:   map[string][]*shardReg{},
+		live:      map[string]*shardConn{},
 	}
-}
-
-// start runs the shard waker until ctx ends.
-func (s *shardWaker) start(ctx context.Context, wg *sync.WaitGroup) {
-	s.ctx = ctx
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		s.run()
-	}()
 }
 
 // register notes channels as registered and returns the registration that
@@ -222,8 +219,8 @@ func (s *shardWaker) remove(chans []string) {
 	}
 }
 
-func (s *shardWaker) run() {
-	defer s.recvWG.Wait()
+func (s *shardWaker) run(context.Context) {
+	defer s.receivers.Stop()
 	defer func() {
 		for _, sc := range s.conns {
 			s.closeConn(sc)
@@ -448,8 +445,7 @@ func (s *shardWaker) place(reload bool) error {
 			}
 		}
 		if fresh && !sc.closed.Load() {
-			s.recvWG.Add(1)
-			go s.receive(sc)
+			s.receivers.Go("shard receiver", func(context.Context) { s.receive(sc) })
 		}
 	}
 	// Connections left without channels (their slots moved) are closed.
@@ -463,7 +459,6 @@ func (s *shardWaker) place(reload bool) error {
 
 // receive reads one subscription connection until it fails or is closed.
 func (s *shardWaker) receive(sc *shardConn) {
-	defer s.recvWG.Done()
 	pinged := false
 	for {
 		msg, err := sc.ps.ReceiveTimeout(s.ctx, s.tune.healthEvery)

@@ -73,7 +73,7 @@ func (o *assignedSlots) Acquire(ctx context.Context, slot int, epoch int64) erro
 		return errNotAssigned
 	}
 	c.mu.Lock()
-	running := c.live && c.runCtx.Err() == nil
+	running := c.live && c.loops.Context().Err() == nil
 	c.mu.Unlock()
 	if !running {
 		return errNotAssigned

@@ -94,12 +94,13 @@ type Coordinator struct {
 	sess  session
 	lease lease
 
-	ctx      context.Context // loop, heartbeat and operations: cancelled by Close
-	cancel   context.CancelFunc
+	// actors are the loop, the heartbeat and the operations the loop
+	// starts (registration, listings, slot operations, leaving), stopped
+	// by Close.
+	actors   *lifecycle.Group
 	opCtx    context.Context // operations: cancelled by Leave
 	opCancel context.CancelFunc
 	kick     chan struct{}
-	wg       sync.WaitGroup // loop, heartbeat and operations
 
 	mu      sync.Mutex
 	phase   lifecycle.Phase
@@ -204,19 +205,19 @@ func (z *Coordinator) Start(ctx context.Context) error {
 		z.mu.Unlock()
 		return errAlreadyStarted
 	}
-	z.ctx, z.cancel = context.WithCancel(context.Background())
-	z.opCtx, z.opCancel = context.WithCancel(z.ctx)
+	z.actors = lifecycle.NewGroup(context.Background())
+	z.opCtx, z.opCancel = context.WithCancel(z.actors.Context())
 	z.mu.Unlock()
 
 	if err := z.sess.connect(z.cfg, zkLogger{z}, z.onEvent); err != nil {
-		z.cancel()
+		z.actors.Stop()
 		z.mu.Lock()
 		z.phase.Close()
 		z.mu.Unlock()
 		return err
 	}
-	newLoop(z).start(z.ctx, &z.wg)
-	newHeartbeat(z).start(z.ctx, &z.wg)
+	z.actors.Go("zk loop", newLoop(z).run)
+	z.actors.Go("zk heartbeat", newHeartbeat(z).run)
 
 	select {
 	case <-z.reg.joined:
@@ -273,12 +274,10 @@ func (z *Coordinator) Leave(ctx context.Context) error {
 		ops = append(ops, &zk.DeleteRequest{Path: z.paths.topicMember(t.t.Name(), member), Version: -1})
 	}
 	done := make(chan error, 1)
-	z.wg.Add(1)
-	go func() {
-		defer z.wg.Done()
+	z.actors.Go("zk leave", func(context.Context) {
 		_, err := z.sess.conn.Multi(ops...)
 		done <- err
-	}()
+	})
 	select {
 	case err := <-done:
 		if err != nil && !errors.Is(err, zk.ErrNoNode) {
@@ -309,9 +308,10 @@ func (z *Coordinator) Close() error {
 	z.mu.Lock()
 	z.phase.Close()
 	z.mu.Unlock()
-	z.cancel()
+	// Closing the connection first ends the ZooKeeper calls under way, so
+	// the actors' stop does not wait for them.
 	z.sess.conn.Close()
-	z.wg.Wait()
+	z.actors.Stop()
 	return z.sess.wait(10 * time.Second)
 }
 

@@ -2,7 +2,6 @@ package zkcoord
 
 import (
 	"context"
-	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -45,14 +44,6 @@ type heartbeat struct {
 }
 
 func newHeartbeat(z *Coordinator) *heartbeat { return &heartbeat{z: z} }
-
-func (h *heartbeat) start(ctx context.Context, wg *sync.WaitGroup) {
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		h.run(ctx)
-	}()
-}
 
 func (h *heartbeat) run(ctx context.Context) {
 	z := h.z

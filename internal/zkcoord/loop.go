@@ -2,7 +2,6 @@ package zkcoord
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -62,14 +61,6 @@ type loop struct {
 
 func newLoop(z *Coordinator) *loop { return &loop{z: z} }
 
-func (l *loop) start(ctx context.Context, wg *sync.WaitGroup) {
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		l.run(ctx)
-	}()
-}
-
 func (l *loop) run(ctx context.Context) {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
@@ -117,8 +108,7 @@ func (z *Coordinator) step() time.Duration {
 			wake(r.retry)
 		} else {
 			r.running = true
-			z.wg.Add(1)
-			go z.register()
+			z.actors.Go("zk register", func(context.Context) { z.register() })
 		}
 	}
 	registered := r.session != 0 && connected && sid == r.session
@@ -199,8 +189,8 @@ func (z *Coordinator) reconcileLocked(t *zkTopic, now time.Time, mayAct bool, wa
 				continue
 			}
 			l.busy, l.stale = true, false
-			z.wg.Add(1)
-			go z.refresh(t, l, z.gen, l.seq)
+			gen, seq := z.gen, l.seq
+			z.actors.Go("zk listing", func(context.Context) { z.refresh(t, l, gen, seq) })
 		}
 	}
 	if !t.members.seen || !t.holders.seen || !mayAct {
@@ -240,22 +230,20 @@ func (z *Coordinator) reconcileLocked(t *zkTopic, now time.Time, mayAct bool, wa
 			}
 			sl.busy = true
 			z.slotOps++
-			z.wg.Add(1)
-			go func(t *zkTopic, s int, gen uint64, sid int64, member string) {
-				defer z.wg.Done()
+			gen, sid := z.gen, z.reg.session
+			z.actors.Go("zk slot", func(context.Context) {
 				op(t, s, gen, sid, member)
 				z.mu.Lock()
 				z.slotOps--
 				z.mu.Unlock()
 				z.poke()
-			}(t, s, z.gen, z.reg.session, member)
+			})
 		}
 	}
 }
 
 // refresh reads a watched children list.
 func (z *Coordinator) refresh(t *zkTopic, l *zkListing, gen, seq uint64) {
-	defer z.wg.Done()
 	defer z.poke()
 	dir := z.paths.topicMembers(t.t.Name())
 	if l == &t.holders {

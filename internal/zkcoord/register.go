@@ -38,7 +38,6 @@ func newRegistration() registration {
 // register creates the persistent layout, checks the topic definitions and
 // creates this session's member nodes under a fresh member id.
 func (z *Coordinator) register() {
-	defer z.wg.Done()
 	defer z.poke()
 	start := time.Now()
 	id := uuid.NewString()
