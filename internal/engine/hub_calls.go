@@ -9,21 +9,24 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/rmq-go/rmq/internal/groupcommit"
 	"github.com/rmq-go/rmq/internal/scripts"
 )
 
-// callMux group-commits the fetches of the client's topics (issue 15). A
-// fetch that finds a round slot free goes to Redis at once, alone (no
-// timer, no added latency); fetches that arrive while the rounds in flight
-// are busy queue up and go together in the next round: on a single node
-// one fetch.lua call whose sections are their requests, each taken as if
-// called alone (fetch.lua), so a wave due across many topics costs Redis
-// one script run and one round trip per round, not one per topic.
+// callMux group-commits the fetches of the client's topics through
+// internal/groupcommit, the mechanism acks and sends use too. A fetch that
+// finds a round slot free goes to Redis at once, alone (no timer, no added
+// latency); fetches that arrive while the rounds in flight are busy queue
+// up and go together in the next round: on a single node one fetch.lua
+// call whose sections are their requests, each taken as if called alone
+// (fetch.lua), so a wave due across many topics costs Redis one script run
+// and one round trip per round, not one per topic.
 //
 // A fetch whose caller gives up (its context ends) before a round took it
-// is dropped from the queue and never runs: nothing is moved to prepare for
-// a fetcher that is gone. Once a round took it, the caller waits for the
-// round and dispatches what it moved, as a fetch under way always did.
+// leaves the queue and never runs (groupcommit's DoUnlessDone): nothing is
+// moved to prepare for a fetcher that is gone. Once a round took it, the
+// caller waits for the round and dispatches what it moved, as a fetch
+// under way always did.
 //
 // Only fetches that may share a call come here: a single node, no fencing
 // (engine.merged). On a cluster or in ZooKeeper mode each engine still
@@ -39,15 +42,14 @@ type callMux struct {
 	// single: the hub's client is one node, whose clock every reply reads.
 	single bool
 	clock  redisClock
+	g      *groupcommit.Group[*muxFetch]
 
-	mu      sync.Mutex
-	q       []*muxFetch
-	running int
 	// holding counts the holder's rounds under way (hub_hold.go): a wave
-	// handed over at its instant, which acks wait for as for fetches.
-	holding int
-	// drained, when not nil, is closed once no fetch queues (waitQueued).
-	drained chan struct{}
+	// handed over at its instant, which acks wait for as for fetches;
+	// holdIdle, when not nil, is closed once it is back at zero.
+	holdMu   sync.Mutex
+	holding  int
+	holdIdle chan struct{}
 
 	// rounds and fetches count the rounds run and the fetches they
 	// carried (tests check that fetches merge).
@@ -76,13 +78,15 @@ type muxFetch struct {
 	reply          scripts.FetchReply
 	err            error
 	sent, received time.Time
-	taken, done    bool          // guarded by callMux.mu
-	wake           chan struct{} // non-nil while its caller waits; closed to wake it
 }
 
 func newCallMux(h *Hub) *callMux {
 	_, single := h.rdb.(*redis.Client)
-	return &callMux{h: h, single: single}
+	m := &callMux{h: h, single: single}
+	m.g = groupcommit.New(fetchRoundsInFlight, m.run, func(queued []*muxFetch) int {
+		return min(len(queued), maxRoundSections)
+	})
+	return m
 }
 
 // serves reports whether c's fetches go through the mux: they may share a
@@ -95,154 +99,90 @@ func (m *callMux) serves(c *Engine) bool {
 // when the round was sent and answered. It returns ctx's error, without
 // running call, when ctx ends before a round took it.
 func (m *callMux) fetch(ctx context.Context, call scripts.FetchCall) (scripts.FetchReply, time.Time, time.Time, error) {
-	if err := ctx.Err(); err != nil {
+	f := &muxFetch{call: call}
+	if err := m.g.DoUnlessDone(ctx, f); err != nil {
 		return scripts.FetchReply{}, time.Time{}, time.Time{}, err
 	}
-	f := &muxFetch{call: call}
-	done := ctx.Done()
-	m.mu.Lock()
-	m.q = append(m.q, f)
-	for !f.done {
-		if m.running < fetchRoundsInFlight && !f.taken {
-			if err := ctx.Err(); err != nil {
-				// Gone before its turn: as below, it never runs.
-				m.dropLocked(f)
-				m.handOffLocked()
-				m.mu.Unlock()
-				return scripts.FetchReply{}, time.Time{}, time.Time{}, err
-			}
-			m.roundLocked(ctx)
-			continue
-		}
-		wake := make(chan struct{})
-		f.wake = wake
-		m.mu.Unlock()
-		gaveUp := false
-		select {
-		case <-wake:
-		case <-done:
-			gaveUp = true
-		}
-		m.mu.Lock()
-		f.wake = nil
-		if gaveUp && f.taken {
-			// Its round runs: wait for it, whatever ctx says.
-			done = nil
-		}
-		if gaveUp && !f.taken {
-			m.dropLocked(f)
-			m.handOffLocked()
-			m.mu.Unlock()
-			return scripts.FetchReply{}, time.Time{}, time.Time{}, ctx.Err()
-		}
-	}
-	m.handOffLocked()
-	m.mu.Unlock()
 	return f.reply, f.sent, f.received, f.err
 }
 
-// roundLocked runs one round of the queue's head; m.mu is held on entry and
-// on return, not while the round runs.
-func (m *callMux) roundLocked(ctx context.Context) {
-	n := min(len(m.q), maxRoundSections)
-	batch := append([]*muxFetch(nil), m.q[:n]...)
-	clear(m.q[:n])
-	m.q = m.q[n:]
-	m.noteDrainedLocked()
-	for _, f := range batch {
-		f.taken = true
-	}
-	m.running++
-	m.mu.Unlock()
-	// One caller giving up does not fail the others of its round.
-	m.run(context.WithoutCancel(ctx), batch)
-	m.mu.Lock()
-	m.running--
-	m.noteDrainedLocked()
-	for _, f := range batch {
-		f.done = true
-		if f.wake != nil {
-			close(f.wake)
-			f.wake = nil
+// waitQueued returns once no fetch queues for a round or runs and no
+// holder round is under way, or after at most most, or when ctx ends.
+// Fetches queue only while Redis is the bottleneck (both rounds in
+// flight): a wave coming due; and the rounds in flight are the wave too
+// (an ack sent now would run before the fetches that reach Redis after
+// it). Ack rounds wait here (ackMux.round) so that Redis runs the fetches
+// of a wave first: an ack only frees a message Redis already delivered,
+// and every ack of the wave then rides fewer, larger rounds, while a fetch
+// is what lateness waits for.
+func (m *callMux) waitQueued(ctx context.Context, most time.Duration) {
+	var timeout <-chan time.Time
+	for {
+		var wait <-chan struct{}
+		if ch := m.g.Idle(); !closed(ch) {
+			wait = ch
+		} else if ch := m.holdingIdle(); !closed(ch) {
+			wait = ch
+		} else {
+			return
 		}
-	}
-}
-
-// handOffLocked wakes a waiting caller to run the next round when fetches
-// queue and a round slot is free (the caller about to return does not run
-// it: its own fetch is done).
-func (m *callMux) handOffLocked() {
-	if len(m.q) == 0 || m.running >= fetchRoundsInFlight {
-		return
-	}
-	for _, f := range m.q {
-		if f.wake != nil {
-			close(f.wake)
-			f.wake = nil
+		if timeout == nil {
+			t := time.NewTimer(most)
+			defer t.Stop()
+			timeout = t.C
+		}
+		select {
+		case <-wait:
+		case <-timeout:
+			return
+		case <-ctx.Done():
 			return
 		}
 	}
 }
 
-func (m *callMux) dropLocked(f *muxFetch) {
-	for i, g := range m.q {
-		if g == f {
-			m.q = append(m.q[:i], m.q[i+1:]...)
-			break
-		}
-	}
-	m.noteDrainedLocked()
-}
-
-// noteDrainedLocked wakes waitQueued's callers once no fetch queues or
-// runs.
-func (m *callMux) noteDrainedLocked() {
-	if len(m.q) == 0 && m.running == 0 && m.holding == 0 && m.drained != nil {
-		close(m.drained)
-		m.drained = nil
-	}
-}
-
-// waitQueued returns once no fetch queues for a round or runs, or after at
-// most most, or when ctx ends. Fetches queue only while Redis is the
-// bottleneck (both rounds in flight): a wave coming due; and the rounds in
-// flight are the wave too (an ack sent now would run before the fetches
-// that reach Redis after it). Ack rounds wait here
-// (ackMux.round) so that Redis runs the fetches of a wave first: an ack
-// only frees a message Redis already delivered, and every ack of the wave
-// then rides fewer, larger rounds, while a fetch is what lateness waits
-// for.
-func (m *callMux) waitQueued(ctx context.Context, most time.Duration) {
-	m.mu.Lock()
-	if len(m.q) == 0 && m.running == 0 && m.holding == 0 {
-		m.mu.Unlock()
-		return
-	}
-	if m.drained == nil {
-		m.drained = make(chan struct{})
-	}
-	ch := m.drained
-	m.mu.Unlock()
-	t := time.NewTimer(most)
-	defer t.Stop()
+func closed(ch <-chan struct{}) bool {
 	select {
 	case <-ch:
-	case <-t.C:
-	case <-ctx.Done():
+		return true
+	default:
+		return false
 	}
 }
 
 // holdRound marks a holder round under way (begin true) or ended.
 func (m *callMux) holdRound(begin bool) {
-	m.mu.Lock()
+	m.holdMu.Lock()
+	defer m.holdMu.Unlock()
 	if begin {
 		m.holding++
-	} else {
-		m.holding--
-		m.noteDrainedLocked()
+		return
 	}
-	m.mu.Unlock()
+	m.holding--
+	if m.holding == 0 && m.holdIdle != nil {
+		close(m.holdIdle)
+		m.holdIdle = nil
+	}
 }
+
+// holdingIdle returns a channel closed once no holder round is under way.
+func (m *callMux) holdingIdle() <-chan struct{} {
+	m.holdMu.Lock()
+	defer m.holdMu.Unlock()
+	if m.holding == 0 {
+		return closedChan
+	}
+	if m.holdIdle == nil {
+		m.holdIdle = make(chan struct{})
+	}
+	return m.holdIdle
+}
+
+var closedChan = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
 
 // run sends one round: a single fetch as it is, several as the sections of
 // one call.

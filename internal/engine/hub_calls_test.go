@@ -187,11 +187,7 @@ func TestMuxDropsAbandonedFetch(t *testing.T) {
 		}()
 	}
 	queued := func(n int) {
-		require.Eventually(t, func() bool {
-			h.calls.mu.Lock()
-			defer h.calls.mu.Unlock()
-			return len(h.calls.q) == n
-		}, 5*time.Second, time.Millisecond)
+		require.Eventually(t, func() bool { return h.calls.g.Queued() == n }, 5*time.Second, time.Millisecond)
 	}
 	// Two rounds in flight, held at the gate; two fetches queue behind them.
 	// The first one's caller gives up while its round runs: it still gets

@@ -4,10 +4,14 @@
 // are busy queue up and ride the next round together. The producer's
 // sends and the consumer's acks use it.
 //
-// A caller that gives up (its context ends) before its request ran leaves
-// the request queued: it is still run by a later round, as after any
-// timeout. Whoever leaves makes sure the queue is not left without a
-// caller to run it.
+// A caller of Do that gives up (its context ends) before its request ran
+// leaves the request queued: it is still run by a later round, as after
+// any timeout. A caller of DoUnlessDone takes its request back instead,
+// unless a round took it already. Whoever leaves makes sure the queue is
+// not left without a caller to run it.
+//
+// The producer's sends, the consumer's fetches and acks, and the starting
+// consumers' reads use it.
 package groupcommit
 
 import (
@@ -29,11 +33,15 @@ type Group[T any] struct {
 	// kick wakes it (buffered, one pending).
 	serving bool
 	kick    chan struct{}
+	// idle, when not nil, is closed once no value queues and no round
+	// runs (Idle).
+	idle chan struct{}
 }
 
 type entry[T any] struct {
-	v    T
-	done bool          // guarded by Group.mu
+	v     T
+	taken bool          // guarded by Group.mu: a round took it
+	done  bool          // guarded by Group.mu
 	wake chan struct{} // non-nil while its caller waits; closed to wake it
 	then func()        // Go's callback: called once the round that ran v is over
 }
@@ -78,6 +86,98 @@ func (g *Group[T]) Do(ctx context.Context, v T) error {
 	g.leaveLocked(ctx)
 	g.mu.Unlock()
 	return err
+}
+
+// DoUnlessDone queues v as Do does, but when ctx ends before a round took
+// v, v leaves the queue and never runs: the call returns ctx's error. Once
+// a round took v, it waits for that round whatever ctx says, and returns
+// nil. It is for work that must not happen for a caller who is gone (a
+// fetch would lease messages no handler takes). A ctx done already queues
+// nothing.
+func (g *Group[T]) DoUnlessDone(ctx context.Context, v T) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	e := &entry[T]{v: v}
+	done := ctx.Done()
+	g.mu.Lock()
+	g.q = append(g.q, e)
+	for !e.done {
+		if g.running < g.inFlight && !e.taken {
+			if err := ctx.Err(); err != nil {
+				g.dropLocked(e)
+				g.leaveLocked(ctx)
+				g.mu.Unlock()
+				return err
+			}
+			g.roundLocked(ctx)
+			continue
+		}
+		wake := make(chan struct{})
+		e.wake = wake
+		g.mu.Unlock()
+		gaveUp := false
+		select {
+		case <-wake:
+		case <-done:
+			gaveUp = true
+		}
+		g.mu.Lock()
+		e.wake = nil
+		switch {
+		case gaveUp && e.taken:
+			// Its round runs: wait for it.
+			done = nil
+		case gaveUp && !e.done:
+			g.dropLocked(e)
+			g.leaveLocked(ctx)
+			g.mu.Unlock()
+			return ctx.Err()
+		}
+	}
+	g.leaveLocked(ctx)
+	g.mu.Unlock()
+	return nil
+}
+
+// dropLocked takes e, which no round took, out of the queue.
+func (g *Group[T]) dropLocked(e *entry[T]) {
+	for i, x := range g.q {
+		if x == e {
+			g.q = append(g.q[:i], g.q[i+1:]...)
+			break
+		}
+	}
+	g.noteIdleLocked()
+}
+
+// Idle returns a channel that is closed once no value queues for a round
+// and no round runs: closed already when that is so now.
+func (g *Group[T]) Idle() <-chan struct{} {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.q) == 0 && g.running == 0 {
+		return closedChan
+	}
+	if g.idle == nil {
+		g.idle = make(chan struct{})
+	}
+	return g.idle
+}
+
+var closedChan = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
+
+// noteIdleLocked closes the channel Idle handed out once the group is
+// idle.
+func (g *Group[T]) noteIdleLocked() {
+	if g.idle != nil && len(g.q) == 0 && g.running == 0 {
+		close(g.idle)
+		g.idle = nil
+	}
 }
 
 // Go queues v and returns without waiting for it; then, when not nil, is
@@ -147,6 +247,9 @@ func (g *Group[T]) roundLocked(ctx context.Context) {
 	}
 	vals = vals[:n:n]
 	batch := append([]*entry[T](nil), g.q[:n]...)
+	for _, e := range batch {
+		e.taken = true
+	}
 	// The queue's backing array must not keep finished values (message
 	// bodies) alive until it is reallocated.
 	clear(g.q[:n])
@@ -156,6 +259,7 @@ func (g *Group[T]) roundLocked(ctx context.Context) {
 	g.run(context.WithoutCancel(ctx), vals)
 	g.mu.Lock()
 	g.running--
+	g.noteIdleLocked()
 	callbacks := false
 	for _, e := range batch {
 		e.done = true
