@@ -33,6 +33,10 @@ type tokenStore struct {
 	prefix   string
 	cacheTTL time.Duration
 
+	// removed, if set, is told of each deletion made through this
+	// process, after it reached Redis (to end the token's long polls).
+	removed func(tokenRef)
+
 	mu    sync.Mutex
 	cache map[tokenRef]time.Time // valid until
 	gen   uint64                 // deletions so far
@@ -105,6 +109,9 @@ func (s *tokenStore) remove(ctx context.Context, pool, ns, token string) error {
 	s.gen++
 	delete(s.cache, tokenRef{pool, ns, token})
 	s.mu.Unlock()
+	if s.removed != nil {
+		s.removed(tokenRef{pool, ns, token})
+	}
 	return err
 }
 
