@@ -100,7 +100,9 @@ func serve(ctx context.Context, cfg config, log, access *slog.Logger) error {
 	clients := map[string]redis.UniversalClient{}
 	defer func() {
 		for _, c := range clients {
-			_ = c.Close()
+			if c != nil { // a URL that did not parse left its entry nil
+				_ = c.Close()
+			}
 		}
 	}()
 	roots, err := loadRoots(cfg.redisTLSCA)
