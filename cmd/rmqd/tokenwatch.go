@@ -18,8 +18,9 @@ import (
 // seen by this process's check: every interval it asks Redis, in one
 // pipeline, whether each token that has a long poll open here still
 // exists (one HEXISTS per token, not per poll; nothing when no poll is
-// open). An ended long poll answers as one that found nothing (404 no
-// job available); the client's next request gets 401.
+// open), and forgets a deleted one from the token cache. An ended long
+// poll answers as one that found nothing (404 no job available); the
+// client's next request gets 401.
 type tokenWatch struct {
 	store    *tokenStore
 	interval time.Duration
@@ -122,6 +123,9 @@ func (w *tokenWatch) check(ctx context.Context) error {
 	}
 	for i, c := range cmds {
 		if !c.Val() {
+			// Deleted through another process: this one's cache forgets
+			// it too, so the client's next request is refused at once.
+			w.store.forget(refs[i])
 			w.revoked(refs[i])
 		}
 	}
