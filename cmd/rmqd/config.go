@@ -69,7 +69,7 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (conf
 	fs.StringVar(&c.adminListen, "admin-listen", "127.0.0.1:7778", "address of the admin listener (tokens, limits, metrics)")
 	fs.Var(&c.pools, "pool", "another pool as `NAME=URL`, used by tokens of the form NAME:TOKEN (repeatable; the variable takes a space-separated list)")
 	fs.StringVar(&c.prefix, "prefix", "rmq", "Redis key prefix of the queues and of rmqd's own keys")
-	fs.Var(&c.accounts, "admin-account", "`USER:PASSWORD` for HTTP basic auth on the admin token and limit routes (repeatable; none: open)")
+	fs.Var(&c.accounts, "admin-account", "`USER:PASSWORD` for HTTP basic auth on the admin listener's token, limit, queue and access-log routes, dashboard and profiles (repeatable; none: open; prefer the variable, a command line is visible to every user)")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.BoolVar(&c.accessLog, "access-log", true, "log one line per request (POST /accesslog on the admin port toggles it)")
