@@ -49,7 +49,6 @@ func TestBinaryLogsNoToken(t *testing.T) {
 		{"GET", p.admin + "/token/ns/" + wrong + "/limit", "", []string{adminHdr}, http.StatusNotFound},
 		{"GET", p.admin + "/token/ns/" + pooled + "/limit", "", []string{adminHdr}, http.StatusNotFound},
 		{"GET", p.admin + "/token/ns/" + wrong + "/limit", "", []string{"Origin: http://evil.example", adminHdr}, http.StatusNotFound},
-		{"PUT", p.admin + lim, `{"read":0,"write":1,"interval":3600}`, []string{"Origin: http://evil.example", adminHdr}, http.StatusForbidden},
 		{"PUT", p.api + "/api/ns/q", "x", []string{"X-Token: " + tok}, http.StatusCreated},
 		{"PUT", p.api + "/api/ns/q", "x", []string{"X-Token: " + tok}, http.StatusTooManyRequests},
 		{"PUT", p.api + "/api/ns/q?token=" + otherTok, "x", nil, http.StatusCreated},

@@ -130,11 +130,12 @@ func TestBinaryShowsNoCredentials(t *testing.T) {
 	srv := redistest.Start(t, redisserver.Config{Password: redisPw})
 	url := "redis://:" + redisPw + "@" + srv.Addr() + "/0"
 	env := []string{"RMQD_PREFIX=" + redistest.Prefix(t), "RMQD_LOG_LEVEL=debug"}
-	p := startRmqd(t, url, env, "--admin-account", "admin:"+adminPw, "--pool", "other="+url, "--pprof")
+	// (The profiles' command line: TestBinaryPprofOnlyForAdmins.)
+	p := startRmqd(t, url, env, "--admin-account", "admin:"+adminPw, "--pool", "other="+url)
 	tok := newTokenOn(t, p.admin, "ns", adminHdr)
 	require.Equal(t, http.StatusCreated, do(t, "PUT", p.api+"/api/ns/q", "x", "X-Token: "+tok).status)
 	for _, path := range []string{"/version", "/pools", "/info", "/info?pool=other", "/metrics", "/limits", "/accesslog",
-		"/token/ns", "/queue/ns/q", "/dashboard/", "/dashboard/topic?name=ns.q", "/dashboard-tokens", "/debug/pprof/cmdline"} {
+		"/token/ns", "/queue/ns/q", "/dashboard/", "/dashboard/topic?name=ns.q", "/dashboard-tokens"} {
 		a := do(t, "GET", p.admin+path, "", adminHdr)
 		require.Equal(t, http.StatusOK, a.status, "%s: %s", path, a)
 		require.NotContains(t, string(a.body), redisPw, path)
@@ -200,7 +201,7 @@ func TestBinaryAdminRefusesCrossSiteRequests(t *testing.T) {
 	srv := redistest.Shared(t)
 	rdb := redistest.Client(t, srv)
 	prefix := redistest.Prefix(t)
-	p := startRmqd(t, "redis://"+srv.Addr()+"/0", []string{"RMQD_PREFIX=" + prefix}, "--admin-account", "admin:"+adminPw, "--pprof")
+	p := startRmqd(t, "redis://"+srv.Addr()+"/0", []string{"RMQD_PREFIX=" + prefix}, "--admin-account", "admin:"+adminPw)
 	tok := newTokenOn(t, p.admin, "ns", adminHdr)
 	require.Equal(t, http.StatusCreated, do(t, "PUT", p.api+"/api/ns/q", "x", "X-Token: "+tok).status)
 	limitBody := `{"read":5,"write":5,"interval":60}`
@@ -224,7 +225,6 @@ func TestBinaryAdminRefusesCrossSiteRequests(t *testing.T) {
 		{"POST", "/queue/ns/q/pause", ""},
 		{"POST", "/queue/ns/q/resume", ""},
 		{"POST", "/accesslog?status=disable", ""},
-		{"POST", "/debug/pprof/symbol", "0x1"},
 		{"POST", "/dashboard/action", "op=pause&topic=ns.q&confirm=yes"},
 	}
 	for _, paused := range []bool{false, true} {
