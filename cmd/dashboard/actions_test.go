@@ -127,6 +127,8 @@ func TestUnsafeRequestsNeedSameOriginAndToken(t *testing.T) {
 		"other origin":         {form(token), map[string]string{"Origin": "http://evil.example"}},
 		"other referer":        {form(token), map[string]string{"Referer": "http://evil.example/dash/"}},
 		"null origin":          {form(token), map[string]string{"Origin": "null"}},
+		"cross-site fetch":     {form(token), map[string]string{"Origin": origin, "Sec-Fetch-Site": "cross-site"}},
+		"same-site fetch":      {form(token), map[string]string{"Origin": origin, "Sec-Fetch-Site": "same-site"}},
 		"no token":             {url.Values{"op": {"delete"}, "topic": {"orders"}, "id": {"a"}, "confirm": {"yes"}}, map[string]string{"Origin": origin}},
 		"forged token":         {form("AAAA" + token[4:]), map[string]string{"Origin": origin}},
 	} {

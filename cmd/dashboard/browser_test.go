@@ -2,58 +2,29 @@ package dashboard_test
 
 import (
 	"context"
-	"os"
-	"os/exec"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 
 	"github.com/rmq-go/rmq/cmd/dashboard"
+	"github.com/rmq-go/rmq/cmd/internal/browsertest"
 	"github.com/rmq-go/rmq/consumer"
 	"github.com/rmq-go/rmq/topic"
 )
 
-// newBrowser starts a headless Chromium for the test, closed at its end. It
-// skips the test when Chromium is not installed, except in CI (CI=true),
-// where scripts/test.sh installs it and its absence is a failure.
-func newBrowser(t *testing.T) context.Context {
-	t.Helper()
-	path, err := exec.LookPath("chromium")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("chromium not installed (apt-get install -y chromium): %v", err)
-		}
-		t.Skip("chromium not installed (apt-get install -y chromium)")
-	}
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(path), chromedp.NoSandbox, chromedp.WindowSize(1280, 900))
-	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancel := chromedp.NewContext(alloc)
-	t.Cleanup(func() { cancel(); cancelAlloc() })
-	// The first run starts the browser; it must not carry a timeout (that
-	// would stop the browser with it), so later steps get their own.
-	require.NoError(t, chromedp.Do(ctx))
-	return ctx
-}
+// newBrowser, step and text are browsertest's (shared with rmqd's tests).
+func newBrowser(t *testing.T) context.Context { return browsertest.New(t) }
 
-// step runs browser steps with a timeout.
 func step(t *testing.T, ctx context.Context, steps ...chromedp.Action[chromedp.Void]) {
 	t.Helper()
-	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	require.NoError(t, chromedp.Do(sctx, steps...))
+	browsertest.Do(t, ctx, steps...)
 }
 
 func text(t *testing.T, ctx context.Context, sel string) string {
 	t.Helper()
-	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	s, err := chromedp.Run(sctx, chromedp.Text(chromedp.CSS(sel)))
-	require.NoError(t, err, sel)
-	return s
+	return browsertest.Text(t, ctx, sel)
 }
 
 // TestBrowserRequeueAndPause drives the dashboard in a real browser: from

@@ -81,21 +81,50 @@ func (h *handler) checkUnsafe(w http.ResponseWriter, r *http.Request) bool {
 	return true
 }
 
-// sameOrigin reports whether the Origin header, else the Referer, names the
-// host of the request. A request with neither is refused: every browser
-// that could be tricked into sending one sends at least one of them on a
-// POST (the pages set Referrer-Policy same-origin).
+// sameOrigin reports whether a browser sent r from a page of the origin
+// it was sent to (CrossSite). A request that says nothing of its origin
+// is refused: every browser that could be tricked into sending one sends
+// at least one of the headers on a POST (the pages set Referrer-Policy
+// same-origin).
 func sameOrigin(r *http.Request) bool {
+	cross, known := CrossSite(r)
+	return known && !cross
+}
+
+// CrossSite reports whether a browser sent r from a page of another origin
+// than the one r was sent to: its Sec-Fetch-Site header says so, or, from a
+// browser that sends none, its Origin header (else its Referer) names
+// another host than r.Host. known is false when r carries none of these
+// headers: it comes from a program (curl, a client library), not from a
+// page, and no page can have made it. A host that serves actions to
+// browsers and to programs on one port (rmqd's admin API) refuses cross;
+// the dashboard, which serves browsers only, also refuses !known.
+//
+// Sec-Fetch-Site is set by the browser and cannot be changed by a page;
+// it is trusted over Origin, which a proxy that rewrites Host would make
+// look foreign. "none" is a request the user made (a bookmark, an address
+// typed in), not a page.
+func CrossSite(r *http.Request) (cross, known bool) {
+	switch r.Header.Get("Sec-Fetch-Site") {
+	case "same-origin", "none":
+		return false, true
+	case "":
+	default: // same-site (another port or subdomain), cross-site
+		return true, true
+	}
 	src := r.Header.Get("Origin")
 	if src == "" || src == "null" {
-		src = r.Header.Get("Referer")
+		if ref := r.Header.Get("Referer"); ref != "" {
+			src = ref
+		}
 	}
 	if src == "" {
-		return false
+		return false, false
 	}
+	// "null" (a sandboxed page, a redirect across origins) is no host.
 	u, err := url.Parse(src)
 	if err != nil || u.Host == "" {
-		return false
+		return true, true
 	}
-	return u.Host == r.Host
+	return u.Host != r.Host, true
 }

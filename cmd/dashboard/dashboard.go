@@ -34,6 +34,16 @@ type config struct {
 	pageSize   int
 	counters   *Counters
 	zk         *zkConfig
+	navLinks   []NavLink
+}
+
+// NavLink is a link of the header's navigation.
+type NavLink struct {
+	Label string
+	// Href is relative to the dashboard's root (every page is one level
+	// below it: "../tokens" from a dashboard at /rmq/ is /tokens), or
+	// absolute.
+	Href string
 }
 
 // WithKeyPrefix sets the Redis key prefix of the topics shown (default
@@ -71,6 +81,15 @@ func WithCSRFKey(key []byte) Option { return func(c *config) { c.csrfKey = key }
 // second and the firing-lateness histogram, drawn from c, which must be
 // attached to the host's rmq.Client (rmq.WithObserver(c)).
 func WithCounters(c *Counters) Option { return func(cfg *config) { cfg.counters = c } }
+
+// WithNavLink adds a link to the navigation of every page, after the
+// dashboard's own: a page of the host's (rmqd's token page) reached from
+// the dashboard. The host's page may use the dashboard's stylesheet,
+// assets/style.css under the dashboard's root, and the same header markup
+// to look like one of its pages.
+func WithNavLink(label, href string) Option {
+	return func(c *config) { c.navLinks = append(c.navLinks, NavLink{label, href}) }
+}
 
 // defaultPageSize is how many entries a listing page shows.
 const defaultPageSize = 50

@@ -31,9 +31,11 @@
 //
 // The dashboard authenticates nobody: WithAuth wraps it in the host's
 // authentication, and WithReadOnly removes every action. A request that is
-// not GET or HEAD is refused (403) unless its Origin (else Referer) names
-// the host it was sent to and it carries the CSRF token of the page it came
-// from (a cookie and an HMAC of it in the form). Pages are html/template
+// not GET or HEAD is refused (403) unless the browser says it came from a
+// page of the same origin (Sec-Fetch-Site, else Origin, else Referer
+// naming the host it was sent to: CrossSite, which a host may apply to its
+// own routes) and it carries the CSRF token of the page it came from (a
+// cookie and an HMAC of it in the form). Pages are html/template
 // output with a Content-Security-Policy that allows only the dashboard's
 // own script and stylesheet, so a message body is shown as text, never run.
 //

@@ -22,6 +22,7 @@ type page struct {
 	ReadOnly       bool
 	PauseAvailable bool
 	ZooKeeper      bool // the ZooKeeper page exists
+	NavLinks       []NavLink
 	Flash          string
 	Now            time.Time
 	D              any
@@ -35,6 +36,7 @@ func (h *handler) render(w http.ResponseWriter, r *http.Request, status int, nam
 		ReadOnly:       h.cfg.readOnly,
 		PauseAvailable: pauseAvailable,
 		ZooKeeper:      h.cfg.zk != nil,
+		NavLinks:       h.cfg.navLinks,
 		Flash:          r.URL.Query().Get("flash"),
 		Now:            time.Now(),
 		D:              d,

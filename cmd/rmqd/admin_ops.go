@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"net/http"
-	"net/http/pprof"
 	"runtime/debug"
 	"strings"
 )
@@ -75,17 +74,6 @@ func (s *service) setAccessLog(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, s.accessLogStatus())
-}
-
-// registerPprof serves Go's profiles under /debug/pprof/ on mux (never on
-// http.DefaultServeMux, which the API listener must not expose).
-func registerPprof(mux *http.ServeMux) {
-	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
-	mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("POST /debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 }
 
 // buildVersion is set with -ldflags "-X main.buildVersion=…"; without it

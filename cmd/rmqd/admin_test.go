@@ -189,8 +189,9 @@ func TestAdminOperationalRoutes(t *testing.T) {
 	require.Contains(t, line, "status=200")
 	require.NotContains(t, e.log.String(), "secret-in-query", "the query (it may hold a token) is never logged")
 
+	// Profiles are off unless asked for (TestBinaryPprofOnlyForAdmins).
 	a = do(t, "GET", adm+"/debug/pprof/cmdline", "")
-	require.Equal(t, http.StatusOK, a.status)
+	require.Equal(t, http.StatusNotFound, a.status)
 }
 
 func lastLine(s, containing string) string {

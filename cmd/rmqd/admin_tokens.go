@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-
-	"github.com/oklog/ulid/v2"
 )
 
 // minUserToken is the shortest token a user may choose.
@@ -59,7 +57,7 @@ func (s *service) createToken(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if token == "" {
-		token = ulid.Make().String()
+		token = newToken()
 	}
 	created, err := s.tokens.create(r.Context(), poolName, ns, token, desc)
 	if err != nil {

@@ -58,6 +58,10 @@ func (s *service) consume(w http.ResponseWriter, r *http.Request, qr *queueReq) 
 		writeError(w, http.StatusBadRequest, "invalid ttr")
 		return
 	}
+	if ttr > maxTTR {
+		writeError(w, http.StatusBadRequest, errTTRTooLong)
+		return
+	}
 	timeout, ok := queryUint(q, "timeout", 0, maxUint32)
 	if !ok {
 		writeError(w, http.StatusBadRequest, "invalid timeout")

@@ -49,13 +49,12 @@ func parsePublish(r *http.Request) (publishParams, string) {
 		p.delay = time.Duration(ms) * time.Millisecond
 	}
 	if s, has := q["at"]; has {
-		t, err := time.Parse(time.RFC3339Nano, s[0])
-		if err != nil || q.Has("delay") || q.Has("delay_ms") {
+		if q.Has("delay") || q.Has("delay_ms") {
 			return p, "invalid at"
 		}
-		p.at = t
-		if d := time.Until(t); d > 0 {
-			p.delay = d
+		var bad string
+		if p.at, p.delay, bad = parseAt(s[0], time.Now()); bad != "" {
+			return p, bad
 		}
 	}
 	ttl, ok := queryUint(q, "ttl", defaultTTL, maxUint32)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/subtle"
 	"fmt"
 	"net/http"
@@ -78,16 +79,17 @@ func (s *service) queueRoute(o routeOpts, h queueHandler) queueRoute {
 				writeError(w, http.StatusUnauthorized, "token not found")
 				return
 			}
-			valid, err := s.tokens.valid(r.Context(), poolName, ns, token)
-			if err != nil {
-				s.writeInternal(w, r, fmt.Errorf("token lookup: %w", err))
-				return
-			}
-			if !valid {
-				writeError(w, http.StatusUnauthorized, "invalid token")
+			ref := tokenRef{poolName, ns, token}
+			if !s.checkToken(w, r, ref) {
 				return
 			}
 			qr.token = token
+			if o.consume && longPoll(r) {
+				// A long poll ends when its token is deleted (tokenwatch.go).
+				ctx, release := s.watch.watch(r.Context(), ref)
+				defer release()
+				r = r.WithContext(ctx)
+			}
 		}
 		if o.throttle != throttleNone {
 			giveBack, ok := s.throttled(w, r, tokenRef{poolName, ns, token}, o.throttle)
@@ -109,6 +111,44 @@ func (s *service) queueRoute(o routeOpts, h queueHandler) queueRoute {
 		}
 		h(w, r, qr)
 	}
+}
+
+// checkToken looks the token up behind the guard (guard.go); false means
+// the answer (401, 429 or 500) was written.
+func (s *service) checkToken(w http.ResponseWriter, r *http.Request, ref tokenRef) bool {
+	addr := s.guard.clientAddr(r)
+	if refused, retry := s.guard.refused(guardToken, addr); refused && !s.guard.tokenKnown(addr, ref) {
+		writeGuessRefused(w, guardToken, retry)
+		return false
+	}
+	valid, err := s.tokens.valid(r.Context(), ref.pool, ref.ns, ref.token)
+	if err != nil {
+		s.writeInternal(w, r, fmt.Errorf("token lookup: %w", err))
+		return false
+	}
+	if !valid {
+		refuse, retry, err := s.guard.failed(r.Context(), guardToken, addr)
+		switch {
+		case err != nil:
+			s.writeInternal(w, r, fmt.Errorf("count a failed token: %w", err))
+		case refuse:
+			writeGuessRefused(w, guardToken, retry)
+		default:
+			writeError(w, http.StatusUnauthorized, "invalid token")
+		}
+		return false
+	}
+	s.guard.tokenOK(addr, ref)
+	return true
+}
+
+// longPoll reports whether a consume asks to wait (timeout > 0).
+func longPoll(r *http.Request) bool {
+	if !strings.Contains(r.URL.RawQuery, "timeout") {
+		return false
+	}
+	t := r.URL.Query().Get("timeout")
+	return t != "" && strings.Trim(t, "0") != ""
 }
 
 // throttled takes a unit of the token's limit; ok false means the answer
@@ -147,24 +187,51 @@ func (s *service) throttled(w http.ResponseWriter, r *http.Request, ref tokenRef
 func (s *service) basicAuth(h http.HandlerFunc) http.Handler { return s.requireAccount(h) }
 
 // requireAccount is basicAuth as middleware (the dashboard's WithAuth).
+// Failed logins are counted per client address (guard.go): beyond the
+// allowance the address gets 429 and its credentials are not checked. A
+// request without credentials (a browser's first, before it asks the
+// user) is not a failure.
 func (s *service) requireAccount(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if len(s.cfg.Accounts) > 0 && !s.accountOK(r) {
-			w.Header().Set("WWW-Authenticate", `Basic realm="Authorization Required"`)
-			w.WriteHeader(http.StatusUnauthorized)
-			return
+		if len(s.cfg.Accounts) > 0 {
+			user, pass, given := r.BasicAuth()
+			if !given {
+				askForLogin(w)
+				return
+			}
+			addr := s.guard.clientAddr(r)
+			if refused, retry := s.guard.refused(guardLogin, addr); refused {
+				writeGuessRefused(w, guardLogin, retry)
+				return
+			}
+			if !s.accountOK(user, pass) {
+				refuse, retry, err := s.guard.failed(r.Context(), guardLogin, addr)
+				switch {
+				case err != nil:
+					s.writeInternal(w, r, fmt.Errorf("count a failed login: %w", err))
+				case refuse:
+					writeGuessRefused(w, guardLogin, retry)
+				default:
+					askForLogin(w)
+				}
+				return
+			}
 		}
 		h.ServeHTTP(w, r)
 	})
 }
 
-func (s *service) accountOK(r *http.Request) bool {
-	user, pass, ok := r.BasicAuth()
-	if !ok {
-		return false
-	}
+// askForLogin answers 401 with an empty body, as lmstfy does (§8.4).
+func askForLogin(w http.ResponseWriter) {
+	w.Header().Set("WWW-Authenticate", `Basic realm="Authorization Required"`)
+	w.WriteHeader(http.StatusUnauthorized)
+}
+
+func (s *service) accountOK(user, pass string) bool {
 	want, known := s.cfg.Accounts[user]
-	// Compare even for an unknown user so the time does not tell.
-	match := subtle.ConstantTimeCompare([]byte(pass), []byte(want)) == 1
+	// Compare digests, and even for an unknown user, so that the time
+	// tells neither the password's length nor whether the user exists.
+	a, b := sha256.Sum256([]byte(pass)), sha256.Sum256([]byte(want))
+	match := subtle.ConstantTimeCompare(a[:], b[:]) == 1
 	return known && match
 }

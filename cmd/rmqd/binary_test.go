@@ -125,7 +125,8 @@ func TestBinaryHelpListsEveryFlagAndVariable(t *testing.T) {
 	out, err := exec.Command(rmqdBinary(t), "--help").CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	for _, f := range []string{"redis-url", "redis-cluster", "redis-tls-ca", "dashboard", "listen", "admin-listen", "pool", "prefix", "admin-account",
-		"log-format", "log-level", "access-log", "max-wait", "cache-ttl", "shutdown-timeout", "dev"} {
+		"log-format", "log-level", "access-log", "max-wait", "cache-ttl", "shutdown-timeout", "dev",
+		"admin-host", "max-auth-failures", "trusted-proxy", "pprof"} {
 		require.Regexp(t, "(?m)^  --"+f+"( \\S+)?$", string(out))
 		require.Contains(t, string(out), envName(f), f)
 	}

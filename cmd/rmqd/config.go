@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -30,6 +31,10 @@ type config struct {
 	shutdownTimeout time.Duration
 	dev             bool
 	dashboard       string
+	pprof           bool
+	adminHosts      hostFlags
+	authFailures    int
+	trustedProxies  prefixFlags
 }
 
 const usageHead = `rmqd serves RMQ for Go over HTTP, wire-compatible with lmstfy's API:
@@ -64,7 +69,7 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (conf
 	fs.StringVar(&c.adminListen, "admin-listen", "127.0.0.1:7778", "address of the admin listener (tokens, limits, metrics)")
 	fs.Var(&c.pools, "pool", "another pool as `NAME=URL`, used by tokens of the form NAME:TOKEN (repeatable; the variable takes a space-separated list)")
 	fs.StringVar(&c.prefix, "prefix", "rmq", "Redis key prefix of the queues and of rmqd's own keys")
-	fs.Var(&c.accounts, "admin-account", "`USER:PASSWORD` for HTTP basic auth on the admin token and limit routes (repeatable; none: open)")
+	fs.Var(&c.accounts, "admin-account", "`USER:PASSWORD` for HTTP basic auth on the admin listener's token, limit, queue and access-log routes, dashboard and profiles (repeatable; none: open; prefer the variable, a command line is visible to every user)")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.BoolVar(&c.accessLog, "access-log", true, "log one line per request (POST /accesslog on the admin port toggles it)")
@@ -72,6 +77,10 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (conf
 	fs.DurationVar(&c.cacheTTL, "cache-ttl", time.Second, "how long a valid token or a limit is cached; changes made through another rmqd take up to this long")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGTERM, how long requests in progress may take to finish")
 	fs.StringVar(&c.dashboard, "dashboard", "/dashboard/", "admin-listener `PATH` of the web dashboard of the default pool, and of its token page at PATH/../dashboard-tokens (behind --admin-account); empty: none")
+	fs.BoolVar(&c.pprof, "pprof", false, "serve Go's profiles at /debug/pprof/ on the admin listener, behind --admin-account (which it requires)")
+	fs.Var(&c.adminHosts, "admin-host", "a `NAME` the admin listener answers to besides IP addresses, localhost and the host of --admin-listen: the name a proxy or browser uses (repeatable or comma-separated; * answers any name)")
+	fs.IntVar(&c.authFailures, "max-auth-failures", 30, "failed basic-auth logins, and API requests with an invalid token, allowed per client address and minute (each kind; 0: unlimited); beyond: 429")
+	fs.Var(&c.trustedProxies, "trusted-proxy", "`CIDR` of a proxy in front of rmqd: a request from it is counted against the client address its X-Forwarded-For names (repeatable or comma-separated)")
 	fs.BoolVar(&c.dev, "dev", false, "start a throwaway redis-server for the default pool (installed from the OS packages if missing); nothing is kept")
 
 	// Usage strings get their variable; variables become the defaults.
@@ -82,6 +91,10 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (conf
 		v := getenv(name)
 		if v == "" {
 			return
+		}
+		if f.Name == "redis-url" {
+			// The help shows the default: never a password.
+			defer func() { f.DefValue = redactURLs(v) }()
 		}
 		if multi, ok := f.Value.(interface{ setAll(string) error }); ok {
 			if err := multi.setAll(v); err != nil {
@@ -102,6 +115,11 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (conf
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
+	// The values that may hold a password report their errors here, not
+	// through the flag package, which would quote the value.
+	if err := errors.Join(c.pools.err, c.accounts.err); err != nil {
+		return c, err
+	}
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
@@ -115,6 +133,12 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (conf
 	}
 	if c.maxWait <= 0 || c.shutdownTimeout <= 0 || c.cacheTTL < 0 {
 		return c, errors.New("--max-wait and --shutdown-timeout must be positive, --cache-ttl not negative")
+	}
+	if c.pprof && len(c.accounts.m) == 0 {
+		return c, errors.New("--pprof needs --admin-account: profiles are served only to an admin")
+	}
+	if c.authFailures < 0 {
+		return c, errors.New("--max-auth-failures must not be negative")
 	}
 	return c, nil
 }
@@ -137,20 +161,31 @@ func printUsage(out io.Writer, fs *flag.FlagSet) {
 	})
 }
 
-// poolFlags collects --pool NAME=URL.
-type poolFlags []poolFlag
+// poolFlags collects --pool NAME=URL. A bad value is reported by
+// parseConfig (err), without the value, which may hold a password.
+type poolFlags struct {
+	list []poolFlag
+	err  error
+}
 
 type poolFlag struct{ name, url string }
 
 func (p *poolFlags) String() string {
-	parts := make([]string, len(*p))
-	for i, f := range *p {
-		parts[i] = f.name + "=" + f.url
+	parts := make([]string, len(p.list))
+	for i, f := range p.list {
+		parts[i] = f.name + "=" + redact(f.url)
 	}
 	return strings.Join(parts, " ")
 }
 
 func (p *poolFlags) Set(v string) error {
+	if err := p.add(v); err != nil && p.err == nil {
+		p.err = fmt.Errorf("--pool: %w", err)
+	}
+	return nil
+}
+
+func (p *poolFlags) add(v string) error {
 	name, url, ok := strings.Cut(v, "=")
 	switch {
 	case !ok || url == "":
@@ -160,46 +195,110 @@ func (p *poolFlags) Set(v string) error {
 	case name == defaultPool:
 		return errors.New("the default pool is --redis-url")
 	}
-	for _, f := range *p {
+	for _, f := range p.list {
 		if f.name == name {
 			return fmt.Errorf("pool %q given twice", name)
 		}
 	}
-	*p = append(*p, poolFlag{name, url})
+	p.list = append(p.list, poolFlag{name, url})
 	return nil
 }
 
 func (p *poolFlags) setAll(v string) error {
 	for _, f := range strings.Fields(v) {
-		if err := p.Set(f); err != nil {
+		if err := p.add(f); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// accountFlags collects --admin-account USER:PASSWORD.
-type accountFlags map[string]string
+// accountFlags collects --admin-account USER:PASSWORD. A bad value is
+// reported by parseConfig (err), without the value.
+type accountFlags struct {
+	m   map[string]string
+	err error
+}
 
-func (a *accountFlags) String() string { return strconv.Itoa(len(*a)) + " accounts" }
+func (a *accountFlags) String() string { return strconv.Itoa(len(a.m)) + " accounts" }
 
 func (a *accountFlags) Set(v string) error {
+	if err := a.add(v); err != nil && a.err == nil {
+		a.err = fmt.Errorf("--admin-account: %w", err)
+	}
+	return nil
+}
+
+func (a *accountFlags) add(v string) error {
 	user, pass, ok := strings.Cut(v, ":")
 	if !ok || user == "" || pass == "" {
 		return errors.New("want USER:PASSWORD")
 	}
-	if *a == nil {
-		*a = accountFlags{}
+	if a.m == nil {
+		a.m = map[string]string{}
 	}
-	(*a)[user] = pass
+	a.m[user] = pass
 	return nil
 }
 
 func (a *accountFlags) setAll(v string) error {
 	for _, f := range strings.Fields(v) {
-		if err := a.Set(f); err != nil {
+		if err := a.add(f); err != nil {
 			return err
 		}
 	}
 	return nil
 }
+
+// hostFlags collects --admin-host NAME.
+type hostFlags []string
+
+func (h *hostFlags) String() string { return strings.Join(*h, ",") }
+
+func (h *hostFlags) Set(v string) error {
+	for _, name := range strings.Split(v, ",") {
+		name = strings.TrimSpace(name)
+		if name == "" {
+			continue
+		}
+		if name != "*" && strings.ContainsAny(name, "/ @") {
+			return fmt.Errorf("%q: want a host name", name)
+		}
+		*h = append(*h, name)
+	}
+	return nil
+}
+
+func (h *hostFlags) setAll(v string) error { return h.Set(v) }
+
+// prefixFlags collects --trusted-proxy CIDR (a bare address is one host).
+type prefixFlags []netip.Prefix
+
+func (p *prefixFlags) String() string {
+	parts := make([]string, len(*p))
+	for i, x := range *p {
+		parts[i] = x.String()
+	}
+	return strings.Join(parts, ",")
+}
+
+func (p *prefixFlags) Set(v string) error {
+	for _, s := range strings.Split(v, ",") {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			continue
+		}
+		pfx, err := netip.ParsePrefix(s)
+		if err != nil {
+			a, aerr := netip.ParseAddr(s)
+			if aerr != nil {
+				return fmt.Errorf("%q: want a CIDR like 10.0.0.0/8 or an address", s)
+			}
+			pfx = netip.PrefixFrom(a, a.BitLen())
+		}
+		*p = append(*p, pfx.Masked())
+	}
+	return nil
+}
+
+func (p *prefixFlags) setAll(v string) error { return p.Set(v) }

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"html/template"
 	"net/http"
+	pathpkg "path"
 	"sort"
 	"strings"
 
@@ -12,35 +14,60 @@ import (
 // mountDashboard serves the library's dashboard of the default pool at
 // cfg.Dashboard on the admin mux, and rmqd's own token page beside it
 // (PATH without its slash, plus "-tokens"), both behind the admin accounts
-// when there are any.
+// when there are any. The token page looks like one of the dashboard's
+// (its stylesheet and header), and the dashboard's navigation links to it.
 func (s *service) mountDashboard(mux *http.ServeMux) {
 	path := s.cfg.Dashboard
 	if path == "" {
 		return
 	}
 	def := s.pools[defaultPool]
+	base := strings.TrimSuffix(path, "/")
+	tokens := base + "-tokens"
 	opts := []dashboard.Option{
 		dashboard.WithKeyPrefix(s.cfg.Prefix),
 		dashboard.WithCounters(s.counters),
 		dashboard.WithLogger(s.log),
+		// Relative, as the dashboard's own links, so that a proxy may
+		// serve it all under another path.
+		dashboard.WithNavLink("Tokens", "../"+pathpkg.Base(tokens)),
 	}
 	if len(s.cfg.Accounts) > 0 {
 		opts = append(opts, dashboard.WithAuth(s.requireAccount))
 	}
-	base := strings.TrimSuffix(path, "/")
 	mux.Handle(path, http.StripPrefix(base, dashboard.New(def.rdb, opts...)))
-	mux.Handle("GET "+base+"-tokens", s.requireAccount(http.HandlerFunc(s.tokenPage)))
+	mux.Handle("GET "+tokens, s.requireAccount(http.HandlerFunc(s.tokenPage)))
 }
 
+// tokenPageTmpl has the dashboard's header and uses its stylesheet (a
+// relative link from PATH-tokens to PATH/assets/style.css).
 var tokenPageTmpl = template.Must(template.New("tokens").Parse(`<!doctype html>
-<html><head><meta charset="utf-8"><title>rmqd: namespaces and tokens</title></head>
-<body><h1>Namespaces and tokens</h1>
-<p><a href="{{.Dashboard}}">Queues (dashboard)</a></p>
-{{if not .Rows}}<p>No tokens yet: <code>POST /token/NAMESPACE?description=…</code> on this port makes one.</p>{{else}}
-<table><thead><tr><th>pool</th><th>namespace</th><th>token</th><th>description</th></tr></thead><tbody>
-{{range .Rows}}<tr><td>{{.Pool}}</td><td>{{.Namespace}}</td><td><code>{{.Token}}</code></td><td>{{.Description}}</td></tr>
-{{end}}</tbody></table>{{end}}
-</body></html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>Tokens · RMQ dashboard</title>
+<link rel="stylesheet" href="{{.Dashboard}}assets/style.css">
+</head>
+<body>
+<header class="top">
+  <a class="brand" href="{{.Dashboard}}">RMQ</a>
+  <nav><a href="{{.Dashboard}}">Overview</a> <a href="{{.Self}}" aria-current="page">Tokens</a></nav>
+</header>
+<main>
+<h1>Namespaces and tokens</h1>
+<p class="note">Tokens are shown by their first characters only. The admin API on this port makes and deletes them:
+<code>POST /token/NAMESPACE?description=…</code>, <code>DELETE /token/NAMESPACE/TOKEN</code>.</p>
+<table class="grid" id="tokens">
+<thead><tr><th>pool</th><th>namespace</th><th>token</th><th>description</th></tr></thead>
+<tbody>
+{{range .Rows}}<tr><td>{{.Pool}}</td><td>{{.Namespace}}</td><td class="mid">{{.Token}}</td><td>{{.Description}}</td></tr>
+{{else}}<tr><td class="empty" colspan="4">No tokens yet.</td></tr>
+{{end}}</tbody></table>
+</main>
+<footer>{{len .Rows}} tokens</footer>
+</body>
+</html>
 `))
 
 type tokenRow struct{ Pool, Namespace, Token, Description string }
@@ -77,10 +104,21 @@ func (s *service) tokenPage(w http.ResponseWriter, r *http.Request) {
 		a, b := rows[i], rows[j]
 		return a.Pool+"/"+a.Namespace+"/"+a.Description+a.Token < b.Pool+"/"+b.Namespace+"/"+b.Description+b.Token
 	})
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.Header().Set("Content-Security-Policy", "default-src 'none'")
-	_ = tokenPageTmpl.Execute(w, struct {
-		Dashboard string
-		Rows      []tokenRow
-	}{s.cfg.Dashboard, rows})
+	var buf bytes.Buffer
+	if err := tokenPageTmpl.Execute(&buf, struct {
+		Dashboard, Self string
+		Rows            []tokenRow
+	}{s.cfg.Dashboard, pathpkg.Base(r.URL.Path), rows}); err != nil {
+		s.writeInternal(w, r, err)
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	// The dashboard's stylesheet and nothing else; never in a frame.
+	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'self'; frame-ancestors 'none'; form-action 'none'; base-uri 'none'")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("Referrer-Policy", "same-origin")
+	_, _ = w.Write(buf.Bytes())
 }

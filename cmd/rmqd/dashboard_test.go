@@ -44,6 +44,16 @@ func TestTokenPageMasksTokensAndEscapes(t *testing.T) {
 	require.NotContains(t, page, "<script>")
 	require.Contains(t, page, "&lt;script&gt;")
 	require.Contains(t, page, `href="/dashboard/"`)
+	require.Contains(t, page, `<link rel="stylesheet" href="/dashboard/assets/style.css">`, "styled as the dashboard")
+	require.Contains(t, a.header.Get("Content-Security-Policy"), "style-src 'self'")
+	css := do(t, "GET", e.admin.URL+"/dashboard/assets/style.css", "")
+	require.Equal(t, http.StatusOK, css.status)
+	require.Contains(t, css.header.Get("Content-Type"), "text/css")
+	// Every dashboard page links to it.
+	for _, path := range []string{"/dashboard/", "/dashboard/topic?name=shop.orders"} {
+		a = do(t, "GET", e.admin.URL+path, "")
+		require.Contains(t, string(a.body), `<a href="../dashboard-tokens">Tokens</a>`, path)
+	}
 }
 
 func TestDashboardBehindAdminAccounts(t *testing.T) {

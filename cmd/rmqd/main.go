@@ -45,6 +45,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		fmt.Fprintln(stderr, "rmqd:", err)
 		return 2
 	}
+	// Nothing rmqd logs shows a password it was given (redact.go).
+	stderr = newRedactor(cfg.secrets()).writer(stderr)
 	log := newLogger(cfg, stderr)
 	// The access log's lines are written out together (logbuf.go).
 	accessOut := newBufferedLog(stderr)
@@ -98,7 +100,9 @@ func serve(ctx context.Context, cfg config, log, access *slog.Logger) error {
 	clients := map[string]redis.UniversalClient{}
 	defer func() {
 		for _, c := range clients {
-			_ = c.Close()
+			if c != nil { // a URL that did not parse left its entry nil
+				_ = c.Close()
+			}
 		}
 	}()
 	roots, err := loadRoots(cfg.redisTLSCA)
@@ -108,7 +112,7 @@ func serve(ctx context.Context, cfg config, log, access *slog.Logger) error {
 	if clients[defaultPool], err = newRedis(cfg.redisURL, cfg.redisCluster, roots); err != nil {
 		return err
 	}
-	for _, p := range cfg.pools {
+	for _, p := range cfg.pools.list {
 		if clients[p.name], err = newRedis(p.url, cfg.redisCluster, roots); err != nil {
 			return fmt.Errorf("pool %s: %w", p.name, err)
 		}
@@ -117,7 +121,9 @@ func serve(ctx context.Context, cfg config, log, access *slog.Logger) error {
 	startCtx, cancel := context.WithTimeout(ctx, startTimeout)
 	svc, err := newService(startCtx, serviceConfig{
 		Prefix: cfg.prefix, CacheTTL: cfg.cacheTTL, MaxWait: cfg.maxWait,
-		Accounts: cfg.accounts, AccessLog: cfg.accessLog, AccessLogger: access, Version: readVersion(), Dashboard: cfg.dashboard,
+		Accounts: cfg.accounts.m, AccessLog: cfg.accessLog, AccessLogger: access, Version: readVersion(), Dashboard: cfg.dashboard,
+		Pprof: cfg.pprof, AdminHosts: append(listenHost(cfg.adminListen), cfg.adminHosts...),
+		MaxAuthFailures: cfg.authFailures, TrustedProxies: cfg.trustedProxies, Secrets: cfg.secrets(),
 	}, clients, log)
 	cancel()
 	if err != nil {
@@ -146,7 +152,7 @@ func serve(ctx context.Context, cfg config, log, access *slog.Logger) error {
 	}
 	errc := make(chan error, 2)
 	var wg sync.WaitGroup
-	for i, ln := range []net.Listener{apiLn, adminLn} {
+	for i, ln := range []net.Listener{svc.wrapListener("api", apiLn), svc.wrapListener("admin", adminLn)} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

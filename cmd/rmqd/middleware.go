@@ -6,9 +6,9 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
+	"strings"
 	"time"
-
-	"github.com/oklog/ulid/v2"
 )
 
 // recorder wraps every answer: it carries the request's id and start, and
@@ -67,9 +67,10 @@ const (
 )
 
 // begin starts an answer: every answer carries a fresh X-Request-ID (a
-// ULID; an incoming one is ignored, as lmstfy does).
+// ULID, see newRequestID; an incoming one is ignored, as lmstfy does).
 func begin(w http.ResponseWriter) *recorder {
-	rec := &recorder{ResponseWriter: w, id: ulid.Make().String(), start: time.Now()}
+	now := time.Now()
+	rec := &recorder{ResponseWriter: w, id: newRequestID(now), start: now}
 	w.Header()[headerRequestID] = []string{rec.id}
 	return rec
 }
@@ -107,7 +108,7 @@ func (s *service) finish(listener, pattern string, rec *recorder, r *http.Reques
 			slog.String("listener", listener),
 			slog.String("request_id", rec.id),
 			slog.String("method", r.Method),
-			slog.String("path", r.URL.Path),
+			slog.String("path", logPath(r)),
 			slog.Int("status", rec.status),
 			slog.Int64("bytes", rec.bytes),
 			slog.Float64("ms", float64(elapsed.Microseconds())/1000),
@@ -116,9 +117,39 @@ func (s *service) finish(listener, pattern string, rec *recorder, r *http.Reques
 	}
 }
 
-// serve wraps a listener's mux: unmatched routes and methods get the
-// listener's 404 instead of the mux's 405 or redirect, a panic becomes a
-// 500, and each request carries an id, is counted and may be logged.
+// logPath is r's path as log lines show it: a token in the path (the
+// admin routes /token/{ns}/{token}…) is replaced by its fingerprint.
+// The query is never logged: it may hold a token too.
+func logPath(r *http.Request) string {
+	rest, ok := strings.CutPrefix(r.URL.EscapedPath(), "/token/")
+	if !ok {
+		return r.URL.Path
+	}
+	ns, rest, ok := strings.Cut(rest, "/")
+	if !ok {
+		return r.URL.Path
+	}
+	tok, rest, _ := strings.Cut(rest, "/")
+	if u, err := url.PathUnescape(tok); err == nil {
+		tok = u
+	}
+	pool, bare := splitToken(tok)
+	fp := fingerprint(bare)
+	if strings.Contains(tok, ":") {
+		fp = pool + ":" + fp
+	}
+	out := "/token/" + ns + "/" + fp
+	if rest != "" {
+		out += "/" + rest
+	}
+	return out
+}
+
+// serve wraps the admin listener's mux: a request the admin gate refuses
+// (a foreign Host, a cross-site action) goes no further; unmatched routes
+// and methods get the listener's 404 instead of the mux's 405 or
+// redirect, a panic becomes a 500, and each request carries an id, is
+// counted and may be logged.
 func (s *service) serve(listener string, mux *http.ServeMux, notFound http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rec := begin(w)
@@ -129,7 +160,9 @@ func (s *service) serve(listener string, mux *http.ServeMux, notFound http.Handl
 		if pattern == "" {
 			h = notFound
 		}
-		s.runHandler(h, rec, r)
+		if s.adminGate(rec, r) {
+			s.runHandler(h, rec, r)
+		}
 		s.finish(listener, pattern, rec, r)
 	})
 }

@@ -4,6 +4,7 @@ import (
 	"math"
 	"net/url"
 	"strconv"
+	"time"
 )
 
 // Limits of the query parameters (LMSTFY-API.md §9).
@@ -20,7 +21,46 @@ const (
 	defaultTTL   = 86400 // s
 	defaultTries = 1
 	defaultTTR   = 120 // s
+
+	// maxTTR is the longest lease a consume may ask for (the library's
+	// limit). lmstfy takes any uint32; rmqd answers a longer one 400
+	// rather than cut it, so a client never holds a lease shorter than it
+	// believes.
+	maxTTR = 86400 // s
+	// maxAtPast is how far in the past an absolute due time (?at=, an RMQ
+	// extension) may be: a time a little in the past (a clock behind, a
+	// slow request) means "now"; one further back is a mistake (a zero
+	// or uninitialised time, a unit error) and answers 400.
+	maxAtPast = 24 * time.Hour
 )
+
+// The 400 texts of the bounds, prefixed like lmstfy's so that a client
+// matching "invalid ttr" still does.
+const (
+	errTTRTooLong = "invalid ttr: at most 86400 (24 h)"
+	errAtTooEarly = "invalid at: more than 24 h in the past"
+	errAtTooLate  = "invalid at: more than 4294967295 s ahead"
+)
+
+// parseAt reads ?at= (RFC 3339, RMQ's absolute due time) at now. A time
+// not after now, within maxAtPast, is due now and keeps publish order:
+// at and delay are zero, as for delay=0 (a job with at=1970-01-01 must not
+// jump ahead of every job waiting). A later time gives at and the delay
+// until it. bad is the 400 text, or "".
+func parseAt(s string, now time.Time) (at time.Time, delay time.Duration, bad string) {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	switch {
+	case err != nil:
+		return time.Time{}, 0, "invalid at"
+	case t.Before(now.Add(-maxAtPast)):
+		return time.Time{}, 0, errAtTooEarly
+	case t.After(now.Add(maxUint32 * time.Second)):
+		return time.Time{}, 0, errAtTooLate
+	case !t.After(now):
+		return time.Time{}, 0, ""
+	}
+	return t, t.Sub(now), ""
+}
 
 // queryUint reads an unsigned decimal parameter no larger than max. An
 // absent parameter gives def; a present one must be digits only: empty, a

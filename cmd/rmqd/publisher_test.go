@@ -128,7 +128,7 @@ func TestConcurrentPublishesEachGetTheirOwnAnswer(t *testing.T) {
 	for i, r := range res {
 		if i%8 == 7 {
 			require.Equal(t, http.StatusBadRequest, r.status, "%d: %+v", i, r)
-			require.Contains(t, r.body, "invalid time")
+			require.Equal(t, errAtTooEarly, r.body)
 			continue
 		}
 		require.Equal(t, http.StatusCreated, r.status, "%d: %+v", i, r)

@@ -20,7 +20,7 @@ func newRedis(url string, cluster bool, roots *x509.CertPool) (redis.UniversalCl
 		parts := strings.Split(url, ",")
 		opts, err := redis.ParseClusterURL(strings.TrimSpace(parts[0]))
 		if err != nil {
-			return nil, fmt.Errorf("redis URL %q: %w", redact(parts[0]), err)
+			return nil, urlError(parts[0], err)
 		}
 		for _, p := range parts[1:] {
 			p = strings.TrimSpace(p)
@@ -30,7 +30,7 @@ func newRedis(url string, cluster bool, roots *x509.CertPool) (redis.UniversalCl
 			}
 			o, err := redis.ParseURL(p)
 			if err != nil {
-				return nil, fmt.Errorf("redis URL %q: %w", redact(p), err)
+				return nil, urlError(p, err)
 			}
 			opts.Addrs = append(opts.Addrs, o.Addr)
 		}
@@ -40,7 +40,7 @@ func newRedis(url string, cluster bool, roots *x509.CertPool) (redis.UniversalCl
 	}
 	opts, err := redis.ParseURL(url)
 	if err != nil {
-		return nil, fmt.Errorf("redis URL %q: %w", redact(url), err)
+		return nil, urlError(url, err)
 	}
 	// Redis 7.0 does not know CLIENT SETINFO; skip it.
 	opts.DisableIdentity = true
@@ -68,6 +68,17 @@ func loadRoots(file string) (*x509.CertPool, error) {
 		return nil, errors.New("--redis-tls-ca " + file + ": no PEM certificate in it")
 	}
 	return roots, nil
+}
+
+// urlError reports a URL that could not be parsed. The parser's message
+// may quote the URL: its password is replaced there too, whatever its
+// length.
+func urlError(u string, err error) error {
+	msg := err.Error()
+	for _, pass := range urlPassword(u) {
+		msg = strings.ReplaceAll(msg, pass, "***")
+	}
+	return fmt.Errorf("redis URL %q: %s", redact(u), msg)
 }
 
 // redact hides a URL's password in messages.

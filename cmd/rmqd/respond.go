@@ -63,7 +63,7 @@ func writeError(w http.ResponseWriter, status int, text string) {
 // is harmless to its clients.
 func (s *service) writeInternal(w http.ResponseWriter, r *http.Request, err error) {
 	id := requestID(w)
-	s.log.ErrorContext(r.Context(), "rmqd: request failed", "request_id", id, "method", r.Method, "path", r.URL.Path, "err", err)
+	s.log.ErrorContext(r.Context(), "rmqd: request failed", "request_id", id, "method", r.Method, "path", logPath(r), "err", err)
 	writeJSON(w, http.StatusInternalServerError, struct {
 		Error     string `json:"error"`
 		RequestID string `json:"request_id"`

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"sort"
 	"sync/atomic"
 	"time"
@@ -38,6 +39,20 @@ type serviceConfig struct {
 	// Dashboard is where the admin listener serves the web dashboard of
 	// the default pool ("/dashboard/"); empty: no dashboard.
 	Dashboard string
+	// Pprof serves Go's profiles at /debug/pprof/, behind the accounts.
+	Pprof bool
+	// AdminHosts are the host names the admin listener answers besides IP
+	// addresses and localhost ("*": any); see adminguard.go.
+	AdminHosts []string
+	// MaxAuthFailures is how many failed logins, and requests with an
+	// invalid token, a client address may make per minute (each kind);
+	// 0: unlimited. See guard.go.
+	MaxAuthFailures int
+	// TrustedProxies are the proxies whose X-Forwarded-For names the
+	// client address.
+	TrustedProxies []netip.Prefix
+	// Secrets are the passwords rmqd was given, never to be shown.
+	Secrets []string
 }
 
 type versionInfo struct {
@@ -58,8 +73,13 @@ type service struct {
 	limits    *limitStore
 	throttle  *throttler
 	metrics   *metrics
-	accessLog atomic.Bool
-	counters  *dashboard.Counters // the default pool's, for the dashboard's charts
+	guard     *authGuard
+	watch     *tokenWatch
+	redact    *redactor
+	// adminHosts are the Host names the admin listener answers.
+	adminHosts hostPolicy
+	accessLog  atomic.Bool
+	counters   *dashboard.Counters // the default pool's, for the dashboard's charts
 
 	// stopping is cancelled when shutdown begins, ending long polls early
 	// so that http.Server.Shutdown does not wait for them.
@@ -88,6 +108,15 @@ func newService(ctx context.Context, cfg serviceConfig, clients map[string]redis
 		throttle: newThrottler(def, cfg.Prefix),
 		metrics:  newMetrics(),
 		counters: dashboard.NewCounters(),
+		guard:    newAuthGuard(def, cfg.Prefix, cfg.MaxAuthFailures, cfg.TrustedProxies, log),
+		redact:   newRedactor(cfg.Secrets),
+
+		adminHosts: newHostPolicy(cfg.AdminHosts),
+	}
+	s.watch = newTokenWatch(s.tokens, watchInterval, log)
+	s.tokens.removed = func(ref tokenRef) {
+		s.watch.revoked(ref)
+		s.guard.forgetToken(ref)
 	}
 	if s.cfg.AccessLogger == nil {
 		s.cfg.AccessLogger = log
@@ -114,12 +143,18 @@ func newService(ctx context.Context, cfg serviceConfig, clients map[string]redis
 // defaultMaxWait is the longest long poll when none is configured.
 const defaultMaxWait = 10 * time.Minute
 
+// watchInterval is how often the tokens of open long polls are checked
+// for a deletion made through another process.
+const watchInterval = time.Second
+
 // beginShutdown ends the long polls in progress; new requests still work.
 func (s *service) beginShutdown() { s.stop() }
 
-// close stops the RMQ clients (no goroutine of the service is left).
+// close stops the RMQ clients and the token watch (no goroutine of the
+// service is left).
 func (s *service) close(ctx context.Context) error {
 	s.stop()
+	s.watch.close()
 	var errs []error
 	for name, p := range s.pools {
 		if err := p.close(ctx); err != nil {
@@ -173,7 +208,7 @@ func (s *service) adminHandler() http.Handler {
 	mux.HandleFunc("GET /metrics", s.serveMetrics)
 	mux.HandleFunc("GET /accesslog", s.getAccessLog)
 	mux.Handle("POST /accesslog", auth(s.setAccessLog))
-	registerPprof(mux)
+	s.registerPprof(mux)
 	s.mountDashboard(mux)
 	return s.serve("admin", mux, http.NotFound)
 }

@@ -33,6 +33,10 @@ type tokenStore struct {
 	prefix   string
 	cacheTTL time.Duration
 
+	// removed, if set, is told of each deletion made through this
+	// process, after it reached Redis (to end the token's long polls).
+	removed func(tokenRef)
+
 	mu    sync.Mutex
 	cache map[tokenRef]time.Time // valid until
 	gen   uint64                 // deletions so far
@@ -101,11 +105,20 @@ func (s *tokenStore) remove(ctx context.Context, pool, ns, token string) error {
 	// After the delete, so that no lookup that read the token before it
 	// can cache it afterwards (valid checks gen); even when the delete
 	// failed, as it may have reached Redis.
+	s.forget(tokenRef{pool, ns, token})
+	if s.removed != nil {
+		s.removed(tokenRef{pool, ns, token})
+	}
+	return err
+}
+
+// forget drops ref from the cache: it was deleted (here, or through
+// another process as the token watch found).
+func (s *tokenStore) forget(ref tokenRef) {
 	s.mu.Lock()
 	s.gen++
-	delete(s.cache, tokenRef{pool, ns, token})
+	delete(s.cache, ref)
 	s.mu.Unlock()
-	return err
 }
 
 // valid reports whether token belongs to (pool, ns).
