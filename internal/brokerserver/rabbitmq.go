@@ -103,7 +103,9 @@ func StartRabbitMQ(ctx context.Context, cfg RabbitMQConfig) (*RabbitMQ, error) {
 	}
 	s.epmd, err = procutil.StartReady(ctx, epmdBin, []string{"-port", strconv.Itoa(s.epmdPort), "-address", "127.0.0.1"},
 		s.dir, filepath.Join(s.dir, "epmd.log"), 10*time.Second, 10*time.Millisecond, "epmd listening",
-		func(ctx context.Context) error { return dialOnce(ctx, net.JoinHostPort("127.0.0.1", strconv.Itoa(s.epmdPort))) })
+		func(ctx context.Context) error {
+			return dialOnce(ctx, net.JoinHostPort("127.0.0.1", strconv.Itoa(s.epmdPort)))
+		})
 	if err != nil {
 		return fail(err)
 	}
@@ -148,7 +150,7 @@ func (s *RabbitMQ) writeConfig() error {
 		"log.file.level = info",
 	}, "\n") + "\n"
 	files := map[string]string{
-		s.confPath():                           conf,
+		s.confPath():                            conf,
 		filepath.Join(s.dir, "enabled_plugins"): "[].\n",
 		// An empty env file keeps /etc/rabbitmq/rabbitmq-env.conf out.
 		filepath.Join(s.dir, "rabbitmq-env.conf"): "",

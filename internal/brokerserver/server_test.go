@@ -79,4 +79,3 @@ func TestRabbitMQStartRestart(t *testing.T) {
 	t.Logf("restarted after %v", time.Since(begin))
 	require.NoError(t, brokerserver.AMQPHandshake(ctx, srv.Addr()))
 }
-
