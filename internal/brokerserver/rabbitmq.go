@@ -184,10 +184,16 @@ func (s *RabbitMQ) env() []string {
 }
 
 func (s *RabbitMQ) launch(ctx context.Context) (*procutil.Proc, error) {
-	// Either variable, inherited, makes the script exec erl directly: with
-	// RABBITMQ_ALLOW_INPUT an Erlang shell reads stdin and the node stops
-	// when it closes; with NOTIFY_SOCKET it waits for systemd.
-	args := append(append([]string{"-u", "RABBITMQ_ALLOW_INPUT", "-u", "NOTIFY_SOCKET"}, s.env()...), rabbitScript)
+	// With NOTIFY_SOCKET set the script execs erl instead of running it in
+	// the background and waiting: the Erlang VM is then the process we
+	// started, so the parent-death signal that procutil asks for reaches
+	// it, and a test binary that dies leaves no node behind (nor the epmd
+	// daemon an orphaned node starts on every address). Nothing listens
+	// on the socket; the node's readiness message to it is lost. An
+	// inherited RABBITMQ_ALLOW_INPUT would give the node a shell on stdin,
+	// which stops it when stdin closes.
+	args := append(append([]string{"-u", "RABBITMQ_ALLOW_INPUT"}, s.env()...),
+		"NOTIFY_SOCKET="+filepath.Join(s.dir, "no-systemd.sock"), rabbitScript)
 	addr := s.Addr()
 	return procutil.StartReady(ctx, "/usr/bin/env", args, s.dir, s.LogPath(), rabbitReadyTimeout, 100*time.Millisecond,
 		"AMQP on "+addr, func(ctx context.Context) error { return AMQPHandshake(ctx, addr) })

@@ -3,6 +3,8 @@ package brokerserver_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -71,6 +73,11 @@ func TestRabbitMQStartRestart(t *testing.T) {
 	t.Logf("serving after %v", time.Since(begin))
 	require.NoError(t, brokerserver.AMQPHandshake(ctx, srv.Addr()))
 	require.Equal(t, "amqp://guest:guest@"+srv.Addr()+"/", srv.URL())
+	// The Erlang VM is the process started, so the parent-death signal
+	// reaches it: a killed test binary leaves no node behind.
+	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", srv.Pid()))
+	require.NoError(t, err)
+	require.Contains(t, exe, "beam")
 
 	require.NoError(t, srv.Shutdown())
 	require.Error(t, brokerserver.AMQPHandshake(ctx, srv.Addr()))

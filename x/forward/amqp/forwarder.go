@@ -149,11 +149,6 @@ func Forwarder(conn *amqp.Connection, exchange string, routingKey func(*consumer
 	}
 	f.cur = s
 	f.state.init(conn)
-	f.wg.Add(1)
-	go func() {
-		defer f.wg.Done()
-		f.state.watch(f.stop)
-	}()
 	return f, nil
 }
 
@@ -264,7 +259,7 @@ func (f *forwarder) publish(ctx context.Context, key string, pub amqp.Publishing
 			}
 		}
 		dc, err := s.ch.PublishWithDeferredConfirm(f.exchange, key, true, false, pub)
-		open, _, _ := f.state.get()
+		open, _ := f.state.get()
 		if _, after, _ := s.poll(open); after != losses {
 			// The channel was lost around the publish: it may have gone
 			// out on the channel amqp091 was reopening, taking a delivery
@@ -285,7 +280,7 @@ func (f *forwarder) publish(ctx context.Context, key string, pub amqp.Publishing
 // sessionLocked returns the session to publish on and its loss count, or
 // nil while the channel or the connection recovers. Called with f.lock.
 func (f *forwarder) sessionLocked() (*session, int, error) {
-	open, gone, _ := f.state.get()
+	open, gone := f.state.get()
 	if gone != nil {
 		return nil, 0, fmt.Errorf("%w: %v", ErrConnectionClosed, gone)
 	}
@@ -344,7 +339,7 @@ func (f *forwarder) Close(ctx context.Context) error {
 	f.once.Do(func() {
 		close(f.stop)
 		f.lock <- struct{}{}
-		open, _, _ := f.state.get()
+		open, _ := f.state.get()
 		for _, s := range append(f.retired, f.cur) {
 			if s == nil {
 				continue
@@ -365,32 +360,32 @@ func (f *forwarder) Close(ctx context.Context) error {
 	return nil
 }
 
-// connState follows the connection's recovery: publish only while it is
-// open (a channel opened during amqp091's reconnect handshake would
-// interleave with it).
+// connState follows the connection's recovery: a new channel is opened
+// only while the connection is open (one opened during amqp091's reconnect
+// handshake would interleave with it). amqp091's state changes are taken
+// in when asked; only the latest matters.
 type connState struct {
-	events  chan *amqp.StateChanged
-	mu      sync.Mutex
-	open    bool
-	gone    error         // set once the connection is closed for good
-	changed chan struct{} // closed and replaced on every change
+	events chan *amqp.StateChanged
+	mu     sync.Mutex
+	open   bool
+	gone   error // set once the connection is closed for good
 }
 
 func (c *connState) init(conn *amqp.Connection) {
-	c.changed = make(chan struct{})
 	c.open = !conn.IsClosed()
-	// Buffered so that amqp091's delivery goroutine never waits on us
-	// after Close stopped reading; a connection changes state twice per
-	// outage.
+	// amqp091 queues up to 50 changes per listener and hands them over
+	// from a goroutine of its own, so an unread listener costs it a
+	// waiting goroutine, never a blocked connection.
 	c.events = make(chan *amqp.StateChanged, 64)
 	conn.NotifyStateChange(c.events)
 }
 
-func (c *connState) watch(stop <-chan struct{}) {
-	for {
+func (c *connState) get() (open bool, gone error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for c.gone == nil {
 		select {
 		case ev, ok := <-c.events:
-			c.mu.Lock()
 			switch {
 			case !ok:
 				c.gone = amqp.ErrClosed
@@ -401,20 +396,10 @@ func (c *connState) watch(stop <-chan struct{}) {
 				}
 			}
 			c.open = ok && ev.To == amqp.StateOpen
-			close(c.changed)
-			c.changed = make(chan struct{})
-			c.mu.Unlock()
-			if !ok {
-				return
-			}
-		case <-stop:
-			return
+			continue
+		default:
 		}
+		break
 	}
-}
-
-func (c *connState) get() (open bool, gone error, changed <-chan struct{}) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.open, c.gone, c.changed
+	return c.open && c.gone == nil, c.gone
 }
