@@ -192,4 +192,17 @@ func TestForwarderRefuses(t *testing.T) {
 	require.NoError(t, fw.(rmqamqp.Closer).Close(context.Background()))
 	err = fw.OnMessage(context.Background(), &consumer.Message{ID: "a", Topic: "t", Attempt: 1})
 	require.ErrorIs(t, err, rmqamqp.ErrClosed)
+
+	// A connection its owner closed does not come back: the forward fails
+	// at once with ErrConnectionClosed instead of waiting for it.
+	own, err := dial(url)
+	require.NoError(t, err)
+	fw, err = rmqamqp.Forwarder(own, "fw", routingKeyOf)
+	require.NoError(t, err)
+	require.NoError(t, own.Close())
+	begin := time.Now()
+	err = fw.OnMessage(context.Background(), &consumer.Message{ID: "a", Topic: "t", Attempt: 1})
+	require.ErrorIs(t, err, rmqamqp.ErrConnectionClosed)
+	require.Less(t, time.Since(begin), time.Second)
+	require.NoError(t, fw.(rmqamqp.Closer).Close(context.Background()))
 }
