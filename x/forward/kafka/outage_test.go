@@ -1,0 +1,48 @@
+package rmqkafka_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/rmq-go/rmq/consumer"
+	"github.com/rmq-go/rmq/internal/forwarding/forwardtest"
+	rmqkafka "github.com/rmq-go/rmq/x/forward/kafka"
+)
+
+// The broker (kfake) gone for ten seconds while messages come due: RMQ
+// acks nothing meanwhile and nothing goes dead; once it is back on the
+// same port and data every message is in the topic, duplicates only with
+// the same key.
+func TestBrokerDownTenSeconds(t *testing.T) {
+	e := forwardtest.New(t)
+	tp := e.Topic("outage")
+	k := startCluster(t, "fw-"+tp.Name())
+
+	const n = 300
+	start := time.Now()
+	sent := e.SendDue(tp, n, start.Add(500*time.Millisecond), 3*time.Second)
+	fw := forwardtest.NewRecorder(k.forwarder(t, rmqkafka.WithPublishTimeout(time.Second)))
+	e.Forward(tp, fw, consumer.WithConcurrency(64), consumer.WithMaxRetries(500),
+		consumer.WithRetryBackoff(func(int) time.Duration { return 300 * time.Millisecond }))
+
+	time.Sleep(time.Until(start.Add(1500 * time.Millisecond)))
+	k.stop()
+	down := time.Now()
+	time.Sleep(1500 * time.Millisecond)
+	unacked := e.Unacked(tp)
+	failedBefore := fw.Failed()
+	t.Logf("broker down; %d of %d messages not forwarded yet", unacked, n)
+	require.Positive(t, unacked, "every message was forwarded before the stop; the test proves nothing")
+	e.HoldsFor(tp, 10*time.Second-time.Since(down), unacked)
+	require.Greater(t, fw.Failed(), failedBefore, "no forward was tried while the broker was down")
+
+	k.restart(t)
+	t.Logf("broker back after %v", time.Since(down))
+	forwardtest.Eventually(t, forwardtest.WaitLong, "all forwarded after the restart", func() bool { return e.Unacked(tp) == 0 })
+	require.Zero(t, e.Stats(tp).Dead)
+	got := k.consume(t, "fw-"+tp.Name(), -1)
+	sent.Check(t, tp, got, true)
+	t.Logf("%d records for %d messages", len(got), n)
+}
