@@ -79,12 +79,15 @@ func WithPrefetch(n int) Option { return func(c *options.Topic) { c.Prefetch = n
 // Redis's clock before its listener runs. So the work of taking a wave of
 // messages due at one instant is done before it: on a single node 1,000
 // topics each with one message due fire about as soon as one message.
-// What happens to a held message counts as it would in store: removed by
-// id, it is not delivered; a fixed-time re-send replaces it; a range-merge
-// repeat merges into it; a paused topic or a Close gives it back to store
-// at its due time, no attempt counted. While held it shows as in flight
-// (Inspector stats, Remove's where). A single node without ZooKeeper only:
-// on a cluster and with serial slots messages are taken at their instant.
+// The hold is invisible to callers: until its instant a held message
+// counts as waiting in store. A send of its id merges into it or replaces
+// it (producer.SendMerged, SendReplaced), a remove finds it waiting
+// (producer.RemovedWaiting), a paused topic or a Close gives it back to
+// store at its due time, and a holder that dies before the instant costs
+// it no attempt; its Message.FetchedAt is the hand-over. Only Inspector
+// stats count it in flight while it is held. A single node without
+// ZooKeeper only: on a cluster and with serial slots messages are taken at
+// their instant.
 func WithLookahead(d time.Duration) Option { return func(c *options.Topic) { c.Lookahead = d } }
 
 // WithRetryBackoff sets how long a failed message waits before its next

@@ -55,7 +55,9 @@ for g = 1, G do
     for j = 1, #ids do
       -- An id named twice is acked once, as two calls in a row would.
       local tok = cur[j] and token_of(cur[j])
-      if tok and not seen[ids[j]] and tok ~= 0 and (tok == tokens[j] or tokens[j] == -1) then
+      -- An ack by id (-1) acks no held message (lib.lua): it waits for its
+      -- instant and never ran.
+      if tok and not seen[ids[j]] and tok ~= 0 and (tok == tokens[j] or (tokens[j] == -1 and not is_held(tok))) then
         seen[ids[j]] = true
         acked[#acked + 1] = ids[j]
         res[#res + 1] = 1

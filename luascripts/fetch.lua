@@ -325,7 +325,10 @@ local function section(g1, g2, a)
       end
       if env then
         local attempt = math.min(fails + 1, 999)
-        local token = ((now_us + salt) % 1000) * 1000 + attempt
+        -- A message not due yet (a lookahead fetch) gets a held token
+        -- (lib.lua): until confirm.lua hands it over it counts as waiting.
+        local held = ahead and bnum[g][i] > now and HELD_TOKEN or 0
+        local token = held + ((now_us + salt) % 500) * 1000 + attempt
         local z = zargs[g]
         z[#z + 1] = deadline .. string.format('%06d', token)
         z[#z + 1] = bid[g][i]

@@ -27,10 +27,19 @@
 --
 -- Prepare score: deadlineSeconds * 1e6 + token, token = salt * 1000 + attempt.
 -- The token fences a delivery: ack, rollback and extend must name it.
+-- Tokens from HELD_TOKEN up (salt 500 to 999) mark a message taken ahead of
+-- its instant (fetch.lua mode 3) and held by its client, not handed to a
+-- listener yet; confirm.lua hands it over with the token HELD_TOKEN lower.
+-- Until then it counts as waiting in store: a send merges into it or
+-- replaces it, a remove finds it waiting (remove.lua), and a lease that
+-- runs out while it is held counts no attempt: the lookahead is an
+-- optimisation no caller can see. Token 0 is a removed delivery's
+-- tombstone (remove.lua).
 
 local HDR = '>BBHI6I7I7'
 local HDR1 = '>BBHddddH'
 local TOKEN_MOD = 1000000
+local HELD_TOKEN = 500000
 
 -- now_ms returns Redis's clock in ms (rounded down), in µs as a second
 -- value, and in ms rounded up as a third: a due time computed from now
@@ -135,26 +144,6 @@ local function env_rewrite(e)
   return env_encode(e, string.sub(e.raw, e.body_at))
 end
 
--- keep_fails: a send of an id held since a lookahead fetch (confirm.lua,
--- release.lua) stored a fresh envelope, where one into a waiting message
--- keeps the failures. The held delivery's attempt tells them (attempt - 1):
--- they are put back, so a re-send does not renew the retries. score, when
--- given, becomes the envelope's score (a range-merge repeat merged into a
--- held message keeps the earlier due time). Returns the envelope as stored.
-local function keep_fails(msg, id, attempt, score)
-  local raw = redis.call('HGET', msg, id)
-  if not raw then return nil end
-  local e = env_decode(raw)
-  local changed = false
-  if e.fails < attempt - 1 then e.fails, changed = attempt - 1, true end
-  if score and e.score ~= score then e.score, e.orig, changed = score, score, true end
-  if changed then
-    raw = env_rewrite(e)
-    redis.call('HSET', msg, id, raw)
-  end
-  return raw
-end
-
 -- expired reports whether e carries an expiry that now (ms) has reached.
 local function expired(e, now)
   return e.exp ~= nil and e.exp <= now
@@ -162,6 +151,11 @@ end
 
 local function token_of(score)
   return math.fmod(tonumber(score), TOKEN_MOD)
+end
+
+-- is_held reports whether token is a held delivery's (see HELD_TOKEN).
+local function is_held(token)
+  return token >= HELD_TOKEN
 end
 
 -- head_of returns the store's first id and score in consume order.
@@ -181,17 +175,6 @@ local function wake_if_head(cmd, channel, store, time_based, id, score)
   if cmd ~= '' and head_of(store, time_based) == id then
     redis.call(cmd, channel, fmt_score(score))
   end
-end
-
--- clear_held_tombstone: an id held since a lookahead fetch (confirm.lua,
--- release.lua) was removed by id meanwhile. The tombstone remove.lua left
--- guards against a late ack of a delivery that ran, and this one never
--- ran: it is cleared, and a re-send waiting behind it woken, so the
--- re-send goes at its own time, as after a remove in store.
-local function clear_held_tombstone(cmd, store, prepare, channel, id)
-  redis.call('ZREM', prepare, id)
-  local waiting = redis.call('ZSCORE', store, id)
-  if waiting then wake_if_head(cmd, channel, store, true, id, tonumber(waiting)) end
 end
 
 -- MCHUNK bounds the arguments one variadic call takes: unpack pushes them
@@ -279,7 +262,8 @@ end
 -- retries (an option in its envelope) win over max_retries. An expired
 -- message is dropped with its body. now is Redis's ms, now_up rounded up.
 -- Returns 0 stale, 2 superseded by a re-send that waits in store, 3 dead,
--- 4 waiting again for a retry, 5 expired and dropped, 6 snoozed.
+-- 4 waiting again for a retry, 5 expired and dropped, 6 snoozed, 7 held
+-- and never handed over: back in store, no attempt counted.
 local function rollback_one(k, id, token, err, now, max_retries, backoff, dead_max, dead_age, cmd, how, now_up)
   local s = redis.call('ZSCORE', k.prepare, id)
   if not s or token_of(s) ~= token then return 0 end
@@ -294,6 +278,16 @@ local function rollback_one(k, id, token, err, now, max_retries, backoff, dead_m
   local env = redis.call('HGET', k.msg, id)
   if not env then return 0 end
   local e = env_decode(env)
+  if is_held(token) then
+    -- Held for its instant and never handed over (its client died or
+    -- stalled before it): it never ran, so it goes back to store at its
+    -- score with no attempt counted, as if it had waited there.
+    if not redis.call('ZSCORE', k.store, id) then
+      redis.call('ZADD', k.store, e.score, id)
+      wake_if_head(cmd, k.wake, k.store, true, id, e.score)
+    end
+    return 7
+  end
   local attempt = token % 1000
   e.err = err
   local waiting = redis.call('ZSCORE', k.store, id)
@@ -371,6 +365,14 @@ local function send_one(g, typ, id, score_arg, nonce, body, now, now_up, opts, f
       old = env_decode(env)
       if old.nonce == nonce then return 0 end
     end
+  end
+  if inflight and old and typ ~= 2 and is_held(token_of(inflight)) then
+    -- Held for its instant (taken ahead by a lookahead fetch, not handed
+    -- over): it counts as waiting in store, so the send merges into it or
+    -- replaces it there, and the holder's confirm finds it gone.
+    redis.call('ZREM', g.prepare, id)
+    redis.call('ZADD', g.store, old.score, id)
+    waiting, inflight = old.score, nil
   end
   local e = { typ = typ, fails = 0, first = now, nonce = nonce, err = '' }
   if opts and opts ~= '' then opt_decode(e, opts) end

@@ -15,14 +15,20 @@
 -- refusal from a resent ack by the tombstone), and the sweeper clears it
 -- once that lease has run out, without redelivering anything: there is no
 -- envelope left. A re-send of
--- the id meanwhile waits behind it, as behind a delivery. Running twice
--- removes nothing more.
+-- the id meanwhile waits behind it, as behind a delivery. A message held
+-- for its instant (a held token, lib.lua) never ran: it counts as waiting
+-- (1), its prepare entry goes with no tombstone, and its holder's confirm
+-- finds it gone. Running twice removes nothing more.
 local id = ARGV[1]
 local what = 0
 if redis.call('ZREM', KEYS[1], id) == 1 then what = what + 1 end
 if redis.call('ZREM', KEYS[4], id) == 1 then what = what + 2 end
 local s = redis.call('ZSCORE', KEYS[2], id)
-if s and token_of(s) ~= 0 then
+local token = s and token_of(s)
+if token and is_held(token) then
+  redis.call('ZREM', KEYS[2], id)
+  if what % 2 == 0 then what = what + 1 end
+elseif token and token ~= 0 then
   local deadline = math.floor(tonumber(s) / TOKEN_MOD) * TOKEN_MOD
   redis.call('ZADD', KEYS[2], deadline, id)
   what = what + 4

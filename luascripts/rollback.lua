@@ -23,7 +23,8 @@
 -- Returns: one integer per quadruple: 0 refused (stale token; for token -1:
 -- no delivery of the id is in flight), 2 superseded
 -- by a waiting re-send, 3 moved to dead, 4 waiting for a retry, 5 expired
--- (dropped with its body), 6 snoozed. With KEYS[8]: an error reply
+-- (dropped with its body), 6 snoozed, 7 held for its instant and never
+-- handed over (back in store, no attempt counted). With KEYS[8]: an error reply
 -- RMQFENCED, and nothing changed, when the epoch is not the slot's current
 -- owner epoch.
 local last = #ARGV
@@ -46,7 +47,8 @@ for i = at, last, 4 do
     -- (token 0, remove.lua) is no delivery: it is left to its sweeper.
     local s = redis.call('ZSCORE', k.prepare, ARGV[i])
     token = s and token_of(s) or nil
-    if token == 0 then token = nil end
+    -- A held message (lib.lua) waits for its instant: not in flight.
+    if token == 0 or (token and is_held(token)) then token = nil end
   end
   if not token then
     res[#res + 1] = 0

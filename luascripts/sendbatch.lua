@@ -92,7 +92,9 @@ local function send_group(g, typ, count)
     seen[id] = true
     if due then
       if not dbest or due < dbest then dbest = due end
-    elseif r == 1 or r == 3 or r == 4 then
+    elseif r >= 1 then
+      -- A merge (2) into a message held for its instant puts it back in
+      -- store (send_one): it may head the slot again.
       if not best or (time_based and score < best) or (not time_based and score > best) then best = score end
     end
     res[#res + 1] = r

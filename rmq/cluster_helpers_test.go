@@ -54,7 +54,7 @@ type keySlotCheck struct {
 
 // groupSize is the number of KEYS per slot group of the scripts that take
 // several groups in one call on a single node.
-var groupSize = map[string]int{"sendbatch": 5, scripts.NameFetch: 4, scripts.NameAck: 6, "confirm": 4, "release": 4}
+var groupSize = map[string]int{"sendbatch": 5, scripts.NameFetch: 4, scripts.NameAck: 6, "confirm": 1, "release": 4}
 
 func newKeySlotCheck(grouped bool) *keySlotCheck {
 	return &keySlotCheck{grouped: grouped, calls: map[string]int{}}
@@ -80,8 +80,9 @@ func (h *keySlotCheck) observe(cmd redis.Cmder) {
 	h.calls[name]++
 	h.mu.Unlock()
 	size := groupSize[name]
-	if !h.grouped || size == 0 || n <= size+1 {
-		// One group (a fenced call adds its epoch key to one group).
+	if !h.grouped || size == 0 || (size > 1 && n <= size+1) {
+		// One group (a fenced call adds its epoch key to one group; a
+		// script of one key per group is never fenced).
 		size = n
 	}
 	if n%size != 0 {

@@ -113,12 +113,14 @@ func TestClusterEveryScriptKeysOneHashSlot(t *testing.T) {
 	// not make (WithLookahead): called by hand on one slot, each a no-op
 	// for a delivery that is not there.
 	hk := e.keys(tp, 0)
-	hkeys, hargs := scripts.HeldArgs("SPUBLISH", []scripts.HeldGroup{{Store: hk.Store, Prepare: hk.Prepare, Msg: hk.Msg, Wake: hk.Wake, Items: []scripts.HeldItem{{ID: "nobody", Token: 1, Score: 1}}}})
+	hgroups := []scripts.HeldGroup{{Store: hk.Store, Prepare: hk.Prepare, Msg: hk.Msg, Wake: hk.Wake, Items: []scripts.HeldItem{{ID: "nobody", Token: scripts.HeldToken + 1, Score: 1}}}}
+	hkeys, hargs := scripts.ConfirmArgs(hgroups)
 	vals, err := scripts.Confirm.Run(ctx, e.rdb, hkeys, hargs...).Slice()
 	require.NoError(t, err)
 	cr, err := scripts.ParseConfirmReply(vals, 1)
 	require.NoError(t, err)
 	require.Equal(t, []int64{scripts.HeldGone}, cr.Codes)
+	hkeys, hargs = scripts.ReleaseArgs("SPUBLISH", hgroups)
 	codes, err := scripts.Release.Run(ctx, e.rdb, hkeys, hargs...).Int64Slice()
 	require.NoError(t, err)
 	require.Equal(t, []int64{0}, codes)

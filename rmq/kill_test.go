@@ -30,6 +30,8 @@ const (
 	workerClusterEnv = "RMQ_TEST_WORKER_CLUSTER"
 	workerPrefixEnv  = "RMQ_TEST_WORKER_PREFIX"
 	workerTopicEnv   = "RMQ_TEST_WORKER_TOPIC"
+	// workerLookaheadEnv, when set, is the worker's consumer.WithLookahead.
+	workerLookaheadEnv = "RMQ_TEST_WORKER_LOOKAHEAD"
 )
 
 // runWorker consumes one fixed-time topic with a 1 s lease; its handler
@@ -52,10 +54,19 @@ func runWorker() int {
 		fmt.Fprintln(os.Stderr, "worker:", err)
 		return 2
 	}
+	opts := []consumer.Option{consumer.WithPrepareTimeout(time.Second)}
+	if v := os.Getenv(workerLookaheadEnv); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "worker:", err)
+			return 2
+		}
+		opts = append(opts, consumer.WithLookahead(d))
+	}
 	err = c.Register(tp, consumer.ListenerFunc(func(ctx context.Context, m *consumer.Message) error {
 		fmt.Printf("got %s\n", m.ID)
 		select {}
-	}), consumer.WithPrepareTimeout(time.Second))
+	}), opts...)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "worker:", err)
 		return 2

@@ -75,8 +75,8 @@ func TestLookaheadDeliversAtTheInstant(t *testing.T) {
 	settled(t, e, tp, rec)
 }
 
-// A message removed by id while held is not delivered: at its instant the
-// confirm drops it and clears the remove's tombstone.
+// A message removed by id while held is not delivered: the remove takes it
+// as waiting, and at its instant the confirm drops it.
 func TestLookaheadRemovedWhileHeldIsNotDelivered(t *testing.T) {
 	e := newEnv(t)
 	tp := mustTopic(t, "lookrm", topic.FixedTime, 4)
@@ -286,8 +286,8 @@ func TestLookaheadHeldDoNotDelayAnEarlierMessage(t *testing.T) {
 }
 
 // A message removed by id while held and then sent again fires at the
-// re-send's time, not a lease later (the held delivery never ran, so its
-// tombstone is cleared at its instant).
+// re-send's time, not a lease later (the held delivery never ran, so the
+// remove leaves no tombstone to wait behind).
 func TestLookaheadRemovedWhileHeldThenResent(t *testing.T) {
 	e := newEnv(t)
 	tp := mustTopic(t, "lookrmre", topic.FixedTime, 4)

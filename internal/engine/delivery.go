@@ -397,6 +397,17 @@ func (c *Engine) snapshotInflight() map[int][]*delivery {
 // leaseLost cancels handlers whose delivery is no longer current.
 func (c *Engine) leaseLost(ds []*delivery) {
 	for _, d := range ds {
+		// An ending delivery's ack or rollback may have committed between
+		// the keeper's snapshot and its extension: the extension is then
+		// refused, but nothing was lost (issue 25's "lease lost" warnings
+		// for listeners that fail at once).
+		c.mu.Lock()
+		ending := d.ending
+		c.mu.Unlock()
+		if ending {
+			c.log.Debug("rmq: lease extension refused after the delivery ended", "id", d.msg.ID, "slot", d.msg.Slot)
+			continue
+		}
 		c.log.Warn("rmq: lease lost", "id", d.msg.ID, "slot", d.msg.Slot, "attempt", d.msg.Attempt)
 		d.cancel(consumer.ErrLeaseLost)
 	}

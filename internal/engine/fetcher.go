@@ -353,7 +353,7 @@ func (f *fetcher) fetch(ctx context.Context, reqs []fetchReq, total int) (moved 
 			failed = true
 			continue
 		}
-		f.dispatchOrHold(r.msgs, r.nowUs)
+		f.dispatchOrHold(r.msgs)
 		moved += len(r.msgs)
 		if len(r.msgs) == 0 && f.heads[r.slot].known && !f.heads[r.slot].empty {
 			missed = true
@@ -400,17 +400,17 @@ func (f *fetcher) fetch(ctx context.Context, reqs []fetchReq, total int) (moved 
 	return moved
 }
 
-// dispatchOrHold starts the messages that were due when the fetch ran
-// (Redis's clock nowUs) and hands the others, taken ahead of their instant,
-// to the hub's holder.
-func (f *fetcher) dispatchOrHold(msgs []*consumer.Message, nowUs int64) {
+// dispatchOrHold starts the messages that were due when the fetch ran and
+// hands the others, taken ahead of their instant (with a held token:
+// fetch.lua), to the hub's holder.
+func (f *fetcher) dispatchOrHold(msgs []*consumer.Message) {
 	if f.ahead == 0 {
 		f.c.dispatch(msgs)
 		return
 	}
 	var held []*consumer.Message
 	for _, m := range msgs {
-		if m.DueAt.UnixMilli()*1000 > nowUs {
+		if scripts.IsHeld(m.Token) {
 			held = append(held, m)
 		} else {
 			f.c.dispatchOne(m)

@@ -8,7 +8,6 @@ import (
 
 	"github.com/rmq-go/rmq/consumer"
 	"github.com/rmq-go/rmq/internal/scripts"
-	"github.com/rmq-go/rmq/topic"
 )
 
 // holder keeps the messages that lookahead fetches took shortly before
@@ -23,14 +22,14 @@ import (
 // call names slots of many topics.
 //
 // A held message counts as busy in its engine from its fetch, within the
-// engine's held budget (heldRoom). It leaves
-// the queue in one of four ways: handed over (engine.awaitHandOver), dropped (a
-// remove, a re-send or a lost lease made it not the client's to deliver:
-// confirm.lua), given back to store (its topic is paused, or its engine
-// closes: release.lua, no attempt counted), or, when Redis stays away,
-// it stays queued and is confirmed once Redis answers (its lease may have
-// run out meanwhile: then confirm drops it and the sweeper's rollback
-// delivers it).
+// engine's held budget (heldRoom). Until its instant it counts as waiting
+// in store for everyone else (its held token: lib.lua). It leaves the
+// queue in one of four ways: handed over (engine.awaitHandOver, with its
+// new token and FetchedAt), dropped (a send or a remove took it back to
+// store, or its lease ran out and the sweeper did: confirm.lua answers
+// gone), given back to store (its topic is paused, or its engine closes:
+// release.lua, no attempt counted), or, when Redis stays away, it stays
+// queued and is confirmed once Redis answers.
 type holder struct {
 	h *Hub
 
@@ -222,11 +221,26 @@ func (k *holder) confirm(ctx context.Context, batch []*heldMsg) (again []*heldMs
 	for _, x := range batch {
 		last = max(last, x.due)
 	}
+	// A paused topic's messages go back to store still held: they were
+	// never handed over.
+	var paused []*heldMsg
+	live := batch[:0:0]
+	for _, x := range batch {
+		if x.c.paused.Load() {
+			paused = append(paused, x)
+		} else {
+			live = append(live, x)
+		}
+	}
+	if len(paused) > 0 {
+		k.release(ctx, paused)
+	}
+	batch = live
 	for len(batch) > 0 {
 		n := min(len(batch), heldCallMax)
 		groups, order := heldGroups(batch[:n])
 		batch = batch[n:]
-		keys, args := scripts.HeldArgs(order[0].c.wakeCmd, groups)
+		keys, args := scripts.ConfirmArgs(groups)
 		calls = append(calls, &call{order: order, keys: keys, args: args})
 	}
 	// Sent at the instant (by the lower bound of Redis's clock): confirm
@@ -293,34 +307,34 @@ func (k *holder) sleepUntil(ctx context.Context, dueMs int64) {
 // handOver acts on one confirm reply for order: starts what it may
 // deliver, drops what it may not, and returns what is to be held on.
 func (k *holder) handOver(ctx context.Context, order []*heldMsg, reply scripts.ConfirmReply) (again []*heldMsg) {
-	merged := 0
+	delivered := 0
 	dropped := map[*Engine]int{}
 	var back []*heldMsg
+	now := time.Now()
 	for i, x := range order {
 		switch reply.Codes[i] {
-		case scripts.HeldDeliver, scripts.HeldMerged:
-			if reply.Codes[i] == scripts.HeldMerged {
-				x.c.mergeInto(x.m, reply.Envelopes[merged])
-				x.m.Token = reply.Tokens[merged]
-				merged++
-			}
+		case scripts.HeldDeliver:
+			// The delivery starts now, as it would have when fetched from
+			// store at its instant: its token says it was handed over.
+			x.m.Token = reply.Tokens[delivered]
+			x.m.FetchedAt = now
+			delivered++
 			if x.c.paused.Load() {
-				// A paused topic's messages are given back, confirmed (so
-				// a merge is kept), not handed over.
+				// Paused while the call ran: given back, not handed over.
 				back = append(back, x)
 				continue
 			}
 			x.decide(true)
 		case scripts.HeldNotYet:
 			again = append(again, x)
-		default: // HeldGone, HeldSuperseded
+		default: // scripts.HeldGone
 			dropped[x.c]++
 			x.decide(false)
 		}
 	}
 	for c, n := range dropped {
 		c.unhold(n)
-		c.log.Debug("rmq: held messages not delivered (removed, replaced or their lease lost)", "count", n)
+		c.log.Debug("rmq: held messages not delivered (sent again, removed, or their lease lost)", "count", n)
 	}
 	if len(back) > 0 {
 		k.release(ctx, back)
@@ -348,7 +362,7 @@ func (k *holder) release(ctx context.Context, batch []*heldMsg) {
 		part := batch[:n]
 		batch = batch[n:]
 		groups, _ := heldGroups(part)
-		keys, args := scripts.HeldArgs(part[0].c.wakeCmd, groups)
+		keys, args := scripts.ReleaseArgs(part[0].c.wakeCmd, groups)
 		if err := scripts.Release.Run(ctx, k.h.rdb, keys, args...).Err(); err != nil {
 			part[0].c.log.Error("rmq: give held messages back to store", "count", n, "err", err)
 		}
@@ -407,7 +421,7 @@ func heldGroups(batch []*heldMsg) (groups []scripts.HeldGroup, order []*heldMsg)
 			i = len(groups)
 			index[key] = i
 			k := x.c.keys[x.m.Slot]
-			groups = append(groups, scripts.HeldGroup{Store: k.Store, Prepare: k.Prepare, Msg: k.Msg, Wake: k.Wake, Merges: x.c.topic.Type() == topic.RangeMerge})
+			groups = append(groups, scripts.HeldGroup{Store: k.Store, Prepare: k.Prepare, Msg: k.Msg, Wake: k.Wake})
 			members = append(members, nil)
 		}
 		groups[i].Items = append(groups[i].Items, scripts.HeldItem{ID: x.m.ID, Token: x.m.Token, Score: x.due})
@@ -417,18 +431,4 @@ func heldGroups(batch []*heldMsg) (groups []scripts.HeldGroup, order []*heldMsg)
 		order = append(order, ms...)
 	}
 	return groups, order
-}
-
-// mergeInto takes a range-merge repeat that merged into held message m
-// (confirm.lua): the repeat's body and options, as a repeat merging into a
-// waiting message gives; m keeps its due time and history. An envelope
-// that cannot be read leaves m as it was.
-func (c *Engine) mergeInto(m *consumer.Message, envelope string) {
-	env, err := scripts.DecodeEnvelope([]byte(envelope))
-	if err != nil {
-		c.log.Warn("rmq: merged repeat's envelope", "id", m.ID, "err", err)
-		return
-	}
-	m.Body = env.Body
-	applyJobFields(m, env)
 }

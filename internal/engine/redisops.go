@@ -240,6 +240,10 @@ const (
 	rollbackRetried    = 4
 	rollbackExpired    = 5
 	rollbackSnoozed    = 6
+	// rollbackHeld: a message held for its instant whose lease ran out
+	// before it was handed over (sweep.lua): back in store, no attempt
+	// counted.
+	rollbackHeld = 7
 )
 
 // Ack results, as ack.lua returns them.

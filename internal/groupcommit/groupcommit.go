@@ -42,8 +42,8 @@ type entry[T any] struct {
 	v     T
 	taken bool          // guarded by Group.mu: a round took it
 	done  bool          // guarded by Group.mu
-	wake chan struct{} // non-nil while its caller waits; closed to wake it
-	then func()        // Go's callback: called once the round that ran v is over
+	wake  chan struct{} // non-nil while its caller waits; closed to wake it
+	then  func()        // Go's callback: called once the round that ran v is over
 }
 
 // New returns a group that runs a round with run, at most inFlight rounds

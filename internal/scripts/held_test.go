@@ -15,8 +15,9 @@ import (
 )
 
 // Held deliveries: fetch.lua's mode 3 (a lookahead) moves time-based
-// messages to prepare before they are due; confirm.lua hands them over at
-// their instant and release.lua gives them back.
+// messages to prepare before they are due, with a held token; confirm.lua
+// hands them over at their instant and release.lua gives them back. While
+// held, a message counts as waiting in store for every other script.
 
 func (s *slot) redisNowMs() int64 {
 	s.t.Helper()
@@ -41,16 +42,13 @@ func heldItems(r scripts.FetchReply) map[string]scripts.HeldItem {
 	return out
 }
 
-func (s *slot) heldArgs(items []scripts.HeldItem) ([]string, []any) {
-	return scripts.HeldArgs("PUBLISH", []scripts.HeldGroup{{
-		Store: s.k.Store, Prepare: s.k.Prepare, Msg: s.k.Msg, Wake: s.k.Wake,
-		Merges: s.typ == 1, Items: items,
-	}})
+func (s *slot) heldGroup(items []scripts.HeldItem) []scripts.HeldGroup {
+	return []scripts.HeldGroup{{Store: s.k.Store, Prepare: s.k.Prepare, Msg: s.k.Msg, Wake: s.k.Wake, Items: items}}
 }
 
 func (s *slot) confirmHeld(items ...scripts.HeldItem) scripts.ConfirmReply {
 	s.t.Helper()
-	keys, args := s.heldArgs(items)
+	keys, args := scripts.ConfirmArgs(s.heldGroup(items))
 	vals, err := scripts.Confirm.Run(s.ctx, s.rdb, keys, args...).Slice()
 	require.NoError(s.t, err)
 	r, err := scripts.ParseConfirmReply(vals, len(items))
@@ -60,7 +58,7 @@ func (s *slot) confirmHeld(items ...scripts.HeldItem) scripts.ConfirmReply {
 
 func (s *slot) releaseHeld(items ...scripts.HeldItem) []int64 {
 	s.t.Helper()
-	keys, args := s.heldArgs(items)
+	keys, args := scripts.ReleaseArgs("PUBLISH", s.heldGroup(items))
 	res, err := scripts.Release.Run(s.ctx, s.rdb, keys, args...).Int64Slice()
 	require.NoError(s.t, err)
 	require.Len(s.t, res, len(items))
@@ -137,18 +135,41 @@ func (s *slot) wakeWithin(sub *redis.PubSub, d time.Duration) (string, bool) {
 
 func ms(v int64) string { return strconv.FormatInt(v, 10) }
 
+// lapse moves the lease deadline of id's prepare entry into the past,
+// keeping its token: what a holder that died or stalled leaves behind.
+func (s *slot) lapse(id string) {
+	s.t.Helper()
+	_, token := scripts.SplitPrepareScore(s.zscore(s.k.Prepare, id))
+	past := float64((time.Now().Unix()-5)*1_000_000 + token)
+	require.NoError(s.t, s.rdb.ZAdd(s.ctx, s.k.Prepare, redis.Z{Score: past, Member: id}).Err())
+}
+
+// prepareToken is the delivery token of id's prepare entry.
+func (s *slot) prepareToken(id string) int64 {
+	s.t.Helper()
+	_, token := scripts.SplitPrepareScore(s.zscore(s.k.Prepare, id))
+	return token
+}
+
 // Mode 3 takes messages up to a bound that lies after Redis's clock; mode 1
-// with the same bound takes only what is due.
+// with the same bound takes only what is due. A message not due yet gets a
+// held token; one due already, an ordinary one.
 func TestLookaheadFetchTakesUpToBound(t *testing.T) {
 	s := newSlot(t, 3)
 	now := s.redisNowMs()
 	// Nothing here sleeps: the margins are wide so no clock step matters.
-	d1, d2, bound := now+2_000, now+8_000, now+4_000
+	d0, d1, d2, bound := now-1_000, now+2_000, now+8_000, now+4_000
+	s.send("z", float64(d0), "vz")
 	s.send("a", float64(d1), "va")
 	s.send("b", float64(d2), "vb")
+	r := s.fetchMode(1, bound, false)
+	require.Len(t, r.Msgs, 1)
+	assert.Equal(t, "z", r.Msgs[0].ID)
+	assert.False(t, scripts.IsHeld(r.Msgs[0].Token), "a due message is not held")
+	require.EqualValues(t, 1, s.ack("z", r.Msgs[0].Token))
 	before := s.state()
 
-	r := s.fetchMode(10, bound, false)
+	r = s.fetchMode(10, bound, false)
 	assert.Empty(t, r.Msgs, "mode 1 takes nothing not due, whatever the bound")
 	assert.Equal(t, []float64{float64(d1)}, r.Heads)
 	assert.Equal(t, before, s.state())
@@ -159,6 +180,7 @@ func TestLookaheadFetchTakesUpToBound(t *testing.T) {
 	assert.Equal(t, "a", m.ID)
 	assert.Equal(t, float64(d1), m.Score, "the reply carries the store score (its due ms)")
 	assert.EqualValues(t, 1, m.Token%1000, "first attempt")
+	assert.True(t, scripts.IsHeld(m.Token), "a message taken ahead of its instant is held")
 	assert.Equal(t, []float64{float64(d2)}, r.Heads, "the store head is the second")
 	assert.Zero(t, r.Expired)
 	env, err := scripts.DecodeEnvelope([]byte(m.Envelope))
@@ -200,310 +222,80 @@ func TestLookaheadFetchJudgesExpiryAtDue(t *testing.T) {
 	assert.Equal(t, []float64{-1}, r.Heads)
 }
 
+// confirm.lua: 2 before the instant (nothing changes), 1 at it with the
+// handed-over token (the same again for a rerun), 0 for a wrong token or a
+// delivery a send or a remove took back to store.
 func TestConfirmCodes(t *testing.T) {
-	ft := newSlot(t, 3) // fixed-time
-	rm := newSlot(t, 1) // range-merge
-	now := ft.redisNowMs()
+	s := newSlot(t, 3)
+	now := s.redisNowMs()
 	due := now + 250
-	// a: delivered; b: removed while held; c: re-sent while held;
-	// w: confirmed with a wrong token.
-	for i, id := range []string{"a", "b", "c", "w"} {
-		require.EqualValues(t, 1, ft.send(id, float64(due+int64(i)), "v-"+id))
+	for i, id := range []string{"a", "b", "w"} {
+		require.EqualValues(t, 1, s.send(id, float64(due+int64(i)), "v-"+id))
 	}
-	require.EqualValues(t, 1, rm.send("m", 250, "m1"))
-	dm := int64(rm.zscore(rm.k.Store, "m"))
-	require.GreaterOrEqual(t, dm, now+250)
-
-	fr := ft.fetchMode(10, now+1_000, true)
-	require.Len(t, fr.Msgs, 4)
+	fr := s.fetchMode(10, now+1_000, true)
+	require.Len(t, fr.Msgs, 3)
 	held := heldItems(fr)
-	for i, id := range []string{"a", "b", "c", "w"} {
-		require.Equal(t, id, fr.Msgs[i].ID, "consume order")
-		require.Equal(t, due+int64(i), held[id].Score)
-	}
-	rr := rm.fetchMode(10, now+1_000, true)
-	require.Len(t, rr.Msgs, 1)
-	hm := heldItems(rr)["m"]
-	require.Equal(t, dm, hm.Score)
 
-	// Before the due time: 2 for each, and nothing changes.
-	ftBefore, rmBefore := ft.state(), rm.state()
-	c := ft.confirmHeld(held["a"], held["b"], held["c"], held["w"])
+	before := s.state()
+	c := s.confirmHeld(held["a"], held["b"], held["w"])
 	require.Less(t, c.NowUs, due*1000, "the test ran late: the confirm came after the due time")
-	assert.Equal(t, []int64{2, 2, 2, 2}, c.Codes)
-	assert.Empty(t, c.Envelopes)
-	c = rm.confirmHeld(hm)
-	assert.Equal(t, []int64{2}, c.Codes)
-	assert.Empty(t, c.Envelopes)
-	assert.Equal(t, ftBefore, ft.state())
-	assert.Equal(t, rmBefore, rm.state())
+	assert.Equal(t, []int64{2, 2, 2}, c.Codes)
+	assert.Empty(t, c.Tokens)
+	assert.Equal(t, before, s.state())
 
-	// While held: b removed, c re-sent for later, m repeated.
-	require.EqualValues(t, 4, ft.remove("b"), "removed in flight")
-	resendDue := now + 3_600_000
-	require.EqualValues(t, 4, ft.send("c", float64(resendDue), "c2"), "stored while in flight")
-	require.EqualValues(t, 4, rm.send("m", 400, "m2"), "stored while in flight")
-	require.Greater(t, int64(rm.zscore(rm.k.Store, "m")), dm)
+	require.EqualValues(t, 1, s.remove("b"), "a held message is removed as waiting")
+	s.sleepPast(due + 2)
 
-	ft.sleepPast(due + 3)
-	rm.sleepPast(dm)
-
-	// a is due: delivered, its prepare entry unchanged.
-	pa := ft.zscore(ft.k.Prepare, "a")
-	envA := ft.rawEnvelope("a")
-	c = ft.confirmHeld(held["a"])
+	// a is due: delivered with the handed-over token, same lease.
+	dl, _ := scripts.SplitPrepareScore(s.zscore(s.k.Prepare, "a"))
+	envA := s.rawEnvelope("a")
+	c = s.confirmHeld(held["a"])
 	assert.Equal(t, []int64{scripts.HeldDeliver}, c.Codes)
 	assert.GreaterOrEqual(t, c.NowUs, due*1000)
-	assert.Empty(t, c.Envelopes)
-	assert.Equal(t, pa, ft.zscore(ft.k.Prepare, "a"), "the lease and token stay")
-	assert.Equal(t, where{prepare: true, msg: true}, ft.where("a"))
-	assert.Equal(t, envA, ft.rawEnvelope("a"))
+	require.Len(t, c.Tokens, 1)
+	handed := c.Tokens[0]
+	assert.Equal(t, held["a"].Token-scripts.HeldToken, handed)
+	assert.False(t, scripts.IsHeld(handed))
+	dl2, tok := scripts.SplitPrepareScore(s.zscore(s.k.Prepare, "a"))
+	assert.Equal(t, dl, dl2, "the lease stays")
+	assert.Equal(t, handed, tok)
+	assert.Equal(t, envA, s.rawEnvelope("a"))
+	// A rerun (its first reply lost) answers the same, changing nothing.
+	st := s.state()
+	c = s.confirmHeld(held["a"])
+	assert.Equal(t, []int64{scripts.HeldDeliver}, c.Codes)
+	assert.Equal(t, []int64{handed}, c.Tokens)
+	assert.Equal(t, st, s.state())
 
-	// b was removed: gone, and remove's tombstone is cleared (the held
-	// delivery never ran, so no late ack of it can come).
-	_, tok := scripts.SplitPrepareScore(ft.zscore(ft.k.Prepare, "b"))
-	assert.Zero(t, tok, "remove's tombstone")
-	c = ft.confirmHeld(held["b"])
+	// b was removed while held: gone.
+	c = s.confirmHeld(held["b"])
 	assert.Equal(t, []int64{scripts.HeldGone}, c.Codes)
-	assert.Equal(t, where{}, ft.where("b"))
+	assert.Equal(t, where{}, s.where("b"))
 
 	// A wrong token: gone, nothing changed; the right one still delivers.
 	wrong := held["w"]
 	wrong.Token += 1000
-	before := ft.state()
-	c = ft.confirmHeld(wrong)
+	st = s.state()
+	c = s.confirmHeld(wrong)
 	assert.Equal(t, []int64{scripts.HeldGone}, c.Codes)
-	assert.Equal(t, before, ft.state())
-	c = ft.confirmHeld(held["w"])
+	assert.Equal(t, st, s.state())
+	c = s.confirmHeld(held["w"])
 	assert.Equal(t, []int64{scripts.HeldDeliver}, c.Codes)
 
-	// c was re-sent for later: superseded, the re-send waits in store and,
-	// heading the slot, wakes it.
-	sub := ft.subscribeWake()
-	c = ft.confirmHeld(held["c"])
-	assert.Equal(t, []int64{scripts.HeldSuperseded}, c.Codes)
-	assert.Empty(t, c.Envelopes)
-	assert.Equal(t, where{store: true, msg: true}, ft.where("c"), "prepare entry removed, store entry kept")
-	assert.Equal(t, float64(resendDue), ft.zscore(ft.k.Store, "c"))
-	assert.Equal(t, "c2", string(ft.envelope(ft.k.Msg, "c").Body), "the re-send's envelope")
-	payload, ok := ft.wakeWithin(sub, 2*time.Second)
-	require.True(t, ok, "no wake-up for the re-send heading the slot")
-	assert.Equal(t, ms(resendDue), payload)
-
-	// m was repeated: merged, the delivery takes the repeat's envelope and
-	// keeps its prepare entry; the repeat leaves store.
-	pm := rm.zscore(rm.k.Prepare, "m")
-	c = rm.confirmHeld(hm)
-	assert.Equal(t, []int64{scripts.HeldMerged}, c.Codes)
-	require.Len(t, c.Envelopes, 1)
-	envM2 := rm.rawEnvelope("m")
-	assert.Equal(t, envM2, c.Envelopes[0], "the stored envelope")
-	e, err := scripts.DecodeEnvelope([]byte(c.Envelopes[0]))
-	require.NoError(t, err)
-	assert.Equal(t, "m2", string(e.Body))
-	assert.EqualValues(t, hm.Score, e.Score, "the held one's due time")
-	assert.Equal(t, where{prepare: true, msg: true}, rm.where("m"), "store entry removed, prepare entry kept")
-	// Same lease, a new token (same attempt).
-	require.Len(t, c.Tokens, 1)
-	dl, _ := scripts.SplitPrepareScore(pm)
-	dl2, tok2 := scripts.SplitPrepareScore(rm.zscore(rm.k.Prepare, "m"))
-	assert.Equal(t, dl, dl2)
-	assert.Equal(t, c.Tokens[0], tok2)
-	assert.NotEqual(t, hm.Token, tok2)
-	assert.Equal(t, envM2, rm.rawEnvelope("m"))
-
-	// Confirmed again, each says the same (a deliverable, the rest gone);
-	// m under its old token is gone (a rerun whose first reply was lost),
-	// under its new one deliverable.
-	c = ft.confirmHeld(held["a"], held["b"], held["c"], wrong)
-	assert.Equal(t, []int64{1, 0, 0, 0}, c.Codes)
-	c = rm.confirmHeld(hm)
-	assert.Equal(t, []int64{scripts.HeldGone}, c.Codes)
-	hm2 := hm
-	hm2.Token = tok2
-	c = rm.confirmHeld(hm2)
-	assert.Equal(t, []int64{scripts.HeldDeliver}, c.Codes, "the merged repeat is consumed")
-
-	// The delivered ones ack as usual.
-	assert.EqualValues(t, 1, ft.ack("a", held["a"].Token))
-	assert.EqualValues(t, 1, ft.ack("w", held["w"].Token))
-	assert.EqualValues(t, 1, rm.ack("m", hm2.Token))
-	assert.Equal(t, where{}, rm.where("m"))
+	// The delivered ones ack as usual, with their handed-over token only.
+	assert.EqualValues(t, 0, s.ack("a", held["a"].Token), "the held token is no more the delivery's")
+	assert.EqualValues(t, 1, s.ack("a", handed))
+	assert.EqualValues(t, 1, s.ack("w", c.Tokens[0]))
+	assert.Equal(t, where{}, s.where("a"))
 }
 
-func TestReleaseCodes(t *testing.T) {
-	ft := newSlot(t, 3) // fixed-time
-	rm := newSlot(t, 1) // range-merge
-	now := ft.redisNowMs()
-	d := now + 200
-	// a: released; w: wrong token, then released behind a; c: re-sent
-	// while held.
-	require.EqualValues(t, 1, ft.send("a", float64(d), "va"))
-	require.EqualValues(t, 1, ft.send("w", float64(d+5), "vw"))
-	require.EqualValues(t, 1, ft.send("c", float64(d+10), "vc"))
-	// m: a repeat due later; n: a repeat due earlier.
-	require.EqualValues(t, 1, rm.send("m", 200, "m1"))
-	require.EqualValues(t, 1, rm.send("n", 2_000, "n1"))
-	dm, dn := int64(rm.zscore(rm.k.Store, "m")), int64(rm.zscore(rm.k.Store, "n"))
-
-	envA := ft.rawEnvelope("a")
-	fr := ft.fetchMode(10, now+1_000, true)
-	require.Len(t, fr.Msgs, 3)
-	held := heldItems(fr)
-	rr := rm.fetchMode(10, now+3_000, true)
-	require.Len(t, rr.Msgs, 2)
-	hr := heldItems(rr)
-	require.Equal(t, dm, hr["m"].Score)
-	require.Equal(t, dn, hr["n"].Score)
-
-	// a back in store at exactly its score, unchanged, waking the slot it
-	// heads (w and c are held).
-	sub := ft.subscribeWake()
-	assert.Equal(t, []int64{1}, ft.releaseHeld(held["a"]))
-	assert.Equal(t, where{store: true, msg: true}, ft.where("a"))
-	assert.Equal(t, float64(d), ft.zscore(ft.k.Store, "a"))
-	assert.Equal(t, envA, ft.rawEnvelope("a"), "no attempt counted")
-	payload, ok := ft.wakeWithin(sub, 2*time.Second)
-	require.True(t, ok, "no wake-up for the released head")
-	assert.Equal(t, ms(d), payload)
-
-	// Run twice: 0, nothing more.
-	before := ft.state()
-	assert.Equal(t, []int64{0}, ft.releaseHeld(held["a"]))
-	assert.Equal(t, before, ft.state())
-
-	// A wrong token: 0, nothing changed.
-	wrong := held["w"]
-	wrong.Token += 1000
-	assert.Equal(t, []int64{0}, ft.releaseHeld(wrong))
-	assert.Equal(t, before, ft.state())
-
-	// The right one: back in store behind a, so no wake-up.
-	assert.Equal(t, []int64{1}, ft.releaseHeld(held["w"]))
-	assert.Equal(t, where{store: true, msg: true}, ft.where("w"))
-	assert.Equal(t, float64(d+5), ft.zscore(ft.k.Store, "w"))
-	if p, ok := ft.wakeWithin(sub, 150*time.Millisecond); ok {
-		t.Errorf("wake-up %q for a release that does not head the slot", p)
-	}
-
-	// A fixed-time re-send while held: 2, the re-send's score stands.
-	resendDue := now + 3_600_000
-	require.EqualValues(t, 4, ft.send("c", float64(resendDue), "c2"))
-	assert.Equal(t, []int64{2}, ft.releaseHeld(held["c"]))
-	assert.Equal(t, where{store: true, msg: true}, ft.where("c"))
-	assert.Equal(t, float64(resendDue), ft.zscore(ft.k.Store, "c"))
-	assert.Equal(t, "c2", string(ft.envelope(ft.k.Msg, "c").Body))
-	assert.Equal(t, []int64{0}, ft.releaseHeld(held["c"]), "run twice")
-
-	// A range-merge repeat due later while held: 2, the original (lower)
-	// score stands, with the repeat's envelope; m heads its slot (n is
-	// held), so the slot is woken.
-	require.EqualValues(t, 4, rm.send("m", 400, "m2"))
-	require.Greater(t, int64(rm.zscore(rm.k.Store, "m")), dm)
-	rsub := rm.subscribeWake()
-	assert.Equal(t, []int64{2}, rm.releaseHeld(hr["m"]))
-	assert.Equal(t, where{store: true, msg: true}, rm.where("m"))
-	assert.Equal(t, float64(dm), rm.zscore(rm.k.Store, "m"), "the lower of the two scores")
-	assert.Equal(t, "m2", string(rm.envelope(rm.k.Msg, "m").Body))
-	payload, ok = rm.wakeWithin(rsub, 2*time.Second)
-	require.True(t, ok, "no wake-up for the released head")
-	assert.Equal(t, ms(dm), payload)
-
-	// A range-merge repeat due earlier while held: 2, the repeat's
-	// (lower) score stands.
-	require.EqualValues(t, 4, rm.send("n", 100, "n2"))
-	dn2 := int64(rm.zscore(rm.k.Store, "n"))
-	require.Less(t, dn2, dn)
-	assert.Equal(t, []int64{2}, rm.releaseHeld(hr["n"]))
-	assert.Equal(t, where{store: true, msg: true}, rm.where("n"))
-	assert.Equal(t, float64(dn2), rm.zscore(rm.k.Store, "n"), "the lower of the two scores")
-	assert.Equal(t, "n2", string(rm.envelope(rm.k.Msg, "n").Body))
-
-	// Released ones are fetched as fresh: attempt 1.
-	ft.sleepPast(d + 5)
-	_, got := ft.fetch(10, 30)
-	require.Len(t, got, 2)
-	assert.Equal(t, "a", got[0].id)
-	assert.Equal(t, float64(d), got[0].score)
-	assert.Equal(t, "va", string(got[0].env.Body))
-	assert.EqualValues(t, 1, got[0].token%1000, "the release counted no attempt")
-	assert.Equal(t, "w", got[1].id)
-	assert.EqualValues(t, 1, got[1].token%1000)
-}
-
-// One call carries several groups: codes come in order, envelopes one per
-// merge.
-func TestConfirmAndReleaseAcrossGroups(t *testing.T) {
-	ft := newSlot(t, 3)
-	rm := newSlot(t, 1)
-	now := ft.redisNowMs()
-	require.EqualValues(t, 1, ft.send("a", float64(now+150), "va"))
-	require.EqualValues(t, 1, ft.send("b", float64(now+3_600_000), "vb"))
-	require.EqualValues(t, 1, rm.send("m", 150, "m1"))
-	require.EqualValues(t, 1, rm.send("k", 150, "k1"))
-	fh := heldItems(ft.fetchMode(10, now+7_200_000, true))
-	rh := heldItems(rm.fetchMode(10, now+1_000, true))
-	require.Len(t, fh, 2)
-	require.Len(t, rh, 2)
-	require.EqualValues(t, 4, rm.send("m", 150, "m2"))
-	ft.sleepPast(max(fh["a"].Score, rh["m"].Score, rh["k"].Score))
-
-	groups := []scripts.HeldGroup{
-		{Store: ft.k.Store, Prepare: ft.k.Prepare, Msg: ft.k.Msg, Wake: ft.k.Wake, Items: []scripts.HeldItem{fh["b"], fh["a"]}},
-		{Store: rm.k.Store, Prepare: rm.k.Prepare, Msg: rm.k.Msg, Wake: rm.k.Wake, Merges: true, Items: []scripts.HeldItem{rh["k"], rh["m"]}},
-	}
-	keys, args := scripts.HeldArgs("PUBLISH", groups)
-	vals, err := scripts.Confirm.Run(ft.ctx, ft.rdb, keys, args...).Slice()
-	require.NoError(t, err)
-	c, err := scripts.ParseConfirmReply(vals, 4)
-	require.NoError(t, err)
-	assert.Equal(t, []int64{2, 1, 1, 4}, c.Codes)
-	require.Len(t, c.Envelopes, 1)
-	require.Len(t, c.Tokens, 1)
-	e, err := scripts.DecodeEnvelope([]byte(c.Envelopes[0]))
-	require.NoError(t, err)
-	assert.Equal(t, "m2", string(e.Body))
-	// The merged delivery has a new token; a rerun with the old one (its
-	// reply lost) finds it gone.
-	assert.NotEqual(t, rh["m"].Token, c.Tokens[0])
-	assert.Equal(t, rh["m"].Token%1000, c.Tokens[0]%1000, "same attempt")
-	again := []scripts.HeldGroup{{Store: rm.k.Store, Prepare: rm.k.Prepare, Msg: rm.k.Msg, Wake: rm.k.Wake, Merges: true, Items: []scripts.HeldItem{rh["m"]}}}
-	akeys, aargs := scripts.HeldArgs("PUBLISH", again)
-	avals, err := scripts.Confirm.Run(ft.ctx, ft.rdb, akeys, aargs...).Slice()
-	require.NoError(t, err)
-	ac, err := scripts.ParseConfirmReply(avals, 1)
-	require.NoError(t, err)
-	assert.Equal(t, []int64{scripts.HeldGone}, ac.Codes)
-	m := rh["m"]
-	m.Token = c.Tokens[0]
-	groups[1].Items[1] = m
-	keys, args = scripts.HeldArgs("PUBLISH", groups)
-
-	// Release all: b (not yet delivered) back in store; a, k and m were
-	// confirmed but are still held in prepare, so they go back too.
-	res, err := scripts.Release.Run(ft.ctx, ft.rdb, keys, args...).Int64Slice()
-	require.NoError(t, err)
-	assert.Equal(t, []int64{1, 1, 1, 1}, res)
-	assert.Equal(t, float64(fh["b"].Score), ft.zscore(ft.k.Store, "b"))
-	assert.Equal(t, float64(fh["a"].Score), ft.zscore(ft.k.Store, "a"))
-	assert.Equal(t, float64(rh["m"].Score), rm.zscore(rm.k.Store, "m"))
-	assert.Equal(t, float64(rh["k"].Score), rm.zscore(rm.k.Store, "k"))
-	assert.Equal(t, "m2", string(rm.envelope(rm.k.Msg, "m").Body))
-	for _, s := range []*slot{ft, rm} {
-		n, err := s.rdb.ZCard(s.ctx, s.k.Prepare).Result()
-		require.NoError(t, err)
-		assert.Zero(t, n)
-	}
-}
-
-// Had a held message waited in store, a repeat (range-merge) or re-send
-// (fixed-time) would have merged into it keeping its history: failures,
-// first-sent time and last error (sendbatch.lua codes 2 and 3). A send that
-// arrives while it is held is stored as a fresh in-flight re-send instead
-// (code 4); release.lua (and confirm.lua) put the held delivery's failures
-// back, so the retry count does not restart. Its first-sent time and last
-// error are not in Redis any more: those stay the re-send's.
-func TestReleaseKeepsHistoryOfHeldMessage(t *testing.T) {
+// A send of a held id counts as one into a waiting message: a range-merge
+// repeat merges (2: the held due time stays, the new body comes), a
+// fixed-time re-send replaces (3: the new due time), each keeping the
+// message's history (failures, first-sent time, last error), and the
+// message waits in store again, waking the slot when it heads it; the
+// holder's confirm then finds it gone.
+func TestSendToHeldMergesOrReplaces(t *testing.T) {
 	for _, typ := range []int{1, 3} {
 		t.Run(strconv.Itoa(typ), func(t *testing.T) {
 			s := newSlot(t, typ)
@@ -521,53 +313,191 @@ func TestReleaseKeepsHistoryOfHeldMessage(t *testing.T) {
 			r := s.fetchMode(1, due+1_000, true)
 			require.Len(t, r.Msgs, 1)
 			h := heldItems(r)["m"]
+			require.True(t, scripts.IsHeld(h.Token))
 			require.EqualValues(t, 2, h.Token%1000)
-			again := float64(due + 100)
+
+			sub := s.subscribeWake()
+			again, want := float64(due+100), int64(3)
 			if typ == 1 {
-				again = 300
+				again, want = 300, 2
 			}
-			require.EqualValues(t, 4, s.send("m", again, "v2"))
-			require.Equal(t, []int64{2}, s.releaseHeld(h))
+			require.Equal(t, want, s.send("m", again, "v2"), "as into a waiting message")
+			assert.Equal(t, where{store: true, msg: true}, s.where("m"), "waiting in store, not in prepare")
 			e := s.envelope(s.k.Msg, "m")
 			assert.Equal(t, "v2", string(e.Body))
-			assert.Equal(t, orig.Failures, e.Failures, "failures kept, as a merge into a waiting message keeps them")
-			// (First-sent time and last error are the re-send's: the
-			// held delivery's are not in Redis any more.)
-			assert.Equal(t, s.zscore(s.k.Store, "m"), e.Score, "the envelope's score is the store score")
-			s.sleepPast(int64(s.zscore(s.k.Store, "m")))
+			assert.Equal(t, orig.Failures, e.Failures, "failures kept")
+			assert.Equal(t, orig.FirstSentMs, e.FirstSentMs, "first-sent time kept")
+			assert.Equal(t, orig.LastError, e.LastError, "last error kept")
+			stored := int64(s.zscore(s.k.Store, "m"))
+			if typ == 1 {
+				assert.Equal(t, due, stored, "a merge keeps the held due time")
+			} else {
+				assert.Equal(t, due+100, stored, "a re-send replaces the due time")
+			}
+			assert.EqualValues(t, stored, e.Score, "the envelope's score is the store score")
+			payload, ok := s.wakeWithin(sub, 2*time.Second)
+			require.True(t, ok, "no wake-up for the message heading the slot again")
+			assert.Equal(t, ms(stored), payload)
+
+			assert.Equal(t, []int64{scripts.HeldGone}, s.confirmHeld(h).Codes)
+			assert.Equal(t, []int64{0}, s.releaseHeld(h))
+			s.sleepPast(stored)
 			_, got = s.fetch(1, 30)
 			require.Len(t, got, 1)
-			assert.EqualValues(t, 2, got[0].token%1000, "the attempt after one failure")
+			assert.EqualValues(t, 2, got[0].token%1000, "the attempt after one failure: the hold counted none")
+			assert.Equal(t, "v2", string(got[0].env.Body))
 		})
 	}
 }
 
-// A held id removed by id and then sent again: confirm (at the instant)
-// and release (at a Close) each clear the remove's tombstone, which would
-// otherwise keep the re-send blocked for a whole lease, and wake the slot
-// for the re-send heading it.
-func TestRemovedWhileHeldThenResentIsWoken(t *testing.T) {
-	for _, viaConfirm := range []bool{true, false} {
-		t.Run("confirm="+strconv.FormatBool(viaConfirm), func(t *testing.T) {
-			ft := newSlot(t, 3)
-			now := ft.redisNowMs()
-			due := now + 100
-			require.EqualValues(t, 1, ft.send("r", float64(due), "v1"))
-			h := heldItems(ft.fetchMode(1, now+1_000, true))["r"]
-			require.EqualValues(t, 4, ft.remove("r"), "removed in flight")
-			again := now + 3_600_000
-			require.EqualValues(t, 1, ft.send("r", float64(again), "v2"), "stored as new, blocked behind the tombstone")
-			sub := ft.subscribeWake()
-			if viaConfirm {
-				ft.sleepPast(due)
-				assert.Equal(t, []int64{scripts.HeldGone}, ft.confirmHeld(h).Codes)
-			} else {
-				assert.Equal(t, []int64{0}, ft.releaseHeld(h))
-			}
-			assert.Equal(t, where{store: true, msg: true}, ft.where("r"), "tombstone cleared, the re-send waits")
-			payload, ok := ft.wakeWithin(sub, 2*time.Second)
-			require.True(t, ok, "no wake-up for the re-send heading the slot")
-			assert.Equal(t, ms(again), payload)
-		})
+// release.lua: a held delivery goes back to store at exactly its score, no
+// attempt counted, waking the slot it heads; a rerun, a wrong token or one
+// a send took back change nothing.
+func TestReleaseCodes(t *testing.T) {
+	s := newSlot(t, 3)
+	now := s.redisNowMs()
+	d := now + 200
+	require.EqualValues(t, 1, s.send("a", float64(d), "va"))
+	require.EqualValues(t, 1, s.send("w", float64(d+5), "vw"))
+	require.EqualValues(t, 1, s.send("c", float64(d+10), "vc"))
+	envA := s.rawEnvelope("a")
+	held := heldItems(s.fetchMode(10, now+1_000, true))
+	require.Len(t, held, 3)
+
+	sub := s.subscribeWake()
+	assert.Equal(t, []int64{1}, s.releaseHeld(held["a"]))
+	assert.Equal(t, where{store: true, msg: true}, s.where("a"))
+	assert.Equal(t, float64(d), s.zscore(s.k.Store, "a"))
+	assert.Equal(t, envA, s.rawEnvelope("a"), "no attempt counted")
+	payload, ok := s.wakeWithin(sub, 2*time.Second)
+	require.True(t, ok, "no wake-up for the released head")
+	assert.Equal(t, ms(d), payload)
+
+	before := s.state()
+	assert.Equal(t, []int64{0}, s.releaseHeld(held["a"]), "run twice")
+	assert.Equal(t, before, s.state())
+	wrong := held["w"]
+	wrong.Token += 1000
+	assert.Equal(t, []int64{0}, s.releaseHeld(wrong))
+	assert.Equal(t, before, s.state())
+
+	// The right one: back in store behind a, so no wake-up.
+	assert.Equal(t, []int64{1}, s.releaseHeld(held["w"]))
+	assert.Equal(t, float64(d+5), s.zscore(s.k.Store, "w"))
+	if p, ok := s.wakeWithin(sub, 150*time.Millisecond); ok {
+		t.Errorf("wake-up %q for a release that does not head the slot", p)
 	}
+
+	// A re-send took c back to store: nothing left to release.
+	require.EqualValues(t, 3, s.send("c", float64(now+3_600_000), "c2"))
+	before = s.state()
+	assert.Equal(t, []int64{0}, s.releaseHeld(held["c"]))
+	assert.Equal(t, before, s.state())
+
+	// Released ones are fetched as fresh: attempt 1.
+	s.sleepPast(d + 5)
+	_, got := s.fetch(10, 30)
+	require.Len(t, got, 2)
+	assert.Equal(t, "a", got[0].id)
+	assert.Equal(t, "va", string(got[0].env.Body))
+	assert.EqualValues(t, 1, got[0].token%1000, "the release counted no attempt")
+	assert.Equal(t, "w", got[1].id)
+	assert.EqualValues(t, 1, got[1].token%1000)
+}
+
+// One call carries several groups, of different topics: codes in order, a
+// token per delivery; release takes handed-over deliveries back too.
+func TestConfirmAndReleaseAcrossGroups(t *testing.T) {
+	ft := newSlot(t, 3)
+	rm := newSlot(t, 1)
+	now := ft.redisNowMs()
+	require.EqualValues(t, 1, ft.send("a", float64(now+150), "va"))
+	require.EqualValues(t, 1, ft.send("b", float64(now+3_600_000), "vb"))
+	require.EqualValues(t, 1, rm.send("m", 150, "m1"))
+	require.EqualValues(t, 1, rm.send("k", 150, "k1"))
+	fh := heldItems(ft.fetchMode(10, now+7_200_000, true))
+	rh := heldItems(rm.fetchMode(10, now+1_000, true))
+	require.Len(t, fh, 2)
+	require.Len(t, rh, 2)
+	require.EqualValues(t, 2, rm.send("m", 150, "m2"), "a repeat merges into the held message")
+	ft.sleepPast(max(fh["a"].Score, rh["m"].Score, rh["k"].Score))
+
+	groups := []scripts.HeldGroup{
+		{Store: ft.k.Store, Prepare: ft.k.Prepare, Msg: ft.k.Msg, Wake: ft.k.Wake, Items: []scripts.HeldItem{fh["b"], fh["a"]}},
+		{Store: rm.k.Store, Prepare: rm.k.Prepare, Msg: rm.k.Msg, Wake: rm.k.Wake, Items: []scripts.HeldItem{rh["k"], rh["m"]}},
+	}
+	keys, args := scripts.ConfirmArgs(groups)
+	vals, err := scripts.Confirm.Run(ft.ctx, ft.rdb, keys, args...).Slice()
+	require.NoError(t, err)
+	c, err := scripts.ParseConfirmReply(vals, 4)
+	require.NoError(t, err)
+	assert.Equal(t, []int64{2, 1, 1, 0}, c.Codes, "b not due, a and k delivered, m taken back by its repeat")
+	assert.Equal(t, []int64{fh["a"].Token - scripts.HeldToken, rh["k"].Token - scripts.HeldToken}, c.Tokens)
+
+	// Release all of them (a Close): b, still held, and a and k, handed
+	// over under their new tokens, go back to store; m is in store already.
+	a, k := fh["a"], rh["k"]
+	a.Token, k.Token = c.Tokens[0], c.Tokens[1]
+	groups[0].Items[1], groups[1].Items[0] = a, k
+	keys, args = scripts.ReleaseArgs("PUBLISH", groups)
+	res, err := scripts.Release.Run(ft.ctx, ft.rdb, keys, args...).Int64Slice()
+	require.NoError(t, err)
+	assert.Equal(t, []int64{1, 1, 1, 0}, res)
+	assert.Equal(t, float64(fh["b"].Score), ft.zscore(ft.k.Store, "b"))
+	assert.Equal(t, float64(fh["a"].Score), ft.zscore(ft.k.Store, "a"))
+	assert.Equal(t, float64(rh["m"].Score), rm.zscore(rm.k.Store, "m"))
+	assert.Equal(t, float64(rh["k"].Score), rm.zscore(rm.k.Store, "k"))
+	assert.Equal(t, "m2", string(rm.envelope(rm.k.Msg, "m").Body))
+	for _, s := range []*slot{ft, rm} {
+		n, err := s.rdb.ZCard(s.ctx, s.k.Prepare).Result()
+		require.NoError(t, err)
+		assert.Zero(t, n)
+	}
+}
+
+// A held message whose lease runs out before it is handed over (its
+// holder died or stalled) never ran: the sweeper puts it back in store at
+// its score with no attempt counted, and the next fetch takes it as the
+// same attempt. A handed-over one counts its attempt as usual.
+func TestSweepGivesHeldBackWithoutAttempt(t *testing.T) {
+	s := newSlot(t, 3)
+	now := s.redisNowMs()
+	due := now + 300
+	require.EqualValues(t, 1, s.send("h", float64(due), "vh"))
+	require.EqualValues(t, 1, s.send("d", float64(due+1), "vd"))
+	held := heldItems(s.fetchMode(10, now+1_000, true))
+	require.Len(t, held, 2)
+	s.sleepPast(due + 1)
+	c := s.confirmHeld(held["d"])
+	require.Equal(t, []int64{scripts.HeldDeliver}, c.Codes)
+	envH := s.rawEnvelope("h")
+	s.lapse("h")
+	s.lapse("d")
+	sub := s.subscribeWake()
+	assert.EqualValues(t, 2, s.sweep(16), "both leases rolled back")
+	assert.Equal(t, where{store: true, msg: true}, s.where("h"))
+	assert.Equal(t, float64(due), s.zscore(s.k.Store, "h"), "at its score")
+	assert.Equal(t, envH, s.rawEnvelope("h"), "no attempt counted")
+	_, ok := s.wakeWithin(sub, 2*time.Second)
+	assert.True(t, ok, "the slot is woken")
+	assert.Equal(t, 1, s.envelope(s.k.Msg, "d").Failures, "the handed-over one failed an attempt")
+	_, got := s.fetch(10, 30)
+	require.NotEmpty(t, got)
+	assert.Equal(t, "h", got[0].id)
+	assert.EqualValues(t, 1, got[0].token%1000, "still the first attempt")
+}
+
+// An ack or a nack by id (token -1) finds no delivery of a held message:
+// it waits for its instant and never ran.
+func TestByIDLeavesHeldAlone(t *testing.T) {
+	s := newSlot(t, 3)
+	now := s.redisNowMs()
+	require.EqualValues(t, 1, s.send("h", float64(now+60_000), "vh"))
+	held := heldItems(s.fetchMode(10, now+120_000, true))
+	require.Len(t, held, 1)
+	before := s.state()
+	assert.EqualValues(t, 0, s.ack("h", -1))
+	assert.EqualValues(t, 0, s.rollback(16, "h", -1, "nack"))
+	assert.Equal(t, before, s.state())
+	assert.True(t, scripts.IsHeld(s.prepareToken("h")))
 }

@@ -306,8 +306,9 @@ func (f *keyFlow) mustBeKey(fn *luaFunc, r [2]int, why string) {
 	switch {
 	case len(t) == 4 && t[0].text == "KEYS" && t[1].text == "[" && t[2].kind == "number" && t[3].text == "]":
 		return
-	case len(t) > 4 && t[0].text == "KEYS" && t[1].text == "[" && t[len(t)-1].text == "]" && arithmetic(t[2:len(t)-1]):
-		// KEYS[3 * g - 2]: a slot group's key in a multi-group call.
+	case len(t) >= 4 && t[0].text == "KEYS" && t[1].text == "[" && t[len(t)-1].text == "]" && arithmetic(t[2:len(t)-1]):
+		// KEYS[3 * g - 2], KEYS[g]: a slot group's key in a multi-group
+		// call.
 		return
 	case len(t) == 1 && t[0].kind == "ident":
 		f.identIsKey(fn, t[0].text, "", why)

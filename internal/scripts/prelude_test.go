@@ -14,7 +14,7 @@ func TestPreludeTakesWhatIsUsed(t *testing.T) {
 	for _, want := range []string{"local function send_one(", "local function env_decode(", "local function env_encode(", "local HDR ="} {
 		assert.Contains(t, p, want)
 	}
-	for _, not := range []string{"rollback_one", "wake_if_head", "parse_backoff", "TOKEN_MOD"} {
+	for _, not := range []string{"rollback_one", "wake_if_head", "parse_backoff", "mcall"} {
 		assert.NotContains(t, p, "local function "+not)
 		assert.NotContains(t, p, "local "+not+" =")
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/rmq-go/rmq/consumer"
 	"github.com/rmq-go/rmq/internal/redistest"
+	"github.com/rmq-go/rmq/internal/rmqtest"
 	"github.com/rmq-go/rmq/producer"
 	"github.com/rmq-go/rmq/rmq"
 	"github.com/rmq-go/rmq/topic"
@@ -51,7 +52,7 @@ func Bench(b *testing.B, fw consumer.MessageListener, cfg BenchConfig) {
 	rdb := redistest.Client(b, srv)
 	prefix := redistest.Prefix(b)
 	ctx := context.Background()
-	p := producer.New(rdb, producer.WithPrefix(prefix))
+	p := rmqtest.Producer(b, rdb, prefix)
 
 	// Backlog: all due before the consumer starts.
 	backlog := topic.MustNew(BenchBacklogTopic, topic.FixedTime, 16)
@@ -90,7 +91,7 @@ func Bench(b *testing.B, fw consumer.MessageListener, cfg BenchConfig) {
 		if err := c.Start(ctx); err != nil {
 			b.Fatal(err)
 		}
-		sendBench(b, producer.New(rdb, producer.WithPrefix(prefix+run.name)), timed, cfg.Timed, time.Now().Add(2*time.Second), cfg.Over)
+		sendBench(b, rmqtest.Producer(b, rdb, prefix+run.name), timed, cfg.Timed, time.Now().Add(2*time.Second), cfg.Over)
 		rec.wait(b, cfg.Over+time.Minute)
 		closeBench(b, c)
 		late := rec.lateness()

@@ -80,7 +80,7 @@ func ID(i int) string { return fmt.Sprintf("m-%05d", i) }
 // Headers(i), due evenly over [from, from+spread).
 func (e *Env) SendDue(tp topic.Topic, n int, from time.Time, spread time.Duration, opts ...producer.SendOption) Sent {
 	e.T.Helper()
-	p := producer.New(e.RDB, producer.WithPrefix(e.Prefix))
+	p := rmqtest.Producer(e.T, e.RDB, e.Prefix)
 	sent := make(Sent, n)
 	const chunk = 500
 	for lo := 0; lo < n; lo += chunk {

@@ -13,6 +13,7 @@ import (
 	"github.com/rmq-go/rmq/consumer"
 	"github.com/rmq-go/rmq/internal/brokerserver/brokertest"
 	"github.com/rmq-go/rmq/internal/forwarding/forwardtest"
+	"github.com/rmq-go/rmq/internal/rmqtest"
 	"github.com/rmq-go/rmq/producer"
 	rmqamqp "github.com/rmq-go/rmq/x/forward/amqp"
 )
@@ -47,7 +48,7 @@ func TestUnroutableEndsDead(t *testing.T) {
 	b := connect(t, brokertest.SharedRabbitMQ(t).URL())
 	tp := e.Topic("unroutable")
 	fw := forwardtest.NewRecorder(b.forwarder(t))
-	_, err := producer.New(e.RDB, producer.WithPrefix(e.Prefix)).SendFixedTime(context.Background(), tp, []byte("x"), time.Now(), producer.WithKey("lost"))
+	_, err := rmqtest.Producer(t, e.RDB, e.Prefix).SendFixedTime(context.Background(), tp, []byte("x"), time.Now(), producer.WithKey("lost"))
 	require.NoError(t, err)
 	e.Forward(tp, fw, consumer.WithMaxRetries(1), consumer.WithRetryBackoff(func(int) time.Duration { return 50 * time.Millisecond }))
 
@@ -105,7 +106,7 @@ func TestKilledBetweenConfirmAndAck(t *testing.T) {
 	b := connect(t, brokertest.SharedRabbitMQ(t).URL())
 	tp := e.Topic("killed")
 	b.queue(t, tp.Name())
-	_, err := producer.New(e.RDB, producer.WithPrefix(e.Prefix)).SendFixedTime(context.Background(), tp, forwardtest.Body(1), time.Now(),
+	_, err := rmqtest.Producer(t, e.RDB, e.Prefix).SendFixedTime(context.Background(), tp, forwardtest.Body(1), time.Now(),
 		producer.WithKey("job-1"), producer.WithHeaders(forwardtest.Headers(1)))
 	require.NoError(t, err)
 

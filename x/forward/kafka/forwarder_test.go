@@ -10,6 +10,7 @@ import (
 
 	"github.com/rmq-go/rmq/consumer"
 	"github.com/rmq-go/rmq/internal/forwarding/forwardtest"
+	"github.com/rmq-go/rmq/internal/rmqtest"
 	"github.com/rmq-go/rmq/producer"
 	rmqkafka "github.com/rmq-go/rmq/x/forward/kafka"
 )
@@ -60,7 +61,7 @@ func TestKilledBetweenConfirmAndAck(t *testing.T) {
 	e := forwardtest.New(t)
 	tp := e.Topic("killed")
 	k := startCluster(t, "fw-"+tp.Name())
-	_, err := producer.New(e.RDB, producer.WithPrefix(e.Prefix)).SendFixedTime(context.Background(), tp, forwardtest.Body(1), time.Now(),
+	_, err := rmqtest.Producer(t, e.RDB, e.Prefix).SendFixedTime(context.Background(), tp, forwardtest.Body(1), time.Now(),
 		producer.WithKey("job-1"), producer.WithHeaders(forwardtest.Headers(1)))
 	require.NoError(t, err)
 
@@ -99,7 +100,7 @@ func TestEmptyTopicAndClose(t *testing.T) {
 	require.NoError(t, err)
 	defer cl.Close()
 	fw := forwardtest.NewRecorder(rmqkafka.Forwarder(cl, func(*consumer.Message) string { return "" }))
-	_, err = producer.New(e.RDB, producer.WithPrefix(e.Prefix)).SendFixedTime(context.Background(), tp, []byte("x"), time.Now(), producer.WithKey("a"))
+	_, err = rmqtest.Producer(t, e.RDB, e.Prefix).SendFixedTime(context.Background(), tp, []byte("x"), time.Now(), producer.WithKey("a"))
 	require.NoError(t, err)
 	c := e.Forward(tp, fw)
 	forwardtest.Eventually(t, forwardtest.WaitLong, "dead", func() bool { return e.Stats(tp).Dead == 1 })

@@ -12,6 +12,7 @@ import (
 
 	"github.com/rmq-go/rmq/consumer"
 	"github.com/rmq-go/rmq/internal/forwarding/forwardtest"
+	"github.com/rmq-go/rmq/internal/rmqtest"
 	"github.com/rmq-go/rmq/producer"
 	rmqnats "github.com/rmq-go/rmq/x/forward/nats"
 )
@@ -52,7 +53,7 @@ func TestNoStreamEndsDead(t *testing.T) {
 	tp := e.Topic("nostream")
 	fw := forwardtest.NewRecorder(rmqnats.Forwarder(b.js, subjectOf))
 	closeForwarder(t, fw.L)
-	_, err := producer.New(e.RDB, producer.WithPrefix(e.Prefix)).SendFixedTime(context.Background(), tp, []byte("x"), time.Now(), producer.WithKey("lost"))
+	_, err := rmqtest.Producer(t, e.RDB, e.Prefix).SendFixedTime(context.Background(), tp, []byte("x"), time.Now(), producer.WithKey("lost"))
 	require.NoError(t, err)
 	e.Forward(tp, fw, consumer.WithMaxRetries(1), consumer.WithRetryBackoff(func(int) time.Duration { return 50 * time.Millisecond }))
 
@@ -84,7 +85,7 @@ func TestUnsendableDeadAtOnce(t *testing.T) {
 		return subjectOf(m)
 	}))
 	closeForwarder(t, fw.L)
-	p := producer.New(e.RDB, producer.WithPrefix(e.Prefix))
+	p := rmqtest.Producer(t, e.RDB, e.Prefix)
 	ctx := context.Background()
 	_, err := p.SendFixedTime(ctx, tp, []byte("a"), time.Now(), producer.WithKey("no-subject"))
 	require.NoError(t, err)
@@ -112,7 +113,7 @@ func TestKilledBetweenConfirmAndAck(t *testing.T) {
 	b := startBroker(t)
 	tp := e.Topic("killed")
 	s := b.stream(t, "KILLED", subjectOf(&consumer.Message{Topic: tp.Name()}))
-	_, err := producer.New(e.RDB, producer.WithPrefix(e.Prefix)).SendFixedTime(context.Background(), tp, forwardtest.Body(1), time.Now(),
+	_, err := rmqtest.Producer(t, e.RDB, e.Prefix).SendFixedTime(context.Background(), tp, forwardtest.Body(1), time.Now(),
 		producer.WithKey("job-1"), producer.WithHeaders(forwardtest.Headers(1)))
 	require.NoError(t, err)
 
