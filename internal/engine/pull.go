@@ -121,58 +121,83 @@ func leaseSeconds(d time.Duration) int64 {
 // a fetch under way counts as a handler, so Close waits for it: no message
 // moves to prepare after Close returned.
 func (c *Engine) Pull(ctx context.Context, n int, lease time.Duration) ([]*Pulled, time.Duration, error) {
-	c.mu.Lock()
-	if !c.live {
-		phase := c.phase
-		c.mu.Unlock()
-		if phase == lifecycle.Closed {
-			return nil, -1, ErrClosed
-		}
-		return nil, -1, ErrNotStarted
+	done, err := c.beginPull()
+	if err != nil {
+		return nil, -1, err
 	}
-	c.handlers.Add(1)
-	c.mu.Unlock()
-	defer c.handlers.Done()
+	defer done()
 	if n <= 0 || c.paused.Load() {
 		return nil, -1, nil
 	}
 	sec := leaseSeconds(lease)
+	var results []fetchResult
+	if c.merged {
+		// One call takes the best messages across every slot.
+		results = c.fetchLease(ctx, c.pullReqs(n), n, sec)
+	} else {
+		results = c.pullBySlot(ctx, n, sec)
+	}
+	return c.pulled(results, sec)
+}
+
+// beginPull counts a Pull as a handler, so Close waits for it; it refuses
+// before Start and once Close began.
+func (c *Engine) beginPull() (done func(), err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.live {
+		if c.phase == lifecycle.Closed {
+			return nil, ErrClosed
+		}
+		return nil, ErrNotStarted
+	}
+	c.handlers.Add(1)
+	return c.handlers.Done, nil
+}
+
+// pullReqs asks every slot for up to n messages.
+func (c *Engine) pullReqs(n int) []fetchReq {
 	priority := !c.topic.Type().TimeBased()
 	all := make([]fetchReq, c.topic.SlotAmount())
 	for i := range all {
 		all[i] = fetchReq{slot: i, n: n, checkDelayed: priority}
 	}
-	var results []fetchResult
-	if c.merged {
-		// One call takes the best messages across every slot.
-		results = c.fetchLease(ctx, all, n, sec)
-	} else {
-		// One hash slot per call (a cluster): read every head (pipelined),
-		// then take from the due slots, best head first, until n.
-		for i := range all {
-			all[i].n = 0
-		}
-		results = c.fetchLease(ctx, all, 0, sec)
-		due := make([]fetchResult, 0, len(results))
-		for _, r := range results {
-			if r.err == nil && r.head >= 0 && (priority || r.head <= float64(r.nowUs/1000)) {
-				due = append(due, r)
-			}
-		}
-		sort.Slice(due, func(i, j int) bool { return c.betterScore(due[i].head, due[j].head) })
-		left := n
-		for _, d := range due {
-			if left == 0 {
-				break
-			}
-			got := c.fetchLease(ctx, []fetchReq{{slot: d.slot, n: left}}, left, sec)
-			results = append(results, got...)
-			left -= len(got[0].msgs)
+	return all
+}
+
+// pullBySlot takes up to n messages with one hash slot per call (a
+// cluster): it reads every head (pipelined), then takes from the due
+// slots, best head first, until n.
+func (c *Engine) pullBySlot(ctx context.Context, n int, sec int64) []fetchResult {
+	priority := !c.topic.Type().TimeBased()
+	all := c.pullReqs(0)
+	results := c.fetchLease(ctx, all, 0, sec)
+	due := make([]fetchResult, 0, len(results))
+	for _, r := range results {
+		if r.err == nil && r.head >= 0 && (priority || r.head <= float64(r.nowUs/1000)) {
+			due = append(due, r)
 		}
 	}
+	sort.Slice(due, func(i, j int) bool { return c.betterScore(due[i].head, due[j].head) })
+	left := n
+	for _, d := range due {
+		if left == 0 {
+			break
+		}
+		got := c.fetchLease(ctx, []fetchReq{{slot: d.slot, n: left}}, left, sec)
+		results = append(results, got...)
+		left -= len(got[0].msgs)
+	}
+	return results
+}
+
+// pulled turns a Pull's fetch results into deliveries (told to the
+// observer, their leases to the hub) and the wait until the next due
+// message; an error only when nothing was taken.
+func (c *Engine) pulled(results []fetchResult, sec int64) ([]*Pulled, time.Duration, error) {
+	priority := !c.topic.Type().TimeBased()
 	var out []*Pulled
 	next := math.Inf(1)
-	var nowMs float64
 	var firstErr error
 	for _, r := range results {
 		if r.err != nil && firstErr == nil {
@@ -181,7 +206,6 @@ func (c *Engine) Pull(ctx context.Context, n int, lease time.Duration) ([]*Pulle
 		for _, m := range r.msgs {
 			out = append(out, &Pulled{Message: m, e: c})
 		}
-		nowMs = max(nowMs, float64(r.nowUs/1000))
 		if !priority && r.head >= 0 {
 			next = min(next, r.head)
 		}
@@ -193,9 +217,9 @@ func (c *Engine) Pull(ctx context.Context, n int, lease time.Duration) ([]*Pulle
 		// A failed call may have moved messages whose reply was lost: the
 		// sweeper looks at the topic.
 		c.hub.leases.heard(c)
-	}
-	if len(out) == 0 && firstErr != nil {
-		return nil, -1, fmt.Errorf("rmq: pull %s: %w", c.topic.Name(), firstErr)
+		if len(out) == 0 {
+			return nil, -1, fmt.Errorf("rmq: pull %s: %w", c.topic.Name(), firstErr)
+		}
 	}
 	if len(out) > 0 {
 		c.hub.leases.leased(c, time.Now().Add(time.Duration(sec)*time.Second))

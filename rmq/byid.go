@@ -1,0 +1,89 @@
+package rmq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/rmq-go/rmq/slots"
+	"github.com/rmq-go/rmq/topic"
+)
+
+// AckByID acks whatever delivery of id is current in t, without naming its
+// token: for stateless callers (an HTTP service) that kept only the id. It
+// is unfenced: if the lease ran out and the message was delivered again,
+// this acks the new delivery. It reports whether a delivery was acked.
+func (c *Client) AckByID(ctx context.Context, t topic.Topic, id string) (bool, error) {
+	if t.IsZero() {
+		return false, fmt.Errorf("%w: zero Topic", topic.ErrInvalidName)
+	}
+	if id == "" {
+		return false, fmt.Errorf("%w: empty id", ErrInvalidPull)
+	}
+	first := slots.IndexString(id, t.SlotAmount())
+	ok, err := c.ackByIDAt(ctx, t, first, id)
+	if ok || err != nil {
+		return ok, err
+	}
+	// A body-derived id lives in its body's slot: look for its delivery.
+	cmds := make([]*redis.FloatCmd, t.SlotAmount())
+	pipe := c.rdb.Pipeline()
+	for s := range cmds {
+		if s != first {
+			cmds[s] = pipe.ZScore(ctx, slots.KeysFor(c.cfg.prefix, t, s).Prepare, id)
+		}
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return false, fmt.Errorf("rmq: ack %s on %s: %w", id, t.Name(), err)
+	}
+	for s, cmd := range cmds {
+		if cmd != nil && cmd.Err() == nil {
+			return c.ackByIDAt(ctx, t, s, id)
+		}
+	}
+	return false, nil
+}
+
+// ackByIDAt acks the current delivery of id in slot through the client's
+// shared ack rounds (token -1: whatever delivery is current), with the acks
+// of its engines and of other AckByID calls.
+func (c *Client) ackByIDAt(ctx context.Context, t topic.Topic, slot int, id string) (bool, error) {
+	acked, err := c.hub.AckByID(ctx, c.cfg.prefix, t, slot, id)
+	if err != nil {
+		return false, fmt.Errorf("rmq: ack %s on %s: %w", id, t.Name(), err)
+	}
+	return acked, nil
+}
+
+// NackByID ends whatever delivery of id is current in t as failed, without
+// naming its token, as Delivery.Nack does: an attempt is counted,
+// and past its max retries the message moves to the dead queue. It is
+// retried after retryAfter (0: the topic's backoff), never earlier. cause
+// becomes its LastError (nil: "rmq: nacked"). Like AckByID it is for
+// stateless callers and unfenced: if the lease ran out and the message was
+// delivered again, this nacks the new delivery. It reports whether a
+// delivery was ended (false: none of id is in flight). It uses Pull's
+// engine for t (and its retry settings), so as for Pull the client must be
+// started (ErrNotStarted) and not in ZooKeeper mode (ErrInvalidPull); an
+// empty id or a negative retryAfter is ErrInvalidPull too.
+func (c *Client) NackByID(ctx context.Context, t topic.Topic, id string, retryAfter time.Duration, cause error) (bool, error) {
+	if id == "" {
+		return false, fmt.Errorf("%w: empty id", ErrInvalidPull)
+	}
+	if retryAfter < 0 {
+		return false, fmt.Errorf("%w: retry after %v", ErrInvalidPull, retryAfter)
+	}
+	if c.coord != nil {
+		// As for Pull: its engine would roll back and sweep every slot,
+		// unfenced, including slots other workers own.
+		return false, fmt.Errorf("%w: NackByID is not available in ZooKeeper mode", ErrInvalidPull)
+	}
+	p, err := c.puller(ctx, t)
+	if err != nil {
+		return false, err
+	}
+	return p.NackByID(ctx, id, retryAfter, cause)
+}
