@@ -121,8 +121,7 @@ func (p *Producer) runCalls(ctx context.Context, calls []slotCall) error {
 	inv := p.invocations(calls)
 	sc := make([]scripts.Call, len(inv))
 	for i, groups := range inv {
-		keys, args := sendCall(p.wakeCmd, groups)
-		sc[i] = scripts.Call{Script: scripts.SendBatch, Keys: keys, Args: args}
+		sc[i] = sendCall(p.wakeCmd, groups)
 	}
 	var firstErr error
 	for i, cmd := range scripts.RunAll(ctx, p.rdb, sc) {
@@ -134,8 +133,24 @@ func (p *Producer) runCalls(ctx context.Context, calls []slotCall) error {
 	return firstErr
 }
 
-// sendCall returns the KEYS and ARGV of one sendbatch.lua call.
-func sendCall(wakeCmd string, groups []slotCall) ([]string, []any) {
+// sendCall returns one script call of groups: send1.lua for one message
+// without options (a single send: most of what sendbatch.lua costs Redis
+// is its general path), else sendbatch.lua.
+func sendCall(wakeCmd string, groups []slotCall) scripts.Call {
+	if len(groups) == 1 && len(groups[0].batch) == 1 && len(groups[0].batch[0].opts) == 0 {
+		g, b := groups[0], groups[0].batch[0]
+		return scripts.Call{
+			Script: scripts.Send1,
+			Keys:   []string{g.keys.Store, g.keys.Prepare, g.keys.Msg, g.keys.Wake, g.keys.Delayed},
+			Args:   []any{wakeCmd, int(g.topic.Type()), b.id, b.score, b.nonce, b.body},
+		}
+	}
+	keys, args := sendBatchArgs(wakeCmd, groups)
+	return scripts.Call{Script: scripts.SendBatch, Keys: keys, Args: args}
+}
+
+// sendBatchArgs returns the KEYS and ARGV of one sendbatch.lua call.
+func sendBatchArgs(wakeCmd string, groups []slotCall) ([]string, []any) {
 	keys := make([]string, 0, 5*len(groups))
 	args := make([]any, 0, 1+2*len(groups))
 	args = append(args, wakeCmd)

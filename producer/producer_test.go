@@ -236,7 +236,7 @@ func TestSendSurvivesLostReply(t *testing.T) {
 	_, err = p.SendPriority(ctx, tp, []byte("warm-up"), 20)
 	require.NoError(t, err)
 
-	proxy.DropReplyTo([]byte(scripts.SendBatch.Hash()))
+	proxy.DropReplyTo([]byte(scripts.Send1.Hash()))
 	id, err := p.SendPriority(ctx, tp, []byte("once"), 50, producer.WithKey("k"))
 	require.NoError(t, err)
 	assert.Equal(t, "k", id)

@@ -32,7 +32,7 @@ var keyPositions = map[string]string{
 	"TIME": "none",
 	"ZADD": "first", "ZREM": "first", "ZSCORE": "first", "ZMSCORE": "first", "ZRANGE": "first", "ZCARD": "first",
 	"ZRANGEBYSCORE": "first", "ZREVRANGE": "first", "ZREVRANGEBYSCORE": "first", "ZCOUNT": "first",
-	"HGET": "first", "HSET": "first", "HDEL": "first", "HEXISTS": "first", "HLEN": "first", "HMGET": "first",
+	"HGET": "first", "HSET": "first", "HSETNX": "first", "HDEL": "first", "HEXISTS": "first", "HLEN": "first", "HMGET": "first",
 	"GET": "first", "SET": "first", "INCR": "first",
 	"PUBLISH": "first", "SPUBLISH": "first",
 	"UNLINK": "all", "DEL": "all", "EXISTS": "all",

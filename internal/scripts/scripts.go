@@ -29,6 +29,9 @@ const (
 )
 
 var (
+	// Send1 sends one message without options (the producer's single
+	// sends); SendBatch any number, with options.
+	Send1     = load("send1")
 	SendBatch = load("sendbatch")
 	Fetch     = load(NameFetch)
 	Ack       = load(NameAck)
@@ -62,13 +65,26 @@ func mustRead(name string) string {
 
 // load builds a script as the lib.lua definitions it uses followed by its
 // own file (whose header names its KEYS and ARGV). Redis defines every
-// prepended function on every call, so unused ones are left out.
+// prepended function on every call, so unused ones are left out; a script
+// whose common path needs none of them marks the line after which they go
+// (libHere): the path before it returns without defining them.
 func load(name string) *redis.Script {
-	body := mustRead(name)
-	s := redis.NewScript(lib.prelude(body) + "\n" + body)
+	s := redis.NewScript(fullSource(name))
 	registry[name] = s
 	return s
 }
+
+// fullSource is the text of script name as Redis runs it.
+func fullSource(name string) string {
+	body := mustRead(name)
+	if head, tail, ok := strings.Cut(body, libHere); ok {
+		return head + libHere + lib.prelude(tail) + "\n" + tail
+	}
+	return lib.prelude(body) + "\n" + body
+}
+
+// libHere marks where a script takes lib.lua's definitions (load).
+const libHere = "-- lib.lua's definitions go here\n"
 
 // libDef is one top-level definition of lib.lua ("local function f" or
 // "local NAME ="), with the comment lines above it.
