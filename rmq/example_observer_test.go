@@ -35,10 +35,11 @@ func (auditLog) Finished(m *consumer.Message, _ time.Duration, outcome consumer.
 	fmt.Printf("finished %s: %v\n", m.ID, outcome)
 }
 
-// An Observer is told of every send, delivery and outcome of a client, for
-// metrics and tracing (x/prometheus and x/otel implement one). Its methods
-// run on the client's goroutines and must not block; this one prints.
-func ExampleWithObserver() {
+// An Observer, attached with WithObserver, is told of every send, delivery
+// and outcome of a client, for metrics and tracing (x/prometheus and x/otel
+// implement one). Its methods run on the client's goroutines and must not
+// block; this one prints.
+func ExampleObserver() {
 	ctx := context.Background()
 	rdb := redis.NewClient(&redis.Options{Addr: redisAddr()})
 	defer rdb.Close()
