@@ -22,8 +22,6 @@ import (
 	"github.com/rmq-go/rmq/topic"
 )
 
-func TestMain(m *testing.M) { redistest.Main(m) }
-
 // backends are the Redis deployments the producer tests run against: the
 // shared single server and the shared 3-master cluster.
 var backends = []string{"single", "cluster"}

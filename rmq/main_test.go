@@ -7,13 +7,14 @@ import (
 	"github.com/rmq-go/rmq/internal/redistest"
 )
 
-// TestMain runs the tests against one shared redis-server and one shared
-// Redis cluster (both started on first use, stopped at the end), or, when
-// the environment asks for it, plays the consumer worker that kill_test.go
-// re-executes this binary as (and kills with SIGKILL).
+// TestMain runs the tests and examples against one shared redis-server and
+// one shared Redis cluster (both started on first use, stopped at the end)
+// and fails when a goroutine outlives them; or, when the environment asks
+// for it, plays the consumer worker that kill_test.go re-executes this
+// binary as (and kills with SIGKILL).
 func TestMain(m *testing.M) {
 	if os.Getenv(workerEnv) == "1" {
 		os.Exit(runWorker())
 	}
-	os.Exit(redistest.Main(m))
+	redistest.MainLeakFree(m)
 }

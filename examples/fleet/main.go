@@ -10,8 +10,14 @@
 // already accepted for that order, which is how a real store keeps out a
 // worker that was frozen past its ZooKeeper session.
 //
-//	go run ./examples/fleet                 # throwaway redis-server and ZooKeeper
-//	REDIS_ADDR=127.0.0.1:6379 ZK_ADDR=127.0.0.1:2181 go run ./examples/fleet
+// It talks to the Redis that REDIS_URL names (default 127.0.0.1:6379) and
+// the ZooKeeper at ZK_ADDR (default 127.0.0.1:2181), under a key prefix of
+// its own that it deletes at the end:
+//
+//	REDIS_URL=redis://127.0.0.1:6379 ZK_ADDR=127.0.0.1:2181 go run ./examples/fleet
+//
+// `go run ./examples/demo fleet` runs it against a throwaway redis-server and
+// ZooKeeper instead.
 package main
 
 import (
@@ -21,7 +27,9 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/signal"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -29,7 +37,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rmq-go/rmq/consumer"
-	"github.com/rmq-go/rmq/examples/internal/exampleredis"
 	"github.com/rmq-go/rmq/producer"
 	"github.com/rmq-go/rmq/rmq"
 	"github.com/rmq-go/rmq/topic"
@@ -46,31 +53,30 @@ var steps = []string{"created", "paid", "picked", "packed", "shipped", "delivere
 var orderEvents = topic.MustNew("order-events", topic.FixedTime, 16)
 
 func main() {
-	if err := setUp(); err != nil {
+	opts, err := redisOptions(os.Getenv)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "fleet:", err)
+		os.Exit(2)
+	}
+	zkAddr := os.Getenv("ZK_ADDR")
+	if zkAddr == "" {
+		zkAddr = "127.0.0.1:2181"
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	rdb := redis.NewClient(opts)
+	// A prefix no earlier run used, so the run starts from empty queues
+	// (and a fresh ZooKeeper root, "/rmq/<prefix>").
+	prefix := "rmq-example-fleet-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	err = run(ctx, rdb, zkAddr, prefix, os.Stdout)
+	err = errors.Join(err, deleteKeys(context.Background(), rdb, prefix))
+	cancel()
+	stop()
+	rdb.Close()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "fleet:", err)
 		os.Exit(1)
 	}
-}
-
-// setUp finds (or starts) Redis and ZooKeeper and runs the example.
-func setUp() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	logf := func(format string, args ...any) { fmt.Printf("# "+format+"\n", args...) }
-
-	rdb, closeRedis, err := exampleredis.Open(ctx, logf)
-	if err != nil {
-		return err
-	}
-	defer closeRedis()
-	zkAddr, closeZK, err := openZooKeeper(ctx, logf)
-	if err != nil {
-		return err
-	}
-	defer closeZK()
-	prefix := exampleredis.KeyPrefix("fleet")
-	defer func() { _ = exampleredis.DeleteKeys(context.Background(), rdb, prefix) }()
-	return run(ctx, rdb, zkAddr, prefix, os.Stdout)
 }
 
 // run is the example: three workers and a producer on rdb and ZooKeeper at
@@ -270,4 +276,47 @@ func (c *orderCheck) errors() []string {
 	out := append([]string(nil), c.errs...)
 	sort.Strings(out)
 	return out
+}
+
+// deleteKeys removes the keys of the run (prefix + ":*").
+func deleteKeys(ctx context.Context, rdb *redis.Client, prefix string) error {
+	var errs []error
+	iter := rdb.Scan(ctx, 0, prefix+":*", 1000).Iterator()
+	var batch []string
+	flush := func() {
+		if len(batch) > 0 {
+			errs = append(errs, rdb.Unlink(ctx, batch...).Err())
+			batch = batch[:0]
+		}
+	}
+	for iter.Next(ctx) {
+		if batch = append(batch, iter.Val()); len(batch) == 500 {
+			flush()
+		}
+	}
+	flush()
+	errs = append(errs, iter.Err())
+	return errors.Join(errs...)
+}
+
+// redisOptions reads the Redis to use from REDIS_URL: a URL
+// (redis://[[user]:password@]host:port[/db], rediss:// for TLS) or a bare
+// host:port. REDIS_ADDR is its older name, still read when REDIS_URL is
+// not set. Default: 127.0.0.1:6379.
+func redisOptions(getenv func(string) string) (*redis.Options, error) {
+	url := getenv("REDIS_URL")
+	if url == "" {
+		url = getenv("REDIS_ADDR")
+	}
+	if url == "" {
+		url = "127.0.0.1:6379"
+	}
+	if !strings.Contains(url, "://") {
+		url = "redis://" + url
+	}
+	opts, err := redis.ParseURL(url)
+	if err != nil {
+		return nil, fmt.Errorf("REDIS_URL: %w", err)
+	}
+	return opts, nil
 }

@@ -28,8 +28,13 @@ func TestFleet(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var out bytes.Buffer
-	require.NoError(t, run(ctx, rdb, zk.Addr(), redistest.Prefix(t), &out))
+	prefix := redistest.Prefix(t)
+	require.NoError(t, run(ctx, rdb, zk.Addr(), prefix, &out))
 	got := out.String()
+	// What main does after the run: the run's keys go.
+	require.NotEmpty(t, redistest.KeysWithPrefix(t, rdb, prefix+":"))
+	require.NoError(t, deleteKeys(ctx, rdb, prefix))
+	assert.Empty(t, redistest.KeysWithPrefix(t, rdb, prefix+":"))
 
 	assert.Contains(t, got, "worker-2 leaves")
 	assert.Contains(t, got, "all 72 events of 12 orders handled once each, in order, one at a time per order\n")

@@ -9,7 +9,12 @@
 // are paid after half a second; order-1002 never is, and its timeout
 // cancels it two seconds after it was created.
 //
-//	REDIS_ADDR=127.0.0.1:6379 go run ./examples/ordertimeout
+// It talks to the Redis that REDIS_URL names (default 127.0.0.1:6379):
+//
+//	REDIS_URL=redis://127.0.0.1:6379 go run ./examples/ordertimeout
+//
+// scripts/demo.sh runs it, with the other examples, against a throwaway
+// redis-server.
 package main
 
 import (
@@ -20,6 +25,7 @@ import (
 	"log"
 	"os"
 	"os/signal"
+	"strings"
 	"sync"
 	"time"
 
@@ -39,15 +45,16 @@ const PayWindow = 2 * time.Second
 var timeouts = topic.MustNew("order-timeouts", topic.FixedTime, 8)
 
 func main() {
-	addr := os.Getenv("REDIS_ADDR")
-	if addr == "" {
-		addr = "127.0.0.1:6379"
+	opts, err := redisOptions(os.Getenv)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "ordertimeout:", err)
+		os.Exit(2)
 	}
-	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	rdb := redis.NewClient(opts)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	// The prefix keeps the example's keys apart from any other RMQ user of
 	// this Redis (the default prefix is "rmq").
-	err := run(ctx, rdb, "rmq-example", os.Stdout)
+	err = run(ctx, rdb, "rmq-example", os.Stdout)
 	stop()
 	rdb.Close()
 	if err != nil {
@@ -183,4 +190,26 @@ func sleep(ctx context.Context, d time.Duration) error {
 	case <-time.After(d):
 		return nil
 	}
+}
+
+// redisOptions reads the Redis to use from REDIS_URL: a URL
+// (redis://[[user]:password@]host:port[/db], rediss:// for TLS) or a bare
+// host:port. REDIS_ADDR is its older name, still read when REDIS_URL is
+// not set. Default: 127.0.0.1:6379.
+func redisOptions(getenv func(string) string) (*redis.Options, error) {
+	url := getenv("REDIS_URL")
+	if url == "" {
+		url = getenv("REDIS_ADDR")
+	}
+	if url == "" {
+		url = "127.0.0.1:6379"
+	}
+	if !strings.Contains(url, "://") {
+		url = "redis://" + url
+	}
+	opts, err := redis.ParseURL(url)
+	if err != nil {
+		return nil, fmt.Errorf("REDIS_URL: %w", err)
+	}
+	return opts, nil
 }

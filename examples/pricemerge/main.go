@@ -11,7 +11,12 @@
 // a fraction of the window: fifteen sends, three deliveries, each with the
 // SKU's last price.
 //
-//	REDIS_ADDR=127.0.0.1:6379 go run ./examples/pricemerge
+// It talks to the Redis that REDIS_URL names (default 127.0.0.1:6379):
+//
+//	REDIS_URL=redis://127.0.0.1:6379 go run ./examples/pricemerge
+//
+// scripts/demo.sh runs it, with the other examples, against a throwaway
+// redis-server.
 package main
 
 import (
@@ -23,6 +28,7 @@ import (
 	"log"
 	"os"
 	"os/signal"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -46,15 +52,16 @@ type priceChange struct {
 }
 
 func main() {
-	addr := os.Getenv("REDIS_ADDR")
-	if addr == "" {
-		addr = "127.0.0.1:6379"
+	opts, err := redisOptions(os.Getenv)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "pricemerge:", err)
+		os.Exit(2)
 	}
-	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	rdb := redis.NewClient(opts)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	// The prefix keeps the example's keys apart from any other RMQ user of
 	// this Redis (the default prefix is "rmq").
-	err := run(ctx, rdb, "rmq-example", os.Stdout)
+	err = run(ctx, rdb, "rmq-example", os.Stdout)
 	stop()
 	rdb.Close()
 	if err != nil {
@@ -143,4 +150,26 @@ func run(ctx context.Context, rdb *redis.Client, prefix string, out io.Writer) (
 	}
 	say("result: %d changes sent -> %d deliveries, each with its SKU's latest price", 5*len(skus), len(got))
 	return nil
+}
+
+// redisOptions reads the Redis to use from REDIS_URL: a URL
+// (redis://[[user]:password@]host:port[/db], rediss:// for TLS) or a bare
+// host:port. REDIS_ADDR is its older name, still read when REDIS_URL is
+// not set. Default: 127.0.0.1:6379.
+func redisOptions(getenv func(string) string) (*redis.Options, error) {
+	url := getenv("REDIS_URL")
+	if url == "" {
+		url = getenv("REDIS_ADDR")
+	}
+	if url == "" {
+		url = "127.0.0.1:6379"
+	}
+	if !strings.Contains(url, "://") {
+		url = "redis://" + url
+	}
+	opts, err := redis.ParseURL(url)
+	if err != nil {
+		return nil, fmt.Errorf("REDIS_URL: %w", err)
+	}
+	return opts, nil
 }

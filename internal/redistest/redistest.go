@@ -44,8 +44,9 @@ var (
 	clDone   bool
 )
 
-// Main runs the tests and then stops the shared server and cluster if any
-// test started them. It returns the exit code for os.Exit.
+// Main runs the tests and then stops the shared server and cluster (and the
+// examples' server, ExampleAddr) if any test started them. It returns the
+// exit code for os.Exit.
 func Main(m *testing.M) int {
 	code := m.Run()
 	if err := StopShared(); err != nil {
@@ -57,8 +58,9 @@ func Main(m *testing.M) int {
 	return code
 }
 
-// StopShared stops the shared server and cluster. It is for a TestMain that
-// cannot use Main, e.g. because it also stops other shared fixtures.
+// StopShared stops the shared server and cluster, and the examples' server.
+// It is for a TestMain that cannot use Main, e.g. because it also stops
+// other shared fixtures.
 func StopShared() error {
 	srvMu.Lock()
 	defer srvMu.Unlock()
@@ -73,6 +75,7 @@ func StopShared() error {
 		errs = append(errs, sharedCl.Stop())
 		sharedCl = nil
 	}
+	errs = append(errs, stopExamples())
 	sharedErr = errors.New("redistest: shared servers already stopped")
 	clErr = sharedErr
 	srvDone, clDone = true, true

@@ -1,0 +1,11 @@
+package consumer_test
+
+import (
+	"testing"
+
+	"github.com/rmq-go/rmq/internal/redistest"
+)
+
+// TestMain runs the examples against a throwaway redis-server (started on
+// first use, stopped at the end) and fails when a goroutine outlives them.
+func TestMain(m *testing.M) { redistest.MainLeakFree(m) }
