@@ -17,15 +17,4 @@
 -- envelope left. A re-send of
 -- the id meanwhile waits behind it, as behind a delivery. Running twice
 -- removes nothing more.
-local id = ARGV[1]
-local what = 0
-if redis.call('ZREM', KEYS[1], id) == 1 then what = what + 1 end
-if redis.call('ZREM', KEYS[4], id) == 1 then what = what + 2 end
-local s = redis.call('ZSCORE', KEYS[2], id)
-if s and token_of(s) ~= 0 then
-  local deadline = math.floor(tonumber(s) / TOKEN_MOD) * TOKEN_MOD
-  redis.call('ZADD', KEYS[2], deadline, id)
-  what = what + 4
-end
-if what > 0 then redis.call('HDEL', KEYS[3], id) end
-return what
+return remove_id(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[1])

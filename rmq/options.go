@@ -16,6 +16,7 @@ type config struct {
 	zk          *zkOptions            // WithZooKeeper; nil: every client consumes every slot
 	middleware  []consumer.Middleware // WithMiddleware
 	sendHooks   []producer.SendHook   // WithSendHook
+	noScheduler bool                  // WithoutScheduler
 }
 
 func defaultConfig() config {

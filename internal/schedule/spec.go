@@ -23,7 +23,7 @@ var parser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron
 
 // Spec is a parsed schedule spec in its location.
 type Spec struct {
-	every time.Duration     // @every: real-time interval, whole seconds
+	every time.Duration      // @every: real-time interval, whole seconds
 	cron  *cron.SpecSchedule // otherwise: fields matched on wall-clock time in UTC
 	loc   *time.Location
 }

@@ -44,6 +44,8 @@ var (
 	Release    = load("release")
 	Requeue    = load("requeue")
 	DeleteDead = load("deletedead")
+	// Schedule serves rmq's schedules (internal/schedule).
+	Schedule = load("schedule")
 )
 
 // registry lists every script by name, for Load and for tests that read
