@@ -85,9 +85,15 @@ local function settle(k, name, st)
   st.next = 0
 end
 
+-- The earliest tick this call sent to store and to the delayed set: the
+-- slot's fetchers are woken once, after all sends (flush_wake).
+local best_id, best, dbest_id, dbest
+local sent_time_based = true
+
 -- send_tick sends the message of tick `at` (ms) from the stored record:
 -- due at the tick (fixed-time) or not before it (priority), its TTL
--- counted from the tick.
+-- counted from the tick. A tick id without an envelope is new (one HEXISTS
+-- rather than send_one's reads of store, delayed and prepare).
 local function send_tick(k, name, at, nonce)
   local raw = redis.call('HGET', KEYS[4], name)
   local typ, prio, ttl, olen, pos = struct.unpack('>BI7I6H', raw)
@@ -102,16 +108,27 @@ local function send_tick(k, name, at, nonce)
   end
   local id = tick_id(name, at)
   local score = typ == 2 and prio or at
-  local _, sc, due = send_one(k, typ, id, score, tonumber(nonce), body, now, now_up, opts, false)
-  if wake ~= '' then
-    if due then
-      local first = redis.call('ZRANGE', k.delayed, 0, 0)
-      if first[1] == id then redis.call(wake, KEYS[8], 'd' .. fmt_score(due)) end
-    else
-      wake_if_head(wake, KEYS[8], k.store, typ ~= 2, id, sc)
-    end
+  sent_time_based = typ ~= 2
+  local fresh = redis.call('HEXISTS', k.msg, id) == 0
+  local _, sc, due = send_one(k, typ, id, score, tonumber(nonce), body, now, now_up, opts, fresh)
+  if due then
+    if not dbest or due < dbest then dbest_id, dbest = id, due end
+  elseif not best or (typ == 2 and sc > best) or (typ ~= 2 and sc < best) then
+    best_id, best = id, sc
   end
   return id
+end
+
+-- flush_wake wakes the slot's fetchers when a tick this call sent heads
+-- the store (they sleep until the head they know), or the delayed set
+-- ('d' marks a delayed due time).
+local function flush_wake(k)
+  if wake == '' then return end
+  if best then wake_if_head(wake, KEYS[8], k.store, sent_time_based, best_id, best) end
+  if dbest then
+    local first = redis.call('ZRANGE', k.delayed, 0, 0)
+    if first[1] == dbest_id then redis.call(wake, KEYS[8], 'd' .. fmt_score(dbest)) end
+  end
 end
 
 local function head()
@@ -119,7 +136,8 @@ local function head()
   return h[2] or ''
 end
 
-local function publish()
+local function publish(k)
+  flush_wake(k)
   if events ~= '' then redis.call('PUBLISH', events, ARGV[4] .. '\t' .. head()) end
 end
 
@@ -175,7 +193,7 @@ if op == 'roll' then
     end
     a = a + 4 + n
   end
-  publish()
+  publish(k)
   res[1] = head()
   return res
 end
@@ -201,7 +219,7 @@ if op == 'set' then
     st.next = first
   end
   save(name, st)
-  publish()
+  publish(k)
   return { 1, st.ver }
 end
 
@@ -213,7 +231,7 @@ if op == 'pause' then
   st.paused = true
   st.ver = st.ver + 1
   save(name, st)
-  publish()
+  publish(k)
   return { 1, st.ver }
 end
 
@@ -226,7 +244,7 @@ if op == 'resume' then
   st.paused = false
   st.ver = st.ver + 1
   save(name, st)
-  publish()
+  publish(k)
   return { 1, st.ver }
 end
 
@@ -237,7 +255,7 @@ if op == 'remove' then
   redis.call('HDEL', KEYS[3], name)
   redis.call('HDEL', KEYS[4], name)
   redis.call('ZREM', KEYS[1], name)
-  publish()
+  publish(k)
   return { 1, st.gen }
 end
 
@@ -246,6 +264,7 @@ if op == 'trigger' then
   local at = now
   if at == st.next then at = at + 1 end
   local id = send_tick(k, name, at, ARGV[6])
+  flush_wake(k)
   st.fired = st.fired + 1
   st.last = math.max(st.last, at)
   redis.call('HSET', KEYS[2], name, st_encode(st))

@@ -1,6 +1,7 @@
 package producer
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"time"
@@ -70,4 +71,4 @@ func (r RecurringOptions) SendOptions() []SendOption {
 
 // ErrInvalidRecurring is returned by ParseRecurring for an option that
 // names one message or one instant.
-var ErrInvalidRecurring = fmt.Errorf("rmq: option not allowed on a recurring message")
+var ErrInvalidRecurring = errors.New("rmq: option not allowed on a recurring message")
