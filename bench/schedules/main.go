@@ -5,14 +5,16 @@
 //     of every second, all ticking at the same instants, consumed by the
 //     same clients that schedule them, for -seconds seconds after a warm-up
 //     second; each tick must come exactly once and never early;
+//
 //   - in the same window, the client CPU and Redis commands/s those ticks
 //     cost (a roll per slot and second, and the deliveries);
+//
 //   - idle: the same N schedules set to tick once a year, the clients
 //     running; client CPU and Redis commands/s over -idle, against the same
 //     clients with no schedule at all in the same run (the anchor).
 //
-//	cd bench && go run ./schedules                  # N = 1 and 1,000, ≈ 1 minute
-//	cd bench && go run ./schedules -n 1,1000,10000 -clients 3
+//     cd bench && go run ./schedules                  # N = 1 and 1,000, ≈ 1 minute
+//     cd bench && go run ./schedules -n 1,1000,10000 -clients 3
 package main
 
 import (
