@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/rmq-go/rmq/internal/schedule"
 	"github.com/rmq-go/rmq/internal/scripts"
 	"github.com/rmq-go/rmq/internal/topicstore"
@@ -77,13 +79,37 @@ type ScheduleInfo struct {
 // across all the clients of the prefix. It works before Start and after
 // Close.
 type Schedules struct {
-	c     *Client
+	rdb   redis.UniversalClient
+	cfg   config
 	store *schedule.Store
+	err   error // a configuration error, returned by every call
 }
 
 // Schedules returns the client's schedules.
-func (c *Client) Schedules() *Schedules {
-	return &Schedules{c: c, store: schedule.NewStore(c.rdb, c.cfg.prefix)}
+func (c *Client) Schedules() *Schedules { return newSchedules(c.rdb, c.cfg) }
+
+// NewSchedules manages the schedules under the prefix of opts
+// (WithPrefix) on rdb without a client, as NewInspector does for queues:
+// tools manage schedules that the fleet's clients fire. WithMaxBodySize
+// bounds the bodies it accepts, WithObserver is told of triggers.
+func NewSchedules(rdb redis.UniversalClient, opts ...Option) *Schedules {
+	cfg := defaultConfig()
+	for _, o := range opts {
+		o(&cfg)
+	}
+	s := newSchedules(rdb, cfg)
+	if rdb == nil {
+		s.err = fmt.Errorf("%w: nil Redis client", ErrInvalidOption)
+	}
+	return s
+}
+
+func newSchedules(rdb redis.UniversalClient, cfg config) *Schedules {
+	s := &Schedules{rdb: rdb, cfg: cfg, err: slots.ValidatePrefix(cfg.prefix)}
+	if rdb != nil {
+		s.store = schedule.NewStore(rdb, cfg.prefix)
+	}
+	return s
 }
 
 // NextTicks returns the n ticks of spec in loc (nil: UTC) after from.
@@ -99,12 +125,15 @@ const maxCatchUp = 100 * 365 * 24 * time.Hour
 // is its spec's next after now. Every process sees the change at its next
 // tick. A refused call writes nothing.
 func (s *Schedules) Set(ctx context.Context, sc Schedule) error {
+	if s.err != nil {
+		return s.err
+	}
 	spec, def, msg, err := s.check(sc)
 	if err != nil {
 		return err
 	}
 	// Everything is valid: only now is anything written.
-	if err := topicstore.Define(ctx, s.c.rdb, slots.TopicsKey(s.c.cfg.prefix), sc.Topic); err != nil {
+	if err := topicstore.Define(ctx, s.rdb, slots.TopicsKey(s.cfg.prefix), sc.Topic); err != nil {
 		return err
 	}
 	return s.store.Put(ctx, sc.Name, sc.Topic, def, msg, spec, sc.Paused)
@@ -140,8 +169,8 @@ func (s *Schedules) check(sc Schedule) (schedule.Spec, schedule.Def, schedule.Me
 	if len(sc.Body) == 0 {
 		return none, schedule.Def{}, schedule.Message{}, fmt.Errorf("%w: %w", ErrInvalidSchedule, producer.ErrEmptyBody)
 	}
-	if len(sc.Body) > s.c.cfg.maxBodySize {
-		return none, schedule.Def{}, schedule.Message{}, fmt.Errorf("%w: %w: %d bytes (limit %d)", ErrInvalidSchedule, producer.ErrBodyTooLarge, len(sc.Body), s.c.cfg.maxBodySize)
+	if len(sc.Body) > s.cfg.maxBodySize {
+		return none, schedule.Def{}, schedule.Message{}, fmt.Errorf("%w: %w: %d bytes (limit %d)", ErrInvalidSchedule, producer.ErrBodyTooLarge, len(sc.Body), s.cfg.maxBodySize)
 	}
 	msg.Body = sc.Body
 	if sc.CatchUp < 0 || sc.CatchUp > maxCatchUp {
@@ -195,6 +224,9 @@ func checkScheduleName(name string) error {
 
 // Get returns the schedule name.
 func (s *Schedules) Get(ctx context.Context, name string) (ScheduleInfo, error) {
+	if s.err != nil {
+		return ScheduleInfo{}, s.err
+	}
 	if err := checkScheduleName(name); err != nil {
 		return ScheduleInfo{}, err
 	}
@@ -207,6 +239,9 @@ func (s *Schedules) Get(ctx context.Context, name string) (ScheduleInfo, error) 
 
 // List returns every schedule under the prefix, by name.
 func (s *Schedules) List(ctx context.Context) ([]ScheduleInfo, error) {
+	if s.err != nil {
+		return nil, s.err
+	}
 	recs, now, err := s.store.List(ctx)
 	if err != nil {
 		return nil, err
@@ -225,6 +260,9 @@ func (s *Schedules) List(ctx context.Context) ([]ScheduleInfo, error) {
 // Remove deletes the schedule name; its pending tick goes too, unless it
 // is due already (then it has fired).
 func (s *Schedules) Remove(ctx context.Context, name string) error {
+	if s.err != nil {
+		return s.err
+	}
 	if err := checkScheduleName(name); err != nil {
 		return err
 	}
@@ -234,6 +272,9 @@ func (s *Schedules) Remove(ctx context.Context, name string) error {
 // Pause stops the schedule name at its next tick: the pending tick is
 // removed (unless due already). Pausing a paused schedule does nothing.
 func (s *Schedules) Pause(ctx context.Context, name string) error {
+	if s.err != nil {
+		return s.err
+	}
 	if err := checkScheduleName(name); err != nil {
 		return err
 	}
@@ -244,6 +285,9 @@ func (s *Schedules) Pause(ctx context.Context, name string) error {
 // that passed while it was paused are not caught up. Resuming a running
 // schedule does nothing.
 func (s *Schedules) Resume(ctx context.Context, name string) error {
+	if s.err != nil {
+		return s.err
+	}
 	if err := checkScheduleName(name); err != nil {
 		return err
 	}
@@ -253,12 +297,15 @@ func (s *Schedules) Resume(ctx context.Context, name string) error {
 // Trigger fires the schedule name once now, besides its ticks (a paused one
 // too), and returns the message id ("<name>@<now as Unix ms>").
 func (s *Schedules) Trigger(ctx context.Context, name string) (string, error) {
+	if s.err != nil {
+		return "", s.err
+	}
 	if err := checkScheduleName(name); err != nil {
 		return "", err
 	}
 	id, t, err := s.store.Trigger(ctx, name)
 	if err == nil {
-		for _, o := range s.c.cfg.observers {
+		for _, o := range s.cfg.observers {
 			if so, ok := o.(ScheduleObserver); ok {
 				so.TicksFired(name, t, 1)
 			}
