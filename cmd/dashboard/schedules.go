@@ -52,14 +52,20 @@ func scheduleOp(verb, ask, done string, run func(s *rmq.Schedules, ctx context.C
 // scheduleOps are the schedule actions, looked up after ops.
 var scheduleOps = map[string]op{
 	"schedule-pause": scheduleOp("Pause", "Pause schedule %s? Its next tick on %s is not sent; no tick fires until it is resumed.", "Paused schedule %s.",
-		func(s *rmq.Schedules, ctx context.Context, name string) (string, error) { return "", s.Pause(ctx, name) }),
+		func(s *rmq.Schedules, ctx context.Context, name string) (string, error) {
+			return "", s.Pause(ctx, name)
+		}),
 	"schedule-resume": scheduleOp("Resume", "Resume schedule %s on %s from its next tick? Ticks missed while paused are not fired.", "Resumed schedule %s.",
-		func(s *rmq.Schedules, ctx context.Context, name string) (string, error) { return "", s.Resume(ctx, name) }),
+		func(s *rmq.Schedules, ctx context.Context, name string) (string, error) {
+			return "", s.Resume(ctx, name)
+		}),
 	"schedule-trigger": scheduleOp("Trigger", "Fire schedule %s once now, one extra message on %s?", "Triggered schedule %s",
 		func(s *rmq.Schedules, ctx context.Context, name string) (string, error) {
 			id, err := s.Trigger(ctx, name)
 			return ": message " + id + ".", err
 		}),
 	"schedule-remove": scheduleOp("Remove", "Remove schedule %s for good? Its pending tick on %s goes with it.", "Removed schedule %s.",
-		func(s *rmq.Schedules, ctx context.Context, name string) (string, error) { return "", s.Remove(ctx, name) }),
+		func(s *rmq.Schedules, ctx context.Context, name string) (string, error) {
+			return "", s.Remove(ctx, name)
+		}),
 }
