@@ -34,6 +34,7 @@ type Metrics struct {
 	expired                                *prometheus.CounterVec
 	handler, lateness                      *prometheus.HistogramVec
 	depth                                  *depthCollector
+	sched                                  scheduleMetrics // schedules.go
 }
 
 var _ rmq.Observer = (*Metrics)(nil)
@@ -103,6 +104,9 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 	if m.depth, err = register(reg, m.depth); err != nil {
 		return nil, err
 	}
+	if err := m.sched.register(reg); err != nil {
+		return nil, err
+	}
 	return m, nil
 }
 
@@ -167,6 +171,7 @@ func (m *Metrics) ConsumerObserver(t topic.Topic) consumer.Observer {
 		expired:   m.expired.With(l),
 		handler:   m.handler.With(l),
 		lateness:  m.lateness.With(l),
+		tickLate:  m.sched.lateness.With(l),
 	}
 }
 
@@ -176,11 +181,13 @@ type topicMetrics struct {
 	timeBased                                       bool
 	delivered, acked, retried, dead, swept, expired prometheus.Counter
 	handler, lateness                               prometheus.Observer
+	tickLate                                        prometheus.Observer // schedules.go
 }
 
 // Delivered implements consumer.Observer.
 func (o *topicMetrics) Delivered(msg *consumer.Message) {
 	o.delivered.Inc()
+	observeTick(o.tickLate, msg)
 	if o.timeBased && !msg.DueAt.IsZero() {
 		at := msg.FetchedAt
 		if at.IsZero() {
