@@ -15,6 +15,14 @@ const (
 	maxCounted = 100_000
 )
 
+// lateGrace: a tick less than this overdue when a scheduler rolls it is
+// fired whatever the catch-up says. A running fleet rolls a tick 0.2-0.3 s
+// after the one before (rollDelay, jitter), and ticks are a second apart
+// at least; one that finds the next tick passed was slowed down (a loaded
+// machine, a pause of the process, a Redis failover) rather than gone, and
+// its tick is late, not missed.
+const lateGrace = time.Second
+
 // Parse reads the spec and location of a stored definition.
 func (d Def) Parse() (Spec, error) {
 	loc, err := LoadLocation(d.Location)
@@ -34,12 +42,13 @@ type rollPlan struct {
 
 // plan rolls st forward at now (Redis's clock): its pending tick has come
 // due (fired); the ticks after it up to now were missed (no scheduler sent
-// them ahead): those at most catchUp old are fired now, each once, and the
-// older ones skipped; the first tick after now becomes the pending one.
+// them ahead): those at most catchUp (or lateGrace) old are fired now, each
+// once, and the older ones skipped; the first tick after now becomes the
+// pending one.
 func plan(name string, st State, spec Spec, catchUp time.Duration, now time.Time) rollPlan {
 	p := rollPlan{name: name, ver: st.Ver}
 	t := spec.Next(time.UnixMilli(st.Next))
-	oldest := now.Add(-catchUp)
+	oldest := now.Add(-max(catchUp, lateGrace))
 	for n := 0; !t.IsZero() && !t.After(now); n++ {
 		if n == maxCounted && t.Before(oldest) {
 			t = spec.Next(oldest.Add(-time.Millisecond))

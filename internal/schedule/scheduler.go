@@ -22,7 +22,7 @@ import (
 // Once it has fired, some scheduler sends the next one: every client's
 // scheduler sleeps until the earliest pending tick of the slots it knows,
 // plus rollDelay (so rolls do not compete with the deliveries of that very
-// instant) plus its own jitter (so the fleet does not roll in lockstep),
+// instant, a wave of them included) plus its own jitter (so the fleet does not roll in lockstep),
 // then reads the slot's due schedules, plans their next ticks and rolls
 // them in one schedule.lua call, fenced by each schedule's ver: whoever
 // comes first rolls, a later call for the same plan changes nothing. The
@@ -33,11 +33,12 @@ import (
 // from one read at (re)subscription and from the events after it, so a
 // schedule costs Redis work only at its own ticks. A tick is sent ahead by
 // at least its spec's interval minus rollDelay and jitter (cron and @every
-// ticks are at least a second apart), so no running fleet misses one; the
-// ticks of a fleet that was gone are the catch-up's.
+// ticks are at least a second apart), so no running fleet misses one, and
+// one a slowed-down fleet rolls late is fired late (lateGrace); the ticks
+// of a fleet that was gone are the catch-up's.
 const (
-	rollDelay  = 50 * time.Millisecond
-	rollJitter = 50 * time.Millisecond
+	rollDelay  = 200 * time.Millisecond
+	rollJitter = 100 * time.Millisecond
 	// dueLimit bounds the schedules one call reads and rolls (a few ms of
 	// Redis time); a slot with more is rolled again at once.
 	dueLimit = 256
@@ -83,7 +84,8 @@ type Scheduler struct {
 
 	// Owned by the goroutine.
 	slots  map[slotID]*slotHead
-	offset time.Duration // Redis's clock minus the local one, last seen
+	offset time.Duration         // Redis's clock minus the local one, last seen
+	specs  map[string]parsedSpec // stored definition -> parsed, so a roll parses a spec once
 
 	// rolled is closed and replaced after every round of rolls (tests wait
 	// on it).
@@ -97,6 +99,7 @@ func NewScheduler(store *Store, log *slog.Logger, obs Observer) *Scheduler {
 		store: store, log: log, obs: obs,
 		jitter: time.Duration(rand.Int64N(int64(rollJitter))),
 		slots:  map[slotID]*slotHead{},
+		specs:  map[string]parsedSpec{},
 		rolled: make(chan struct{}),
 	}
 }
@@ -371,22 +374,44 @@ func (s *Scheduler) planSlot(ctx context.Context, sl *slotHead, cmd *redis.Cmd, 
 			s.log.InfoContext(ctx, "rmq: schedules: removed a copy its registration does not name", "schedule", e.name, "topic", sl.topic.Name())
 			continue
 		}
-		var d Def
-		spec, err := defSpec(e.def, &d)
+		ps, err := s.parsed(e.def)
 		if err != nil {
 			s.failed(ctx, sl, "read the definition of "+e.name, err)
 			return nil, false
 		}
-		plans = append(plans, plan(e.name, st, spec, time.Duration(d.CatchUpMs)*time.Millisecond, now))
+		plans = append(plans, plan(e.name, st, ps.spec, ps.catchUp, now))
 	}
 	return plans, true
 }
 
-func defSpec(raw string, d *Def) (Spec, error) {
-	if err := json.Unmarshal([]byte(raw), d); err != nil {
-		return Spec{}, err
+// parsedSpec is a stored definition, parsed.
+type parsedSpec struct {
+	spec    Spec
+	catchUp time.Duration
+}
+
+// maxSpecs bounds the scheduler's cache of parsed definitions; past it the
+// cache starts over (a definition changes with every Set).
+const maxSpecs = 100_000
+
+func (s *Scheduler) parsed(raw string) (parsedSpec, error) {
+	if p, ok := s.specs[raw]; ok {
+		return p, nil
 	}
-	return d.Parse()
+	var d Def
+	if err := json.Unmarshal([]byte(raw), &d); err != nil {
+		return parsedSpec{}, err
+	}
+	spec, err := d.Parse()
+	if err != nil {
+		return parsedSpec{}, err
+	}
+	if len(s.specs) >= maxSpecs {
+		s.specs = map[string]parsedSpec{}
+	}
+	p := parsedSpec{spec: spec, catchUp: time.Duration(d.CatchUpMs) * time.Millisecond}
+	s.specs[raw] = p
+	return p, nil
 }
 
 // setHeadFrom sets sl's earliest tick from a reply field (” when none).

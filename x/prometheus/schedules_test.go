@@ -23,18 +23,19 @@ func TestScheduleMetrics(t *testing.T) {
 	setter := e.Client(rmq.WithoutScheduler())
 	require.NoError(t, setter.Schedules().Set(ctx, rmq.Schedule{Name: "beat", Spec: "@every 1s", Topic: tp, Body: []byte("b")}))
 	// The first tick fires on its own; nothing sends the next ones.
-	time.Sleep(3500 * time.Millisecond)
+	time.Sleep(4500 * time.Millisecond)
 
 	reg := prometheus.NewRegistry()
 	c := e.withMetrics(reg)
 	require.NoError(t, c.Register(tp, consumer.ListenerFunc(ack)))
 	require.NoError(t, c.Start(ctx))
-	eventuallyMetric(t, reg, "rmq_schedule_ticks_fired_total", "ticks", 2) // the first tick, and the one after the start
+	// The tick that fired, the late one fired with it, and the next.
+	require.Eventually(t, func() bool { return value(t, reg, "rmq_schedule_ticks_fired_total", "ticks") >= 3 }, waitLong, 20*time.Millisecond)
 	skipped := value(t, reg, "rmq_schedule_ticks_skipped_total", "ticks")
 	info, err := c.Schedules().Get(ctx, "beat")
 	require.NoError(t, err)
 	assert.Equal(t, float64(info.Skipped), skipped)
-	assert.GreaterOrEqual(t, skipped, 2.0)
+	assert.GreaterOrEqual(t, skipped, 1.0)
 	n, sum, ok := metricsOf(t, reg, "rmq_schedule_tick_lateness_seconds", "ticks")
 	require.True(t, ok)
 	assert.GreaterOrEqual(t, n, 2.0)
