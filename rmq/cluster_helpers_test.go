@@ -30,6 +30,7 @@ var scriptsBySHA = func() map[string]string {
 		scripts.NameTakeover: scripts.Takeover,
 		"confirm":            scripts.Confirm,
 		"release":            scripts.Release,
+		"schedule":           scripts.Schedule,
 	} {
 		m[s.Hash()] = name
 	}
