@@ -92,8 +92,9 @@ local sent_time_based = true
 
 -- send_tick sends the message of tick `at` (ms) from the stored record:
 -- due at the tick (fixed-time) or not before it (priority), its TTL
--- counted from the tick. A tick id without an envelope is new (one HEXISTS
--- rather than send_one's reads of store, delayed and prepare).
+-- counted from the tick. A tick id without an envelope is new (one HGET,
+-- nil for a new id, rather than send_one's reads of store, delayed and
+-- prepare).
 local function send_tick(k, name, at, nonce)
   local raw = redis.call('HGET', KEYS[4], name)
   local typ, prio, ttl, olen, pos = struct.unpack('>BI7I6H', raw)
@@ -109,7 +110,7 @@ local function send_tick(k, name, at, nonce)
   local id = tick_id(name, at)
   local score = typ == 2 and prio or at
   sent_time_based = typ ~= 2
-  local fresh = redis.call('HEXISTS', k.msg, id) == 0
+  local fresh = not redis.call('HGET', k.msg, id)
   local _, sc, due = send_one(k, typ, id, score, tonumber(nonce), body, now, now_up, opts, fresh)
   if due then
     if not dbest or due < dbest then dbest_id, dbest = id, due end

@@ -31,6 +31,7 @@ var scriptsBySHA = func() map[string]string {
 		"confirm":            scripts.Confirm,
 		"release":            scripts.Release,
 		"schedule":           scripts.Schedule,
+		"schedreg":           scripts.ScheduleReg,
 	} {
 		m[s.Hash()] = name
 	}

@@ -2,15 +2,20 @@ package main
 
 import (
 	"context"
+	"log/slog"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/rmq-go/rmq/consumer"
+	"github.com/rmq-go/rmq/internal/redisserver"
 	"github.com/rmq-go/rmq/internal/redistest"
 	"github.com/rmq-go/rmq/internal/topicstore"
 	"github.com/rmq-go/rmq/rmq"
@@ -110,4 +115,56 @@ func TestRmqctlSchedules(t *testing.T) {
 	}
 	c.json(&list, "schedules", "list")
 	assert.Len(t, list, 1, "bad input wrote nothing")
+}
+
+// Schedules under the least-privilege ACL rule: a client that schedules and
+// consumes, Set, Pause, Resume, Trigger, Remove and rmqctl's listing, with
+// not one command, key or channel refused.
+func TestSchedulesLeastPrivilegeACL(t *testing.T) {
+	bin := buildBinary(t)
+	srv := redistest.Start(t, redisserver.Config{
+		ACL: []string{
+			"user default off",
+			"user " + aclUser + " on >" + aclPassword + " " + aclRule,
+			"user admin on >admin ~* &* +@all",
+		},
+		PingUser: "admin", PingPassword: "admin",
+	})
+	admin := redistest.Client(t, srv, func(o *redis.Options) { o.Username, o.Password = "admin", "admin" })
+	rdb := redistest.Client(t, srv, func(o *redis.Options) { o.Username, o.Password = aclUser, aclPassword })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var logs logSink
+	c, err := rmq.New(rdb, rmq.WithLogger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))))
+	require.NoError(t, err)
+	beats := topic.MustNew("beats", topic.FixedTime, 2)
+	got := make(chan string, 16)
+	require.NoError(t, c.Register(beats, consumer.ListenerFunc(func(_ context.Context, m *consumer.Message) error {
+		got <- m.ID
+		return nil
+	})))
+	require.NoError(t, c.Start(ctx))
+	defer func() { require.NoError(t, c.Close(ctx)) }()
+	s := c.Schedules()
+	require.NoError(t, s.Set(ctx, rmq.Schedule{Name: "beat", Spec: "@every 1s", Topic: beats, Body: []byte("b")}))
+	for range 2 { // the first tick, and one the scheduler rolled
+		select {
+		case id := <-got:
+			assert.True(t, strings.HasPrefix(id, "beat@"), id)
+		case <-time.After(15 * time.Second):
+			t.Fatal("no tick")
+		}
+	}
+	require.NoError(t, s.Pause(ctx, "beat"))
+	require.NoError(t, s.Resume(ctx, "beat"))
+	_, err = s.Trigger(ctx, "beat")
+	require.NoError(t, err)
+	u := (&url.URL{Scheme: "redis", User: url.UserPassword(aclUser, aclPassword), Host: srv.Addr()}).String()
+	out := ctl{t: t, bin: bin, env: []string{"REDIS_URL=" + u}}.ok("schedules", "list")
+	assert.Contains(t, out, "beat")
+	require.NoError(t, s.Remove(ctx, "beat"))
+	entries, err := admin.Do(ctx, "ACL", "LOG").Slice()
+	require.NoError(t, err)
+	assert.Empty(t, entries, "refused under the ACL rule")
+	assert.Empty(t, logs.String())
 }

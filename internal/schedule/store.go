@@ -209,28 +209,7 @@ func (s *Store) removeFrom(ctx context.Context, t topic.Topic, name, gen string)
 // unregister deletes name's registration if it is still of generation gen:
 // a Set that came meanwhile keeps its own.
 func (s *Store) unregister(ctx context.Context, name, gen string) error {
-	key := RegistryKey(s.prefix)
-	err := s.rdb.Watch(ctx, func(tx *redis.Tx) error {
-		raw, err := tx.HGet(ctx, key, name).Result()
-		if errors.Is(err, redis.Nil) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if reg, err := decodeRegistration(raw); err == nil && reg.Gen != gen {
-			return nil
-		}
-		_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
-			p.HDel(ctx, key, name)
-			return nil
-		})
-		return err
-	}, key)
-	if errors.Is(err, redis.TxFailedErr) {
-		return nil // changed meanwhile: by a Set, whose registration stays
-	}
-	if err != nil {
+	if err := scripts.ScheduleReg.Run(ctx, s.rdb, []string{RegistryKey(s.prefix)}, name, gen).Err(); err != nil {
 		return fmt.Errorf("rmq: remove schedule %s: %w", name, err)
 	}
 	return nil

@@ -44,8 +44,9 @@ var (
 	Release    = load("release")
 	Requeue    = load("requeue")
 	DeleteDead = load("deletedead")
-	// Schedule serves rmq's schedules (internal/schedule).
-	Schedule = load("schedule")
+	// Schedule and ScheduleReg serve rmq's schedules (internal/schedule).
+	Schedule    = load("schedule")
+	ScheduleReg = load("schedreg")
 )
 
 // registry lists every script by name, for Load and for tests that read
