@@ -9,6 +9,8 @@ require (
 	go.uber.org/goleak v1.3.0
 )
 
+require github.com/robfig/cron/v3 v3.0.1
+
 require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/google/uuid v1.6.0

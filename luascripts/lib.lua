@@ -435,3 +435,25 @@ local function int_cmp(a, b)
   if a == b then return 0 end
   return a < b and -1 or 1
 end
+
+-- remove_id deletes id wherever it is (remove.lua's header says how, and
+-- what the sum it returns means); schedule.lua removes a pending tick with it.
+local function remove_id(store, prepare, msg, delayed, id)
+  local what = 0
+  if redis.call('ZREM', store, id) == 1 then what = what + 1 end
+  if redis.call('ZREM', delayed, id) == 1 then what = what + 2 end
+  local s = redis.call('ZSCORE', prepare, id)
+  local token = s and token_of(s)
+  if token and is_held(token) then
+    -- Held for its instant: it never ran, so it counts as waiting and
+    -- leaves no tombstone; its holder's confirm finds it gone.
+    redis.call('ZREM', prepare, id)
+    if what % 2 == 0 then what = what + 1 end
+  elseif token and token ~= 0 then
+    local deadline = math.floor(tonumber(s) / TOKEN_MOD) * TOKEN_MOD
+    redis.call('ZADD', prepare, deadline, id)
+    what = what + 4
+  end
+  if what > 0 then redis.call('HDEL', msg, id) end
+  return what
+end

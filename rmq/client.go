@@ -56,7 +56,8 @@ type Client struct {
 	phase     lifecycle.Phase
 	consumers []*engine.Engine
 	topics    map[string]topic.Topic
-	pulls     pullState // pull engines, made on first Pull of a topic (pull.go)
+	pulls     pullState       // pull engines, made on first Pull of a topic (pull.go)
+	sched     clientScheduler // schedule_client.go
 }
 
 // New returns a client on rdb, a *redis.Client or *redis.ClusterClient.
@@ -167,6 +168,7 @@ func (c *Client) Start(ctx context.Context) error {
 		}
 		return err
 	}
+	c.startScheduler()
 	c.log.InfoContext(ctx, "rmq: client started", "topics", len(consumers), "prefix", c.cfg.prefix)
 	return nil
 }
@@ -264,8 +266,9 @@ func (c *Client) Close(ctx context.Context) error {
 	// A pull engine whose start was under way is closed by its starter.
 	c.pulls.starting.Wait()
 
-	// Shutdown order. ZooKeeper mode: leave the fleet first (no new slots), drain the
+	// Shutdown order. The scheduler first: it sends ticks. ZooKeeper mode: leave the fleet first (no new slots), drain the
 	// consumers, then end the session, which hands their slots over.
+	c.stopScheduler()
 	c.leaveZooKeeper(ctx)
 	errs := make([]error, len(consumers)+1)
 	var wg sync.WaitGroup

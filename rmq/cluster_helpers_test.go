@@ -30,6 +30,8 @@ var scriptsBySHA = func() map[string]string {
 		scripts.NameTakeover: scripts.Takeover,
 		"confirm":            scripts.Confirm,
 		"release":            scripts.Release,
+		"schedule":           scripts.Schedule,
+		"schedreg":           scripts.ScheduleReg,
 	} {
 		m[s.Hash()] = name
 	}

@@ -125,6 +125,13 @@ func TestClusterEveryScriptKeysOneHashSlot(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []int64{0}, codes)
 
+	// Schedules: one set, triggered and removed (schedule.lua).
+	sch := c.Schedules()
+	require.NoError(t, sch.Set(ctx, rmq.Schedule{Name: "all", Spec: "@hourly", Topic: mustTopic(t, "allscripts-sched", topic.FixedTime, 2), Body: []byte("s")}))
+	_, err = sch.Trigger(ctx, "all")
+	require.NoError(t, err)
+	require.NoError(t, sch.Remove(ctx, "all"))
+
 	require.NoError(t, c.Close(ctx))
 	require.NoError(t, zk.Close(ctx))
 	seen := e.scripts.seen()

@@ -16,5 +16,8 @@ func TestMain(m *testing.M) {
 	if os.Getenv(workerEnv) == "1" {
 		os.Exit(runWorker())
 	}
+	if os.Getenv(schedWorkerEnv) == "1" {
+		os.Exit(runSchedWorker())
+	}
 	redistest.MainLeakFree(m)
 }

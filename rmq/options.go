@@ -23,6 +23,7 @@ type config struct {
 	zk          *zkOptions            // WithZooKeeper; nil: every client consumes every slot
 	middleware  []consumer.Middleware // WithMiddleware
 	sendHooks   []SendHook            // WithSendHook
+	noScheduler bool                  // WithoutScheduler
 }
 
 func defaultConfig() config {

@@ -111,6 +111,9 @@ func (h *handler) action(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	f := r.PostForm
 	o, ok := ops[f.Get("op")]
+	if !ok {
+		o, ok = scheduleOps[f.Get("op")] // schedules.go
+	}
 	if !ok || (o.pause && !pauseAvailable) {
 		h.fail(w, r, http.StatusBadRequest, fmt.Sprintf("unknown action %q", f.Get("op")))
 		return
@@ -161,7 +164,7 @@ func safeReturn(ret, topicName string) string {
 	u, err := url.Parse(ret)
 	if err == nil && u.Scheme == "" && u.Host == "" && u.User == nil && !strings.HasPrefix(ret, "/") {
 		switch u.Path {
-		case "topic", "message", "./":
+		case "topic", "message", "./", "schedules":
 			q := u.Query()
 			q.Del("flash")
 			return u.Path + "?" + q.Encode()

@@ -152,7 +152,7 @@ func New(rdb redis.UniversalClient, opts ...Option) http.Handler {
 
 func parsePages() map[string]*template.Template {
 	pages := map[string]*template.Template{}
-	for _, name := range []string{"overview", "topic", "message", "confirm", "error", "zookeeper"} {
+	for _, name := range []string{"overview", "topic", "message", "confirm", "error", "zookeeper", "schedules"} {
 		pages[name] = template.Must(template.New("layout.html").Funcs(funcs).ParseFS(templateFS,
 			"templates/layout.html", "templates/"+name+".html"))
 	}
@@ -166,6 +166,7 @@ func (h *handler) routes() {
 	m.HandleFunc("GET /topic", h.topicPage)
 	m.HandleFunc("GET /message", h.messagePage)
 	m.HandleFunc("GET /search", h.search)
+	m.HandleFunc("GET /schedules", h.schedulesPage)
 	m.HandleFunc("GET /api/overview", h.apiOverview)
 	if h.cfg.zk != nil {
 		m.HandleFunc("GET /zookeeper", h.zookeeperPage)

@@ -71,10 +71,10 @@ func (h *handler) fail(w http.ResponseWriter, r *http.Request, status int, msg s
 func (h *handler) failErr(w http.ResponseWriter, r *http.Request, err error) {
 	status := http.StatusInternalServerError
 	switch {
-	case errors.Is(err, rmq.ErrUnknownTopic), errors.Is(err, errMessageNotFound):
+	case errors.Is(err, rmq.ErrUnknownTopic), errors.Is(err, errMessageNotFound), errors.Is(err, rmq.ErrScheduleNotFound):
 		status = http.StatusNotFound
 	case errors.Is(err, rmq.ErrInvalidCursor), errors.Is(err, errBadCursor),
-		errors.Is(err, topic.ErrInvalidName), errors.Is(err, rmq.ErrInvalidLimit):
+		errors.Is(err, topic.ErrInvalidName), errors.Is(err, rmq.ErrInvalidLimit), errors.Is(err, rmq.ErrInvalidSchedule):
 		status = http.StatusBadRequest
 	}
 	if status == http.StatusInternalServerError {

@@ -30,6 +30,7 @@ func init() {
 		{name: "dead delete", summary: "delete dead messages with their bodies", help: deadDeleteHelp, run: (*app).deadDelete},
 		{name: "help", summary: "show help for rmqctl or a command", help: helpHelp},
 	}
+	commands = append(commands, scheduleCommands...) // schedules.go
 	globalHelp = globalHelpHead + commandList() + globalHelpTail
 }
 
@@ -48,6 +49,9 @@ func lookup(args []string) (*command, error) {
 			return c, nil
 		}
 	}
+	if args[0] == "schedules" {
+		return nil, usagef("schedules", "schedules: missing or unknown subcommand (list, get, set, remove, pause, resume, trigger)")
+	}
 	if args[0] == "dead" {
 		if len(args) == 1 {
 			return nil, usagef("dead", "dead: missing subcommand (list, show, requeue or delete)")
@@ -65,6 +69,10 @@ func (a *app) help(args []string) error {
 	}
 	if len(args) == 1 && args[0] == "dead" {
 		fmt.Fprint(a.stdout, deadHelp)
+		return nil
+	}
+	if len(args) == 1 && args[0] == "schedules" {
+		fmt.Fprint(a.stdout, schedulesHelp)
 		return nil
 	}
 	c, err := lookup(args)
@@ -142,8 +150,9 @@ Run 'rmqctl help COMMAND' for the help of one command.
 
 func commandList() string {
 	var b strings.Builder
-	for _, name := range []string{"topics", "stats", "peek", "remove", "pause", "resume", "dead list", "dead show", "dead requeue", "dead delete", "help"} {
-		fmt.Fprintf(&b, "  %-14s %s\n", name, find(name).summary)
+	for _, name := range []string{"topics", "stats", "peek", "remove", "pause", "resume", "dead list", "dead show", "dead requeue", "dead delete",
+		"schedules list", "schedules get", "schedules set", "schedules remove", "schedules pause", "schedules resume", "schedules trigger", "help"} {
+		fmt.Fprintf(&b, "  %-18s %s\n", name, find(name).summary)
 	}
 	return b.String()
 }

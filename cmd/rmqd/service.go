@@ -182,6 +182,7 @@ func (s *service) apiHandler() http.Handler {
 	q("GET /api/{ns}/{q}/deadletter/size", routeOpts{public: true}, s.deadSize)
 	q("PUT /api/{ns}/{q}/deadletter", routeOpts{}, s.respawn)
 	q("DELETE /api/{ns}/{q}/deadletter", routeOpts{}, s.deadDelete)
+	s.scheduleRoutes(q) // api_schedules.go
 	return s.serveAPI(rt, func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "api not found")
 	})

@@ -63,6 +63,9 @@ type Engine struct {
 	// false only while it sleeps with capacity free and nothing due.
 	wantRelease atomic.Bool
 	running     chan struct{} // a token per running listener call (WithPrefetch)
+	// backlog is the prefetch of a time-based topic without WithPrefetch
+	// while a backlog lasts (adaptBacklog).
+	backlog atomic.Int64
 
 	waker *waker
 	clock clock
@@ -248,6 +251,9 @@ func (c *Engine) Close(ctx context.Context) error {
 	// time (hub_hold.go).
 	rctx, rcancel := context.WithTimeout(context.Background(), releaseTimeout)
 	c.hub.hold.drop(rctx, c)
+	// So do prefetched ones that wait for a handler: Close lets run only
+	// what had started.
+	c.giveBackWaiting(rctx)
 	rcancel()
 	// The hub no longer calls this engine about wake-ups.
 	c.waker.unregister()
@@ -329,4 +335,59 @@ func (c *Engine) fenced(slot int, epoch int64, op string) {
 		fo.Fenced(c.topic.Name(), slot, op)
 	}
 	c.own.fenced(slot, epoch, op)
+}
+
+// errGivenBack is the cause of a prefetched delivery's context cancelled
+// because Close gave it back to store before it started.
+var errGivenBack = errors.New("rmq: given back to store on close")
+
+// giveBackWaiting gives the deliveries of a time-based topic that wait for
+// a handler (a prefetch: WithPrefetch, or a backlog's) back to store at
+// their due time with no attempt counted (release.lua), as held messages
+// are: they never started here, and another consumer delivers them. The
+// deliveries are then stopped (handle sees them returned). A call that
+// fails leaves them in prepare until their lease runs out, as a crash
+// would; a priority topic's wait is run by Close as before.
+func (c *Engine) giveBackWaiting(ctx context.Context) {
+	if _, all := c.own.(*allSlots); !all || !c.topic.Type().TimeBased() {
+		return
+	}
+	c.mu.Lock()
+	bySlot := map[int][]scripts.HeldItem{}
+	var waiting []*delivery
+	for d := range c.inflight {
+		if !d.started && !d.ending && !d.abandoned {
+			d.returned = true
+			waiting = append(waiting, d)
+			bySlot[d.msg.Slot] = append(bySlot[d.msg.Slot], scripts.HeldItem{ID: d.msg.ID, Token: d.msg.Token, Score: d.msg.DueAt.UnixMilli()})
+		}
+	}
+	c.mu.Unlock()
+	if len(waiting) == 0 {
+		return
+	}
+	var calls []scripts.Call
+	var groups []scripts.HeldGroup
+	for slot, items := range bySlot {
+		k := c.keys[slot]
+		g := scripts.HeldGroup{Store: k.Store, Prepare: k.Prepare, Msg: k.Msg, Wake: k.Wake, Items: items}
+		if c.merged {
+			groups = append(groups, g)
+			continue
+		}
+		keys, args := scripts.ReleaseArgs(c.wakeCmd, []scripts.HeldGroup{g})
+		calls = append(calls, scripts.Call{Script: scripts.Release, Keys: keys, Args: args})
+	}
+	if len(groups) > 0 {
+		keys, args := scripts.ReleaseArgs(c.wakeCmd, groups)
+		calls = append(calls, scripts.Call{Script: scripts.Release, Keys: keys, Args: args})
+	}
+	for _, cmd := range scripts.RunAll(ctx, c.rdb, calls) {
+		if err := cmd.Err(); err != nil {
+			c.log.ErrorContext(ctx, "rmq: give prefetched messages back to store", "err", err)
+		}
+	}
+	for _, d := range waiting {
+		d.cancel(errGivenBack)
+	}
 }

@@ -137,9 +137,13 @@ func (f *fetcher) run(ctx context.Context) {
 				}
 			}
 			if reqs := f.plan(ctx, nowMs, free, ahead); len(reqs) > 0 {
+				idle := c.idleHandlers()
 				moved := f.fetch(ctx, reqs, free)
 				if c.merged {
 					f.observeYield(moved, free, len(reqs))
+				}
+				if ahead == 0 {
+					c.adaptBacklog(moved, free, idle)
 				}
 				continue
 			}

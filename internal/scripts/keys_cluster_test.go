@@ -34,7 +34,9 @@ var keyPositions = map[string]string{
 	"ZRANGEBYSCORE": "first", "ZREVRANGE": "first", "ZREVRANGEBYSCORE": "first", "ZCOUNT": "first",
 	"HGET": "first", "HSET": "first", "HSETNX": "first", "HDEL": "first", "HEXISTS": "first", "HLEN": "first", "HMGET": "first",
 	"GET": "first", "SET": "first", "INCR": "first",
-	"PUBLISH": "first", "SPUBLISH": "first",
+	// A plain PUBLISH channel is no key: Redis Cluster routes it to every
+	// node (schedule.lua's events); the wake command is checked as a key.
+	"PUBLISH": "none", "SPUBLISH": "first",
 	"UNLINK": "all", "DEL": "all", "EXISTS": "all",
 }
 

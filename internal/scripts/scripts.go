@@ -47,6 +47,9 @@ var (
 	Release    = load("release")
 	Requeue    = load("requeue")
 	DeleteDead = load("deletedead")
+	// Schedule and ScheduleReg serve rmq's schedules (internal/schedule).
+	Schedule    = load("schedule")
+	ScheduleReg = load("schedreg")
 )
 
 // registry lists every script by name, for Load and for tests that read

@@ -36,6 +36,7 @@ type instruments struct {
 	delivered, acked, retried, dead, swept metric.Int64Counter
 	expired                                metric.Int64Counter
 	handler, lateness                      metric.Float64Histogram
+	sched                                  scheduleInstruments // schedules.go
 }
 
 func (in *instruments) init(m metric.Meter) error {
@@ -65,10 +66,12 @@ func (in *instruments) init(m metric.Meter) error {
 		metric.WithExplicitBucketBoundaries(handlerBuckets...)); err != nil {
 		return err
 	}
-	in.lateness, err = m.Float64Histogram("rmq.firing.lateness", metric.WithUnit("s"),
+	if in.lateness, err = m.Float64Histogram("rmq.firing.lateness", metric.WithUnit("s"),
 		metric.WithDescription("Delivery time minus due time of time-based messages."),
-		metric.WithExplicitBucketBoundaries(latenessBuckets...))
-	return err
+		metric.WithExplicitBucketBoundaries(latenessBuckets...)); err != nil {
+		return err
+	}
+	return in.sched.init(m)
 }
 
 // topicAttrs is the attribute set of t's measurements, built once per topic.
@@ -119,6 +122,7 @@ func (t *Telemetry) Delivered(m *consumer.Message) {
 	t.expectSpan(m)
 	attrs := t.attrsOf(m.Topic, m.Type)
 	t.inst.delivered.Add(bg, 1, attrs)
+	t.recordTick(m, attrs)
 	if m.Type.TimeBased() && !m.DueAt.IsZero() {
 		at := m.FetchedAt
 		if at.IsZero() {

@@ -35,7 +35,8 @@ type Metrics struct {
 	expired                                *prometheus.CounterVec
 	handler, lateness                      *prometheus.HistogramVec
 	depth                                  *depthCollector
-	topics                                 sync.Map // topic name -> *topicMetrics
+	topics                                 sync.Map        // topic name -> *topicMetrics
+	sched                                  scheduleMetrics // schedules.go
 }
 
 var (
@@ -109,6 +110,9 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 	if m.depth, err = register(reg, m.depth); err != nil {
 		return nil, err
 	}
+	if err := m.sched.register(reg); err != nil {
+		return nil, err
+	}
 	return m, nil
 }
 
@@ -166,6 +170,7 @@ func (m *Metrics) topicOf(name string, typ topic.Type) *topicMetrics {
 		expired:   m.expired.With(l),
 		handler:   m.handler.With(l),
 		lateness:  m.lateness.With(l),
+		tickLate:  m.sched.lateness.With(l),
 	}
 	got, _ := m.topics.LoadOrStore(name, o)
 	return got.(*topicMetrics)
@@ -195,6 +200,7 @@ func (m *Metrics) Removed(t topic.Topic, removed bool) {
 func (m *Metrics) Delivered(msg *consumer.Message) {
 	o := m.topicOf(msg.Topic, msg.Type)
 	o.delivered.Inc()
+	observeTick(o.tickLate, msg)
 	if o.timeBased && !msg.DueAt.IsZero() {
 		at := msg.FetchedAt
 		if at.IsZero() {
@@ -234,4 +240,5 @@ type topicMetrics struct {
 	sent, merged, removed                           prometheus.Counter
 	delivered, acked, retried, dead, swept, expired prometheus.Counter
 	handler, lateness                               prometheus.Observer
+	tickLate                                        prometheus.Observer // schedules.go
 }

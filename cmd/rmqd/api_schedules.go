@@ -1,0 +1,290 @@
+package main
+
+// api_schedules.go: the schedules of a queue (an RMQ extension, issue 24).
+// A schedule publishes one job on its queue at every tick of a cron spec,
+// with the job id "<schedule>@<tick as Unix ms>"; every rmqd (every RMQ
+// client of the pool) takes part in firing them, each tick once. The token
+// is checked as for a publish to the queue. README.md documents the routes.
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/rmq-go/rmq/producer"
+	"github.com/rmq-go/rmq/rmq"
+	"github.com/rmq-go/rmq/topic"
+)
+
+// scheduleRoutes adds the schedule routes to the API router.
+func (s *service) scheduleRoutes(q func(pattern string, o routeOpts, h queueHandler)) {
+	q("GET /api/{ns}/{q}/schedules", routeOpts{}, s.listSchedules)
+	q("PUT /api/{ns}/{q}/schedule/{name}", routeOpts{}, s.setSchedule)
+	q("GET /api/{ns}/{q}/schedule/{name}", routeOpts{}, s.getSchedule)
+	q("DELETE /api/{ns}/{q}/schedule/{name}", routeOpts{}, s.removeSchedule)
+	q("POST /api/{ns}/{q}/schedule/{name}/pause", routeOpts{}, s.pauseSchedule)
+	q("POST /api/{ns}/{q}/schedule/{name}/resume", routeOpts{}, s.resumeSchedule)
+	q("POST /api/{ns}/{q}/schedule/{name}/trigger", routeOpts{}, s.triggerSchedule)
+}
+
+// scheduleJSON is a schedule as the routes answer it.
+type scheduleJSON struct {
+	Name      string `json:"name"`
+	Spec      string `json:"spec"`
+	TZ        string `json:"tz"`
+	CatchUp   int64  `json:"catch_up"` // seconds
+	Priority  int64  `json:"priority,omitempty"`
+	Tries     int    `json:"tries"`
+	TTL       int64  `json:"ttl"` // seconds, from each tick; 0: never expires
+	Paused    bool   `json:"paused"`
+	Next      string `json:"next,omitempty"`       // RFC 3339; absent while paused
+	LastFired string `json:"last_fired,omitempty"` // RFC 3339; absent before the first
+	Fired     int64  `json:"fired"`
+	Skipped   int64  `json:"skipped"`
+	Data      string `json:"data"`
+}
+
+// schedulePrefix scopes schedule names to the queue: a schedule NAME of
+// queue Q in namespace NS is the library's schedule "<topic of NS/Q>.NAME",
+// so a namespace's token reaches its own schedules only.
+func schedulePrefix(t topic.Topic) string { return t.Name() + "." }
+
+func toScheduleJSON(info rmq.ScheduleInfo, prefix string) scheduleJSON {
+	j := scheduleJSON{
+		Name: strings.TrimPrefix(info.Name, prefix), Spec: info.Spec, TZ: info.Location.String(),
+		CatchUp: int64(info.CatchUp / time.Second), Priority: info.Priority, Tries: info.Message.MaxRetries + 1,
+		TTL: int64(info.Message.TTL / time.Second), Paused: info.Paused, Fired: info.Fired, Skipped: info.Skipped,
+		Data: string(info.Body),
+	}
+	if !info.Next.IsZero() {
+		j.Next = info.Next.UTC().Format(time.RFC3339Nano)
+	}
+	if !info.LastFired.IsZero() {
+		j.LastFired = info.LastFired.UTC().Format(time.RFC3339Nano)
+	}
+	return j
+}
+
+// scheduleName checks {name} ([-_A-Za-z0-9]+) and returns the library's
+// name of it on t, or the 400 text.
+func scheduleName(t topic.Topic, name string) (string, string) {
+	full := schedulePrefix(t) + name
+	if !validName(name) {
+		return "", "schedule name contains forbidden characters"
+	}
+	if len(full) > 128 {
+		return "", "schedule name too long"
+	}
+	return full, ""
+}
+
+// scheduleTopic is the queue's topic and the library's schedule name; ok
+// is false when the answer was written.
+func (s *service) scheduleTopic(w http.ResponseWriter, r *http.Request, qr *queueReq) (topic.Topic, string, bool) {
+	t, _, err := qr.pool.queueTopic(r.Context(), qr.ns, qr.q)
+	if err != nil {
+		s.writeInternal(w, r, err)
+		return t, "", false
+	}
+	name, bad := scheduleName(t, qr.id)
+	if bad != "" {
+		writeError(w, http.StatusBadRequest, bad)
+		return t, "", false
+	}
+	return t, name, true
+}
+
+// scheduleError answers an error of the schedules API.
+func (s *service) scheduleError(w http.ResponseWriter, r *http.Request, err error) {
+	switch {
+	case errors.Is(err, rmq.ErrScheduleNotFound):
+		writeError(w, http.StatusNotFound, "schedule not found")
+	case errors.Is(err, producer.ErrTypeMismatch):
+		writeError(w, http.StatusBadRequest, "range-merge queues take no schedule")
+	case errors.Is(err, rmq.ErrInvalidSchedule):
+		writeError(w, http.StatusBadRequest, strings.TrimPrefix(err.Error(), "rmq: "))
+	default:
+		s.libError(w, r, err)
+	}
+}
+
+// parseSchedule reads a set's query: spec (required), tz, catch_up and ttl
+// in seconds, tries, priority, paused. It returns the 400 text, or "".
+func parseSchedule(r *http.Request, sc *rmq.Schedule) string {
+	q := r.URL.Query()
+	sc.Spec = q.Get("spec")
+	if sc.Spec == "" {
+		return "invalid spec"
+	}
+	if tz := q.Get("tz"); tz != "" {
+		loc, err := time.LoadLocation(tz)
+		if err != nil || tz == "Local" {
+			return "invalid tz"
+		}
+		sc.Location = loc
+	}
+	catchUp, ok := queryUint(q, "catch_up", 0, maxUint32)
+	if !ok {
+		return "invalid catch_up"
+	}
+	sc.CatchUp = time.Duration(catchUp) * time.Second
+	ttl, ok := queryUint(q, "ttl", defaultTTL, maxUint32)
+	if !ok {
+		return "invalid ttl"
+	}
+	tries, ok := queryUint(q, "tries", defaultTries, maxTries)
+	if !ok || tries == 0 {
+		return "invalid tries"
+	}
+	if q.Has("priority") {
+		v, ok := queryUint(q, "priority", 0, 1<<53)
+		if !ok {
+			return "invalid priority"
+		}
+		sc.Priority = int64(v)
+	}
+	switch q.Get("paused") {
+	case "", "false", "0":
+	case "true", "1":
+		sc.Paused = true
+	default:
+		return "invalid paused"
+	}
+	sc.Options = jobSpec{tries: int(tries), ttl: time.Duration(ttl) * time.Second}.sendOptions()
+	return ""
+}
+
+func (s *service) setSchedule(w http.ResponseWriter, r *http.Request, qr *queueReq) {
+	var sc rmq.Schedule
+	if bad := parseSchedule(r, &sc); bad != "" {
+		writeError(w, http.StatusBadRequest, bad)
+		return
+	}
+	body, err := readBody(w, r, maxJobSize)
+	if err != nil {
+		if isTooLarge(err) {
+			writeError(w, http.StatusRequestEntityTooLarge, "body too large")
+			return
+		}
+		writeError(w, http.StatusBadRequest, "invalid body")
+		return
+	}
+	if len(body) == 0 {
+		writeError(w, http.StatusBadRequest, "invalid body")
+		return
+	}
+	t, err := qr.pool.publishTopic(r.Context(), qr.ns, qr.q, 0)
+	if err != nil {
+		s.libError(w, r, err)
+		return
+	}
+	name, bad := scheduleName(t, qr.id)
+	if bad != "" {
+		writeError(w, http.StatusBadRequest, bad)
+		return
+	}
+	sc.Name, sc.Topic, sc.Body = name, t, body
+	ss := qr.pool.client.Schedules()
+	if err := ss.Set(r.Context(), sc); err != nil {
+		s.scheduleError(w, r, err)
+		return
+	}
+	qr.pool.defined(t)
+	info, err := ss.Get(r.Context(), name)
+	if err != nil {
+		s.scheduleError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, struct {
+		Msg      string       `json:"msg"`
+		Schedule scheduleJSON `json:"schedule"`
+	}{"schedule set", toScheduleJSON(info, schedulePrefix(t))})
+}
+
+func (s *service) getSchedule(w http.ResponseWriter, r *http.Request, qr *queueReq) {
+	t, name, ok := s.scheduleTopic(w, r, qr)
+	if !ok {
+		return
+	}
+	info, err := qr.pool.client.Schedules().Get(r.Context(), name)
+	if err != nil {
+		s.scheduleError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Schedule scheduleJSON `json:"schedule"`
+	}{toScheduleJSON(info, schedulePrefix(t))})
+}
+
+func (s *service) listSchedules(w http.ResponseWriter, r *http.Request, qr *queueReq) {
+	t, _, err := qr.pool.queueTopic(r.Context(), qr.ns, qr.q)
+	if err != nil {
+		s.writeInternal(w, r, err)
+		return
+	}
+	all, err := qr.pool.client.Schedules().List(r.Context())
+	if err != nil {
+		s.scheduleError(w, r, err)
+		return
+	}
+	prefix := schedulePrefix(t)
+	out := []scheduleJSON{}
+	for _, info := range all {
+		if info.Topic.Name() == t.Name() && strings.HasPrefix(info.Name, prefix) {
+			out = append(out, toScheduleJSON(info, prefix))
+		}
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Schedules []scheduleJSON `json:"schedules"`
+	}{out})
+}
+
+func (s *service) removeSchedule(w http.ResponseWriter, r *http.Request, qr *queueReq) {
+	_, name, ok := s.scheduleTopic(w, r, qr)
+	if !ok {
+		return
+	}
+	if err := qr.pool.client.Schedules().Remove(r.Context(), name); err != nil {
+		s.scheduleError(w, r, err)
+		return
+	}
+	writeNoContent(w)
+}
+
+func (s *service) pauseSchedule(w http.ResponseWriter, r *http.Request, qr *queueReq) {
+	s.scheduleOp(w, r, qr, "paused", (*rmq.Schedules).Pause)
+}
+
+func (s *service) resumeSchedule(w http.ResponseWriter, r *http.Request, qr *queueReq) {
+	s.scheduleOp(w, r, qr, "resumed", (*rmq.Schedules).Resume)
+}
+
+func (s *service) scheduleOp(w http.ResponseWriter, r *http.Request, qr *queueReq, done string, op func(*rmq.Schedules, context.Context, string) error) {
+	_, name, ok := s.scheduleTopic(w, r, qr)
+	if !ok {
+		return
+	}
+	if err := op(qr.pool.client.Schedules(), r.Context(), name); err != nil {
+		s.scheduleError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, msgBody{"schedule " + done})
+}
+
+func (s *service) triggerSchedule(w http.ResponseWriter, r *http.Request, qr *queueReq) {
+	_, name, ok := s.scheduleTopic(w, r, qr)
+	if !ok {
+		return
+	}
+	id, err := qr.pool.client.Schedules().Trigger(r.Context(), name)
+	if err != nil {
+		s.scheduleError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, struct {
+		Msg   string `json:"msg"`
+		JobID string `json:"job_id"`
+	}{"triggered", id})
+}
