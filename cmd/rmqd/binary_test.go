@@ -126,7 +126,7 @@ func TestBinaryHelpListsEveryFlagAndVariable(t *testing.T) {
 	require.NoError(t, err, "%s", out)
 	for _, f := range []string{"redis-url", "redis-cluster", "redis-tls-ca", "dashboard", "listen", "admin-listen", "pool", "prefix", "admin-account",
 		"log-format", "log-level", "access-log", "max-wait", "cache-ttl", "shutdown-timeout", "dev",
-		"admin-host", "max-auth-failures", "trusted-proxy", "pprof"} {
+		"admin-host", "max-auth-failures", "trusted-proxy", "pprof", "forward"} {
 		require.Regexp(t, "(?m)^  --"+f+"( \\S+)?$", string(out))
 		require.Contains(t, string(out), envName(f), f)
 	}
