@@ -50,21 +50,19 @@ type forward struct {
 }
 
 // broker is what opening a forward's broker gives: the forwarder, how to
-// close it and the connection, and a warning found at start (no stream,
-// exchange or topic for the target), "" when none.
+// close it and the connection.
 type broker struct {
 	fw        consumer.MessageListener
 	closeFw   func(context.Context) error
 	closeConn func()
-	warning   string
 }
 
-// openForward connects to the broker of spec (broker_*.go). It fails when
-// the broker cannot be reached: at start that is a wrong host, port or
-// password more often than an outage, and an error says so at once. What
-// the broker lacks (a stream, an exchange, a topic) is only a warning,
-// since an application may create it later, and it stays shown as the
-// forward's last error until a forward succeeds.
+// openForward connects to the broker of spec (forward_brokers.go) and
+// checks that its target exists: a JetStream stream that captures the
+// subject, the AMQP exchange, the Kafka topic. Either missing fails the
+// start: at start that is a wrong host, port, password or name more often
+// than an outage, and an error says so at once. Once started, a broker
+// that goes away is ridden out (reconnects; the jobs' retries).
 func openForward(ctx context.Context, spec forwardSpec, log *slog.Logger, redact func(string) string) (*forward, error) {
 	var (
 		b   broker
@@ -84,12 +82,7 @@ func openForward(ctx context.Context, spec forwardSpec, log *slog.Logger, redact
 	if err != nil {
 		return nil, fmt.Errorf("forward %s to %s: %s", spec.name(), spec.target(), redact(err.Error()))
 	}
-	f := &forward{spec: spec, log: log, redact: redact, fw: b.fw, closeFw: b.closeFw, closeConn: b.closeConn}
-	if b.warning != "" {
-		f.lastErr, f.lastErrAt = redact(b.warning), time.Now()
-		log.WarnContext(ctx, "rmqd: forward target not found; forwards fail until it exists", "warning", f.lastErr)
-	}
-	return f, nil
+	return &forward{spec: spec, log: log, redact: redact, fw: b.fw, closeFw: b.closeFw, closeConn: b.closeConn}, nil
 }
 
 // OnMessage forwards one job and counts the outcome. The job is handed

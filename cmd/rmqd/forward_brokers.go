@@ -41,7 +41,7 @@ const (
 )
 
 // openNATS connects to nats://[user:pass@]host:port and publishes to the
-// subject through JetStream. No stream capturing the subject is a warning.
+// subject through JetStream, which must have a stream capturing it.
 func openNATS(ctx context.Context, spec forwardSpec, log *slog.Logger) (broker, error) {
 	nc, err := nats.Connect(spec.dial, nats.Name(clientName),
 		nats.MaxReconnects(-1), nats.ReconnectWait(reconnectWait),
@@ -59,20 +59,30 @@ func openNATS(ctx context.Context, spec forwardSpec, log *slog.Logger) (broker, 
 		nc.Close()
 		return broker{}, err
 	}
-	var warning string
-	if _, err := js.StreamNameBySubject(ctx, spec.subject); errors.Is(err, jetstream.ErrStreamNotFound) {
-		warning = fmt.Sprintf("no JetStream stream captures subject %q", spec.subject)
-	} else if err != nil {
-		warning = fmt.Sprintf("JetStream: cannot look up the stream of subject %q: %v", spec.subject, err)
+	if err := checkStream(ctx, js, spec.subject); err != nil {
+		nc.Close()
+		return broker{}, err
 	}
 	subject := spec.subject
 	fw := rmqnats.Forwarder(js, func(*consumer.Message) string { return subject })
-	return broker{fw: fw, closeFw: fw.(rmqnats.Closer).Close, closeConn: nc.Close, warning: warning}, nil
+	return broker{fw: fw, closeFw: fw.(rmqnats.Closer).Close, closeConn: nc.Close}, nil
+}
+
+// checkStream finds the stream that captures subject.
+func checkStream(ctx context.Context, js jetstream.JetStream, subject string) error {
+	_, err := js.StreamNameBySubject(ctx, subject)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return fmt.Errorf("no JetStream stream captures subject %q", subject)
+	}
+	if err != nil {
+		return fmt.Errorf("JetStream: look up the stream of subject %q: %w", subject, err)
+	}
+	return nil
 }
 
 // openAMQP connects to the AMQP URL with recovery that does not give up,
-// and publishes to the exchange with the routing key. A named exchange that
-// does not exist is a warning.
+// and publishes to the exchange with the routing key. The forwarder checks
+// that the exchange exists.
 func openAMQP(ctx context.Context, spec forwardSpec) (broker, error) {
 	props := amqp.NewConnectionProperties()
 	props.SetClientConnectionName(clientName)
@@ -83,45 +93,17 @@ func openAMQP(ctx context.Context, spec forwardSpec) (broker, error) {
 	if err != nil {
 		return broker{}, err
 	}
-	warning, err := checkExchange(conn, spec.exchange)
-	if err != nil {
-		_ = conn.Close()
-		return broker{}, err
-	}
 	key := spec.routingKey
 	fw, err := rmqamqp.Forwarder(conn, spec.exchange, func(*consumer.Message) string { return key })
 	if err != nil {
 		_ = conn.Close()
 		return broker{}, err
 	}
-	return broker{fw: fw, closeFw: fw.(rmqamqp.Closer).Close, closeConn: func() { _ = conn.Close() }, warning: warning}, nil
-}
-
-// checkExchange declares the exchange passively on a channel of its own:
-// a missing one closes that channel with 404, and is a warning. The
-// default exchange ("") always exists.
-func checkExchange(conn *amqp.Connection, exchange string) (warning string, err error) {
-	if exchange == "" {
-		return "", nil
-	}
-	ch, err := conn.Channel()
-	if err != nil {
-		return "", err
-	}
-	// The kind is not checked by a passive declare, only the name.
-	if err := ch.ExchangeDeclarePassive(exchange, amqp.ExchangeDirect, true, false, false, false, nil); err != nil {
-		var ae *amqp.Error
-		if errors.As(err, &ae) && ae.Code == amqp.NotFound {
-			return fmt.Sprintf("no exchange %q", exchange), nil
-		}
-		return "", err
-	}
-	return "", ch.Close()
+	return broker{fw: fw, closeFw: fw.(rmqamqp.Closer).Close, closeConn: func() { _ = conn.Close() }}, nil
 }
 
 // openKafka makes a producing client of the seed brokers and checks that
-// one answers. A topic the cluster does not have is a warning (the client
-// does not create topics).
+// one answers and has the topic (the client does not create topics).
 func openKafka(ctx context.Context, spec forwardSpec) (broker, error) {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(spec.brokers...), kgo.ClientID(clientName),
 		kgo.RecordDeliveryTimeout(kafkaDeliveryTimeout))
@@ -132,19 +114,18 @@ func openKafka(ctx context.Context, spec forwardSpec) (broker, error) {
 		cl.Close()
 		return broker{}, err
 	}
-	warning, err := checkKafkaTopicExists(ctx, cl, spec.subject)
-	if err != nil {
+	if err := checkKafkaTopic(ctx, cl, spec.subject); err != nil {
 		cl.Close()
 		return broker{}, err
 	}
 	topic := spec.subject
 	fw := rmqkafka.Forwarder(cl, func(*consumer.Message) string { return topic })
-	return broker{fw: fw, closeFw: fw.(rmqkafka.Closer).Close, closeConn: cl.Close, warning: warning}, nil
+	return broker{fw: fw, closeFw: fw.(rmqkafka.Closer).Close, closeConn: cl.Close}, nil
 }
 
-// checkKafkaTopicExists asks the cluster for the topic's metadata without
+// checkKafkaTopic asks the cluster for the topic's metadata without
 // creating it.
-func checkKafkaTopicExists(ctx context.Context, cl *kgo.Client, topic string) (warning string, err error) {
+func checkKafkaTopic(ctx context.Context, cl *kgo.Client, topic string) error {
 	req := kmsg.NewPtrMetadataRequest()
 	rt := kmsg.NewMetadataRequestTopic()
 	rt.Topic = kmsg.StringPtr(topic)
@@ -152,15 +133,14 @@ func checkKafkaTopicExists(ctx context.Context, cl *kgo.Client, topic string) (w
 	req.AllowAutoTopicCreation = false
 	resp, err := req.RequestWith(ctx, cl)
 	if err != nil {
-		return "", err
+		return err
 	}
 	for _, t := range resp.Topics {
-		if err := kerr.ErrorForCode(t.ErrorCode); err != nil {
-			if errors.Is(err, kerr.UnknownTopicOrPartition) {
-				return fmt.Sprintf("no Kafka topic %q", topic), nil
-			}
-			return fmt.Sprintf("Kafka topic %q: %v", topic, err), nil
+		if err := kerr.ErrorForCode(t.ErrorCode); errors.Is(err, kerr.UnknownTopicOrPartition) {
+			return fmt.Errorf("no Kafka topic %q", topic)
+		} else if err != nil {
+			return fmt.Errorf("Kafka topic %q: %w", topic, err)
 		}
 	}
-	return "", nil
+	return nil
 }

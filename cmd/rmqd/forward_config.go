@@ -252,16 +252,16 @@ func (s *forwardSpec) parseKafka() error {
 		}
 		s.brokers = append(s.brokers, h)
 	}
-	if err := checkKafkaTopic(topic); err != nil {
+	if err := checkKafkaTopicName(topic); err != nil {
 		return err
 	}
 	s.subject = topic
 	return nil
 }
 
-// checkKafkaTopic applies Kafka's topic name rule: [a-zA-Z0-9._-]{1,249},
+// checkKafkaTopicName applies Kafka's topic name rule: [a-zA-Z0-9._-]{1,249},
 // not "." or "..".
-func checkKafkaTopic(t string) error {
+func checkKafkaTopicName(t string) error {
 	if t == "" || t == "." || t == ".." || len(t) > 249 {
 		return fmt.Errorf("topic %q: want [a-zA-Z0-9._-]{1,249}", t)
 	}

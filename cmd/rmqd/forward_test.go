@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"net/http"
+	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
+	"github.com/rmq-go/rmq/consumer"
 	"github.com/rmq-go/rmq/internal/brokerserver/brokertest"
 	"github.com/rmq-go/rmq/internal/redistest"
 )
@@ -98,6 +100,22 @@ func (e *forwardEnv) publish(t *testing.T, q, query, body string, headers ...str
 	return a.object(t)["job_id"].(string)
 }
 
+// startFails runs rmqd with the forwards, expects it to exit 1 at start
+// and returns its output.
+func startFails(t *testing.T, forwards ...string) string {
+	t.Helper()
+	args := []string{"--redis-url", "redis://" + redistest.Shared(t).Addr() + "/0", "--prefix", redistest.Prefix(t),
+		"--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"}
+	for _, f := range forwards {
+		args = append(args, "--forward", f)
+	}
+	out, err := exec.Command(rmqdBinary(t), args...).CombinedOutput()
+	var exit *exec.ExitError
+	require.ErrorAs(t, err, &exit, "%s", out)
+	require.Equal(t, 1, exit.ExitCode(), "%s", out)
+	return string(out)
+}
+
 // forwards reads GET /forwards.
 func (e *forwardEnv) forwards(t *testing.T) map[string]forwardStatus {
 	t.Helper()
@@ -125,8 +143,8 @@ func checkTiming(t *testing.T, x arrival, before, after time.Time, delay time.Du
 // an absolute time arrive in JetStream at that time, with the job id as
 // Nats-Msg-Id, the body byte for byte and the attributes as headers; the
 // forwarded queue is not consumable over HTTP; a subject no stream
-// captures is a warning at start, and its jobs fail into the dead letter
-// with the broker's error shown by GET /forwards.
+// captures stops the start, and once started its jobs fail into the dead
+// letter with the broker's error shown by GET /forwards.
 func TestBinaryForwardNATS(t *testing.T) {
 	srv := brokertest.NATS(t)
 	nc, err := nats.Connect(srv.URL())
@@ -150,12 +168,19 @@ func TestBinaryForwardNATS(t *testing.T) {
 	require.NoError(t, nc.Flush())
 	t.Cleanup(func() { _ = sub.Unsubscribe() })
 
-	e := startForwarding(t, "shop/orders=nats://"+srv.Addr()+"/fw.orders", "shop/lost=nats://"+srv.Addr()+"/nostream.lost")
-	require.Contains(t, e.out.String(), `no JetStream stream captures subject \"nostream.lost\"`)
+	_, err = js.CreateStream(ctx, jetstream.StreamConfig{Name: "LOST", Subjects: []string{"lost.x"}})
+	require.NoError(t, err)
+
+	// No stream for the subject, or no server: rmqd does not start.
+	out := startFails(t, "shop/orders=nats://"+srv.Addr()+"/nostream.x")
+	require.Contains(t, out, `forward shop/orders to nats://`+srv.Addr()+`/nostream.x: no JetStream stream captures subject \"nostream.x\"`)
+	out = startFails(t, "shop/orders=nats://127.0.0.1:1/fw.orders")
+	require.Contains(t, out, "forward shop/orders to nats://127.0.0.1:1/fw.orders: nats: no servers available for connection")
+
+	e := startForwarding(t, "shop/orders=nats://"+srv.Addr()+"/fw.orders", "shop/lost=nats://"+srv.Addr()+"/lost.x")
 	st := e.forwards(t)
 	require.Len(t, st, 2)
 	require.Equal(t, forwardStatus{Pool: "default", Namespace: "shop", Queue: "orders", Target: "nats://" + srv.Addr() + "/fw.orders"}, st["default:shop/orders"])
-	require.Equal(t, `no JetStream stream captures subject "nostream.lost"`, st["default:shop/lost"].LastError)
 	// Forwarded queues exist from the start, and /info keeps lmstfy's shape.
 	info := do(t, "GET", e.admin+"/info", "")
 	require.JSONEq(t, `{"shop":["lost","orders"]}`, string(info.body))
@@ -198,7 +223,11 @@ func TestBinaryForwardNATS(t *testing.T) {
 	require.EqualValues(t, 2, info2.State.Msgs, "JetStream stored both")
 	require.Eventually(t, func() bool { return e.forwards(t)["default:shop/orders"].Forwarded == 2 }, waitLong, 20*time.Millisecond)
 
-	// Two tries, both refused by JetStream: dead, with the error shown.
+	// The stream goes away: two tries, both refused by JetStream, make the
+	// job dead, and the error is shown.
+	ctx3, cancel3 := context.WithTimeout(context.Background(), waitLong)
+	defer cancel3()
+	require.NoError(t, js.DeleteStream(ctx3, "LOST"))
 	e.publish(t, "lost", "?tries=2", "lost job")
 	require.Eventually(t, func() bool {
 		a := do(t, "GET", e.api+"/api/shop/lost/deadletter/size", "")
@@ -215,4 +244,62 @@ func TestBinaryForwardNATS(t *testing.T) {
 
 	require.Equal(t, 0, e.stop(t))
 	require.NotContains(t, e.out.String(), "rmqd: close")
+}
+
+// GET /forwards in a service: the JSON shape, ?pool=, and the admin
+// accounts in front of it (it shows brokers and their errors).
+func TestForwardsRoute(t *testing.T) {
+	srv := brokertest.NATS(t)
+	nc, err := nats.Connect(srv.URL())
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
+	defer cancel()
+	_, err = js.CreateStream(ctx, jetstream.StreamConfig{Name: "FW", Subjects: []string{"fw.>"}})
+	require.NoError(t, err)
+	spec, err := parseForward("shop/orders=nats://" + srv.Addr() + "/fw.orders")
+	require.NoError(t, err)
+	e := newEnv(t, func(c *serviceConfig) {
+		c.Accounts = map[string]string{"ops": "s3cret"}
+		c.Forwards = []forwardSpec{spec}
+	})
+	get := func(path string, hdr ...string) answer { return do(t, "GET", e.admin.URL+path, "", hdr...) }
+	const auth = "Authorization: Basic b3BzOnMzY3JldA==" // ops:s3cret
+	require.Equal(t, http.StatusUnauthorized, get("/forwards").status)
+	a := get("/forwards", auth)
+	require.Equal(t, http.StatusOK, a.status)
+	require.JSONEq(t, `[{"pool":"default","namespace":"shop","queue":"orders","target":"nats://`+srv.Addr()+`/fw.orders","forwarded":0,"failed":0}]`, string(a.body))
+	require.JSONEq(t, `[]`, string(get("/forwards?pool=other", auth).body))
+	requireError(t, get("/forwards?pool=nope", auth), http.StatusBadRequest, "the pool was not exists")
+
+	// A forward that fails shows the error and when it happened.
+	f := e.svc.pools[defaultPool].forwardOf("shop", "orders")
+	require.NotNil(t, f)
+	require.NoError(t, js.DeleteStream(ctx, "FW"))
+	a = do(t, "POST", e.admin.URL+"/token/shop?description=x", "", auth)
+	require.Equal(t, http.StatusCreated, a.status, "%s", a)
+	var tok map[string]string
+	a.json(t, &tok)
+	e.publish(tok["token"], "shop", "orders", "", "x")
+	require.Eventually(t, func() bool { return f.failed.Load() == 1 }, waitLong, 10*time.Millisecond)
+	var list []forwardStatus
+	get("/forwards", auth).json(t, &list)
+	require.Len(t, list, 1)
+	require.Contains(t, list[0].LastError, "no response from stream")
+	require.WithinDuration(t, time.Now(), *list[0].LastErrorAt, waitLong)
+	require.Contains(t, e.log.String(), "rmqd: forward failed")
+}
+
+func TestPublishedMessageUndoesTheEmptyMarker(t *testing.T) {
+	m := &consumer.Message{ID: "a", Body: []byte(" "), Headers: map[string]string{emptyHeader: "1", "trace": "x"}}
+	got := publishedMessage(m)
+	require.Equal(t, []byte{}, got.Body)
+	require.Equal(t, map[string]string{"trace": "x"}, got.Headers)
+	require.Equal(t, " ", string(m.Body), "the delivery itself is left alone")
+	require.Len(t, m.Headers, 2)
+	require.Nil(t, publishedMessage(&consumer.Message{Body: []byte(" "), Headers: map[string]string{emptyHeader: "1"}}).Headers)
+	plain := &consumer.Message{Body: []byte(" ")}
+	require.Same(t, plain, publishedMessage(plain))
 }
