@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/rmq-go/rmq/cmd/dashboard"
 	"github.com/rmq-go/rmq/consumer"
 	"github.com/rmq-go/rmq/topic"
 )
@@ -232,6 +233,21 @@ func (s *service) forwardStatuses(pool string) []forwardStatus {
 		for _, f := range s.pools[name].forwards {
 			out = append(out, f.status())
 		}
+	}
+	return out
+}
+
+// dashboardForwards are the default pool's forwards for the dashboard,
+// whose pages show that pool.
+func (s *service) dashboardForwards(context.Context) []dashboard.Forward {
+	var out []dashboard.Forward
+	for _, f := range s.pools[defaultPool].forwards {
+		st := f.status()
+		d := dashboard.Forward{Topic: f.topic.Name(), Target: st.Target, Forwarded: st.Forwarded, Failed: st.Failed, LastError: st.LastError}
+		if st.LastErrorAt != nil {
+			d.LastErrorAt = *st.LastErrorAt
+		}
+		out = append(out, d)
 	}
 	return out
 }

@@ -238,6 +238,15 @@ func TestBinaryForwardNATS(t *testing.T) {
 	require.Zero(t, lost.Forwarded)
 	require.Contains(t, lost.LastError, "no response from stream")
 	require.NotNil(t, lost.LastErrorAt)
+	// The dashboard's panel shows the same.
+	dash := string(do(t, "GET", e.admin+"/dashboard/", "").body)
+	i := strings.Index(dash, `<tr data-forward="shop.lost">`)
+	require.GreaterOrEqual(t, i, 0, dash)
+	require.Contains(t, dash[i:], `<td class="n bad">2</td>`)
+	require.Contains(t, dash[i:], "no response from stream")
+	require.Contains(t, dash, `<tr data-forward="shop.orders">`)
+	require.Contains(t, string(do(t, "GET", e.admin+"/dashboard/topic?name=shop.orders", "").body),
+		"Forwarded to <b>nats://"+srv.Addr()+"/fw.orders</b> when due: 2 forwarded")
 	ok2 := e.forwards(t)["default:shop/orders"]
 	require.Zero(t, ok2.Failed)
 	require.Empty(t, ok2.LastError)
