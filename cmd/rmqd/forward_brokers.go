@@ -137,9 +137,9 @@ func checkKafkaTopic(ctx context.Context, cl *kgo.Client, topic string) error {
 	}
 	for _, t := range resp.Topics {
 		if err := kerr.ErrorForCode(t.ErrorCode); errors.Is(err, kerr.UnknownTopicOrPartition) {
-			return fmt.Errorf("no Kafka topic %q", topic)
+			return fmt.Errorf("no topic %q on the Kafka cluster", topic)
 		} else if err != nil {
-			return fmt.Errorf("Kafka topic %q: %w", topic, err)
+			return fmt.Errorf("topic %q: %w", topic, err)
 		}
 	}
 	return nil

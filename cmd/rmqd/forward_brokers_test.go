@@ -92,7 +92,7 @@ func TestBinaryForwardKafka(t *testing.T) {
 	addr := k.ListenAddrs()[0]
 
 	out := startFails(t, "shop/orders=kafka://"+addr+"/no-topic")
-	require.Contains(t, out, `no Kafka topic \"no-topic\"`)
+	require.Contains(t, out, `no topic \"no-topic\" on the Kafka cluster`)
 	e := startForwarding(t, "shop/orders=kafka://"+addr+"/due-orders")
 	before := time.Now()
 	id := e.publish(t, "orders", "?delay=1", "order 1", "Enable-Job-Version: YES", "Job-Attr-Trace: abc")
