@@ -28,7 +28,7 @@ var (
 )
 
 // rmqdBinary builds the real rmqd once per test binary (TestMain removes it).
-func rmqdBinary(t *testing.T) string {
+func rmqdBinary(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
 		binDir, buildErr = os.MkdirTemp("", "rmqd-test-")
@@ -57,7 +57,7 @@ type rmqdProc struct {
 
 // startRmqd starts the binary on free loopback ports and waits until both
 // listeners answer. env adds variables (RMQD_…) to the environment.
-func startRmqd(t *testing.T, redisURL string, env []string, args ...string) *rmqdProc {
+func startRmqd(t testing.TB, redisURL string, env []string, args ...string) *rmqdProc {
 	t.Helper()
 	bin := rmqdBinary(t)
 	apiPort, err := procutil.FreePort()
