@@ -312,3 +312,54 @@ func TestPublishedMessageUndoesTheEmptyMarker(t *testing.T) {
 	plain := &consumer.Message{Body: []byte(" ")}
 	require.Same(t, plain, publishedMessage(plain))
 }
+
+// nats-server goes away while a job comes due: the forward fails (a
+// failed try, retried after its backoff), rmqd's connection reconnects
+// once the server is back, and the job is in the stream once.
+func TestBinaryForwardNATSOutage(t *testing.T) {
+	srv := brokertest.NATS(t)
+	stream := func(f func(js jetstream.JetStream, ctx context.Context)) {
+		t.Helper()
+		nc, err := nats.Connect(srv.URL())
+		require.NoError(t, err)
+		defer nc.Close()
+		js, err := jetstream.New(nc)
+		require.NoError(t, err)
+		ctx, cancel := context.WithTimeout(context.Background(), waitLong)
+		defer cancel()
+		f(js, ctx)
+	}
+	stream(func(js jetstream.JetStream, ctx context.Context) {
+		_, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "FW", Subjects: []string{"fw.orders"}, Storage: jetstream.FileStorage})
+		require.NoError(t, err)
+	})
+	e := startForwarding(t, "shop/orders=nats://"+srv.Addr()+"/fw.orders")
+
+	require.NoError(t, srv.Shutdown())
+	id := e.publish(t, "orders", "?tries=16", "during the outage")
+	require.Eventually(t, func() bool { return e.forwards(t)["default:shop/orders"].Failed >= 1 }, waitLong, 20*time.Millisecond)
+	require.Zero(t, e.forwards(t)["default:shop/orders"].Forwarded)
+	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
+	defer cancel()
+	require.NoError(t, srv.Restart(ctx))
+
+	// The job's retries wait 1 s, 2 s, 4 s ...: generous bound.
+	require.Eventually(t, func() bool { return e.forwards(t)["default:shop/orders"].Forwarded == 1 }, 2*waitLong, 50*time.Millisecond)
+	stream(func(js jetstream.JetStream, ctx context.Context) {
+		s, err := js.Stream(ctx, "FW")
+		require.NoError(t, err)
+		info, err := s.Info(ctx)
+		require.NoError(t, err)
+		require.EqualValues(t, 1, info.State.Msgs)
+		m, err := s.GetMsg(ctx, info.State.LastSeq)
+		require.NoError(t, err)
+		require.Equal(t, id, m.Header.Get(jetstream.MsgIDHeader))
+		require.Equal(t, "during the outage", string(m.Data))
+	})
+	require.JSONEq(t, `{"namespace":"shop","queue":"orders","size":0}`, string(do(t, "GET", e.api+"/api/shop/orders/deadletter/size", "").body))
+	out := e.out.String()
+	for _, line := range []string{"rmqd: NATS connection lost; reconnecting", "rmqd: forward failed", "rmqd: NATS connection back", "rmqd: forward works again"} {
+		require.Contains(t, out, line)
+	}
+	require.Equal(t, 0, e.stop(t))
+}
