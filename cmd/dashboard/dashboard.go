@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"context"
 	"crypto/rand"
 	"embed"
 	"errors"
@@ -35,6 +36,7 @@ type config struct {
 	counters   *Counters
 	zk         *zkConfig
 	navLinks   []NavLink
+	forwards   func(context.Context) []Forward
 }
 
 // NavLink is a link of the header's navigation.

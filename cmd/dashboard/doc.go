@@ -27,6 +27,11 @@
 //	...
 //	h := dashboard.New(rdb, dashboard.WithCounters(ctr))
 //
+// A host that forwards topics to a message broker (rmqd's --forward, or a
+// listener of x/forward) passes its forwards with WithForwards: the
+// overview then lists each with where it goes, its counts and its last
+// error, and a forwarded topic's page says where its messages go.
+//
 // # Safety
 //
 // The dashboard authenticates nobody: WithAuth wraps it in the host's

@@ -29,6 +29,7 @@ type overviewData struct {
 	Counters    bool
 	Lateness    []dueBucket
 	LatenessMax int64
+	Forwards    []Forward // WithForwards
 }
 
 // snapshot reads every topic's counts: a few commands per slot, all from
@@ -60,7 +61,8 @@ func (h *handler) overview(w http.ResponseWriter, r *http.Request) {
 		h.failErr(w, r, err)
 		return
 	}
-	d := overviewData{Topics: rows, Redis: h.redisNodes(r.Context()), Counters: h.cfg.counters != nil}
+	d := overviewData{Topics: rows, Redis: h.redisNodes(r.Context()), Counters: h.cfg.counters != nil,
+		Forwards: h.forwardsOf(r.Context())}
 	if d.Counters {
 		d.Lateness = make([]dueBucket, len(latenessLabels))
 		for j, l := range latenessLabels {
@@ -103,6 +105,7 @@ type topicData struct {
 	Delayed  []waitingItem // priority topics: waiting for their time
 	InFlight []inFlightItem
 	Dead     []rmq.DeadMessage
+	Forward  *Forward // WithForwards: where the topic's messages go
 	// Links to the first and next pages of each listing ("" when none).
 	Self                                                 string
 	WaitingFirst, DelayedFirst, InFlightFirst, DeadFirst string
@@ -125,7 +128,7 @@ func (h *handler) topicPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	cur := pageLinks{name: t.Name(), wc: q.Get("wc"), yc: q.Get("yc"), fc: q.Get("fc"), dc: q.Get("dc")}
-	d := topicData{Topic: t, Self: cur.url()}
+	d := topicData{Topic: t, Self: cur.url(), Forward: h.forwardOf(ctx, t.Name())}
 	if d.Stats, err = h.stats(ctx, t); err != nil {
 		h.failErr(w, r, err)
 		return

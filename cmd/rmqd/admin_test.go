@@ -120,7 +120,7 @@ func TestAdminBasicAuth(t *testing.T) {
 	for _, c := range []struct{ method, path string }{
 		{"POST", "/token/ns?description=x"}, {"GET", "/token/ns"}, {"DELETE", "/token/ns/t"},
 		{"GET", "/token/ns/t/limit"}, {"PUT", "/token/ns/t/limit"}, {"GET", "/limits"}, {"POST", "/accesslog?status=disable"},
-		{"GET", "/queue/ns/q"}, {"POST", "/queue/ns/q/pause"},
+		{"GET", "/queue/ns/q"}, {"POST", "/queue/ns/q/pause"}, {"GET", "/forwards"},
 	} {
 		for _, auth := range []string{"", "Authorization: Basic b3BzOndyb25n"} { // ops:wrong
 			var hs []string

@@ -28,7 +28,7 @@ var (
 )
 
 // rmqdBinary builds the real rmqd once per test binary (TestMain removes it).
-func rmqdBinary(t *testing.T) string {
+func rmqdBinary(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
 		binDir, buildErr = os.MkdirTemp("", "rmqd-test-")
@@ -57,7 +57,7 @@ type rmqdProc struct {
 
 // startRmqd starts the binary on free loopback ports and waits until both
 // listeners answer. env adds variables (RMQD_…) to the environment.
-func startRmqd(t *testing.T, redisURL string, env []string, args ...string) *rmqdProc {
+func startRmqd(t testing.TB, redisURL string, env []string, args ...string) *rmqdProc {
 	t.Helper()
 	bin := rmqdBinary(t)
 	apiPort, err := procutil.FreePort()
@@ -126,7 +126,7 @@ func TestBinaryHelpListsEveryFlagAndVariable(t *testing.T) {
 	require.NoError(t, err, "%s", out)
 	for _, f := range []string{"redis-url", "redis-cluster", "redis-tls-ca", "dashboard", "listen", "admin-listen", "pool", "prefix", "admin-account",
 		"log-format", "log-level", "access-log", "max-wait", "cache-ttl", "shutdown-timeout", "dev",
-		"admin-host", "max-auth-failures", "trusted-proxy", "pprof"} {
+		"admin-host", "max-auth-failures", "trusted-proxy", "pprof", "forward"} {
 		require.Regexp(t, "(?m)^  --"+f+"( \\S+)?$", string(out))
 		require.Contains(t, string(out), envName(f), f)
 	}

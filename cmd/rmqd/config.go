@@ -21,6 +21,7 @@ type config struct {
 	listen          string
 	adminListen     string
 	pools           poolFlags
+	forwards        forwardFlags
 	prefix          string
 	accounts        accountFlags
 	logFormat       string
@@ -68,6 +69,7 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (conf
 	fs.StringVar(&c.listen, "listen", "127.0.0.1:7777", "address of the API listener")
 	fs.StringVar(&c.adminListen, "admin-listen", "127.0.0.1:7778", "address of the admin listener (tokens, limits, metrics)")
 	fs.Var(&c.pools, "pool", "another pool as `NAME=URL`, used by tokens of the form NAME:TOKEN (repeatable; the variable takes a space-separated list)")
+	fs.Var(&c.forwards, "forward", "`[POOL:]NAMESPACE/QUEUE=URL`: send the queue's jobs, when due, to a broker instead of HTTP consumers: nats://[user:pass@]host:port/SUBJECT, amqp://user:pass@host:port/vhost?exchange=E&routing_key=K, kafka://host:port[,host:port]/TOPIC (repeatable; the variable takes a space-separated list)")
 	fs.StringVar(&c.prefix, "prefix", "rmq", "Redis key prefix of the queues and of rmqd's own keys")
 	fs.Var(&c.accounts, "admin-account", "`USER:PASSWORD` for HTTP basic auth on the admin listener's token, limit, queue and access-log routes, dashboard and profiles (repeatable; none: open; prefer the variable, a command line is visible to every user)")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
@@ -117,7 +119,10 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (conf
 	}
 	// The values that may hold a password report their errors here, not
 	// through the flag package, which would quote the value.
-	if err := errors.Join(c.pools.err, c.accounts.err); err != nil {
+	if err := errors.Join(c.pools.err, c.accounts.err, c.forwards.err); err != nil {
+		return c, err
+	}
+	if err := c.forwards.checkPools(c.pools.list); err != nil {
 		return c, err
 	}
 	if fs.NArg() > 0 {

@@ -32,6 +32,9 @@ func (s *service) mountDashboard(mux *http.ServeMux) {
 		// serve it all under another path.
 		dashboard.WithNavLink("Tokens", "../"+pathpkg.Base(tokens)),
 	}
+	if len(def.forwards) > 0 {
+		opts = append(opts, dashboard.WithForwards(s.dashboardForwards))
+	}
 	if len(s.cfg.Accounts) > 0 {
 		opts = append(opts, dashboard.WithAuth(s.requireAccount))
 	}

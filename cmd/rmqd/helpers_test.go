@@ -120,7 +120,7 @@ type answer struct {
 func (a answer) String() string { return http.StatusText(a.status) + " " + string(a.body) }
 
 // json decodes the body into v (failing the test on bad JSON).
-func (a answer) json(t *testing.T, v any) {
+func (a answer) json(t testing.TB, v any) {
 	t.Helper()
 	require.NoError(t, json.Unmarshal(a.body, v), "body %q", a.body)
 }
@@ -134,7 +134,7 @@ func (a answer) object(t *testing.T) map[string]any {
 }
 
 // do sends a request; headers come as "Name: value" strings.
-func do(t *testing.T, method, url, body string, headers ...string) answer {
+func do(t testing.TB, method, url, body string, headers ...string) answer {
 	t.Helper()
 	var rd io.Reader
 	if body != "" {

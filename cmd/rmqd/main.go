@@ -124,6 +124,7 @@ func serve(ctx context.Context, cfg config, log, access *slog.Logger) error {
 		Accounts: cfg.accounts.m, AccessLog: cfg.accessLog, AccessLogger: access, Version: readVersion(), Dashboard: cfg.dashboard,
 		Pprof: cfg.pprof, AdminHosts: append(listenHost(cfg.adminListen), cfg.adminHosts...),
 		MaxAuthFailures: cfg.authFailures, TrustedProxies: cfg.trustedProxies, Secrets: cfg.secrets(),
+		Forwards: cfg.forwards.list,
 	}, clients, log)
 	cancel()
 	if err != nil {

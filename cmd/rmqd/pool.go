@@ -38,18 +38,29 @@ type pool struct {
 
 	topics sync.Map // topic name -> topic.Topic; definitions never change
 	long   sync.Map // hashed topic names already remembered
+
+	forwards []*forward // --forward of this pool's queues (forward.go)
 }
 
-func newPool(ctx context.Context, name string, rdb redis.UniversalClient, prefix string, log *slog.Logger, extra ...rmq.Option) (*pool, error) {
+// newPool starts the pool's RMQ client with the forwards of its queues as
+// its only listeners (forward.go); redact hides passwords in their errors.
+func newPool(ctx context.Context, name string, rdb redis.UniversalClient, prefix string, log *slog.Logger,
+	forwards []forwardSpec, redact func(string) string, extra ...rmq.Option) (*pool, error) {
 	c, err := rmq.New(rdb, append([]rmq.Option{rmq.WithPrefix(prefix), rmq.WithLogger(log.With("pool", name))}, extra...)...)
 	if err != nil {
 		return nil, err
 	}
-	// Started with no listeners: pulls need a started client.
-	if err := c.Start(ctx); err != nil {
+	p := &pool{name: name, rdb: rdb, prefix: prefix, client: c, prod: c.Producer(), pub: newPublisher(c.Producer()), insp: c.Inspector()}
+	// Listeners are registered before Start; pulls need a started client.
+	if err := p.openForwards(ctx, forwards, log, redact); err != nil {
+		_ = c.Close(ctx)
 		return nil, fmt.Errorf("pool %s: %w", name, err)
 	}
-	return &pool{name: name, rdb: rdb, prefix: prefix, client: c, prod: c.Producer(), pub: newPublisher(c.Producer()), insp: c.Inspector()}, nil
+	if err := c.Start(ctx); err != nil {
+		_ = p.close(ctx) // a failed Start needs Close as much as a good one
+		return nil, fmt.Errorf("pool %s: %w", name, err)
+	}
+	return p, nil
 }
 
 // errTypeConflict: a publish named another type than the queue has.
@@ -229,6 +240,10 @@ func (p *pool) readyIDs(ctx context.Context, t topic.Topic, n int) ([]rmq.Waitin
 	return ws, nil
 }
 
+// close stops the client, whose Close waits for the forwards in progress,
+// then each forward (the publishes it left behind, then its broker
+// connection).
 func (p *pool) close(ctx context.Context) error {
-	return p.client.Close(ctx)
+	err := p.client.Close(ctx)
+	return errors.Join(err, p.closeForwards(ctx))
 }

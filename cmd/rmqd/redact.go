@@ -59,6 +59,9 @@ func (c config) secrets() []string {
 			out = append(out, urlPassword(strings.TrimSpace(u))...)
 		}
 	}
+	for _, f := range c.forwards.list {
+		out = append(out, urlPassword(f.raw)...)
+	}
 	for _, pass := range c.accounts.m {
 		out = append(out, pass)
 	}
@@ -123,8 +126,8 @@ func (rw redactWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// redactArgs returns a command line with the values of --redis-url, --pool
-// and --admin-account redacted (in the forms "--flag value",
+// redactArgs returns a command line with the values of --redis-url,
+// --pool, --forward and --admin-account redacted (in the forms "--flag value",
 // "--flag=value", one dash or two).
 func redactArgs(args []string) []string {
 	out := make([]string, len(args))
@@ -136,6 +139,9 @@ func redactArgs(args []string) []string {
 		case "pool":
 			name, u, _ := strings.Cut(v, "=")
 			return name + "=" + redactURLs(u)
+		case "forward":
+			spec, u, _ := strings.Cut(v, "=")
+			return spec + "=" + redact(u)
 		case "admin-account":
 			user, _, _ := strings.Cut(v, ":")
 			return user + ":***"

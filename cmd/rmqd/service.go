@@ -53,6 +53,8 @@ type serviceConfig struct {
 	TrustedProxies []netip.Prefix
 	// Secrets are the passwords rmqd was given, never to be shown.
 	Secrets []string
+	// Forwards send queues' jobs to brokers when due (forward.go).
+	Forwards []forwardSpec
 }
 
 type versionInfo struct {
@@ -128,7 +130,13 @@ func newService(ctx context.Context, cfg serviceConfig, clients map[string]redis
 		if name == defaultPool {
 			extra = append(extra, rmq.WithObserver(s.counters))
 		}
-		p, err := newPool(ctx, name, rdb, cfg.Prefix, log, extra...)
+		var fws []forwardSpec
+		for _, f := range cfg.Forwards {
+			if f.pool == name {
+				fws = append(fws, f)
+			}
+		}
+		p, err := newPool(ctx, name, rdb, cfg.Prefix, log, fws, s.redact.string, extra...)
 		if err != nil {
 			_ = s.close(ctx)
 			return nil, err
@@ -171,7 +179,7 @@ func (s *service) apiHandler() http.Handler {
 	q("PUT /api/{ns}/{q}", routeOpts{throttle: throttleWrite}, s.publish)
 	q("PUT /api/{ns}/{q}/bulk", routeOpts{throttle: throttleWrite}, s.publishBulk)
 	q("PUT /api/{ns}/{q}/job/{id}", routeOpts{}, s.republish)
-	q("GET /api/{ns}/{q}", routeOpts{consume: true, throttle: throttleRead}, s.consume)
+	q("GET /api/{ns}/{q}", routeOpts{consume: true, throttle: throttleRead}, s.refuseForwarded(s.consume))
 	q("DELETE /api/{ns}/{q}/job/{id}", routeOpts{}, s.ackJob)
 	q("POST /api/{ns}/{q}/job/{id}/nack", routeOpts{}, s.nackJob)
 	q("GET /api/{ns}/{q}/peek", routeOpts{}, s.peekQueue)
@@ -203,6 +211,7 @@ func (s *service) adminHandler() http.Handler {
 	mux.Handle("GET /queue/{ns}/{q}", auth(s.queueInfo))
 	mux.Handle("POST /queue/{ns}/{q}/pause", auth(s.pauseQueue))
 	mux.Handle("POST /queue/{ns}/{q}/resume", auth(s.resumeQueue))
+	mux.Handle("GET /forwards", auth(s.listForwards))
 	mux.HandleFunc("GET /version", s.version)
 	mux.HandleFunc("GET /pools", s.listPools)
 	mux.HandleFunc("GET /info", s.info)

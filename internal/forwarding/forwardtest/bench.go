@@ -186,9 +186,9 @@ type cpuTimes struct{ self, redis, broker time.Duration }
 
 func readCPU(b *testing.B, rdb *redis.Client, brokerPID int) cpuTimes {
 	var c cpuTimes
-	c.self = procCPU(os.Getpid())
+	c.self = ProcCPU(os.Getpid())
 	if brokerPID != 0 {
-		c.broker = procCPU(brokerPID)
+		c.broker = ProcCPU(brokerPID)
 	}
 	info, err := rdb.Info(context.Background(), "cpu").Result()
 	if err != nil {
@@ -204,8 +204,8 @@ func readCPU(b *testing.B, rdb *redis.Client, brokerPID int) cpuTimes {
 	return c
 }
 
-// procCPU is a process's user+system CPU time from /proc/<pid>/stat.
-func procCPU(pid int) time.Duration {
+// ProcCPU is a process's user+system CPU time from /proc/<pid>/stat.
+func ProcCPU(pid int) time.Duration {
 	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return 0
