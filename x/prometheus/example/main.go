@@ -76,16 +76,20 @@ func main() {
 }
 
 // redisOptions names the Redis: REDIS_URL, the project's one variable for
-// it (redis://[USER:PASSWORD@]HOST:PORT[/DB]), else REDIS_ADDR (HOST:PORT,
-// its older name), else 127.0.0.1:6379.
+// it (redis://[USER:PASSWORD@]HOST:PORT[/DB], rediss:// for TLS, or a bare
+// HOST:PORT), else REDIS_ADDR (its older name), else 127.0.0.1:6379.
 func redisOptions() (*redis.Options, error) {
-	if u := os.Getenv("REDIS_URL"); u != "" {
-		return redis.ParseURL(u)
+	url := os.Getenv("REDIS_URL")
+	if url == "" {
+		url = os.Getenv("REDIS_ADDR")
 	}
-	if addr := os.Getenv("REDIS_ADDR"); addr != "" {
-		return &redis.Options{Addr: addr}, nil
+	if url == "" {
+		url = "127.0.0.1:6379"
 	}
-	return &redis.Options{Addr: "127.0.0.1:6379"}, nil
+	if !strings.Contains(url, "://") {
+		url = "redis://" + url
+	}
+	return redis.ParseURL(url)
 }
 
 // deleteKeys removes every key under prefix.
