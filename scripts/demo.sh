@@ -33,4 +33,4 @@ if ! command -v go >/dev/null 2>&1; then
 	exit 1
 fi
 
-exec go run ./examples/demo
+exec go run ./examples/demo "$@"
