@@ -5,12 +5,15 @@
 # missing. Works from anywhere inside the repository; needs Go.
 #
 #   scripts/demo.sh
-#   REDIS_ADDR=127.0.0.1:6379 scripts/demo.sh   # use an existing Redis instead
+#   REDIS_URL=redis://127.0.0.1:6379/0 scripts/demo.sh   # use an existing Redis instead
+#
+# REDIS_URL is the one variable every program of the project reads for its
+# Redis; the older REDIS_ADDR (HOST:PORT) still works.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-if [[ -z "${REDIS_ADDR:-}" ]] && ! command -v redis-server >/dev/null 2>&1; then
+if [[ -z "${REDIS_URL:-}${REDIS_ADDR:-}" ]] && ! command -v redis-server >/dev/null 2>&1; then
 	echo "demo.sh: redis-server not found; installing it with apt-get" >&2
 	sudo=()
 	if [[ "$(id -u)" -ne 0 ]]; then
@@ -26,8 +29,8 @@ if [[ -z "${REDIS_ADDR:-}" ]] && ! command -v redis-server >/dev/null 2>&1; then
 fi
 
 if ! command -v go >/dev/null 2>&1; then
-	echo "demo.sh: go not found in PATH; install Go 1.22 or newer" >&2
+	echo "demo.sh: go not found in PATH; install Go 1.26 or newer (go.mod says go 1.26.0)" >&2
 	exit 1
 fi
 
-exec go run ./examples/demo
+exec go run ./examples/demo "$@"

@@ -122,12 +122,11 @@ Commands:
 const globalHelpTail = `
 Global flags:
   --url URL            one Redis server: redis://[USER:PASSWORD@]HOST:PORT[/DB],
-                       rediss://... for TLS, unix:///PATH?db=N (or $REDIS_URL)
+                       rediss://... for TLS, unix:///PATH?db=N
   --redis ADDR         one Redis server by HOST:PORT, no password
-                       (default 127.0.0.1:6379, or $RMQ_REDIS)
+                       (default 127.0.0.1:6379)
   --cluster SEEDS      Redis Cluster: HOST:PORT,HOST:PORT,... or one URL
                        redis[s]://[USER:PASSWORD@]HOST:PORT?addr=HOST:PORT&...
-                       (or $RMQ_CLUSTER)
   --tls-ca FILE        PEM CA bundle that signed the server's certificate
                        (rediss:// only; default: the system's roots)
   --tls-server-name N  the name the certificate must carry, when it is not
@@ -136,9 +135,12 @@ Global flags:
   -o, --output FORMAT  table (default) or json; json is stable for scripts
   --timeout D          bound on each command (default 30s)
 
-At most one of --url, --redis and --cluster; without any, the first of
-$RMQ_CLUSTER, $RMQ_REDIS and $REDIS_URL that is set. A password in $REDIS_URL
-stays out of the process list, where --url would show it.
+At most one of --url, --redis and --cluster. Without any, $REDIS_URL names
+the Redis, as for rmqd and the examples: a URL as for --url, HOST:PORT, or a
+comma-separated list of URLs for a cluster's seeds. The older variables
+still work and, when set, come first: $RMQ_CLUSTER (as --cluster), then
+$RMQ_REDIS (as --redis). A password in $REDIS_URL stays out of the process
+list, where --url would show it.
 
 Bodies are shown as text when they are printable UTF-8, else as base64.
 Commands that requeue or delete more than one message ask for

@@ -34,10 +34,24 @@ type target struct {
 	where   string                // for messages: address or URL without its password
 }
 
+// envSources are the variables that name the Redis when no flag does, in
+// the order they are read. REDIS_URL is the project's one name for it (the
+// examples, the demo and rmqd read it too). RMQ_CLUSTER and RMQ_REDIS are
+// rmqctl's older names, kept as aliases; they come first because a
+// variable named for rmqd is a more specific wish than REDIS_URL, which
+// may have been set for another program.
+var envSources = []struct {
+	name  string
+	parse func(from, v string) (*target, error)
+}{
+	{"RMQ_CLUSTER", clusterSeeds},
+	{"RMQ_REDIS", singleAddr},
+	{"REDIS_URL", redisURL},
+}
+
 // resolveTarget picks one source, in this order: an explicit --url, --redis
-// or --cluster (at most one of them); else $RMQ_CLUSTER, $RMQ_REDIS,
-// $REDIS_URL (rmqctl's own variables first, so a REDIS_URL meant for
-// another program does not override them); else 127.0.0.1:6379.
+// or --cluster (at most one of them); else the first of envSources that is
+// set; else 127.0.0.1:6379.
 func (f *connFlags) resolveTarget(getenv func(string) string) (*target, error) {
 	var given []string
 	for _, name := range []string{"url", "redis", "cluster"} {
@@ -59,19 +73,57 @@ func (f *connFlags) resolveTarget(getenv func(string) string) (*target, error) {
 		t, err = singleAddr("--redis", f.redis)
 	case f.set["cluster"]:
 		t, err = clusterSeeds("--cluster", f.cluster)
-	case getenv("RMQ_CLUSTER") != "":
-		t, err = clusterSeeds("$RMQ_CLUSTER", getenv("RMQ_CLUSTER"))
-	case getenv("RMQ_REDIS") != "":
-		t, err = singleAddr("$RMQ_REDIS", getenv("RMQ_REDIS"))
-	case getenv("REDIS_URL") != "":
-		t, err = singleURL("$REDIS_URL", getenv("REDIS_URL"))
 	default:
 		t, err = singleAddr("default", defaultAddr)
+		for _, src := range envSources {
+			if v := getenv(src.name); v != "" {
+				t, err = src.parse("$"+src.name, v)
+				break
+			}
+		}
 	}
 	if err != nil {
 		return nil, err
 	}
 	return t, f.applyTLS(t)
+}
+
+// redisURL reads $REDIS_URL as rmqd reads it: one URL is one server, a
+// comma-separated list of URLs (or HOST:PORTs after the first) is a
+// cluster's seeds; a bare HOST:PORT is taken as well.
+func redisURL(from, v string) (*target, error) {
+	if !strings.Contains(v, ",") {
+		return singleAddr(from, v)
+	}
+	parts := strings.Split(v, ",")
+	first := strings.TrimSpace(parts[0])
+	if !strings.Contains(first, "://") {
+		// HOST:PORT,HOST:PORT: the --cluster form.
+		return clusterSeeds(from, v)
+	}
+	t, err := clusterSeeds(from, first)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range parts[1:] {
+		if p = strings.TrimSpace(p); p == "" {
+			continue
+		}
+		addr := p
+		if strings.Contains(p, "://") {
+			u, err := parseURL(from, p)
+			if err != nil {
+				return nil, err
+			}
+			addr = u.Host
+		}
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return nil, usagef("", "%s: a seed after the first is HOST:PORT or redis[s]://HOST:PORT", from)
+		}
+		t.cluster.Addrs = append(t.cluster.Addrs, addr)
+		t.where += "," + addr
+	}
+	return t, nil
 }
 
 // singleAddr reads --redis: HOST:PORT, or a URL given there by habit

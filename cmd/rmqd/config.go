@@ -13,7 +13,10 @@ import (
 
 // config is rmqd's command line. Every flag can also come from an
 // environment variable named RMQD_ and the flag in upper snake case; a flag
-// on the command line wins over the variable.
+// on the command line wins over the variable. The default pool's URL also
+// comes from REDIS_URL, the one variable every program of the project
+// reads (rmqctl, the examples, the demo), when RMQD_REDIS_URL is not set:
+// rmqd's own name is more specific, so it wins.
 type config struct {
 	redisURL        string
 	redisCluster    bool
@@ -56,6 +59,21 @@ func envName(flagName string) string {
 	return "RMQD_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
 }
 
+// redisURLEnv names the Redis of every program of the project; for rmqd it
+// is the fallback of RMQD_REDIS_URL.
+const redisURLEnv = "REDIS_URL"
+
+// lookupEnv reads the variable of a flag, and REDIS_URL for --redis-url
+// when RMQD_REDIS_URL is unset or empty. It returns the value and the name
+// it came from.
+func lookupEnv(flagName string, getenv func(string) string) (value, from string) {
+	name := envName(flagName)
+	if v := getenv(name); v != "" || flagName != "redis-url" {
+		return v, name
+	}
+	return getenv(redisURLEnv), redisURLEnv
+}
+
 // parseConfig reads args and the environment. It returns flag.ErrHelp
 // after printing the help for -h/--help.
 func parseConfig(args []string, getenv func(string) string, out io.Writer) (config, error) {
@@ -88,9 +106,12 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (conf
 	// Usage strings get their variable; variables become the defaults.
 	var envErrs []error
 	fs.VisitAll(func(f *flag.Flag) {
-		name := envName(f.Name)
-		f.Usage += " (" + name + ")"
-		v := getenv(name)
+		if f.Name == "redis-url" {
+			f.Usage += " (" + envName(f.Name) + ", else " + redisURLEnv + ")"
+		} else {
+			f.Usage += " (" + envName(f.Name) + ")"
+		}
+		v, name := lookupEnv(f.Name, getenv)
 		if v == "" {
 			return
 		}

@@ -3,7 +3,10 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
+	"net/netip"
 
 	"github.com/rmq-go/rmq/internal/redisserver"
 )
@@ -32,4 +35,40 @@ func startDevRedis(ctx context.Context, log *slog.Logger) (url string, stop func
 			log.Warn("rmqd: stop the --dev redis-server", "err", err)
 		}
 	}, nil
+}
+
+// printDevBanner tells the user of --dev, once both listeners accept, the
+// addresses to use: the redis-server's port is a free one, different on
+// every start, and a log line is easy to miss among the others. It is
+// written to stdout (the log goes to stderr), so a script can read it, and
+// the README's tests wait for it as the sign that rmqd is ready.
+func printDevBanner(w io.Writer, api, admin net.Addr, redisURL, dashboard string) {
+	apiURL, adminURL := "http://"+dialable(api), "http://"+dialable(admin)
+	fmt.Fprintf(w, "rmqd --dev is ready; everything is lost when it stops.\n")
+	fmt.Fprintf(w, "  API        %s\n", apiURL)
+	fmt.Fprintf(w, "  admin      %s\n", adminURL)
+	if dashboard != "" {
+		fmt.Fprintf(w, "  dashboard  %s%s\n", adminURL, dashboard)
+	}
+	fmt.Fprintf(w, "  Redis      %s\n", redisURL)
+	fmt.Fprintf(w, "Point rmqctl (and the examples) at this Redis from another shell:\n")
+	fmt.Fprintf(w, "  export REDIS_URL=%s\n", redisURL)
+	fmt.Fprintf(w, "  go run ./cmd/rmqctl topics    # from the repository's root\n")
+}
+
+// dialable is a listener's address as a client dials it: an unspecified
+// host (0.0.0.0, ::) becomes the loopback address of its family.
+func dialable(a net.Addr) string {
+	ap, err := netip.ParseAddrPort(a.String())
+	if err != nil {
+		return a.String()
+	}
+	if ap.Addr().IsUnspecified() {
+		lo := netip.AddrFrom4([4]byte{127, 0, 0, 1})
+		if ap.Addr().Is6() && !ap.Addr().Is4In6() {
+			lo = netip.IPv6Loopback()
+		}
+		ap = netip.AddrPortFrom(lo, ap.Port())
+	}
+	return ap.String()
 }

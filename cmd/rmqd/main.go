@@ -57,7 +57,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	redis.SetLogger(redisLog{log})
 	ctx, stopSignals := signal.NotifyContext(ctx, syscall.SIGTERM, os.Interrupt)
 	defer stopSignals()
-	if err := serve(ctx, cfg, log, access); err != nil {
+	if err := serve(ctx, cfg, log, access, stdout); err != nil {
 		log.Error("rmqd: stopped", "err", err)
 		return 1
 	}
@@ -87,8 +87,9 @@ func (l redisLog) Printf(ctx context.Context, format string, v ...any) {
 // order: long polls are ended, the listeners stop accepting and the
 // requests in progress finish (up to --shutdown-timeout), then the RMQ
 // clients and Redis connections close. Jobs handed out and not acked keep
-// their lease in Redis and are redelivered when it runs out.
-func serve(ctx context.Context, cfg config, log, access *slog.Logger) error {
+// their lease in Redis and are redelivered when it runs out. With --dev it
+// writes the addresses to use to stdout once it listens.
+func serve(ctx context.Context, cfg config, log, access *slog.Logger, stdout io.Writer) error {
 	if cfg.dev {
 		url, stop, err := startDevRedis(ctx, log)
 		if err != nil {
@@ -164,6 +165,9 @@ func serve(ctx context.Context, cfg config, log, access *slog.Logger) error {
 	}
 	log.Info("rmqd: listening", "api", apiLn.Addr().String(), "admin", adminLn.Addr().String(),
 		"pools", svc.poolNames, "prefix", cfg.prefix)
+	if cfg.dev {
+		printDevBanner(stdout, apiLn.Addr(), adminLn.Addr(), cfg.redisURL, cfg.dashboard)
+	}
 
 	var serveErr error
 	select {

@@ -14,7 +14,7 @@
 // It needs a Redis; run it from x/prometheus with
 //
 //	go run ./example                                  # Redis at 127.0.0.1:6379
-//	REDIS_ADDR=127.0.0.1:6380 go run ./example
+//	REDIS_URL=redis://127.0.0.1:6380/0 go run ./example  # or REDIS_ADDR=127.0.0.1:6380
 //	go run ./example -buckets                         # histogram buckets too
 //	go run ./example -serve                           # keep serving /metrics
 //
@@ -55,16 +55,17 @@ func main() {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	addr := os.Getenv("REDIS_ADDR")
-	if addr == "" {
-		addr = "127.0.0.1:6379"
+	opts, err := redisOptions()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "example: REDIS_URL:", err)
+		os.Exit(2)
 	}
-	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	rdb := redis.NewClient(opts)
 	defer rdb.Close()
 	// A prefix no earlier run used, so a shared Redis starts from empty
 	// queues.
 	prefix := "rmq-example-observability-" + strconv.FormatInt(time.Now().UnixNano(), 36)
-	err := run(ctx, rdb, prefix, os.Stdout, options{buckets: *buckets, serve: *serve})
+	err = run(ctx, rdb, prefix, os.Stdout, options{buckets: *buckets, serve: *serve})
 	if derr := deleteKeys(context.Background(), rdb, prefix); derr != nil {
 		fmt.Fprintln(os.Stderr, "deleting the example's keys:", derr)
 	}
@@ -72,6 +73,23 @@ func main() {
 		fmt.Fprintln(os.Stderr, "example:", err)
 		os.Exit(1)
 	}
+}
+
+// redisOptions names the Redis: REDIS_URL, the project's one variable for
+// it (redis://[USER:PASSWORD@]HOST:PORT[/DB], rediss:// for TLS, or a bare
+// HOST:PORT), else REDIS_ADDR (its older name), else 127.0.0.1:6379.
+func redisOptions() (*redis.Options, error) {
+	url := os.Getenv("REDIS_URL")
+	if url == "" {
+		url = os.Getenv("REDIS_ADDR")
+	}
+	if url == "" {
+		url = "127.0.0.1:6379"
+	}
+	if !strings.Contains(url, "://") {
+		url = "redis://" + url
+	}
+	return redis.ParseURL(url)
 }
 
 // deleteKeys removes every key under prefix.
