@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite, exactly as CI runs it (.ci/run calls this script):
 # installs the programs the tests start for themselves when they are missing
-# (redis-server, redis-cli, ZooKeeper, Chromium; curl and jq for the README's
-# shell examples), then runs go vet and go test -race in every module.
+# (redis-server, redis-cli, ZooKeeper, Chromium, nats-server, RabbitMQ; curl
+# and jq for the README's shell examples), then runs go vet and go test
+# -race in every module.
 # Tests never use a server that is already running: each starts its own on
 # free loopback ports.
 #
@@ -15,11 +16,10 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-# The modules whose tests run, in this order. A new module (the forward
-# modules x/forward/nats, x/forward/amqp, x/forward/kafka, ...) is added
-# here and to go.work; the check below refuses a go.work module that is in
+# The modules whose tests run, in this order. A new module is added here
+# and to go.work; the check below refuses a go.work module that is in
 # neither list.
-modules=(. cmd x/prometheus x/otel)
+modules=(. cmd x/prometheus x/otel x/forward/nats x/forward/amqp x/forward/kafka)
 # Modules that are only vetted: the benchmark driver has no tests.
 vet_only=(bench)
 
@@ -42,6 +42,10 @@ command -v chromium >/dev/null 2>&1 || need+=(chromium)
 # The README's rmqd examples are run as written: curl and jq.
 command -v curl >/dev/null 2>&1 || need+=(curl)
 command -v jq >/dev/null 2>&1 || need+=(jq)
+# The forwarders' tests start a nats-server with JetStream and a RabbitMQ
+# node (Kafka's run against franz-go's in-process kfake).
+command -v nats-server >/dev/null 2>&1 || need+=(nats-server)
+[ -x /usr/lib/rabbitmq/bin/rabbitmq-server ] || need+=(rabbitmq-server)
 if [ ${#need[@]} -gt 0 ]; then
   sudo=""
   if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
