@@ -169,8 +169,7 @@ func (m *Metrics) topicOf(name string, typ topic.Type) *topicMetrics {
 		swept:     m.swept.With(l),
 		expired:   m.expired.With(l),
 		handler:   m.handler.With(l),
-		lateness:  m.lateness.With(l),
-		tickLate:  m.sched.lateness.With(l),
+		labels:    l,
 	}
 	got, _ := m.topics.LoadOrStore(name, o)
 	return got.(*topicMetrics)
@@ -200,13 +199,14 @@ func (m *Metrics) Removed(t topic.Topic, removed bool) {
 func (m *Metrics) Delivered(msg *consumer.Message) {
 	o := m.topicOf(msg.Topic, msg.Type)
 	o.delivered.Inc()
-	observeTick(o.tickLate, msg)
+	m.observeTick(o, msg)
 	if o.timeBased && !msg.DueAt.IsZero() {
 		at := msg.FetchedAt
 		if at.IsZero() {
 			at = time.Now()
 		}
-		o.lateness.Observe(max(at.Sub(msg.DueAt), 0).Seconds())
+		o.lateOnce.Do(func() { o.late = m.lateness.With(o.labels) })
+		o.late.Observe(max(at.Sub(msg.DueAt), 0).Seconds())
 	}
 }
 
@@ -239,6 +239,10 @@ type topicMetrics struct {
 	timeBased                                       bool
 	sent, merged, removed                           prometheus.Counter
 	delivered, acked, retried, dead, swept, expired prometheus.Counter
-	handler, lateness                               prometheus.Observer
-	tickLate                                        prometheus.Observer // schedules.go
+	handler                                         prometheus.Observer
+	// The lateness histograms are made on the first delivery that has
+	// one: a priority topic has no due time, and most topics get no tick.
+	labels             prometheus.Labels
+	lateOnce, tickOnce sync.Once
+	late, tickLate     prometheus.Observer
 }

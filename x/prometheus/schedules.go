@@ -53,14 +53,15 @@ func (m *Metrics) TicksSkipped(schedule string, t topic.Topic, n int) {
 }
 
 // observeTick records the lateness of msg if it is a schedule's tick.
-func observeTick(o prometheus.Observer, msg *consumer.Message) {
+func (m *Metrics) observeTick(o *topicMetrics, msg *consumer.Message) {
 	_, tick, ok := rmq.ScheduleTick(msg)
 	if !ok {
 		return
 	}
+	o.tickOnce.Do(func() { o.tickLate = m.sched.lateness.With(o.labels) })
 	at := msg.FetchedAt
 	if at.IsZero() {
 		at = time.Now()
 	}
-	o.Observe(max(at.Sub(tick), 0).Seconds())
+	o.tickLate.Observe(max(at.Sub(tick), 0).Seconds())
 }
