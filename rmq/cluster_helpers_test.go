@@ -19,6 +19,7 @@ var scriptsBySHA = func() map[string]string {
 	m := map[string]string{}
 	for name, s := range map[string]*redis.Script{
 		"sendbatch":          scripts.SendBatch,
+		"send1":              scripts.Send1,
 		scripts.NameFetch:    scripts.Fetch,
 		scripts.NameAck:      scripts.Ack,
 		scripts.NameRollback: scripts.Rollback,

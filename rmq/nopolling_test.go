@@ -73,8 +73,9 @@ func TestNoPollingWakeUp(t *testing.T) {
 }
 
 // One fetch call moves as many messages as there are free handlers: with 200
-// due messages and 50 handlers, 50 handlers run after at most two fetch calls
-// (the first one only reads the slot's head), and no more than 50 run.
+// due messages and 50 handlers, 50 handlers run after at most three fetch
+// calls (the first one only reads the slot's head, the third is the
+// backlog's prefetch), and no more than 50 run.
 func TestNoPollingBatchFillsCapacity(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, e *env) {
@@ -115,7 +116,9 @@ func TestNoPollingBatchFillsCapacity(t *testing.T) {
 		case <-time.After(waitLong):
 			t.Fatalf("only %d handlers started", running.Load())
 		}
-		assert.LessOrEqual(t, callsAtFull.Load(), int64(2), "fetch calls before %d handlers ran", capacity)
+		// The head read, the fetch of the first 50, and perhaps the
+		// backlog's prefetch (engine.adaptBacklog) taken while they start.
+		assert.LessOrEqual(t, callsAtFull.Load(), int64(3), "fetch calls before %d handlers ran", capacity)
 		time.Sleep(300 * time.Millisecond)
 		assert.Equal(t, int64(capacity), running.Load(), "more handlers than capacity")
 		// The first fetch came back full with every handler idle: a
