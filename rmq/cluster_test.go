@@ -21,6 +21,7 @@ import (
 	"github.com/rmq-go/rmq/internal/keyspace"
 	"github.com/rmq-go/rmq/internal/redisserver"
 	"github.com/rmq-go/rmq/internal/redistest"
+	"github.com/rmq-go/rmq/internal/rmqtest"
 	"github.com/rmq-go/rmq/internal/scripts"
 	"github.com/rmq-go/rmq/producer"
 	"github.com/rmq-go/rmq/rmq"
@@ -125,7 +126,7 @@ func TestClusterEveryScriptKeysOneHashSlot(t *testing.T) {
 
 	require.NoError(t, c.Close(ctx))
 	require.NoError(t, zk.Close(ctx))
-	seen := e.scripts.seen()
+	seen := e.scripts.Seen()
 	for _, name := range scripts.Names() {
 		assert.Contains(t, seen, name, "script %s was never called", name)
 	}
@@ -383,7 +384,7 @@ func (h *noScriptCounter) observe(cmd redis.Cmder) {
 	if !scripts.IsNoScript(cmd.Err()) {
 		return
 	}
-	name := scriptsBySHA[fmt.Sprint(cmd.Args()[1])]
+	name := rmqtest.ScriptName(fmt.Sprint(cmd.Args()[1]))
 	h.mu.Lock()
 	if h.n == nil {
 		h.n = map[string]int{}
@@ -402,11 +403,7 @@ func scriptsOn(t *testing.T, addr string) bool {
 	t.Helper()
 	rdb := redis.NewClient(&redis.Options{Addr: addr, DisableIdentity: true})
 	defer rdb.Close()
-	var shas []string
-	for sha := range scriptsBySHA {
-		shas = append(shas, sha)
-	}
-	ok, err := rdb.ScriptExists(context.Background(), shas...).Result()
+	ok, err := rdb.ScriptExists(context.Background(), rmqtest.ScriptSHAs()...).Result()
 	require.NoError(t, err)
 	return !slices.Contains(ok, false)
 }
@@ -541,14 +538,15 @@ func TestClusterReshardLosesNothing(t *testing.T) {
 	cl := redistest.StartCluster(t, redisserver.ClusterConfig{})
 	e := newClusterEnvOn(t, cl)
 	var redir redirects
-	e.rdb = redistest.ClusterClient(t, cl, func(o *redis.ClusterOptions) {
+	rdb := redistest.ClusterClient(t, cl, func(o *redis.ClusterOptions) {
 		o.NewClient = func(opt *redis.Options) *redis.Client {
 			nc := redis.NewClient(opt)
 			nc.AddHook(redistest.Observer{After: func(c redis.Cmder) { redir.observe(c.Err()) }})
 			return nc
 		}
 	})
-	e.rdb.AddHook(redistest.Observer{Before: e.scripts.observe})
+	rdb.AddHook(redistest.Observer{Before: e.scripts.Observe})
+	e.RDB, e.rdb = rdb, rdb // the client e.client() uses, and its short name
 	ctx := ctxT(t)
 	tp := mustTopic(t, "reshard", topic.FixedTime, 16)
 	moving := []int{1, 6, 11, 14}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/rmq-go/rmq/consumer"
 	"github.com/rmq-go/rmq/internal/redistest"
+	"github.com/rmq-go/rmq/internal/rmqtest"
 	"github.com/rmq-go/rmq/internal/scripts"
 	"github.com/rmq-go/rmq/internal/topicstore"
 	"github.com/rmq-go/rmq/rmq"
@@ -612,7 +613,7 @@ func TestInspectorTopicsAndErrors(t *testing.T) {
 func TestInspectorOnCluster(t *testing.T) {
 	t.Parallel()
 	cc := redistestClusterClient(t)
-	prefix := testPrefix(t)
+	prefix := rmqtest.Prefix(t)
 	t.Cleanup(func() { checkNoOrphans(t, cc, prefix) })
 	ctx := ctxT(t)
 	tp := mustTopic(t, "cl", topic.FixedTime, 8)

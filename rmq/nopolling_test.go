@@ -32,13 +32,13 @@ func TestNoPollingSleepsUntilDue(t *testing.T) {
 		_, err := c.Producer().SendFixedTime(ctx, tp, []byte("later"), due, producer.WithKey("later"))
 		require.NoError(t, err)
 		time.Sleep(2 * time.Second)
-		idle := fetches.n()
+		idle := fetches.N()
 		assert.LessOrEqual(t, idle, int64(3), "fetch script called %d times in 2 s of idleness", idle)
 
 		d := rec.next(t, waitLong)
 		assert.False(t, d.At.Before(due.Truncate(time.Millisecond)), "delivered %v early", due.Sub(d.At))
 		assert.Less(t, d.At.Sub(due), time.Second, "delivered late: the fetcher overslept")
-		t.Logf("fetch calls: %d while idle, %d in all; lateness %v", idle, fetches.n(), d.At.Sub(due))
+		t.Logf("fetch calls: %d while idle, %d in all; lateness %v", idle, fetches.N(), d.At.Sub(due))
 	})
 }
 
@@ -55,7 +55,7 @@ func TestNoPollingWakeUp(t *testing.T) {
 		e.start(c)
 
 		time.Sleep(time.Second) // idle
-		before := fetches.n()
+		before := fetches.N()
 		for i := range 3 {
 			sent := time.Now()
 			key := fmt.Sprintf("now-%d", i)
@@ -66,7 +66,7 @@ func TestNoPollingWakeUp(t *testing.T) {
 			assert.Less(t, d.At.Sub(sent), time.Second, "a due message waited for a poll")
 			time.Sleep(300 * time.Millisecond)
 		}
-		calls := fetches.n() - before
+		calls := fetches.N() - before
 		assert.LessOrEqual(t, calls, int64(3*3), "fetch calls for 3 wake-ups: %d", calls)
 		t.Logf("fetch calls: %d before, %d for 3 wake-ups", before, calls)
 	})
@@ -88,7 +88,7 @@ func TestNoPollingBatchFillsCapacity(t *testing.T) {
 		full := make(chan struct{})
 		rec := newRecorder(func(ctx context.Context, m *consumer.Message) error {
 			if running.Add(1) == capacity {
-				callsAtFull.Store(fetches.n())
+				callsAtFull.Store(fetches.N())
 				close(full)
 			}
 			<-release
@@ -124,7 +124,7 @@ func TestNoPollingBatchFillsCapacity(t *testing.T) {
 		close(release)
 		rec.nextN(t, total, waitLong)
 		e.eventuallyCounts(tp, counts{})
-		t.Logf("fetch calls for %d messages: %d", total, fetches.n())
+		t.Logf("fetch calls for %d messages: %d", total, fetches.N())
 	})
 }
 

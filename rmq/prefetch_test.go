@@ -159,7 +159,7 @@ func TestPrefetchFetchesInLargeBatches(t *testing.T) {
 		}
 		// n/(p/2) full fetches, and a few that find the slot's head or
 		// nothing left.
-		assert.LessOrEqual(t, fetches.n(), int64(n/(prefetch/2)+6), "fetch calls")
+		assert.LessOrEqual(t, fetches.N(), int64(n/(prefetch/2)+6), "fetch calls")
 	})
 }
 
