@@ -33,11 +33,6 @@ import (
 // startTimeout bounds how long a test waits for a server or cluster.
 const startTimeout = 60 * time.Second
 
-// WaitLong bounds a wait for something that must happen. It is generous:
-// test machines are noisy and the race detector is slow, and a wait that
-// ends on its signal costs nothing more for being long.
-const WaitLong = 15 * time.Second
-
 // Separate locks so a test waiting for the cluster to form does not hold up
 // tests that only want the single server.
 var (

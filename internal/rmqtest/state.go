@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
@@ -91,20 +90,15 @@ func (e *Env) EventuallyQueues(tp topic.Topic, store, prepare, dead int64) {
 
 // EventuallyCountsAre waits until ok holds for tp's Counts; want describes
 // ok in the failure message. Queues change inside Redis scripts, which
-// tell no one: polling them is the only signal there is.
+// tell no one: they are polled (redistest.Poll).
 func (e *Env) EventuallyCountsAre(tp topic.Topic, ok func(Counts) bool, want string) {
 	e.T.Helper()
-	deadline := time.Now().Add(WaitLong)
-	for {
-		got := e.Counts(tp)
-		if ok(got) {
-			return
+	redistest.Poll(e.T, func() error {
+		if got := e.Counts(tp); !ok(got) {
+			return fmt.Errorf("counts of %s: got %+v, want %s", tp.Name(), got, want)
 		}
-		if time.Now().After(deadline) {
-			e.T.Fatalf("counts of %s: got %+v, want %s", tp.Name(), got, want)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // KeysNow lists every key under the Env's prefix.
