@@ -21,14 +21,21 @@ const pollEvery = 10 * time.Millisecond
 // runs on the test's goroutine, so it may use require.
 func Poll(tb testing.TB, check func() error) {
 	tb.Helper()
-	deadline := time.Now().Add(WaitLong)
+	PollWithin(tb, WaitLong, check)
+}
+
+// PollWithin is Poll with its own bound, for a test whose wait is longer
+// than WaitLong by design (a fleet draining thousands of messages).
+func PollWithin(tb testing.TB, within time.Duration, check func() error) {
+	tb.Helper()
+	deadline := time.Now().Add(within)
 	for {
 		err := check()
 		if err == nil {
 			return
 		}
 		if time.Now().After(deadline) {
-			tb.Fatalf("after %v: %v", WaitLong, err)
+			tb.Fatalf("after %v: %v", within, err)
 		}
 		time.Sleep(pollEvery)
 	}
