@@ -15,6 +15,7 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"testing"
@@ -175,12 +176,54 @@ func (e *Env) ClientOn(rdb redis.UniversalClient, opts ...rmq.Option) *rmq.Clien
 	return c
 }
 
-// Start starts c within 10 s.
+// Start starts c within 10 s. Its start context carries a pprof label of
+// the Env, which the client's fetchers inherit: WaitFetchersAsleep finds
+// them by it among the fetchers of tests running in parallel.
 func (e *Env) Start(c *rmq.Client) {
 	e.T.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(pprof.WithLabels(context.Background(), e.labels()), 10*time.Second)
 	defer cancel()
 	require.NoError(e.T, c.Start(ctx))
+}
+
+func (e *Env) labels() pprof.LabelSet { return pprof.Labels(envLabel, e.Prefix) }
+
+// envLabel names the pprof label of an Env's clients (its value is the
+// Env's prefix).
+const envLabel = "rmqtest"
+
+// fetcherRun is the engine's fetcher loop, whose one select is where it
+// sleeps.
+const fetcherRun = "github.com/rmq-go/rmq/internal/engine.(*fetcher).run"
+
+// Labelled runs f on the calling goroutine with the Env's pprof label,
+// which goroutines started in f inherit: run a long-polling Pull in it (go
+// e.Labelled(...)) for WaitPullsWaiting to find it.
+func (e *Env) Labelled(f func()) {
+	pprof.Do(context.Background(), e.labels(), func(context.Context) { f() })
+}
+
+// pullRun is rmq's Pull, whose one select is where a long-poll waits.
+const pullRun = "github.com/rmq-go/rmq/rmq.(*Client).Pull"
+
+// WaitPullsWaiting waits until n Pull calls made under Labelled are in
+// their long-poll wait (parked in Pull's select, with no wake-up pending):
+// what a send is then to wake.
+func (e *Env) WaitPullsWaiting(n int) {
+	e.T.Helper()
+	redistest.WaitParked(e.T, pullRun, map[string]string{envLabel: e.Prefix}, n)
+}
+
+// WaitFetchersAsleep waits until the clients this Env started run n
+// fetchers (one per registered topic that is not only pulled), every one
+// parked in the select that ends its loop: the only place a fetcher
+// sleeps, and it parks there only with no wake-up, release or timer
+// pending. A message sent after it returns reaches them only through a
+// wake-up (or their idle timer, a minute away): what a test of wake-ups
+// needs, and what a sleep of a few hundred ms only made likely.
+func (e *Env) WaitFetchersAsleep(n int) {
+	e.T.Helper()
+	redistest.WaitParked(e.T, fetcherRun, map[string]string{envLabel: e.Prefix}, n)
 }
 
 // Prefix is redistest.Prefix, checked to be a valid key prefix.
