@@ -284,7 +284,7 @@ func startFaultRun(t *testing.T, e *env, tp topic.Topic) *faultRun {
 					r.failed++
 				}
 				r.mu.Unlock()
-				time.Sleep(2 * time.Millisecond)
+				time.Sleep(2 * time.Millisecond) // paces the load
 			}
 		}()
 	}
@@ -298,8 +298,7 @@ func (r *faultRun) finish(t *testing.T) {
 	t.Helper()
 	close(r.stop)
 	r.wg.Wait()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	redistest.PollWithin(t, 30*time.Second, func() error {
 		r.mu.Lock()
 		var missing []string
 		for id := range r.acked {
@@ -308,15 +307,12 @@ func (r *faultRun) finish(t *testing.T) {
 			}
 		}
 		r.mu.Unlock()
-		if len(missing) == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
+		if len(missing) > 0 {
 			sort.Strings(missing)
-			t.Fatalf("%d acknowledged sends never handled, e.g. %v", len(missing), missing[:min(10, len(missing))])
+			return fmt.Errorf("%d acknowledged sends never handled, e.g. %v", len(missing), missing[:min(10, len(missing))])
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 	r.e.eventuallyCounts(r.tp, counts{})
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -335,7 +331,7 @@ func probeWakeUps(t *testing.T, e *env, tp topic.Topic) {
 	rec := newRecorder(nil)
 	require.NoError(t, c.Register(tp, rec))
 	e.start(c)
-	time.Sleep(200 * time.Millisecond)
+	e.waitFetchersAsleep(1) // the earlier clients of e are closed
 	for s := range tp.SlotAmount() {
 		id := fmt.Sprintf("probe-%d", s)
 		sent := time.Now()

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
 
 	"github.com/rmq-go/rmq/consumer"
 	"github.com/rmq-go/rmq/internal/redisserver"
@@ -22,11 +23,9 @@ import (
 	"github.com/rmq-go/rmq/topic"
 )
 
-// Generous bounds: test machines are noisy and the race detector is slow.
-const (
-	waitLong  = rmqtest.WaitLong // for something that must happen
-	waitQuiet = 700 * time.Millisecond
-)
+// waitLong bounds a wait for something that must happen: generous, since
+// test machines are noisy and the race detector is slow.
+const waitLong = rmqtest.WaitLong
 
 // backend is one kind of Redis the behaviour suite runs against: the shared
 // single redis-server, or the shared 3-master/3-replica cluster.
@@ -108,6 +107,13 @@ func (e *env) clientOn(rdb redis.UniversalClient, opts ...rmq.Option) *rmq.Clien
 func (e *env) start(c *rmq.Client) { e.t.Helper(); e.Start(c) }
 
 func (e *env) addrs() string { return e.Addrs() }
+
+// waitFetchersAsleep waits until the clients e started run n fetchers, all
+// asleep: a message sent next reaches them only by a wake-up.
+func (e *env) waitFetchersAsleep(n int) { e.t.Helper(); e.WaitFetchersAsleep(n) }
+
+// waitPullsWaiting waits until n Pulls made under e.Labelled long-poll.
+func (e *env) waitPullsWaiting(n int) { e.t.Helper(); e.WaitPullsWaiting(n) }
 
 func mustTopic(t *testing.T, name string, typ topic.Type, slotAmount int) topic.Topic {
 	t.Helper()
@@ -197,7 +203,39 @@ func (r *recorder) nextN(t *testing.T, n int, within time.Duration) []delivery {
 	return out
 }
 
-// none checks that nothing is delivered for d.
+// drained checks that rec got no delivery beyond those the test took, and
+// never will: it waits until tp holds want in Redis with nothing left to
+// deliver (no message in store and no body in msg; dead messages, and the
+// tombstone a removal leaves in prepare until its lease ends, may stay),
+// then finds no delivery recorded. No fixed wait, and it fails on a
+// delivery too many: a message is delivered only out of store, with its
+// body, and stays in prepare (leased) with its body until its listener
+// call has ended, so once no body is left every delivery there will be of
+// tp's messages is in the recorder.
+func (r *recorder) drained(t *testing.T, e *env, tp topic.Topic, want counts) {
+	t.Helper()
+	require.Zero(t, want.Store+want.Msg, "drained: %+v has messages still to deliver", want)
+	e.eventuallyCounts(tp, want)
+	r.nothingYet(t)
+}
+
+// nothingYet checks that no delivery was recorded beyond those the test
+// took, at once: for after an event that ends deliveries (drained's empty
+// queues, a Close that returned).
+func (r *recorder) nothingYet(t *testing.T) {
+	t.Helper()
+	select {
+	case got := <-r.ch:
+		t.Fatalf("unexpected delivery %v", got)
+	default:
+	}
+}
+
+// none checks that nothing is delivered for d: a fixed wait, for a message
+// that waits in Redis and must not be delivered yet (its topic paused, its
+// due time or lease still to come), where no later event can show that it
+// will not be. It is the fixed wait of rmq's tests with quiet; where the
+// topic drains, drained says more, at once.
 func (r *recorder) none(t *testing.T, d time.Duration) {
 	t.Helper()
 	select {
@@ -206,6 +244,12 @@ func (r *recorder) none(t *testing.T, d time.Duration) {
 	case <-time.After(d):
 	}
 }
+
+// quiet gives the library d to do what it must not (start a listener call
+// beyond its concurrency, fetch what is paused) where nothing observable
+// would tell that it will not; the caller then checks that it did not.
+// With recorder.none it is the only fixed wait of rmq's tests.
+func quiet(d time.Duration) { time.Sleep(d) }
 
 func ack(context.Context, *consumer.Message) error { return nil }
 

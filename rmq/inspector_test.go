@@ -98,7 +98,7 @@ func TestInspectorDeadQueue(t *testing.T) {
 		assert.Empty(t, d.LastError)
 		assert.Equal(t, "body-"+d.ID, d.Body)
 	}
-	rec.none(t, waitQuiet)
+	rec.drained(t, e, tp, counts{Dead: 8, DeadMsg: 8})
 	n, err = insp.Requeue(ctx, tp, "k1")
 	require.NoError(t, err)
 	assert.Zero(t, n, "requeued twice")
@@ -113,11 +113,11 @@ func TestInspectorDeadQueue(t *testing.T) {
 	n, err = insp.PurgeDead(ctx, tp)
 	require.NoError(t, err)
 	assert.Equal(t, 6, n)
-	e.eventuallyCounts(tp, counts{})
+	rec.drained(t, e, tp, counts{})
 	n, err = insp.PurgeDead(ctx, tp)
 	require.NoError(t, err)
 	assert.Zero(t, n)
-	rec.none(t, waitQuiet)
+	rec.nothingYet(t)
 }
 
 // Paging walks the whole dead queue in the global order (newest first, then
@@ -731,7 +731,7 @@ func TestInspectorDeadRetention(t *testing.T) {
 	require.NoError(t, c2.Register(byAge, fail, consumer.WithMaxRetries(0), consumer.WithDeadRetention(0, 300*time.Millisecond)))
 	e.start(c2)
 	killInTurn(c2, byAge, "old1", "old2")
-	time.Sleep(400 * time.Millisecond)
+	time.Sleep(400 * time.Millisecond) // the age the retention trims by
 	killInTurn(c2, byAge, "new")
 	kept, err = insp.Dead(ctx, byAge)
 	require.NoError(t, err)

@@ -31,7 +31,7 @@ func TestNoPollingSleepsUntilDue(t *testing.T) {
 		due := time.Now().Add(3 * time.Second)
 		_, err := c.Producer().SendFixedTime(ctx, tp, []byte("later"), due, producer.WithKey("later"))
 		require.NoError(t, err)
-		time.Sleep(2 * time.Second)
+		time.Sleep(2 * time.Second) // the idleness whose fetch calls are counted
 		idle := fetches.N()
 		assert.LessOrEqual(t, idle, int64(3), "fetch script called %d times in 2 s of idleness", idle)
 
@@ -54,7 +54,7 @@ func TestNoPollingWakeUp(t *testing.T) {
 		require.NoError(t, c.Register(tp, rec))
 		e.start(c)
 
-		time.Sleep(time.Second) // idle
+		e.waitFetchersAsleep(1) // idle
 		before := fetches.N()
 		for i := range 3 {
 			sent := time.Now()
@@ -64,7 +64,10 @@ func TestNoPollingWakeUp(t *testing.T) {
 			d := rec.next(t, waitLong)
 			assert.Equal(t, key, d.ID)
 			assert.Less(t, d.At.Sub(sent), time.Second, "a due message waited for a poll")
-			time.Sleep(300 * time.Millisecond)
+			// Idle again: the ack landed (the handler's end released the
+			// fetcher before it), and the fetcher sleeps.
+			e.eventuallyCounts(tp, counts{})
+			e.waitFetchersAsleep(1)
 		}
 		calls := fetches.N() - before
 		assert.LessOrEqual(t, calls, int64(3*3), "fetch calls for 3 wake-ups: %d", calls)
@@ -116,7 +119,7 @@ func TestNoPollingBatchFillsCapacity(t *testing.T) {
 			t.Fatalf("only %d handlers started", running.Load())
 		}
 		assert.LessOrEqual(t, callsAtFull.Load(), int64(2), "fetch calls before %d handlers ran", capacity)
-		time.Sleep(300 * time.Millisecond)
+		quiet(300 * time.Millisecond) // time to start a handler too many
 		assert.Equal(t, int64(capacity), running.Load(), "more handlers than capacity")
 		assert.Equal(t, counts{Store: total - capacity, Prepare: capacity, Msg: total}, e.counts(tp))
 		t.Logf("fetch calls when %d handlers ran: %d", capacity, callsAtFull.Load())
@@ -147,7 +150,7 @@ func TestWakeUpsAfterDeliveries(t *testing.T) {
 			d := rec.next(t, waitLong)
 			require.Equal(t, key, d.ID)
 			assert.Less(t, d.At.Sub(sent), time.Second)
-			time.Sleep(10 * time.Millisecond)
+			time.Sleep(10 * time.Millisecond) // paced: wake-ups come while the fetcher applies earlier ones
 		}
 		e.eventuallyCounts(tp, counts{})
 	})
