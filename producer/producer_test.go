@@ -300,15 +300,14 @@ func TestCancelledSenderDoesNotStallTheQueue(t *testing.T) {
 	// Senders that fill every flush slot; each sends at once and hangs,
 	// and those after them queue. Each one's message has left for Redis in
 	// a flush, or queues behind them, before the next starts.
-	flushes := &scriptCounter{}
-	rdb.AddHook(redistest.Observer{Before: flushes.count})
+	flushes := sendBatchCounter(rdb)
 	busy := make(chan error, 4)
 	for i := range cap(busy) {
 		go func() {
 			_, err := p.SendFixedTime(ctx, tp, []byte(fmt.Sprintf("busy %d", i)), time.Now())
 			busy <- err
 		}()
-		require.Eventually(t, func() bool { return flushes.calls.Load()+int64(producer.Queued(p)) == int64(i+1) },
+		require.Eventually(t, func() bool { return flushes.N()+int64(producer.Queued(p)) == int64(i+1) },
 			redistest.WaitLong, time.Millisecond, "sender %d's message neither left nor queued", i)
 	}
 	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
