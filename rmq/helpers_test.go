@@ -32,8 +32,7 @@ const waitLong = rmqtest.WaitLong
 type backend = rmqtest.Backend
 
 var (
-	singleNode = rmqtest.SingleNode
-	cluster    = rmqtest.Cluster
+	cluster = rmqtest.Cluster
 	// backends is the table every behaviour test runs over.
 	backends = rmqtest.Backends
 )
