@@ -30,7 +30,6 @@ func TestPullWakesOnlyItsTopic(t *testing.T) {
 	markers := newRecorder(nil)
 	require.NoError(t, c.Register(marker, markers))
 	e.start(c)
-	e.waitFetchersAsleep(1) // marker's: what is sent to it comes by a wake-up
 	p := c.Producer()
 
 	// B's engine exists and hears B's wake-ups (so they reached every
@@ -56,6 +55,7 @@ func TestPullWakesOnlyItsTopic(t *testing.T) {
 	// in publishing order): marker's, which alone brings its sleeping
 	// fetcher a message. Had a B wake-up reached A's waiter, the waiter
 	// would not be back in its wait before it counted the wake-up.
+	e.waitFetchersAsleep(1) // so "m" comes by its wake-up, not a fetch under way
 	send(t, p, marker, "m", "m")
 	require.Equal(t, "m", markers.next(t, waitLong).ID)
 	e.waitPullsWaiting(1)
