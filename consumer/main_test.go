@@ -8,4 +8,4 @@ import (
 
 // TestMain runs the examples against a throwaway redis-server (started on
 // first use, stopped at the end) and fails when a goroutine outlives them.
-func TestMain(m *testing.M) { redistest.MainLeakFree(m) }
+func TestMain(m *testing.M) { redistest.VerifyTestMain(m) }

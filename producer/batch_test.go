@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,30 +12,27 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rmq-go/rmq/internal/redistest"
+	"github.com/rmq-go/rmq/internal/rmqtest"
 	"github.com/rmq-go/rmq/internal/scripts"
 	"github.com/rmq-go/rmq/producer"
 	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
 )
 
-// scriptCounter counts sendbatch.lua calls that reach Redis, pipelined or not.
-type scriptCounter struct{ calls atomic.Int64 }
-
-func (c *scriptCounter) count(cmd redis.Cmder) {
-	args := cmd.Args()
-	if len(args) > 1 && (cmd.Name() == "evalsha" || cmd.Name() == "eval") && args[1] == scripts.SendBatch.Hash() {
-		c.calls.Add(1)
-	}
+// sendBatchCounter counts the sendbatch.lua calls that leave for Redis,
+// pipelined or not.
+func sendBatchCounter(rdb redis.UniversalClient) *rmqtest.ScriptCounter {
+	counter := rmqtest.NewScriptCounter(scripts.SendBatch)
+	rdb.AddHook(redistest.Observer{Before: counter.Observe})
+	return counter
 }
 
 // singleCounted is a producer on the shared single node whose sendbatch.lua
 // calls are counted.
-func singleCounted(t *testing.T) (*producer.Producer, redis.UniversalClient, *scriptCounter, string) {
+func singleCounted(t *testing.T) (*producer.Producer, redis.UniversalClient, *rmqtest.ScriptCounter, string) {
 	t.Helper()
 	p, rdb, prefix := setup(t, "single")
-	counter := &scriptCounter{}
-	rdb.AddHook(redistest.Observer{Before: counter.count})
-	return p, rdb, counter, prefix
+	return p, rdb, sendBatchCounter(rdb), prefix
 }
 
 // Concurrent single sends to one slot share script calls, and every sender
@@ -47,7 +43,7 @@ func TestGroupCommitCoalescesConcurrentSends(t *testing.T) {
 	tp := topic.MustNew("gc", topic.FixedTime, 1)
 	_, err := p.SendFixedTime(ctx, tp, []byte("warm-up"), time.Now().Add(time.Hour))
 	require.NoError(t, err)
-	counter.calls.Store(0)
+	warm := counter.N()
 
 	const senders, each = 32, 50
 	var wg sync.WaitGroup
@@ -75,7 +71,7 @@ func TestGroupCommitCoalescesConcurrentSends(t *testing.T) {
 			assert.Equal(t, producer.BodyID([]byte(fmt.Sprintf("m-%d-%d", g, i))), id)
 		}
 	}
-	calls := counter.calls.Load()
+	calls := counter.N() - warm
 	assert.Less(t, calls, int64(senders*each), "sends shared calls")
 	t.Logf("%d sends in %d script calls", senders*each, calls)
 }
@@ -90,7 +86,7 @@ func TestSendBatch(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, ids, 1000)
 	assert.Equal(t, "k999", ids[999])
-	assert.EqualValues(t, 1, counter.calls.Load(), "one script call across the 8 slots (a single node)")
+	assert.EqualValues(t, 1, counter.N(), "one script call across the 8 slots (a single node)")
 	assert.EqualValues(t, 1000, storeSizes(t, rdb, prefix, tp))
 
 	// One bad message fails the whole batch before anything is written.

@@ -6,3 +6,7 @@ import "time"
 // definitions (redefineInterval), so a test need not wait 10 s. Call it
 // while no send is running.
 func SetRedefineInterval(p *Producer, d time.Duration) { p.redefineEvery = d }
+
+// Queued is how many messages wait for a flush of p (none of the flushes
+// in flight), for a test to know its sends have queued.
+func Queued(p *Producer) int { return p.gc.Queued() }

@@ -9,4 +9,4 @@ import (
 // TestMain runs the tests and examples against the shared redis-server and
 // cluster (started on first use, stopped at the end) and fails when a
 // goroutine outlives them.
-func TestMain(m *testing.M) { redistest.MainLeakFree(m) }
+func TestMain(m *testing.M) { redistest.VerifyTestMain(m) }

@@ -295,14 +295,18 @@ func TestCancelledSenderDoesNotStallTheQueue(t *testing.T) {
 	// Redis holds every client's commands for a while: the next flush hangs.
 	admin := redistest.Client(t, redistest.Shared(t))
 	require.NoError(t, admin.Do(ctx, "CLIENT", "PAUSE", "700", "ALL").Err())
-	// Senders that fill every flush slot; each sends at once and hangs.
+	// Senders that fill every flush slot; each sends at once and hangs,
+	// and those after them queue. Each one's message has left for Redis in
+	// a flush, or queues behind them, before the next starts.
+	flushes := sendBatchCounter(rdb)
 	busy := make(chan error, 4)
 	for i := range cap(busy) {
 		go func() {
 			_, err := p.SendFixedTime(ctx, tp, []byte(fmt.Sprintf("busy %d", i)), time.Now())
 			busy <- err
 		}()
-		time.Sleep(20 * time.Millisecond)
+		require.Eventually(t, func() bool { return flushes.N()+int64(producer.Queued(p)) == int64(i+1) },
+			redistest.WaitLong, time.Millisecond, "sender %d's message neither left nor queued", i)
 	}
 	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 	_, err = p.SendFixedTime(short, tp, []byte("gave up"), time.Now())

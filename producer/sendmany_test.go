@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/rmq-go/rmq/internal/rmqtest"
 	"github.com/rmq-go/rmq/internal/scripts"
 	"github.com/rmq-go/rmq/producer"
 	"github.com/rmq-go/rmq/slots"
@@ -24,7 +25,7 @@ func TestSendManyReportsEachMessage(t *testing.T) {
 		var (
 			p       *producer.Producer
 			rdb     redis.UniversalClient
-			counter *scriptCounter // single node only
+			counter *rmqtest.ScriptCounter // single node only
 			prefix  string
 		)
 		if backend == "cluster" {
@@ -53,7 +54,7 @@ func TestSendManyReportsEachMessage(t *testing.T) {
 		assert.NoError(t, errs[4])
 		assert.Equal(t, []string{"a", "p", "", "", producer.BodyID([]byte("b"))}, ids)
 		if counter != nil {
-			assert.Equal(t, int64(1), counter.calls.Load(), "one script call on a single node")
+			assert.Equal(t, int64(1), counter.N(), "one script call on a single node")
 		}
 
 		env := func(tp topic.Topic, id string) (scripts.Envelope, bool) {

@@ -15,6 +15,7 @@ import (
 	"github.com/rmq-go/rmq/consumer"
 	"github.com/rmq-go/rmq/internal/redisserver"
 	"github.com/rmq-go/rmq/internal/redistest"
+	"github.com/rmq-go/rmq/internal/rmqtest"
 	"github.com/rmq-go/rmq/producer"
 	"github.com/rmq-go/rmq/rmq"
 	"github.com/rmq-go/rmq/slots"
@@ -213,8 +214,8 @@ func TestStartWarnsOnEvictionPolicy(t *testing.T) {
 			t.Parallel()
 			srv := redistest.Start(t, redisserver.Config{ExtraArgs: tc.args})
 			rdb := redistest.Client(t, srv)
-			var buf syncBuffer
-			c, err := rmq.New(rdb, rmq.WithPrefix(testPrefix(t)), rmq.WithLogger(slog.New(slog.NewTextHandler(&buf, nil))))
+			var buf rmqtest.SyncBuffer
+			c, err := rmq.New(rdb, rmq.WithPrefix(rmqtest.Prefix(t)), rmq.WithLogger(slog.New(slog.NewTextHandler(&buf, nil))))
 			require.NoError(t, err)
 			require.NoError(t, c.Register(mustTopic(t, "t", topic.FixedTime, 2), consumer.ListenerFunc(ack)))
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -21,6 +21,7 @@ import (
 	"github.com/rmq-go/rmq/internal/keyspace"
 	"github.com/rmq-go/rmq/internal/redisserver"
 	"github.com/rmq-go/rmq/internal/redistest"
+	"github.com/rmq-go/rmq/internal/rmqtest"
 	"github.com/rmq-go/rmq/internal/scripts"
 	"github.com/rmq-go/rmq/producer"
 	"github.com/rmq-go/rmq/rmq"
@@ -134,7 +135,7 @@ func TestClusterEveryScriptKeysOneHashSlot(t *testing.T) {
 
 	require.NoError(t, c.Close(ctx))
 	require.NoError(t, zk.Close(ctx))
-	seen := e.scripts.seen()
+	seen := e.scripts.Seen()
 	for _, name := range scripts.Names() {
 		assert.Contains(t, seen, name, "script %s was never called", name)
 	}
@@ -292,7 +293,7 @@ func startFaultRun(t *testing.T, e *env, tp topic.Topic) *faultRun {
 					r.failed++
 				}
 				r.mu.Unlock()
-				time.Sleep(2 * time.Millisecond)
+				time.Sleep(2 * time.Millisecond) // paces the load
 			}
 		}()
 	}
@@ -306,8 +307,7 @@ func (r *faultRun) finish(t *testing.T) {
 	t.Helper()
 	close(r.stop)
 	r.wg.Wait()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	redistest.PollWithin(t, 30*time.Second, func() error {
 		r.mu.Lock()
 		var missing []string
 		for id := range r.acked {
@@ -316,15 +316,12 @@ func (r *faultRun) finish(t *testing.T) {
 			}
 		}
 		r.mu.Unlock()
-		if len(missing) == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
+		if len(missing) > 0 {
 			sort.Strings(missing)
-			t.Fatalf("%d acknowledged sends never handled, e.g. %v", len(missing), missing[:min(10, len(missing))])
+			return fmt.Errorf("%d acknowledged sends never handled, e.g. %v", len(missing), missing[:min(10, len(missing))])
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 	r.e.eventuallyCounts(r.tp, counts{})
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -343,7 +340,7 @@ func probeWakeUps(t *testing.T, e *env, tp topic.Topic) {
 	rec := newRecorder(nil)
 	require.NoError(t, c.Register(tp, rec))
 	e.start(c)
-	time.Sleep(200 * time.Millisecond)
+	e.waitFetchersAsleep(1) // the earlier clients of e are closed
 	for s := range tp.SlotAmount() {
 		id := fmt.Sprintf("probe-%d", s)
 		sent := time.Now()
@@ -392,7 +389,7 @@ func (h *noScriptCounter) observe(cmd redis.Cmder) {
 	if !scripts.IsNoScript(cmd.Err()) {
 		return
 	}
-	name := scriptsBySHA[fmt.Sprint(cmd.Args()[1])]
+	name := rmqtest.ScriptName(fmt.Sprint(cmd.Args()[1]))
 	h.mu.Lock()
 	if h.n == nil {
 		h.n = map[string]int{}
@@ -411,11 +408,7 @@ func scriptsOn(t *testing.T, addr string) bool {
 	t.Helper()
 	rdb := redis.NewClient(&redis.Options{Addr: addr, DisableIdentity: true})
 	defer rdb.Close()
-	var shas []string
-	for sha := range scriptsBySHA {
-		shas = append(shas, sha)
-	}
-	ok, err := rdb.ScriptExists(context.Background(), shas...).Result()
+	ok, err := rdb.ScriptExists(context.Background(), rmqtest.ScriptSHAs()...).Result()
 	require.NoError(t, err)
 	return !slices.Contains(ok, false)
 }
@@ -551,14 +544,15 @@ func TestClusterReshardLosesNothing(t *testing.T) {
 	cl := redistest.StartCluster(t, redisserver.ClusterConfig{})
 	e := newClusterEnvOn(t, cl)
 	var redir redirects
-	e.rdb = redistest.ClusterClient(t, cl, func(o *redis.ClusterOptions) {
+	rdb := redistest.ClusterClient(t, cl, func(o *redis.ClusterOptions) {
 		o.NewClient = func(opt *redis.Options) *redis.Client {
 			nc := redis.NewClient(opt)
 			nc.AddHook(redistest.Observer{After: func(c redis.Cmder) { redir.observe(c.Err()) }})
 			return nc
 		}
 	})
-	e.rdb.AddHook(redistest.Observer{Before: e.scripts.observe})
+	rdb.AddHook(redistest.Observer{Before: e.scripts.Observe})
+	e.RDB, e.rdb = rdb, rdb // the client e.client() uses, and its short name
 	ctx := ctxT(t)
 	tp := mustTopic(t, "reshard", topic.FixedTime, 16)
 	moving := []int{1, 6, 11, 14}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/rmq-go/rmq/consumer"
 	"github.com/rmq-go/rmq/internal/redistest"
+	"github.com/rmq-go/rmq/internal/rmqtest"
 	"github.com/rmq-go/rmq/internal/scripts"
 	"github.com/rmq-go/rmq/topic"
 )
@@ -22,7 +23,7 @@ type fetchGroups struct {
 }
 
 func (f *fetchGroups) observe(cmd redis.Cmder) {
-	if sha, ok := scriptSHA(cmd); !ok || sha != scripts.Fetch.Hash() {
+	if sha, ok := rmqtest.ScriptSHA(cmd); !ok || sha != scripts.Fetch.Hash() {
 		return
 	}
 	nkeys, ok := cmd.Args()[2].(int)

@@ -1,16 +1,10 @@
 package rmq_test
 
 import (
-	"bytes"
 	"context"
-	"crypto/sha1"
-	"encoding/hex"
-	"errors"
 	"fmt"
 	"log/slog"
 	"math"
-	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -21,6 +15,7 @@ import (
 	"github.com/rmq-go/rmq/consumer"
 	"github.com/rmq-go/rmq/internal/redisserver"
 	"github.com/rmq-go/rmq/internal/redistest"
+	"github.com/rmq-go/rmq/internal/rmqtest"
 	"github.com/rmq-go/rmq/internal/scripts"
 	"github.com/rmq-go/rmq/producer"
 	"github.com/rmq-go/rmq/rmq"
@@ -28,42 +23,18 @@ import (
 	"github.com/rmq-go/rmq/topic"
 )
 
-// Generous bounds: test machines are noisy and the race detector is slow.
-const (
-	waitLong  = 15 * time.Second // for something that must happen
-	waitQuiet = 700 * time.Millisecond
-)
-
-// syncBuffer is a bytes.Buffer safe for the library's goroutines to log to.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+// waitLong bounds a wait for something that must happen: generous, since
+// test machines are noisy and the race detector is slow.
+const waitLong = rmqtest.WaitLong
 
 // backend is one kind of Redis the behaviour suite runs against: the shared
 // single redis-server, or the shared 3-master/3-replica cluster.
-type backend struct {
-	name    string
-	cluster bool
-}
+type backend = rmqtest.Backend
 
 var (
-	singleNode = backend{name: "single"}
-	cluster    = backend{name: "cluster", cluster: true}
+	cluster = rmqtest.Cluster
 	// backends is the table every behaviour test runs over.
-	backends = []backend{singleNode, cluster}
+	backends = rmqtest.Backends
 )
 
 // forEachBackend runs f once per backend, as parallel subtests named after
@@ -71,7 +42,7 @@ var (
 func forEachBackend(t *testing.T, f func(t *testing.T, e *env)) {
 	t.Helper()
 	for _, b := range backends {
-		t.Run(b.name, func(t *testing.T) {
+		t.Run(b.Name, func(t *testing.T) {
 			t.Parallel()
 			f(t, newEnvFor(t, b))
 		})
@@ -83,133 +54,72 @@ func forEachBackend(t *testing.T, f func(t *testing.T, e *env)) {
 func forEachBackendSerial(t *testing.T, f func(t *testing.T, e *env)) {
 	t.Helper()
 	for _, b := range backends {
-		t.Run(b.name, func(t *testing.T) { f(t, newEnvFor(t, b)) })
+		t.Run(b.Name, func(t *testing.T) { f(t, newEnvFor(t, b)) })
 	}
 }
 
-// env is one test's view of Redis: a client on the shared (or a dedicated)
-// server or cluster, a unique key prefix and a log buffer shown when the
-// test fails. Every Redis client it makes checks that each script call
-// names keys of one cluster hash slot (keySlotCheck).
+// env is one test's view of Redis: an rmqtest.Env (the scaffolding rmq's
+// tests share with the other packages built on rmq) under the short names
+// rmq's tests are written with. The fields are copies of the Env's own
+// (a test that replaces one sets both: e.RDB, e.rdb = rdb, rdb) and each
+// method is one line onto the Env.
 type env struct {
+	*rmqtest.Env
 	t       *testing.T
-	backend backend
-	srv     *redisserver.Server  // single node; nil on a cluster
-	cl      *redisserver.Cluster // cluster; nil on a single node
 	rdb     redis.UniversalClient
 	prefix  string
-	log     *syncBuffer
+	srv     *redisserver.Server  // single node; nil on a cluster
+	cl      *redisserver.Cluster // cluster; nil on a single node
+	log     *rmqtest.SyncBuffer
 	logger  *slog.Logger
-	scripts *keySlotCheck
+	scripts *rmqtest.KeySlotCheck
+}
+
+func wrap(e *rmqtest.Env) *env {
+	return &env{Env: e, t: e.T, rdb: e.RDB, prefix: e.Prefix, srv: e.Srv, cl: e.Cl, log: e.Log, logger: e.Logger, scripts: e.Scripts}
 }
 
 // newEnv is a single-node env on the shared server.
-func newEnv(t *testing.T) *env {
-	t.Helper()
-	return newEnvOn(t, redistest.Shared(t))
-}
+func newEnv(t *testing.T) *env { return wrap(rmqtest.New(t)) }
 
 // newEnvFor is an env on the shared server or the shared cluster.
-func newEnvFor(t *testing.T, b backend) *env {
-	t.Helper()
-	if b.cluster {
-		return newClusterEnvOn(t, redistest.SharedCluster(t))
-	}
-	return newEnv(t)
-}
+func newEnvFor(t *testing.T, b backend) *env { return wrap(rmqtest.NewFor(t, b)) }
 
-func newEnvOn(t *testing.T, srv *redisserver.Server) *env {
-	t.Helper()
-	e := &env{t: t, backend: singleNode, srv: srv}
-	e.init()
-	return e
-}
+// newEnvOn is an env on srv, e.g. a server of the test's own.
+func newEnvOn(t *testing.T, srv *redisserver.Server) *env { return wrap(rmqtest.NewOn(t, srv)) }
 
 // newClusterEnvOn is an env on cl, the shared cluster or one of the test's
 // own (redistest.StartCluster) when the test disturbs it.
 func newClusterEnvOn(t *testing.T, cl *redisserver.Cluster) *env {
-	t.Helper()
-	e := &env{t: t, backend: cluster, cl: cl}
-	e.init()
-	return e
+	return wrap(rmqtest.NewOnCluster(t, cl))
 }
 
-func (e *env) init() {
-	t := e.t
-	e.prefix = testPrefix(t)
-	e.log = &syncBuffer{}
-	e.logger = slog.New(slog.NewTextHandler(e.log, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	e.scripts = newKeySlotCheck(e.backend != cluster)
-	e.rdb = e.newRedis()
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("library log:\n%s", e.log.String())
-		}
-	})
-	t.Cleanup(func() { e.scripts.verify(t) })
-}
+func (e *env) newRedis() redis.UniversalClient { return e.NewRedis() }
 
-// testPrefix is redistest.Prefix, checked to be a valid key prefix.
-func testPrefix(t *testing.T) string {
-	p := redistest.Prefix(t)
-	require.NoError(t, slots.ValidatePrefix(p))
-	return p
-}
-
-// newRedis returns another client on the env's server or cluster (e.g. one
-// to add hooks to); it checks the key slots of script calls too.
-func (e *env) newRedis() redis.UniversalClient {
-	var rdb redis.UniversalClient
-	if e.cl != nil {
-		rdb = redistest.ClusterClient(e.t, e.cl)
-	} else {
-		rdb = redistest.Client(e.t, e.srv)
-	}
-	rdb.AddHook(redistest.Observer{Before: e.scripts.observe})
-	return rdb
-}
-
-// client returns an rmq.Client on the env's prefix, closed at the end of the
-// test (before the Redis client is).
-func (e *env) client(opts ...rmq.Option) *rmq.Client {
-	e.t.Helper()
-	return e.clientOn(e.rdb, opts...)
-}
+func (e *env) client(opts ...rmq.Option) *rmq.Client { e.t.Helper(); return e.Client(opts...) }
 
 func (e *env) clientOn(rdb redis.UniversalClient, opts ...rmq.Option) *rmq.Client {
 	e.t.Helper()
-	base := []rmq.Option{rmq.WithPrefix(e.prefix), rmq.WithLogger(e.logger)}
-	c, err := rmq.New(rdb, append(base, opts...)...)
-	require.NoError(e.t, err)
-	e.t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := c.Close(ctx); err != nil {
-			e.t.Errorf("close client: %v", err)
-		}
-	})
-	return c
+	return e.ClientOn(rdb, opts...)
 }
 
-func (e *env) start(c *rmq.Client) {
-	e.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	require.NoError(e.t, c.Start(ctx))
-}
+func (e *env) start(c *rmq.Client) { e.t.Helper(); e.Start(c) }
+
+func (e *env) addrs() string { return e.Addrs() }
+
+// waitFetchersAsleep waits until the clients e started run n fetchers, all
+// asleep: a message sent next reaches them only by a wake-up.
+func (e *env) waitFetchersAsleep(n int) { e.t.Helper(); e.WaitFetchersAsleep(n) }
+
+// waitPullsWaiting waits until n Pulls made under e.Labelled long-poll.
+func (e *env) waitPullsWaiting(n int) { e.t.Helper(); e.WaitPullsWaiting(n) }
 
 func mustTopic(t *testing.T, name string, typ topic.Type, slotAmount int) topic.Topic {
 	t.Helper()
-	tp, err := topic.New(name, typ, slotAmount)
-	require.NoError(t, err)
-	return tp
+	return rmqtest.MustTopic(t, name, typ, slotAmount)
 }
 
-func ctxT(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
+func ctxT(t *testing.T) context.Context { return rmqtest.Ctx(t) }
 
 // delivery is what a handler saw, copied out of the Message.
 type delivery struct {
@@ -292,7 +202,39 @@ func (r *recorder) nextN(t *testing.T, n int, within time.Duration) []delivery {
 	return out
 }
 
-// none checks that nothing is delivered for d.
+// drained checks that rec got no delivery beyond those the test took, and
+// never will: it waits until tp holds want in Redis with nothing left to
+// deliver (no message in store and no body in msg; dead messages, and the
+// tombstone a removal leaves in prepare until its lease ends, may stay),
+// then finds no delivery recorded. No fixed wait, and it fails on a
+// delivery too many: a message is delivered only out of store, with its
+// body, and stays in prepare (leased) with its body until its listener
+// call has ended, so once no body is left every delivery there will be of
+// tp's messages is in the recorder.
+func (r *recorder) drained(t *testing.T, e *env, tp topic.Topic, want counts) {
+	t.Helper()
+	require.Zero(t, want.Store+want.Msg, "drained: %+v has messages still to deliver", want)
+	e.eventuallyCounts(tp, want)
+	r.nothingYet(t)
+}
+
+// nothingYet checks that no delivery was recorded beyond those the test
+// took, at once: for after an event that ends deliveries (drained's empty
+// queues, a Close that returned).
+func (r *recorder) nothingYet(t *testing.T) {
+	t.Helper()
+	select {
+	case got := <-r.ch:
+		t.Fatalf("unexpected delivery %v", got)
+	default:
+	}
+}
+
+// none checks that nothing is delivered for d: a fixed wait, for a message
+// that waits in Redis and must not be delivered yet (its topic paused, its
+// due time or lease still to come), where no later event can show that it
+// will not be. It is the fixed wait of rmq's tests with quiet; where the
+// topic drains, drained says more, at once.
 func (r *recorder) none(t *testing.T, d time.Duration) {
 	t.Helper()
 	select {
@@ -302,110 +244,52 @@ func (r *recorder) none(t *testing.T, d time.Duration) {
 	}
 }
 
+// quiet gives the library d to do what it must not (start a listener call
+// beyond its concurrency, fetch what is paused) where nothing observable
+// would tell that it will not; the caller then checks that it did not.
+// With recorder.none it is the only fixed wait of rmq's tests.
+func quiet(d time.Duration) { time.Sleep(d) }
+
 func ack(context.Context, *consumer.Message) error { return nil }
 
 func noBackoff(int) time.Duration { return 0 }
 
 // ---- Redis state -------------------------------------------------------
 
-func (e *env) keys(tp topic.Topic, slot int) slots.Keys {
-	return slots.KeysFor(e.prefix, tp, slot)
-}
+func (e *env) keys(tp topic.Topic, slot int) slots.Keys { return e.Keys(tp, slot) }
 
 // slotOfKey is the slot of a message sent WithKey(key) and no slot basis.
 func slotOfKey(tp topic.Topic, key string) int { return slots.IndexString(key, tp.SlotAmount()) }
 
-func (e *env) zscore(key, member string) (float64, bool) {
-	e.t.Helper()
-	s, err := e.rdb.ZScore(context.Background(), key, member).Result()
-	if errors.Is(err, redis.Nil) {
-		return 0, false
-	}
-	require.NoError(e.t, err)
-	return s, true
-}
+func (e *env) zscore(key, member string) (float64, bool) { e.t.Helper(); return e.ZScore(key, member) }
 
 func (e *env) envelope(hash, id string) (scripts.Envelope, bool) {
 	e.t.Helper()
-	raw, err := e.rdb.HGet(context.Background(), hash, id).Bytes()
-	if errors.Is(err, redis.Nil) {
-		return scripts.Envelope{}, false
-	}
-	require.NoError(e.t, err)
-	env, err := scripts.DecodeEnvelope(raw)
-	require.NoError(e.t, err)
-	return env, true
+	return e.Envelope(hash, id)
 }
 
-// counts sums, over every slot of tp, the sizes of store, prepare, msg,
-// dead and deadmsg.
-type counts struct{ Store, Prepare, Msg, Dead, DeadMsg int64 }
+// counts sums, over every slot of a topic, the sizes of store, prepare,
+// msg, dead and deadmsg.
+type counts = rmqtest.Counts
 
-func (e *env) counts(tp topic.Topic) counts {
-	e.t.Helper()
-	ctx := context.Background()
-	var c counts
-	for i := 0; i < tp.SlotAmount(); i++ {
-		k := e.keys(tp, i)
-		pipe := e.rdb.Pipeline()
-		s := pipe.ZCard(ctx, k.Store)
-		p := pipe.ZCard(ctx, k.Prepare)
-		m := pipe.HLen(ctx, k.Msg)
-		d := pipe.ZCard(ctx, k.Dead)
-		dm := pipe.HLen(ctx, k.DeadMsg)
-		_, err := pipe.Exec(ctx)
-		require.NoError(e.t, err)
-		c.Store += s.Val()
-		c.Prepare += p.Val()
-		c.Msg += m.Val()
-		c.Dead += d.Val()
-		c.DeadMsg += dm.Val()
-	}
-	return c
-}
+func (e *env) counts(tp topic.Topic) counts { e.t.Helper(); return e.Counts(tp) }
 
 // eventuallyCounts waits until the topic's counts are want.
 func (e *env) eventuallyCounts(tp topic.Topic, want counts) {
 	e.t.Helper()
-	e.eventuallyCountsAre(tp, func(got counts) bool { return got == want }, fmt.Sprintf("%+v", want))
+	e.EventuallyCounts(tp, want)
 }
 
 // eventuallyCountsAre waits until ok holds for the topic's counts; want
 // describes ok in the failure message.
 func (e *env) eventuallyCountsAre(tp topic.Topic, ok func(counts) bool, want string) {
 	e.t.Helper()
-	deadline := time.Now().Add(waitLong)
-	for {
-		got := e.counts(tp)
-		if ok(got) {
-			return
-		}
-		if time.Now().After(deadline) {
-			e.t.Fatalf("counts of %s: got %+v, want %s", tp.Name(), got, want)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	e.EventuallyCountsAre(tp, ok, want)
 }
 
-// keysNow lists every key under the env's prefix.
-func (e *env) keysNow() []string {
-	e.t.Helper()
-	return redistest.KeysWithPrefix(e.t, e.rdb, e.prefix)
-}
+func (e *env) keysNow() []string { e.t.Helper(); return e.KeysNow() }
 
-// dump returns every key under the prefix with a printable form of its value,
-// to show that a call wrote nothing.
-func (e *env) dump() map[string]string {
-	e.t.Helper()
-	ctx := context.Background()
-	out := map[string]string{}
-	for _, k := range e.keysNow() {
-		v, err := e.rdb.Dump(ctx, k).Result()
-		require.NoError(e.t, err)
-		out[k] = hex.EncodeToString([]byte(v))
-	}
-	return out
-}
+func (e *env) dump() map[string]string { e.t.Helper(); return e.Dump() }
 
 // prepareToken splits a prepare score into its deadline (Unix seconds) and
 // the delivery token.
@@ -415,49 +299,15 @@ func prepareToken(score float64) (deadline int64, token int64) {
 
 // ---- counting script calls ----------------------------------------------
 
-// scriptCounter is a go-redis hook counting EVALSHA/EVAL calls of one script,
-// pipelined or not.
-type scriptCounter struct {
-	sha   string
-	calls atomic.Int64
-}
-
-func newScriptCounter(s *redis.Script) *scriptCounter { return &scriptCounter{sha: s.Hash()} }
-
 // clientCountingFetches returns a client on a Redis connection of its own
 // whose fetch.lua calls are counted.
-func (e *env) clientCountingFetches() (*rmq.Client, *scriptCounter) {
+func (e *env) clientCountingFetches() (*rmq.Client, *rmqtest.ScriptCounter) {
 	e.t.Helper()
 	rdb := e.newRedis()
-	fetches := newScriptCounter(scripts.Fetch)
-	rdb.AddHook(redistest.Observer{Before: fetches.observe})
+	fetches := rmqtest.NewScriptCounter(scripts.Fetch)
+	rdb.AddHook(redistest.Observer{Before: fetches.Observe})
 	return e.clientOn(rdb), fetches
 }
-
-func (h *scriptCounter) observe(cmd redis.Cmder) {
-	if sha, ok := scriptSHA(cmd); ok && sha == h.sha {
-		h.calls.Add(1)
-	}
-}
-
-// scriptSHA returns the SHA1 of the script an EVAL or EVALSHA (or their _RO
-// forms) runs.
-func scriptSHA(cmd redis.Cmder) (string, bool) {
-	args := cmd.Args()
-	if len(args) < 2 {
-		return "", false
-	}
-	switch strings.ToLower(fmt.Sprint(args[0])) {
-	case "evalsha", "evalsha_ro":
-		return fmt.Sprint(args[1]), true
-	case "eval", "eval_ro":
-		sum := sha1.Sum([]byte(fmt.Sprint(args[1])))
-		return hex.EncodeToString(sum[:]), true
-	}
-	return "", false
-}
-
-func (h *scriptCounter) n() int64 { return h.calls.Load() }
 
 // pastScore is a prepare score whose deadline lies 10 s in the past but which
 // keeps the delivery token of score.
@@ -482,7 +332,5 @@ func (o outcomeObserver) Finished(_ *consumer.Message, _ time.Duration, out cons
 // alone, as a send-only program makes one.
 func producerOn(t testing.TB, rdb redis.UniversalClient, prefix string) *producer.Producer {
 	t.Helper()
-	c, err := rmq.New(rdb, rmq.WithPrefix(prefix))
-	require.NoError(t, err)
-	return c.Producer()
+	return rmqtest.Producer(t, rdb, prefix)
 }

@@ -120,7 +120,7 @@ func TestRequeueWakesSleepingConsumer(t *testing.T) {
 	require.NoError(t, c.Register(tp, rec))
 	e.start(c)
 	sendAt(t, c.Producer(), tp, "far", "far", time.Now().Add(time.Hour), 0)
-	time.Sleep(200 * time.Millisecond) // let the fetcher go to sleep on "far"
+	e.waitFetchersAsleep(1) // asleep until "far", an hour away
 	start := time.Now()
 	n, err := c.Inspector().Requeue(ctx, tp, "a")
 	require.NoError(t, err)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/rmq-go/rmq/consumer"
 	"github.com/rmq-go/rmq/internal/redistest"
+	"github.com/rmq-go/rmq/internal/rmqtest"
 	"github.com/rmq-go/rmq/internal/scripts"
 	"github.com/rmq-go/rmq/producer"
 	"github.com/rmq-go/rmq/rmq"
@@ -71,7 +72,7 @@ func TestCloseWaitsForInflight(t *testing.T) {
 		case <-time.After(waitLong):
 			t.Fatal("Close did not return after the handlers finished")
 		}
-		rec.none(t, 200*time.Millisecond) // fetching stopped: nothing else was delivered
+		rec.nothingYet(t) // Close returned: fetching stopped, nothing else was delivered
 
 		assert.Equal(t, counts{Store: 3, Msg: 3}, e.counts(tp), "in-flight messages acked, the rest still waiting")
 		for _, d := range got {
@@ -170,9 +171,9 @@ func TestCloseDeadlineLetsPendingAckFinish(t *testing.T) {
 	e := newEnvOn(t, startDedicated(t))
 	ctx := ctxT(t)
 	tp := mustTopic(t, "closeack", topic.FixedTime, 1)
-	rollbacks := newScriptCounter(scripts.Rollback)
+	rollbacks := rmqtest.NewScriptCounter(scripts.Rollback)
 	rdb := e.newRedis()
-	rdb.AddHook(redistest.Observer{Before: rollbacks.observe})
+	rdb.AddHook(redistest.Observer{Before: rollbacks.Observe})
 	outcomes := make(chan consumer.Outcome, 2)
 	c := e.clientOn(rdb, rmq.WithObserver(outcomeObserver(outcomes)))
 	returned := make(chan struct{})
@@ -195,6 +196,6 @@ func TestCloseDeadlineLetsPendingAckFinish(t *testing.T) {
 	default:
 		t.Fatal("Close returned before the delivery ended")
 	}
-	assert.Zero(t, rollbacks.n(), "rollback.lua calls")
+	assert.Zero(t, rollbacks.N(), "rollback.lua calls")
 	assert.Equal(t, counts{}, e.counts(tp))
 }

@@ -43,15 +43,6 @@ func heldSoon(t *testing.T, e *env, tp topic.Topic, rec *recorder, body string) 
 	return p, due
 }
 
-// settled waits until tp holds nothing (every delivery acked, every
-// tombstone cleared), then checks that rec got nothing more: a delivery
-// that should not have happened is buffered in rec by then.
-func settled(t *testing.T, e *env, tp topic.Topic, rec *recorder) {
-	t.Helper()
-	require.Eventually(t, func() bool { return e.counts(tp) == counts{} }, 5*time.Second, 10*time.Millisecond)
-	rec.none(t, 100*time.Millisecond)
-}
-
 // removeHeld removes id k of tp by id (a message the client holds).
 func removeHeld(t *testing.T, e *env, tp topic.Topic) {
 	t.Helper()
@@ -72,7 +63,7 @@ func TestLookaheadDeliversAtTheInstant(t *testing.T) {
 	assert.Equal(t, 1, d.Attempt)
 	assert.False(t, d.At.Before(d.DueAt), "delivered %v before its instant", d.DueAt.Sub(d.At))
 	assert.Equal(t, due.Add(time.Millisecond-1).Truncate(time.Millisecond).UnixMilli(), d.DueAt.UnixMilli())
-	settled(t, e, tp, rec)
+	rec.drained(t, e, tp, counts{}) // every delivery acked, every tombstone cleared
 }
 
 // A message removed by id while held is not delivered: the remove takes it
@@ -83,7 +74,7 @@ func TestLookaheadRemovedWhileHeldIsNotDelivered(t *testing.T) {
 	rec := newRecorder(nil)
 	heldSoon(t, e, tp, rec, "b")
 	removeHeld(t, e, tp)
-	settled(t, e, tp, rec)
+	rec.drained(t, e, tp, counts{}) // every delivery acked, every tombstone cleared
 }
 
 // A fixed-time re-send while held replaces the due time, as in store: one
@@ -99,7 +90,7 @@ func TestLookaheadResendWhileHeldReplaces(t *testing.T) {
 	d := rec.next(t, 5*time.Second)
 	assert.Equal(t, "new", d.Body)
 	assert.False(t, d.At.Before(later), "delivered %v before the new instant", later.Sub(d.At))
-	settled(t, e, tp, rec)
+	rec.drained(t, e, tp, counts{}) // every delivery acked, every tombstone cleared
 }
 
 // A range-merge repeat while held merges into it, as into a waiting
@@ -116,7 +107,7 @@ func TestLookaheadRepeatWhileHeldMerges(t *testing.T) {
 	assert.False(t, d.At.Before(d.DueAt))
 	assert.Less(t, d.DueAt.Sub(due), 50*time.Millisecond, "kept the first one's instant")
 	// An unmerged repeat would wait in store for its own instant.
-	settled(t, e, tp, rec)
+	rec.drained(t, e, tp, counts{}) // every delivery acked, every tombstone cleared
 }
 
 // A client that closes while it holds a message gives it back to store at
@@ -139,7 +130,7 @@ func TestLookaheadCloseGivesHeldBack(t *testing.T) {
 	require.True(t, ok, "back in store")
 	assert.Equal(t, float64(time.UnixMilli(due.Add(time.Millisecond-1).Truncate(time.Millisecond).UnixMilli()).UnixMilli()), score)
 	assert.Equal(t, int64(0), e.counts(tp).Prepare)
-	rec.none(t, 100*time.Millisecond)
+	rec.nothingYet(t) // Close returned: what it held was not delivered
 
 	rec2 := newRecorder(nil)
 	c2 := e.client()
@@ -182,7 +173,7 @@ func TestNoLookaheadTakesAtTheInstant(t *testing.T) {
 	for time.Until(due) > 20*time.Millisecond {
 		_, ok := e.zscore(k.Prepare, "k")
 		require.False(t, ok, "taken %v before its instant", time.Until(due))
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(5 * time.Millisecond) // watched until its instant: the time is the behaviour under test
 	}
 	rec.next(t, 5*time.Second)
 }
@@ -217,7 +208,7 @@ func TestLookaheadLeaseLostWhileHeld(t *testing.T) {
 	d := rec.next(t, 5*time.Second)
 	assert.Equal(t, "k", d.ID)
 	assert.False(t, d.At.Before(d.DueAt))
-	settled(t, e, tp, rec)
+	rec.drained(t, e, tp, counts{}) // every delivery acked, every tombstone cleared
 }
 
 // A message held for longer than its prepare timeout keeps its lease once
@@ -250,7 +241,7 @@ func TestLookaheadHeldThenLongHandlerKeepsLease(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("the listener did not end")
 	}
-	settled(t, e, tp, rec)
+	rec.drained(t, e, tp, counts{}) // every delivery acked, every tombstone cleared
 }
 
 // Held messages do not take the capacity of a message due before them
@@ -261,7 +252,7 @@ func TestLookaheadHeldDoNotDelayAnEarlierMessage(t *testing.T) {
 	e := newEnv(t)
 	tp := mustTopic(t, "lookcap", topic.FixedTime, 4)
 	rec := newRecorder(func(context.Context, *consumer.Message) error {
-		time.Sleep(300 * time.Millisecond)
+		time.Sleep(300 * time.Millisecond) // a handler that works, keeping its capacity
 		return nil
 	})
 	ctx := ctxT(t)
@@ -301,7 +292,7 @@ func TestLookaheadRemovedWhileHeldThenResent(t *testing.T) {
 	assert.Equal(t, "again", d.Body)
 	assert.False(t, d.At.Before(again))
 	assert.Less(t, d.At.Sub(again), 2*time.Second, "not a lease late")
-	settled(t, e, tp, rec)
+	rec.drained(t, e, tp, counts{}) // every delivery acked, every tombstone cleared
 }
 
 // A topic with one handler takes nothing ahead (a held message would
@@ -320,7 +311,7 @@ func TestLookaheadNotWithOneHandler(t *testing.T) {
 	for time.Until(due) > 20*time.Millisecond {
 		_, ok := e.zscore(k.Prepare, "k")
 		require.False(t, ok, "taken %v before its instant", time.Until(due))
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(5 * time.Millisecond) // watched until its instant: the time is the behaviour under test
 	}
 	d := rec.next(t, 5*time.Second)
 	assert.False(t, d.At.Before(d.DueAt))

@@ -19,5 +19,5 @@ func TestMain(m *testing.M) {
 	if os.Getenv(schedWorkerEnv) == "1" {
 		os.Exit(runSchedWorker())
 	}
-	redistest.MainLeakFree(m)
+	redistest.VerifyTestMain(m)
 }

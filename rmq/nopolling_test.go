@@ -31,14 +31,14 @@ func TestNoPollingSleepsUntilDue(t *testing.T) {
 		due := time.Now().Add(3 * time.Second)
 		_, err := c.Producer().SendFixedTime(ctx, tp, []byte("later"), due, producer.WithKey("later"))
 		require.NoError(t, err)
-		time.Sleep(2 * time.Second)
-		idle := fetches.n()
+		time.Sleep(2 * time.Second) // the idleness whose fetch calls are counted
+		idle := fetches.N()
 		assert.LessOrEqual(t, idle, int64(3), "fetch script called %d times in 2 s of idleness", idle)
 
 		d := rec.next(t, waitLong)
 		assert.False(t, d.At.Before(due.Truncate(time.Millisecond)), "delivered %v early", due.Sub(d.At))
 		assert.Less(t, d.At.Sub(due), time.Second, "delivered late: the fetcher overslept")
-		t.Logf("fetch calls: %d while idle, %d in all; lateness %v", idle, fetches.n(), d.At.Sub(due))
+		t.Logf("fetch calls: %d while idle, %d in all; lateness %v", idle, fetches.N(), d.At.Sub(due))
 	})
 }
 
@@ -54,8 +54,8 @@ func TestNoPollingWakeUp(t *testing.T) {
 		require.NoError(t, c.Register(tp, rec))
 		e.start(c)
 
-		time.Sleep(time.Second) // idle
-		before := fetches.n()
+		e.waitFetchersAsleep(1) // idle
+		before := fetches.N()
 		for i := range 3 {
 			sent := time.Now()
 			key := fmt.Sprintf("now-%d", i)
@@ -64,9 +64,12 @@ func TestNoPollingWakeUp(t *testing.T) {
 			d := rec.next(t, waitLong)
 			assert.Equal(t, key, d.ID)
 			assert.Less(t, d.At.Sub(sent), time.Second, "a due message waited for a poll")
-			time.Sleep(300 * time.Millisecond)
+			// Idle again: the ack landed (the handler's end released the
+			// fetcher before it), and the fetcher sleeps.
+			e.eventuallyCounts(tp, counts{})
+			e.waitFetchersAsleep(1)
 		}
-		calls := fetches.n() - before
+		calls := fetches.N() - before
 		assert.LessOrEqual(t, calls, int64(3*3), "fetch calls for 3 wake-ups: %d", calls)
 		t.Logf("fetch calls: %d before, %d for 3 wake-ups", before, calls)
 	})
@@ -89,7 +92,7 @@ func TestNoPollingBatchFillsCapacity(t *testing.T) {
 		full := make(chan struct{})
 		rec := newRecorder(func(ctx context.Context, m *consumer.Message) error {
 			if running.Add(1) == capacity {
-				callsAtFull.Store(fetches.n())
+				callsAtFull.Store(fetches.N())
 				close(full)
 			}
 			<-release
@@ -119,7 +122,7 @@ func TestNoPollingBatchFillsCapacity(t *testing.T) {
 		// The head read, the fetch of the first 50, and perhaps the
 		// backlog's prefetch (engine.adaptBacklog) taken while they start.
 		assert.LessOrEqual(t, callsAtFull.Load(), int64(3), "fetch calls before %d handlers ran", capacity)
-		time.Sleep(300 * time.Millisecond)
+		quiet(300 * time.Millisecond) // time to start a handler too many
 		assert.Equal(t, int64(capacity), running.Load(), "more handlers than capacity")
 		// The first fetch came back full with every handler idle: a
 		// backlog, so the next took one prefetch of the concurrency ahead
@@ -130,7 +133,7 @@ func TestNoPollingBatchFillsCapacity(t *testing.T) {
 		close(release)
 		rec.nextN(t, total, waitLong)
 		e.eventuallyCounts(tp, counts{})
-		t.Logf("fetch calls for %d messages: %d", total, fetches.n())
+		t.Logf("fetch calls for %d messages: %d", total, fetches.N())
 	})
 }
 
@@ -153,7 +156,7 @@ func TestWakeUpsAfterDeliveries(t *testing.T) {
 			d := rec.next(t, waitLong)
 			require.Equal(t, key, d.ID)
 			assert.Less(t, d.At.Sub(sent), time.Second)
-			time.Sleep(10 * time.Millisecond)
+			time.Sleep(10 * time.Millisecond) // paced: wake-ups come while the fetcher applies earlier ones
 		}
 		e.eventuallyCounts(tp, counts{})
 	})

@@ -105,8 +105,7 @@ func TestPriorityResendReplaces(t *testing.T) {
 			order = append(order, fmt.Sprintf("%s:%d:%s", d.ID, d.Priority, d.Body))
 		}
 		require.Equal(t, []string{"c:200:c2", "b:50:b1", "a:20:a2"}, order)
-		rec.none(t, waitQuiet)
-		e.eventuallyCounts(tp, counts{})
+		rec.drained(t, e, tp, counts{})
 	})
 }
 
@@ -154,8 +153,7 @@ func TestPriorityRetryRanksBelowFresh(t *testing.T) {
 		last := got[len(got)-1]
 		assert.Equal(t, "first attempt fails", last.LastError)
 		assert.Equal(t, int64(1_000_000), last.Priority, "a retry keeps the priority it was sent with")
-		rec.none(t, waitQuiet)
-		e.eventuallyCounts(tp, counts{})
+		rec.drained(t, e, tp, counts{})
 	})
 }
 
@@ -241,7 +239,7 @@ func TestPriorityWakeUpsCoalesced(t *testing.T) {
 		send(keyIn(1, "y"), 150)  // slot 1
 		e.start(c)
 		require.Equal(t, int64(1000), rec.next(t, waitLong).Priority)
-		time.Sleep(300 * time.Millisecond) // let start-up settle
+		e.waitFetchersAsleep(1) // start-up settled: the one handler is held
 
 		// The next fetch (of z) runs; its reply is held while slot 0, empty so
 		// far, gets 100 and then 200: two wake-ups for one slot.
@@ -254,7 +252,9 @@ func TestPriorityWakeUpsCoalesced(t *testing.T) {
 		}
 		send(keyIn(0, "a"), 100)
 		send(keyIn(0, "b"), 200)
-		time.Sleep(300 * time.Millisecond) // both wake-ups reach the waker
+		// Both wake-ups must reach the waker while the fetch is held:
+		// nothing outside the engine can tell when they did.
+		quiet(300 * time.Millisecond)
 		close(gate.release)
 
 		var order []int64

@@ -45,14 +45,21 @@ func TestPullOrderAndLongPoll(t *testing.T) {
 		for _, d := range ds {
 			require.NoError(t, d.Ack(ctx))
 		}
+		// The third message (the other normal one) is taken too: the
+		// long-poll below then has nothing to return until a send wakes it.
+		rest, err := c.Pull(ctx, []topic.Topic{urgent, normal}, 10)
+		require.NoError(t, err)
+		require.Len(t, rest, 1)
+		assert.Equal(t, "normal", rest[0].Topic)
+		require.NoError(t, rest[0].Ack(ctx))
 
 		got := make(chan []*rmq.Delivery, 1)
-		go func() {
+		go e.Labelled(func() {
 			ds, err := c.Pull(ctx, []topic.Topic{urgent, normal}, 10, rmq.WithWait(10*time.Second))
 			assert.NoError(t, err)
 			got <- ds
-		}()
-		time.Sleep(200 * time.Millisecond)
+		})
+		e.waitPullsWaiting(1) // the send below is what must wake it
 		sent := time.Now()
 		send(t, p, urgent, "u2", "u2")
 		select {
@@ -162,13 +169,11 @@ func TestPullClose(t *testing.T) {
 		require.NoError(t, err)
 
 		done := make(chan error, 1)
-		go func() {
+		go e.Labelled(func() {
 			_, err := c.Pull(ctx, []topic.Topic{tp}, 1, rmq.WithWait(30*time.Second))
 			done <- err
-		}()
-		// Not a signal of anything: it gives the Pull time to reach its
-		// wait; the result must be the same if it has not.
-		time.Sleep(200 * time.Millisecond)
+		})
+		e.waitPullsWaiting(1) // Close is what must end its wait
 		closed := time.Now()
 		require.NoError(t, c.Close(ctx))
 		select {

@@ -25,6 +25,10 @@ func TestPullWakesOnlyItsTopic(t *testing.T) {
 	a := mustTopic(t, "wake-a", topic.FixedTime, 2)
 	b := mustTopic(t, "wake-b", topic.FixedTime, 2)
 	c := e.client()
+	// marker's listener shows when a wake-up sent after B's was dispatched.
+	marker := mustTopic(t, "wake-marker", topic.FixedTime, 1)
+	markers := newRecorder(nil)
+	require.NoError(t, c.Register(marker, markers))
 	e.start(c)
 	p := c.Producer()
 
@@ -35,19 +39,26 @@ func TestPullWakesOnlyItsTopic(t *testing.T) {
 	require.Empty(t, ds)
 
 	got := make(chan []*rmq.Delivery, 1)
-	go func() {
+	go e.Labelled(func() {
 		ds, err := c.Pull(ctx, []topic.Topic{a}, 1, rmq.WithWait(20*time.Second))
 		assert.NoError(t, err)
 		got <- ds
-	}()
+	})
 	// The long-poll is waiting once A's engine exists and a B wake-up
-	// would have reached it; give it time to get there.
-	time.Sleep(300 * time.Millisecond)
+	// would have reached it.
+	e.waitPullsWaiting(1)
 	for i := range 20 {
 		send(t, p, b, "b"+string(rune('a'+i)), "b")
 	}
-	// B's wake-ups arrive over pub/sub, within ms here.
-	time.Sleep(500 * time.Millisecond)
+	// B's wake-ups have been dispatched once a later wake-up on the same
+	// subscription connection was (Redis delivers a subscriber's messages
+	// in publishing order): marker's, which alone brings its sleeping
+	// fetcher a message. Had a B wake-up reached A's waiter, the waiter
+	// would not be back in its wait before it counted the wake-up.
+	e.waitFetchersAsleep(1) // so "m" comes by its wake-up, not a fetch under way
+	send(t, p, marker, "m", "m")
+	require.Equal(t, "m", markers.next(t, waitLong).ID)
+	e.waitPullsWaiting(1)
 	select {
 	case ds := <-got:
 		t.Fatalf("the long-poll on A returned %d deliveries after sends to B", len(ds))
@@ -143,14 +154,14 @@ func TestPullDueTimeHandedOverWhenItsOwnerLeaves(t *testing.T) {
 	sendAt(t, p, tp, "m", "m", dueAt, 0)
 
 	short := make(chan error, 1)
-	go func() {
+	go e.Labelled(func() {
 		ds, err := c.Pull(ctx, []topic.Topic{tp}, 1, rmq.WithWait(200*time.Millisecond))
 		if err == nil && len(ds) > 0 {
 			err = fmt.Errorf("the short wait got %s", ds[0].ID)
 		}
 		short <- err
-	}()
-	time.Sleep(50 * time.Millisecond) // the short one owns the due time
+	})
+	e.waitPullsWaiting(1) // the short one owns the due time
 	ds, err := c.Pull(ctx, []topic.Topic{tp}, 1, rmq.WithWait(10*time.Second))
 	arrived := time.Now()
 	require.NoError(t, err)
@@ -189,7 +200,7 @@ func testPullBurst(t *testing.T, typ topic.Type) {
 	allTaken := make(chan time.Time, 1)
 	for w := range waiters {
 		wg.Add(1)
-		go func() {
+		go e.Labelled(func() {
 			defer wg.Done()
 			for left.Load() > 0 {
 				ds, err := c.Pull(pullCtx, []topic.Topic{tp}, 1, rmq.WithWait(5*time.Second))
@@ -211,9 +222,9 @@ func testPullBurst(t *testing.T, typ topic.Type) {
 					assert.NoError(t, d.Ack(ctx))
 				}
 			}
-		}()
+		})
 	}
-	time.Sleep(300 * time.Millisecond) // all waiting
+	e.waitPullsWaiting(waiters)
 	msgs := make([]producer.BatchMessage, 40)
 	for i := range msgs {
 		msgs[i] = producer.BatchMessage{Body: []byte(fmt.Sprint(i)), Key: fmt.Sprint(i), At: time.Now(), Priority: 100}

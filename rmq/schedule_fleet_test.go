@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/rmq-go/rmq/internal/rmqtest"
 	"github.com/rmq-go/rmq/rmq"
 	"github.com/rmq-go/rmq/topic"
 )
@@ -62,7 +63,7 @@ func startSchedWorker(t *testing.T, e *env) (kill func()) {
 		workerClusterEnv+"="+map[bool]string{false: "0", true: "1"}[e.cl != nil],
 		workerPrefixEnv+"="+e.prefix,
 	)
-	stderr := &syncBuffer{}
+	stderr := &rmqtest.SyncBuffer{}
 	cmd.Stderr = stderr
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)

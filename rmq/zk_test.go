@@ -16,6 +16,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/rmq-go/rmq/consumer"
+	"github.com/rmq-go/rmq/internal/redistest"
 	"github.com/rmq-go/rmq/internal/zkserver"
 	"github.com/rmq-go/rmq/internal/zkserver/zktest"
 	"github.com/rmq-go/rmq/producer"
@@ -106,10 +107,10 @@ func (e *env) zkClient(srv *zkserver.Server, opts ...rmq.ZooKeeperOption) *rmq.C
 // once, in shares that differ by at most one, and returns the shares.
 func waitPartition(t *testing.T, tp topic.Topic, clients ...*rmq.Client) []int {
 	t.Helper()
-	deadline := time.Now().Add(waitLong)
-	for {
+	var shares []int
+	redistest.Poll(t, func() error {
 		seen := map[int]int{}
-		shares := make([]int, len(clients))
+		shares = make([]int, len(clients))
 		for i, c := range clients {
 			for s := range c.OwnedSlots(tp.Name()) {
 				seen[s]++
@@ -123,14 +124,12 @@ func waitPartition(t *testing.T, tp topic.Topic, clients ...*rmq.Client) []int {
 		for _, n := range shares { // balanced: shares differ by at most one
 			ok = ok && n >= tp.SlotAmount()/len(clients) && n <= (tp.SlotAmount()+len(clients)-1)/len(clients)
 		}
-		if ok {
-			return shares
+		if !ok {
+			return fmt.Errorf("slots not partitioned: shares %v, %d of %d slots owned", shares, len(seen), tp.SlotAmount())
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("slots not partitioned: shares %v, %d of %d slots owned", shares, len(seen), tp.SlotAmount())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
+	return shares
 }
 
 // Two clients split the slots evenly; each slot's messages are handled in

@@ -27,7 +27,7 @@ import (
 	"github.com/rmq-go/rmq/topic"
 )
 
-const waitLong = 15 * time.Second
+const waitLong = rmqtest.WaitLong
 
 // mount is where the tests' host serves the dashboard.
 const mount = "/dash"
@@ -205,13 +205,12 @@ func (e *env) makeDead(t topic.Topic, cause string, keysAndBodies ...string) {
 // waitFor polls cond (a Redis read) until it holds.
 func (e *env) waitFor(what string, cond func() bool) {
 	e.t.Helper()
-	deadline := time.Now().Add(waitLong)
-	for !cond() {
-		if time.Now().After(deadline) {
-			e.t.Fatalf("timed out waiting for %s", what)
+	redistest.Poll(e.t, func() error {
+		if !cond() {
+			return fmt.Errorf("waiting for %s", what)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // ids returns the message ids a page links to, in page order, from the

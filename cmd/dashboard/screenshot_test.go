@@ -82,7 +82,8 @@ func TestScreenshots(t *testing.T) {
 	shot("topic.png", "topic?name=orders.timeout", chromedp.WaitVisible(chromedp.CSS("#due-histogram")))
 	shot("message.png", "message?topic=invoices.render&id=inv-2026-0117", chromedp.WaitVisible(chromedp.CSS("#body")))
 	// The overview last, so that the lateness histogram has seen a few
-	// seconds of deliveries.
+	// seconds of deliveries: what the picture is to show, not a wait for
+	// an event.
 	time.Sleep(3 * time.Second)
 	shot("overview.png", "", chromedp.Poll[chromedp.Void](`Number(document.getElementById("charts").dataset.samples || 0) >= 5`, chromedp.WithPollingTimeout(40*time.Second)))
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 
 	"github.com/rmq-go/rmq/consumer"
 	"github.com/rmq-go/rmq/internal/redistest"
@@ -31,12 +32,16 @@ import (
 	"github.com/rmq-go/rmq/topic"
 )
 
+// TestMain runs the tests against the shared Redis, checks that no
+// goroutine was left running, and removes the rmqctl binary built for
+// them.
 func TestMain(m *testing.M) {
-	code := redistest.Main(m)
-	if binDir != "" {
-		os.RemoveAll(binDir)
-	}
-	os.Exit(code)
+	redistest.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+		if binDir != "" {
+			os.RemoveAll(binDir)
+		}
+		os.Exit(code)
+	}))
 }
 
 // The rmqctl binary, built once for every test that runs it.

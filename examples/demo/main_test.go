@@ -7,9 +7,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rmq-go/rmq/internal/redistest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
+
+// TestMain checks that no goroutine outlives the tests (the demo starts
+// its redis-server through procutil's spawner, which lives on by design).
+func TestMain(m *testing.M) { redistest.VerifyTestMain(m) }
 
 // The demo as scripts/demo.sh runs it: its own throwaway redis-server, the
 // three examples built and run against it, each reporting its result.

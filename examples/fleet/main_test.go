@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"os"
 	"regexp"
 	"strconv"
 	"testing"
@@ -17,7 +16,7 @@ import (
 	"github.com/rmq-go/rmq/internal/zkserver/zktest"
 )
 
-func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }
+func TestMain(m *testing.M) { redistest.VerifyTestMain(m) }
 
 // Every order's six events are handled once, in order, while worker-2
 // leaves half-way and its slots move to the other two.

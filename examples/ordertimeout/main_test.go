@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"os"
 	"testing"
 	"time"
 
@@ -13,7 +12,7 @@ import (
 	"github.com/rmq-go/rmq/internal/redistest"
 )
 
-func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }
+func TestMain(m *testing.M) { redistest.VerifyTestMain(m) }
 
 // The unpaid order is cancelled by its timeout; the paid ones lose their
 // timeouts to Remove and are never cancelled.

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -14,7 +13,7 @@ import (
 	"github.com/rmq-go/rmq/internal/redistest"
 )
 
-func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }
+func TestMain(m *testing.M) { redistest.VerifyTestMain(m) }
 
 // Fifteen changes of three SKUs merge into three deliveries, each carrying
 // its SKU's fifth (last) price.

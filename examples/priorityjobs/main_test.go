@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -16,7 +15,7 @@ import (
 	"github.com/rmq-go/rmq/rmq"
 )
 
-func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }
+func TestMain(m *testing.M) { redistest.VerifyTestMain(m) }
 
 // One worker takes the jobs highest priority first; the broken job's
 // retries come after every fresh job, and after the last one it is dead

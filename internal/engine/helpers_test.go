@@ -7,9 +7,14 @@ import (
 
 	"github.com/rmq-go/rmq/consumer"
 	"github.com/rmq-go/rmq/internal/options"
+	"github.com/rmq-go/rmq/internal/redistest"
 	"github.com/rmq-go/rmq/producer"
 	"github.com/rmq-go/rmq/topic"
 )
+
+// The engine's tests are not parallel: waitFetchersAsleep counts every
+// fetcher of the test binary, and goleak checks what each test left.
+func TestMain(m *testing.M) { redistest.VerifyTestMain(m) }
 
 // newHub returns a hub on rdb under prefix, as rmq.New makes a client's,
 // closed when the test ends (after the engines started later: cleanups
@@ -53,4 +58,18 @@ func (h *Hub) newPuller(tp topic.Topic, onWake func(), opts ...consumer.Option) 
 // newProducer is the producer of a client under prefix.
 func newProducer(rdb redis.UniversalClient, prefix string) *producer.Producer {
 	return producer.New(rdb, options.Producer{Prefix: prefix})
+}
+
+// fetcherRun is the fetcher's loop, whose one select is where it sleeps.
+const fetcherRun = "github.com/rmq-go/rmq/internal/engine.(*fetcher).run"
+
+// waitFetchersAsleep waits until n fetchers run, every one of them parked
+// in the select that ends its loop: the only place a fetcher sleeps, and
+// it parks there only with no wake-up, release or timer pending. A message
+// sent after it returns reaches them only through a wake-up (or their
+// idle timer, a minute away). The engine tests are not parallel, so every
+// fetcher of the test binary is the test's.
+func waitFetchersAsleep(t testing.TB, n int) {
+	t.Helper()
+	redistest.WaitParked(t, fetcherRun, nil, n)
 }

@@ -94,6 +94,19 @@ func (f *leaseFixture) leaveLease(tp topic.Topic, lease time.Duration) (*Pulled,
 }
 
 // inPrepare reports whether id is in slot's prepare set.
+// waitRolledBack waits until d is no longer in c's prepare, at most 2 s
+// past its lease's expiry, and returns how long after expiry that was
+// (polled finely: the sweeper's timing is what is measured, and a rollback
+// inside a script tells no one).
+func (f *leaseFixture) waitRolledBack(c *Engine, d *Pulled, expiry time.Time) time.Duration {
+	f.t.Helper()
+	for f.inPrepare(c, d.Slot, d.ID) {
+		require.True(f.t, time.Now().Before(expiry.Add(2*time.Second)), "not rolled back within 2s of its lease")
+		time.Sleep(5 * time.Millisecond)
+	}
+	return time.Since(expiry)
+}
+
 func (f *leaseFixture) inPrepare(c *Engine, slot int, id string) bool {
 	err := f.rdb.ZScore(context.Background(), c.keys[slot].Prepare, id).Err()
 	if err == redis.Nil {
@@ -158,11 +171,7 @@ func TestSweepLeaseTakenAfterStart(t *testing.T) {
 
 	f.send(tp, "a")
 	d, expiry := f.leaveLease(tp, 3*time.Second)
-	for f.inPrepare(b, d.Slot, d.ID) {
-		require.True(t, time.Now().Before(expiry.Add(2*time.Second)), "not rolled back within 2s of its lease")
-		time.Sleep(5 * time.Millisecond)
-	}
-	late := time.Since(expiry)
+	late := f.waitRolledBack(b, d, expiry)
 	t.Logf("rolled back %v after the lease ran out", late)
 	require.Greater(t, late, -50*time.Millisecond, "not before the lease ran out")
 	require.Less(t, late, 800*time.Millisecond)
@@ -186,11 +195,7 @@ func TestSweepSafetyNetFindsUnheardLease(t *testing.T) {
 	}, 5*time.Second, 5*time.Millisecond)
 
 	d, expiry := f.leaveLease(tp, 3*time.Second)
-	for f.inPrepare(b, d.Slot, d.ID) {
-		require.True(t, time.Now().Before(expiry.Add(2*time.Second)), "not rolled back within 2s of its lease")
-		time.Sleep(5 * time.Millisecond)
-	}
-	late := time.Since(expiry)
+	late := f.waitRolledBack(b, d, expiry)
 	t.Logf("rolled back %v after the lease ran out", late)
 	require.Greater(t, late, -50*time.Millisecond, "not before the lease ran out")
 	require.Less(t, late, 800*time.Millisecond)
@@ -268,12 +273,27 @@ func TestSweepIdleTopicsCostNoCommands(t *testing.T) {
 		require.NoError(t, err)
 		f.start(c)
 	}
-	// The start-up probes are done well within this.
-	time.Sleep(1500 * time.Millisecond)
+	// The start-up probes are done (every engine idle for the sweeper) and
+	// the fetchers' first looks too (every fetcher asleep).
+	redistest.Poll(t, func() error {
+		h.leases.mu.Lock()
+		defer h.leases.mu.Unlock()
+		busy := 0
+		for _, st := range h.leases.engines {
+			if st.sweep.idx >= 0 {
+				busy++
+			}
+		}
+		if busy > 0 {
+			return fmt.Errorf("%d of %d engines not probed yet", busy, topics)
+		}
+		return nil
+	})
+	waitFetchersAsleep(t, topics)
 	ctx := context.Background()
 	require.NoError(t, f.node.ConfigResetStat(ctx).Err())
 	const window = 3 * time.Second
-	time.Sleep(window)
+	time.Sleep(window) // the idle time whose cost is measured
 	stats := commandStats(t, f.node)
 	t.Logf("Redis commands in %v of idling with %d topics: %v", window, topics, stats)
 	sweeper := stats["exists"] + stats["zrange"] + stats["time"] + stats["evalsha"] + stats["eval"]
@@ -321,7 +341,7 @@ func TestLeaseKeptThenCloseLeavesNothingInPrepare(t *testing.T) {
 	c, err := newEngine(t, f.rdb, f.prefix, tp, consumer.ListenerFunc(func(ctx context.Context, m *consumer.Message) error {
 		calls.Add(1)
 		if m.ID == "long" {
-			time.Sleep(3 * time.Second)
+			time.Sleep(3 * time.Second) // outlives three prepare timeouts: the lease must be kept
 			close(done)
 			return nil
 		}

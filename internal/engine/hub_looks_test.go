@@ -69,7 +69,8 @@ func TestEmptyTopicsStartWithoutFetching(t *testing.T) {
 	}
 	got := make(chan string, 16)
 	lookTopics(t, ctx, h, prefix, ts, got)
-	time.Sleep(300 * time.Millisecond)
+	// Once every fetcher sleeps, the start-up's fetches are all done.
+	waitFetchersAsleep(t, len(ts))
 	// The subscription's first confirmation reads as a resubscription
 	// (wakeHub.receive): the engine registered by then looks again, once.
 	assert.LessOrEqual(t, h.calls.fetches.Load(), int64(1), "fetches of 12 empty topics")

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"sync"
@@ -17,6 +18,7 @@ import (
 	"github.com/rmq-go/rmq/internal/redisserver"
 	"github.com/rmq-go/rmq/internal/redistest"
 	"github.com/rmq-go/rmq/producer"
+	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
 )
 
@@ -149,15 +151,31 @@ func TestWakeHubBlackholedSubscription(t *testing.T) {
 			t.Fatalf("%s not handled within %v", id, within)
 		}
 	}
-	time.Sleep(200 * time.Millisecond) // let the fetcher fall asleep
+	// settled waits until the last message's ack reached Redis (nothing
+	// in prepare) and the fetcher fell asleep: what is sent next comes to
+	// it only by a wake-up.
+	admin := redistest.Client(t, srv)
+	settled := func() {
+		t.Helper()
+		redistest.Poll(t, func() error {
+			for i := range tp.SlotAmount() {
+				if n := admin.ZCard(ctx, slots.KeysFor(prefix, tp, i).Prepare).Val(); n != 0 {
+					return fmt.Errorf("slot %d: %d in prepare", i, n)
+				}
+			}
+			return nil
+		})
+		waitFetchersAsleep(t, 1)
+	}
+	settled()
 	send("before")
 	expect("before", 2*time.Second)
 
-	time.Sleep(200 * time.Millisecond)
+	settled()
 	proxy.blackhole()
 	send("in the hole") // its wake-up is lost in the hole
 	expect("in the hole", 10*time.Second)
-	time.Sleep(200 * time.Millisecond)
+	settled()
 	send("after")
 	expect("after", 2*time.Second)
 }

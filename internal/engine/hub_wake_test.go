@@ -163,7 +163,7 @@ func TestWakeHubManyTopics(t *testing.T) {
 	// Each topic read its pause state once, in the round trip that stored
 	// its definition.
 	require.Equal(t, n, f.pauseReads("hget"))
-	time.Sleep(200 * time.Millisecond) // let the fetchers fall asleep
+	waitFetchersAsleep(t, n)
 	f.sendAll("start", everyTopic)
 
 	// One topic closes: its channels are unsubscribed when Close returned,

@@ -53,8 +53,14 @@ func TestShardWakerKeepsChannelsOfAnEngineStartingWhileAnotherCloses(t *testing.
 		go func() { started <- next.Start(ctx) }()
 		require.NoError(t, <-closed)
 		require.NoError(t, <-started, "round %d", round)
-		// An unsubscribe written for the closed engine has reached Redis.
-		time.Sleep(100 * time.Millisecond)
+		// An unsubscribe written for the closed engine (Close returns once
+		// it was written) has been run by Redis once a command sent to the
+		// same master after it was answered: a node reads every client
+		// whose input is waiting before it writes the replies of that
+		// round, and the unsubscribe was waiting first.
+		for _, a := range admin {
+			require.NoError(t, a.Ping(ctx).Err())
+		}
 		require.Empty(t, unsubscribed(next), "round %d: channels of the started engine", round)
 		cur = next
 	}

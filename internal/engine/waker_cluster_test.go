@@ -118,22 +118,18 @@ func (f *shardFixture) owner(i int) string {
 // slot on the master that serves it now.
 func (f *shardFixture) waitPlaced() {
 	f.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	redistest.PollWithin(f.t, 30*time.Second, func() error {
 		var off []string
 		for i, k := range f.c.keys {
 			if at, want := f.c.hub.wake.shards.subscribedAt(k.Wake), f.owner(i); at != want {
 				off = append(off, fmt.Sprintf("slot %d on %q, owner %s", i, at, want))
 			}
 		}
-		if len(off) == 0 {
-			return
+		if len(off) > 0 {
+			return fmt.Errorf("wake channels not subscribed where they live: %v", off)
 		}
-		if time.Now().After(deadline) {
-			f.t.Fatalf("wake channels not subscribed where they live: %v", off)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // checkWakeUps sends, for each given topic slot, a message due now and
@@ -143,7 +139,7 @@ func (f *shardFixture) checkWakeUps(what string, topicSlots ...int) {
 	f.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	time.Sleep(100 * time.Millisecond) // let the fetcher fall asleep
+	waitFetchersAsleep(f.t, 1)
 	for _, i := range topicSlots {
 		id := fmt.Sprintf("%s-%d", f.keys[i], time.Now().UnixNano())
 		sent := time.Now()
@@ -248,11 +244,12 @@ func TestShardWakerFollowsTheCluster(t *testing.T) {
 	node := f.cl.Node(stuck)
 	require.NoError(t, node.Suspend())
 	defer node.Resume()
-	deadline := time.Now().Add(30 * time.Second)
-	for f.owner(9) == stuck {
-		require.True(t, time.Now().Before(deadline), "the cluster did not fail over %s", stuck)
-		time.Sleep(50 * time.Millisecond)
-	}
+	redistest.PollWithin(t, 30*time.Second, func() error {
+		if f.owner(9) == stuck {
+			return fmt.Errorf("the cluster did not fail over %s", stuck)
+		}
+		return nil
+	})
 	f.waitPlaced()
 	// Fetches that ran into the stopped master failed and put the fetcher
 	// into its error backoff (up to 5 s, deaf to wake-ups): wait until it
@@ -315,7 +312,11 @@ func TestShardWakerManyTopicsOneConnectionPerMaster(t *testing.T) {
 	p := newProducer(cc, prefix)
 	sendAll := func(what string, skip int) {
 		t.Helper()
-		time.Sleep(100 * time.Millisecond) // let the fetchers fall asleep
+		running := n
+		if skip >= 0 {
+			running--
+		}
+		waitFetchersAsleep(t, running)
 		pending := map[string]bool{}
 		for i, c := range engines {
 			if i == skip {

@@ -9,9 +9,12 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 
 	"github.com/rmq-go/rmq/internal/groupcommit"
 )
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 type req struct {
 	n     int
@@ -56,7 +59,7 @@ func TestEveryRequestRunsOnceWithinTheRoundLimit(t *testing.T) {
 	for _, inFlight := range []int{1, 2, 4} {
 		r := &recorder{}
 		g := groupcommit.New(inFlight, func(ctx context.Context, b []*req) {
-			time.Sleep(time.Millisecond) // rounds overlap with arrivals
+			time.Sleep(time.Millisecond) // a round that works, so rounds overlap with arrivals
 			r.run(ctx, b)
 		}, nil)
 		reqs := make([]*req, 2000)
@@ -88,7 +91,7 @@ func TestTakeBoundsARound(t *testing.T) {
 		wg.Add(1)
 		go func() { defer wg.Done(); _ = g.Do(context.Background(), &req{}) }()
 	}
-	time.Sleep(50 * time.Millisecond) // all seven queue behind the first round
+	require.Eventually(t, func() bool { return g.Queued() == 7 }, 5*time.Second, time.Millisecond, "all seven queue behind the first round")
 	close(r.gate)
 	wg.Wait()
 	assert.Equal(t, []int{1, 3, 3, 1}, r.sizes)
@@ -129,7 +132,7 @@ func TestGoRunsEveryValueAndCallsBackAfterItsRound(t *testing.T) {
 	for _, inFlight := range []int{1, 2} {
 		r := &recorder{}
 		g := groupcommit.New(inFlight, func(ctx context.Context, b []*req) {
-			time.Sleep(time.Millisecond)
+			time.Sleep(time.Millisecond) // a round that works, so rounds overlap with arrivals
 			r.run(ctx, b)
 		}, nil)
 		reqs := make([]*req, 2000)

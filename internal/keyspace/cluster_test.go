@@ -10,9 +10,12 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 
 	"github.com/rmq-go/rmq/internal/redisserver"
 )
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestHashSlotPublishedCRC16(t *testing.T) {
 	// Redis Cluster specification: CRC16 (XMODEM) of "123456789" is 0x31C3.

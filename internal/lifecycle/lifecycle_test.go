@@ -4,7 +4,11 @@ import (
 	"context"
 	"runtime/pprof"
 	"testing"
+
+	"go.uber.org/goleak"
 )
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestPhase(t *testing.T) {
 	var p Phase

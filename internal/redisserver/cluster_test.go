@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rmq-go/rmq/internal/redisserver"
+	"github.com/rmq-go/rmq/internal/redistest"
 )
 
 // redirects counts the MOVED and ASK replies that node clients hand back to
@@ -155,11 +156,21 @@ func TestCluster(t *testing.T) {
 			}
 		})
 
-		time.Sleep(100 * time.Millisecond) // the load is running before the move
+		// progress waits until the readers and the writer got through more
+		// commands (or one of them failed: errs tells why below).
+		progress := func(what string) {
+			t.Helper()
+			r0, w0 := reads.Load(), written.Load()
+			require.Eventually(t, func() bool {
+				return reads.Load() >= r0+200 && written.Load() >= w0+50 || len(errs) > 0
+			}, redistest.WaitLong, time.Millisecond, "the load %s", what)
+		}
+		defer stopped.Store(true) // also when progress fails the test
+		progress("is running before the move")
 		begin := time.Now()
 		require.NoError(t, c.MoveSlot(ctx, slot, target))
 		t.Logf("moved slot %d from %s to %s in %v", slot, from, target, time.Since(begin))
-		time.Sleep(100 * time.Millisecond) // and keeps running after it
+		progress("keeps running after it")
 		stopped.Store(true)
 		wg.Wait()
 		close(errs)

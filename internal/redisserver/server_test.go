@@ -12,7 +12,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rmq-go/rmq/internal/redisserver"
+	"github.com/rmq-go/rmq/internal/redistest"
 )
+
+func TestMain(m *testing.M) { redistest.VerifyTestMain(m) }
 
 func start(t *testing.T, cfg redisserver.Config) *redisserver.Server {
 	t.Helper()

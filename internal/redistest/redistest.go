@@ -3,12 +3,14 @@
 // for tests that kill or reconfigure them, clients that close themselves, and
 // per-test key prefixes so parallel tests can share a server.
 //
-// Use it with a TestMain so the shared servers are stopped at the end:
+// Use it with a TestMain so the shared servers are stopped at the end and,
+// once they are, goleak finds no goroutine the tests left running:
 //
-//	func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }
+//	func TestMain(m *testing.M) { redistest.VerifyTestMain(m) }
 //
-// Without it they die with the test binary (they are started with a parent
-// death signal on Linux) but their temporary directories are left behind.
+// Without it the servers die with the test binary (they are started with a
+// parent death signal on Linux) but their temporary directories are left
+// behind.
 package redistest
 
 import (
@@ -23,6 +25,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
 
 	"github.com/rmq-go/rmq/internal/redisserver"
 )
@@ -56,6 +59,29 @@ func Main(m *testing.M) int {
 		}
 	}
 	return code
+}
+
+// VerifyTestMain runs the tests, stops the shared server and cluster, and
+// then fails the test binary if a goroutine is left that is not in
+// LeakOptions(more...); it exits the process. It is goleak.VerifyTestMain
+// with the servers stopped first, so the check sees only what the tests
+// left running.
+func VerifyTestMain(m *testing.M, more ...goleak.Option) {
+	goleak.VerifyTestMain(stopAfter{m}, LeakOptions(more...)...)
+}
+
+// stopAfter is a goleak.TestingM whose Run also stops the shared servers.
+type stopAfter struct{ m *testing.M }
+
+func (s stopAfter) Run() int { return Main(s.m) }
+
+// LeakOptions are the goleak options of a test binary that starts servers,
+// followed by more. procutil forks every server from one OS thread that
+// lives as long as the binary (Linux sends the parent-death signal when the
+// forking thread exits, so that thread must never end): its goroutine is
+// by design, not a leak.
+func LeakOptions(more ...goleak.Option) []goleak.Option {
+	return append([]goleak.Option{goleak.IgnoreTopFunction("github.com/rmq-go/rmq/internal/procutil.spawn.func1.1")}, more...)
 }
 
 // StopShared stops the shared server and cluster, and the examples' server.

@@ -3,8 +3,8 @@ package redistest_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"regexp"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"testing"
@@ -16,7 +16,7 @@ import (
 	"github.com/rmq-go/rmq/internal/redistest"
 )
 
-func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }
+func TestMain(m *testing.M) { redistest.VerifyTestMain(m) }
 
 func TestSharedIsOneServer(t *testing.T) {
 	t.Parallel()
@@ -144,3 +144,41 @@ func (r *recordingTB) Errorf(format string, args ...any) {
 }
 
 func (r *recordingTB) Helper() {}
+
+// sleeper parks in a select of its own, or blocks on a plain receive.
+type sleeper struct{ stop chan struct{} }
+
+func (s sleeper) inSelect(ctx context.Context) {
+	select {
+	case <-s.stop:
+	case <-ctx.Done():
+	}
+}
+
+func (s sleeper) inReceive(context.Context) { <-s.stop }
+
+// Parked counts the goroutines of one function and labels, and tells
+// those parked in its select from those blocked otherwise.
+func TestParked(t *testing.T) {
+	const inSelect = "github.com/rmq-go/rmq/internal/redistest_test.sleeper.inSelect"
+	const inReceive = "github.com/rmq-go/rmq/internal/redistest_test.sleeper.inReceive"
+	s := sleeper{stop: make(chan struct{})}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer close(s.stop)
+	mine := pprof.WithLabels(t.Context(), pprof.Labels("test", t.Name()))
+	other := pprof.WithLabels(t.Context(), pprof.Labels("test", "other"))
+	for range 3 {
+		wg.Go(func() { pprof.Do(mine, pprof.Labels("role", "a"), s.inSelect) })
+	}
+	wg.Go(func() { pprof.Do(other, pprof.Labels("role", "a"), s.inSelect) })
+	wg.Go(func() { pprof.Do(mine, pprof.Labels("role", "a"), s.inReceive) })
+
+	redistest.WaitParked(t, inSelect, map[string]string{"test": t.Name()}, 3)
+	redistest.WaitParked(t, inSelect, nil, 4)
+	parked, all := redistest.Parked(inReceive, map[string]string{"test": t.Name(), "role": "a"})
+	require.Equal(t, 1, all)
+	require.Zero(t, parked, "a plain receive is not a select")
+	parked, all = redistest.Parked(inSelect, map[string]string{"test": "nobody"})
+	require.Zero(t, parked+all)
+}

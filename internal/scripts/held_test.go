@@ -97,7 +97,10 @@ func (s *slot) rawEnvelope(id string) string {
 	return v
 }
 
-// sleepPast sleeps until Redis's clock is past dueMs (with a small margin).
+// sleepPast sleeps until Redis's clock is past dueMs (with a small margin):
+// the scripts read the time from Redis, so its clock passing an instant is
+// the event, and sleeping is how a test lets it pass. Every wait of this
+// package's tests on the clock goes through here.
 func (s *slot) sleepPast(dueMs int64) {
 	s.t.Helper()
 	if d := time.Duration(dueMs-s.redisNowMs()+15) * time.Millisecond; d > 0 {

@@ -142,7 +142,7 @@ func TestDelayedPriority(t *testing.T) {
 	assert.Equal(t, "now", got[0].id)
 	assert.EqualValues(t, nb, r.DelayedHeads[0])
 
-	time.Sleep(time.Until(time.UnixMilli(nb + 2)))
+	s.sleepPast(nb + 1)
 	s.send("low", 50, "x")
 	r = s.fetchDelayed(5)
 	got = deliveries(t, r)
@@ -158,7 +158,7 @@ func TestDelayedPriority(t *testing.T) {
 	assert.InDelta(t, float64(time.Now().UnixMilli()+200), due, 100)
 	assert.Equal(t, 1, s.envelope(s.k.Msg, "later").Failures)
 	assert.Empty(t, deliveries(t, s.fetchDelayed(5)))
-	time.Sleep(time.Until(time.UnixMilli(int64(due) + 2)))
+	s.sleepPast(int64(due) + 1)
 	s.send("fresh", 17, "f")
 	got = deliveries(t, s.fetchDelayed(5))
 	require.Len(t, got, 2)
@@ -185,7 +185,7 @@ func TestExpiredMessagesAreDropped(t *testing.T) {
 	require.EqualValues(t, 3, s.rollbackHow(16, 0, "r", tok["r"], ""), "its own max retries: dead at once")
 	require.EqualValues(t, 4, s.rollbackHow(16, 0, "f", tok["f"], ""))
 	require.EqualValues(t, 1, s.ack("keep", tok["keep"]))
-	time.Sleep(time.Until(time.UnixMilli(soon + 2)))
+	s.sleepPast(soon + 1)
 
 	r := s.fetchGroups(scripts.FetchCall{N: 5, LeaseSec: 30, Window: 9, Groups: []scripts.FetchGroup{{Store: s.k.Store, Prepare: s.k.Prepare, Msg: s.k.Msg, Max: 5}}})
 	assert.Empty(t, r.Msgs, "an expired message is never delivered")

@@ -20,7 +20,7 @@ import (
 	"github.com/rmq-go/rmq/topic"
 )
 
-func TestMain(m *testing.M) { redistest.Main(m) }
+func TestMain(m *testing.M) { redistest.VerifyTestMain(m) }
 
 // slot drives the scripts of one topic slot directly, the way the producer
 // and consumer do, so each invariant is checked at the level it lives at.
@@ -454,7 +454,7 @@ func TestDeadAfterMaxRetriesWithRetention(t *testing.T) {
 			}
 			require.Equal(t, want, res[0])
 		}
-		time.Sleep(2 * time.Millisecond) // distinct death times
+		s.sleepPast(s.redisNowMs()) // distinct death times
 	}
 	assert.Equal(t, where{}, s.where("a"), "retention dropped the oldest, body with it")
 	assert.Equal(t, where{dead: true, deadmsg: true}, s.where("b"))

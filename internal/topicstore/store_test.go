@@ -2,7 +2,6 @@ package topicstore
 
 import (
 	"context"
-	"os"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -12,7 +11,7 @@ import (
 	"github.com/rmq-go/rmq/topic"
 )
 
-func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }
+func TestMain(m *testing.M) { redistest.VerifyTestMain(m) }
 
 func TestDefineLookupList(t *testing.T) {
 	ctx := context.Background()

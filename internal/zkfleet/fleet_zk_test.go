@@ -245,7 +245,7 @@ func TestFleetZooKeeperRestart(t *testing.T) {
 	p0, err := f.pending()
 	require.NoError(t, err)
 	sent0 := f.sent.Load()
-	time.Sleep(sessionTimeout)
+	time.Sleep(sessionTimeout) // the outage lasts a session timeout: the behaviour under test
 	p1, err := f.pending()
 	require.NoError(t, err)
 	sent := f.sent.Load()

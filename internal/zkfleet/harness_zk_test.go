@@ -202,18 +202,18 @@ func (w *worker) kill9() {
 func (w *worker) freeze(d time.Duration) {
 	w.signal(syscall.SIGSTOP)
 	stat := fmt.Sprintf("/proc/%d/stat", w.cmd.Process.Pid)
-	for deadline := time.Now().Add(5 * time.Second); ; {
+	// The kernel tells no one that a process stopped: /proc is polled.
+	redistest.Poll(w.f.t, func() error {
 		b, err := os.ReadFile(stat)
 		require.NoError(w.f.t, err)
 		// pid (comm) state ...: comm may hold spaces, the state follows ") ".
 		if i := bytes.LastIndexByte(b, ')'); i > 0 && i+2 < len(b) && b[i+2] == 'T' {
-			break
+			return nil
 		}
-		require.True(w.f.t, time.Now().Before(deadline), "worker %s did not stop", w.name)
-		time.Sleep(time.Millisecond)
-	}
+		return fmt.Errorf("worker %s did not stop", w.name)
+	})
 	w.stopped = time.Now()
-	time.Sleep(d)
+	time.Sleep(d) // the freeze itself: how long is the behaviour under test
 	w.resumed = time.Now()
 	w.signal(syscall.SIGCONT)
 }
@@ -310,18 +310,14 @@ func (f *fleet) pending() (int64, error) {
 // waitProgress waits until a fraction of all messages was consumed.
 func (f *fleet) waitProgress(frac float64, within time.Duration) {
 	f.t.Helper()
-	deadline := time.Now().Add(within)
-	for {
+	redistest.PollWithin(f.t, within, func() error {
 		p, err := f.pending()
 		require.NoError(f.t, err)
-		if done := f.sent.Load() - p; float64(done) >= frac*float64(f.total()) {
-			return
+		if done := f.sent.Load() - p; float64(done) < frac*float64(f.total()) {
+			return fmt.Errorf("only %d of %d consumed (%d pending)", done, f.total(), p)
 		}
-		if time.Now().After(deadline) {
-			f.t.Fatalf("only %d of %d consumed after %v (%d pending)", f.sent.Load()-p, f.total(), within, p)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // waitDrained waits until everything was sent and nothing is pending.
@@ -371,6 +367,9 @@ func (w *worker) waitBusy(n int, within time.Duration) {
 		if err != nil { // at the end (possibly mid-line): wait for more
 			partial += line
 			require.True(w.f.t, time.Now().Before(deadline), "worker %s never had %d handlers running", w.name, n)
+			// The worker is another process writing a file, which tells no
+			// one: its end is polled, finely, since handlers run for a few
+			// ms and the caller means to catch them running.
 			time.Sleep(200 * time.Microsecond)
 			continue
 		}

@@ -37,7 +37,7 @@ func TestMain(m *testing.M) {
 	if cfg := os.Getenv(workerEnv); cfg != "" {
 		os.Exit(runWorker(cfg))
 	}
-	os.Exit(redistest.Main(m))
+	redistest.VerifyTestMain(m)
 }
 
 type workerConfig struct {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"strings"
 	"sync"
 	"syscall"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/rmq-go/rmq/internal/zkserver"
@@ -178,16 +178,12 @@ func TestKillRestartKeepsDataAndSessions(t *testing.T) {
 		// The client may have tried every server while this one was down
 		// and failed its queued request (zk.ErrNoServer): it reconnects on
 		// its own, with the same session, so the read is tried again.
-		var data []byte
-		for until := time.Now().Add(15 * time.Second); ; {
-			data, _, err = conn.Get("/persistent")
-			if !errors.Is(err, zk.ErrNoServer) && !errors.Is(err, zk.ErrConnectionClosed) || time.Now().After(until) {
-				break
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			data, _, err := conn.Get("/persistent")
+			if assert.NoError(c, err) {
+				assert.Equal(c, "p", string(data))
 			}
-			time.Sleep(50 * time.Millisecond)
-		}
-		require.NoError(t, err)
-		require.Equal(t, "p", string(data))
+		}, 15*time.Second, 50*time.Millisecond)
 		_, stat, err := conn.Get("/ephemeral")
 		require.NoError(t, err, "the session should have survived the %s", stop.name)
 		require.Equal(t, session, stat.EphemeralOwner)
@@ -280,4 +276,4 @@ func TestLookPath(t *testing.T) {
 	require.ErrorIs(t, err, zkserver.ErrNotInstalled)
 }
 
-func TestMain(m *testing.M) { os.Exit(zktest.Main(m)) }
+func TestMain(m *testing.M) { zktest.VerifyTestMain(m) }

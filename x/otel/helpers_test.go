@@ -2,7 +2,6 @@ package rmqotel_test
 
 import (
 	"context"
-	"os"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -19,9 +18,7 @@ import (
 // The core module's internal packages are importable here: Go's internal
 // rule is by import path, and github.com/rmq-go/rmq/x/otel lies under
 // github.com/rmq-go/rmq.
-func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }
-
-const waitLong = rmqtest.WaitLong
+func TestMain(m *testing.M) { redistest.VerifyTestMain(m) }
 
 // env is one test's Redis client, key prefix and log (internal/rmqtest,
 // shared with the other integration module's tests).

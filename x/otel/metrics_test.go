@@ -3,6 +3,7 @@ package rmqotel_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -98,17 +99,12 @@ func (m *meter) value(name, topicName string) float64 {
 
 func (m *meter) eventually(name, topicName string, want float64) {
 	m.t.Helper()
-	deadline := time.Now().Add(waitLong)
-	for {
-		got := m.value(name, topicName)
-		if got == want {
-			return
+	redistest.Poll(m.t, func() error {
+		if got := m.value(name, topicName); got != want {
+			return fmt.Errorf("%s{topic=%q} = %v, want %v", name, topicName, got, want)
 		}
-		if time.Now().After(deadline) {
-			m.t.Fatalf("%s{topic=%q} = %v, want %v", name, topicName, got, want)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // withTelemetry attaches a Telemetry on the meter to a client of e, and
@@ -138,7 +134,7 @@ func TestMetricsCountExactScenario(t *testing.T) {
 	pr := mustTopic(t, "pr", topic.Priority, 2)
 	require.NoError(t, c.Register(rm, consumer.ListenerFunc(func(ctx context.Context, m *consumer.Message) error {
 		if m.ID == "b" {
-			time.Sleep(10 * time.Millisecond)
+			time.Sleep(10 * time.Millisecond) // the handler time the histogram must show
 			return errors.New("b always fails")
 		}
 		return nil

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rmq-go/rmq/consumer"
+	"github.com/rmq-go/rmq/internal/rmqtest"
 	"github.com/rmq-go/rmq/rmq"
 	"github.com/rmq-go/rmq/topic"
 )
@@ -29,7 +30,7 @@ func TestScheduleMetrics(t *testing.T) {
 	require.NoError(t, c.Register(tp, consumer.ListenerFunc(ack)))
 	require.NoError(t, c.Start(ctx))
 	// The tick that fired, the late one fired with it, and the next.
-	require.Eventually(t, func() bool { return m.value("rmq.schedule.fired", "ticks") >= 3 }, waitLong, 20*time.Millisecond)
+	require.Eventually(t, func() bool { return m.value("rmq.schedule.fired", "ticks") >= 3 }, rmqtest.WaitLong, 20*time.Millisecond)
 	info, err := c.Schedules().Get(ctx, "beat")
 	require.NoError(t, err)
 	assert.GreaterOrEqual(t, info.Skipped, int64(1))

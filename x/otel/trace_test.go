@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/rmq-go/rmq/consumer"
+	"github.com/rmq-go/rmq/internal/redistest"
 	"github.com/rmq-go/rmq/producer"
 	"github.com/rmq-go/rmq/rmq"
 	"github.com/rmq-go/rmq/topic"
@@ -41,18 +42,17 @@ func newTracer(t *testing.T) *tracer {
 // id.
 func (tr *tracer) span(name, id string) tracetest.SpanStub {
 	tr.t.Helper()
-	deadline := time.Now().Add(waitLong)
-	for {
+	var found tracetest.SpanStub
+	redistest.Poll(tr.t, func() error {
 		for _, s := range tr.exp.GetSpans() {
 			if s.Name == name && attr(s, "messaging.message.id").AsString() == id {
-				return s
+				found = s
+				return nil
 			}
 		}
-		if time.Now().After(deadline) {
-			tr.t.Fatalf("no span %q of message %q; have %d spans", name, id, len(tr.exp.GetSpans()))
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return fmt.Errorf("no span %q of message %q; have %d spans", name, id, len(tr.exp.GetSpans()))
+	})
+	return found
 }
 
 func attr(s tracetest.SpanStub, key string) attribute.Value {

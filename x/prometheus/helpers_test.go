@@ -2,7 +2,6 @@ package rmqprom_test
 
 import (
 	"context"
-	"os"
 	"testing"
 
 	"github.com/rmq-go/rmq/internal/redisserver"
@@ -14,9 +13,7 @@ import (
 // The core module's internal packages are importable here: Go's internal
 // rule is by import path, and github.com/rmq-go/rmq/x/prometheus lies under
 // github.com/rmq-go/rmq.
-func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }
-
-const waitLong = rmqtest.WaitLong
+func TestMain(m *testing.M) { redistest.VerifyTestMain(m) }
 
 // env is one test's Redis client, key prefix and log (internal/rmqtest,
 // shared with the other integration module's tests).

@@ -3,6 +3,7 @@ package rmqprom_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -97,17 +98,12 @@ func value(t *testing.T, reg prometheus.Gatherer, name, topicName string) float6
 
 func eventuallyMetric(t *testing.T, reg prometheus.Gatherer, name, topicName string, want float64) {
 	t.Helper()
-	deadline := time.Now().Add(waitLong)
-	for {
-		got := value(t, reg, name, topicName)
-		if got == want {
-			return
+	redistest.Poll(t, func() error {
+		if got := value(t, reg, name, topicName); got != want {
+			return fmt.Errorf("%s{topic=%q} = %v, want %v", name, topicName, got, want)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s{topic=%q} = %v, want %v", name, topicName, got, want)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // An exact scenario, counted on a real registry: three range-merge sends of
@@ -125,7 +121,7 @@ func TestMetricsCountExactScenario(t *testing.T) {
 	pr := mustTopic(t, "pr", topic.Priority, 2)
 	require.NoError(t, c.Register(rm, consumer.ListenerFunc(func(ctx context.Context, m *consumer.Message) error {
 		if m.ID == "b" {
-			time.Sleep(10 * time.Millisecond)
+			time.Sleep(10 * time.Millisecond) // the handler time the histogram must show
 			return errors.New("b always fails")
 		}
 		return nil

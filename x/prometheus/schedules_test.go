@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rmq-go/rmq/consumer"
+	"github.com/rmq-go/rmq/internal/rmqtest"
 	"github.com/rmq-go/rmq/rmq"
 	"github.com/rmq-go/rmq/topic"
 )
@@ -30,7 +31,7 @@ func TestScheduleMetrics(t *testing.T) {
 	require.NoError(t, c.Register(tp, consumer.ListenerFunc(ack)))
 	require.NoError(t, c.Start(ctx))
 	// The tick that fired, the late one fired with it, and the next.
-	require.Eventually(t, func() bool { return value(t, reg, "rmq_schedule_ticks_fired_total", "ticks") >= 3 }, waitLong, 20*time.Millisecond)
+	require.Eventually(t, func() bool { return value(t, reg, "rmq_schedule_ticks_fired_total", "ticks") >= 3 }, rmqtest.WaitLong, 20*time.Millisecond)
 	skipped := value(t, reg, "rmq_schedule_ticks_skipped_total", "ticks")
 	info, err := c.Schedules().Get(ctx, "beat")
 	require.NoError(t, err)

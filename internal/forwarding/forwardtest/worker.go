@@ -100,7 +100,7 @@ type Worker struct {
 func (e *Env) StartWorker(tp topic.Topic, broker string) *Worker {
 	t := e.T
 	t.Helper()
-	cfg, err := json.Marshal(WorkerConfig{RedisAddr: e.RDB.Options().Addr, Prefix: e.Prefix, Topic: tp.Name(), Broker: broker})
+	cfg, err := json.Marshal(WorkerConfig{RedisAddr: e.RDB.(*redis.Client).Options().Addr, Prefix: e.Prefix, Topic: tp.Name(), Broker: broker})
 	require.NoError(t, err)
 	exe, err := os.Executable()
 	require.NoError(t, err)

@@ -12,7 +12,9 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+	"go.uber.org/goleak"
 
+	"github.com/rmq-go/rmq/internal/redistest"
 	"github.com/rmq-go/rmq/internal/zkserver"
 )
 
@@ -92,9 +94,23 @@ func StopShared() error {
 	return err
 }
 
-// Main runs the tests, then stops the shared server; for TestMain:
+// VerifyTestMain runs the tests, stops the shared server and then fails the
+// test binary if a goroutine is left that is not in
+// redistest.LeakOptions(more...) (the servers of both kinds are forked by
+// the same procutil thread); it exits the process. For TestMain:
 //
-//	func TestMain(m *testing.M) { os.Exit(zktest.Main(m)) }
+//	func TestMain(m *testing.M) { zktest.VerifyTestMain(m) }
+func VerifyTestMain(m *testing.M, more ...goleak.Option) {
+	goleak.VerifyTestMain(stopAfter{m}, redistest.LeakOptions(more...)...)
+}
+
+// stopAfter is a goleak.TestingM whose Run also stops the shared server.
+type stopAfter struct{ m *testing.M }
+
+func (s stopAfter) Run() int { return Main(s.m) }
+
+// Main runs the tests, then stops the shared server, and returns the exit
+// code: for a TestMain that cannot use VerifyTestMain.
 func Main(m *testing.M) int {
 	code := m.Run()
 	if err := StopShared(); err != nil {
@@ -112,14 +128,24 @@ func Main(m *testing.M) int {
 // returned for tests that watch connection states; it drops events when
 // nobody reads it. go-zookeeper's logging is discarded unless options set a
 // logger: it logs from its own goroutines, possibly after the test ended.
+// Connect sets an event callback to learn of the session: opts must not set
+// one (zk.WithEventCallback).
 func Connect(tb testing.TB, srv *zkserver.Server, sessionTimeout time.Duration, opts ...func(*zk.Conn)) (*zk.Conn, <-chan zk.Event) {
 	tb.Helper()
+	session := make(chan struct{})
+	var once sync.Once
+	onEvent := zk.WithEventCallback(func(ev zk.Event) {
+		if ev.Type == zk.EventSession && ev.State == zk.StateHasSession {
+			once.Do(func() { close(session) })
+		}
+	})
 	// zk.Connect takes an unexported option type; a variable of that type
 	// can still hold a closure that applies the caller's options after ours.
 	opt := zk.WithLogger(discard{})
 	quiet := opt
 	opt = func(c *zk.Conn) {
 		quiet(c)
+		onEvent(c)
 		for _, o := range opts {
 			o(c)
 		}
@@ -129,12 +155,10 @@ func Connect(tb testing.TB, srv *zkserver.Server, sessionTimeout time.Duration, 
 		tb.Fatalf("zktest: connect %s: %v", srv.Addr(), err)
 	}
 	tb.Cleanup(conn.Close)
-	deadline := time.Now().Add(30 * time.Second)
-	for conn.State() != zk.StateHasSession {
-		if time.Now().After(deadline) {
-			tb.Fatalf("zktest: no session with %s after 30 s (state %v)", srv.Addr(), conn.State())
-		}
-		time.Sleep(5 * time.Millisecond)
+	select {
+	case <-session:
+	case <-time.After(30 * time.Second):
+		tb.Fatalf("zktest: no session with %s after 30 s (state %v)", srv.Addr(), conn.State())
 	}
 	return conn, events
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"os"
 	"testing"
 	"time"
 
@@ -13,7 +12,7 @@ import (
 	"github.com/rmq-go/rmq/internal/redistest"
 )
 
-func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }
+func TestMain(m *testing.M) { redistest.VerifyTestMain(m) }
 
 // The example's scrape shows the counts its traffic must produce, and the
 // depth gauges read from Redis.

@@ -1,11 +1,14 @@
-package rmq_test
+package rmqtest
 
 import (
+	"crypto/sha1"
+	"encoding/hex"
 	"fmt"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -39,7 +42,58 @@ var scriptsBySHA = func() map[string]string {
 	return m
 }()
 
-// keySlotCheck is a go-redis hook, on every client an env makes, that
+// ScriptName is the name of the script whose SHA1 is sha ("fetch",
+// "sendbatch", ...), or "" for a script not of luascripts.
+func ScriptName(sha string) string { return scriptsBySHA[sha] }
+
+// ScriptSHAs lists the SHA1 of every script of luascripts.
+func ScriptSHAs() []string {
+	out := make([]string, 0, len(scriptsBySHA))
+	for sha := range scriptsBySHA {
+		out = append(out, sha)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// ScriptSHA returns the SHA1 of the script an EVAL or EVALSHA (or their _RO
+// forms) runs.
+func ScriptSHA(cmd redis.Cmder) (string, bool) {
+	args := cmd.Args()
+	if len(args) < 2 {
+		return "", false
+	}
+	switch strings.ToLower(fmt.Sprint(args[0])) {
+	case "evalsha", "evalsha_ro":
+		return fmt.Sprint(args[1]), true
+	case "eval", "eval_ro":
+		sum := sha1.Sum([]byte(fmt.Sprint(args[1])))
+		return hex.EncodeToString(sum[:]), true
+	}
+	return "", false
+}
+
+// ScriptCounter counts the calls of one script, pipelined or not: its
+// Observe is a redistest.Observer's Before.
+type ScriptCounter struct {
+	sha   string
+	calls atomic.Int64
+}
+
+// NewScriptCounter counts the calls of s.
+func NewScriptCounter(s *redis.Script) *ScriptCounter { return &ScriptCounter{sha: s.Hash()} }
+
+// Observe counts cmd if it runs the script.
+func (h *ScriptCounter) Observe(cmd redis.Cmder) {
+	if sha, ok := ScriptSHA(cmd); ok && sha == h.sha {
+		h.calls.Add(1)
+	}
+}
+
+// N is the number of calls so far.
+func (h *ScriptCounter) N() int64 { return h.calls.Load() }
+
+// KeySlotCheck is a go-redis hook, on every client an Env makes, that
 // checks each script call (EVAL, EVALSHA and their _RO forms, alone or in a
 // pipeline) the library or a test sends: all its KEYS must lie in one Redis
 // Cluster hash slot, as CLUSTER KEYSLOT computes it. On a cluster Redis
@@ -48,7 +102,7 @@ var scriptsBySHA = func() map[string]string {
 // node the scripts that take several slot groups (groupSize) may do so, and
 // then each group must lie in one hash slot. It also counts the calls of
 // each script.
-type keySlotCheck struct {
+type KeySlotCheck struct {
 	mu      sync.Mutex
 	grouped bool // single node: multi-group calls allowed
 	bad     []string
@@ -59,13 +113,15 @@ type keySlotCheck struct {
 // several groups in one call on a single node.
 var groupSize = map[string]int{"sendbatch": 5, scripts.NameFetch: 4, scripts.NameAck: 6, "confirm": 1, "release": 4}
 
-func newKeySlotCheck(grouped bool) *keySlotCheck {
-	return &keySlotCheck{grouped: grouped, calls: map[string]int{}}
+// NewKeySlotCheck is a check for a single node (grouped) or a cluster.
+func NewKeySlotCheck(grouped bool) *KeySlotCheck {
+	return &KeySlotCheck{grouped: grouped, calls: map[string]int{}}
 }
 
-func (h *keySlotCheck) observe(cmd redis.Cmder) {
+// Observe checks one command; it is a redistest.Observer's Before.
+func (h *KeySlotCheck) Observe(cmd redis.Cmder) {
 	args := cmd.Args()
-	sha, ok := scriptSHA(cmd)
+	sha, ok := ScriptSHA(cmd)
 	if !ok || len(args) < 3 {
 		return
 	}
@@ -105,7 +161,7 @@ func (h *keySlotCheck) observe(cmd redis.Cmder) {
 	}
 }
 
-func (h *keySlotCheck) fail(msg string) {
+func (h *KeySlotCheck) fail(msg string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if len(h.bad) < 20 {
@@ -113,8 +169,8 @@ func (h *keySlotCheck) fail(msg string) {
 	}
 }
 
-// seen returns the names of the scripts called so far, sorted.
-func (h *keySlotCheck) seen() []string {
+// Seen returns the names of the scripts called so far, sorted.
+func (h *KeySlotCheck) Seen() []string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	var out []string
@@ -125,21 +181,12 @@ func (h *keySlotCheck) seen() []string {
 	return out
 }
 
-// verify reports every script call whose keys spanned hash slots.
-func (h *keySlotCheck) verify(t *testing.T) {
+// Verify reports every script call whose keys spanned hash slots.
+func (h *KeySlotCheck) Verify(t testing.TB) {
 	t.Helper()
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, b := range h.bad {
 		t.Errorf("script call across cluster hash slots: %s", b)
 	}
-}
-
-// addrs lists the env's Redis: the server's address, or every node of the
-// cluster, comma-separated (for worker processes).
-func (e *env) addrs() string {
-	if e.cl != nil {
-		return strings.Join(e.cl.Addrs(), ",")
-	}
-	return e.srv.Addr()
 }
