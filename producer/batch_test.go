@@ -19,15 +19,15 @@ import (
 	"github.com/rmq-go/rmq/topic"
 )
 
-// sendBatchCounter counts the sendbatch.lua calls that leave for Redis,
+// sendBatchCounter counts the send calls (send1.lua, sendbatch.lua) that leave for Redis,
 // pipelined or not.
 func sendBatchCounter(rdb redis.UniversalClient) *rmqtest.ScriptCounter {
-	counter := rmqtest.NewScriptCounter(scripts.SendBatch)
+	counter := rmqtest.NewScriptCounter(scripts.Send1, scripts.SendBatch)
 	rdb.AddHook(redistest.Observer{Before: counter.Observe})
 	return counter
 }
 
-// singleCounted is a producer on the shared single node whose sendbatch.lua
+// singleCounted is a producer on the shared single node whose send scripts
 // calls are counted.
 func singleCounted(t *testing.T) (*producer.Producer, redis.UniversalClient, *rmqtest.ScriptCounter, string) {
 	t.Helper()

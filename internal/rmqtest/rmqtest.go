@@ -203,8 +203,8 @@ func (e *Env) Labelled(f func()) {
 	pprof.Do(context.Background(), e.labels(), func(context.Context) { f() })
 }
 
-// pullRun is rmq's Pull, whose one select is where a long-poll waits.
-const pullRun = "github.com/rmq-go/rmq/rmq.(*Client).Pull"
+// pullRun is where a long-polling Pull sleeps (its one select).
+const pullRun = "github.com/rmq-go/rmq/rmq.(*pullCall).sleep"
 
 // WaitPullsWaiting waits until n Pull calls made under Labelled are in
 // their long-poll wait (parked in Pull's select, with no wake-up pending):

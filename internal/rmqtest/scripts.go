@@ -76,16 +76,22 @@ func ScriptSHA(cmd redis.Cmder) (string, bool) {
 // ScriptCounter counts the calls of one script, pipelined or not: its
 // Observe is a redistest.Observer's Before.
 type ScriptCounter struct {
-	sha   string
+	shas  map[string]bool
 	calls atomic.Int64
 }
 
-// NewScriptCounter counts the calls of s.
-func NewScriptCounter(s *redis.Script) *ScriptCounter { return &ScriptCounter{sha: s.Hash()} }
+// NewScriptCounter counts the calls of any of scripts.
+func NewScriptCounter(scripts ...*redis.Script) *ScriptCounter {
+	h := &ScriptCounter{shas: make(map[string]bool, len(scripts))}
+	for _, s := range scripts {
+		h.shas[s.Hash()] = true
+	}
+	return h
+}
 
 // Observe counts cmd if it runs the script.
 func (h *ScriptCounter) Observe(cmd redis.Cmder) {
-	if sha, ok := ScriptSHA(cmd); ok && sha == h.sha {
+	if sha, ok := ScriptSHA(cmd); ok && h.shas[sha] {
 		h.calls.Add(1)
 	}
 }
