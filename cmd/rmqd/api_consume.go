@@ -35,10 +35,8 @@ func (j job) answer(ns, q, msg string, now time.Time) jobBody {
 	} else if b.Data == nil {
 		b.Data = []byte{}
 	}
-	if !j.expiresAt.IsZero() {
-		// Whole seconds left; a job that has not expired never says 0,
-		// which would read as "never expires".
-		b.TTL = max(1, int64(j.expiresAt.Sub(now)/time.Second))
+	if !j.expiresAt.IsZero() && !j.gone {
+		b.TTL = ttlSeconds(j.expiresAt.Sub(now))
 	}
 	if !j.firstSentAt.IsZero() {
 		b.ElapsedMS = max(0, now.Sub(j.firstSentAt).Milliseconds())
@@ -47,6 +45,14 @@ func (j job) answer(ns, q, msg string, now time.Time) jobBody {
 		b.Attributes = j.headers
 	}
 	return b
+}
+
+// ttlSeconds is a job's remaining ttl as lmstfy answers it: Redis's TTL of
+// the job's data, which rounds the milliseconds left to the nearest second
+// (half up), so a job published with ttl=10 and consumed at once says 10.
+// Less than half a second left says 0, as there.
+func ttlSeconds(left time.Duration) int64 {
+	return max(0, (left.Milliseconds()+500)/1000)
 }
 
 // consume is GET /api/{ns}/{q1,q2,...}: up to count jobs, the listed
