@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"slices"
 	"time"
 
 	"github.com/rmq-go/rmq/topic"
@@ -83,27 +82,9 @@ func (s *service) consume(w http.ResponseWriter, r *http.Request, qr *queueReq) 
 		writeError(w, http.StatusBadRequest, "invalid queue name(s)")
 		return
 	}
-	topics := make([]topic.Topic, 0, len(names))
-	queues := make([]string, 0, len(names)) // the queue of each topic
-	for _, name := range names {
-		t, _, err := qr.pool.queueTopic(r.Context(), qr.ns, name)
-		if err != nil {
-			s.writeInternal(w, r, err)
-			return
-		}
-		if slices.ContainsFunc(topics, func(x topic.Topic) bool { return x.Name() == t.Name() }) {
-			continue
-		}
-		topics = append(topics, t)
-		queues = append(queues, name)
-	}
-	queueOf := func(t topic.Topic) string {
-		for i, x := range topics {
-			if x.Name() == t.Name() {
-				return queues[i]
-			}
-		}
-		return ""
+	if len(names) > maxConsumeQueues {
+		writeError(w, http.StatusBadRequest, "too many queues")
+		return
 	}
 
 	lease := max(time.Duration(ttr)*time.Second, minLease)
@@ -117,7 +98,7 @@ func (s *service) consume(w http.ResponseWriter, r *http.Request, qr *queueReq) 
 	if wait > 0 {
 		s.log.DebugContext(ctx, "rmqd: long poll", "request_id", requestID(w), "wait", wait)
 	}
-	jobs, err := qr.pool.pull(ctx, topics, int(count), lease, wait)
+	jobs, queueOf, err := s.pullQueues(ctx, qr.pool, qr.ns, names, int(count), lease, time.Now().Add(wait))
 	if err != nil && !(ctx.Err() != nil && errors.Is(err, context.Canceled)) {
 		s.libError(w, r, err)
 		return
@@ -130,7 +111,111 @@ func (s *service) consume(w http.ResponseWriter, r *http.Request, qr *queueReq) 
 	now := time.Now()
 	out := make([]jobBody, len(jobs))
 	for i, j := range jobs {
-		out[i] = j.answer(qr.ns, queueOf(j.topic), "new job", now)
+		out[i] = j.answer(qr.ns, queueOf[j.topic.Name()], "new job", now)
 	}
 	writeRawJSON(w, http.StatusOK, jobsJSON(out, count > 1))
+}
+
+// maxConsumeQueues bounds the queues one consume names (lmstfy has no
+// bound): each one that exists is a fetch per attempt and a pull engine.
+const maxConsumeQueues = 100
+
+// pullQueues takes up to n jobs from the queues of ns named (in priority
+// order, duplicates counted once) until deadline. Only queues that exist
+// are pulled: a consume of a queue never published to creates nothing. A
+// long poll that names such a queue is woken when it comes to exist
+// (queueWatch) and then pulls it too. queueOf maps the topics' names to
+// their queues.
+func (s *service) pullQueues(ctx context.Context, p *pool, ns string, names []string, n int, lease time.Duration, deadline time.Time) (jobs []job, queueOf map[string]string, err error) {
+	queueOf = make(map[string]string, len(names))
+	for {
+		var topics []topic.Topic
+		var missing []string
+		for _, q := range names {
+			name := topicName(ns, q)
+			if _, dup := queueOf[name]; dup {
+				continue
+			}
+			t, found, err := p.lookup(ctx, name)
+			if err != nil {
+				return nil, nil, err
+			}
+			if !found {
+				missing = append(missing, name)
+				continue
+			}
+			queueOf[name] = q
+			topics = append(topics, t)
+		}
+		wait := time.Until(deadline)
+		var appeared chan struct{}
+		var unwatch func()
+		if len(missing) > 0 && wait > 0 {
+			appeared, unwatch = p.watch.wait(missing)
+		}
+		jobs, err = pullOrWait(ctx, p, topics, n, lease, max(wait, 0), appeared)
+		if unwatch != nil {
+			unwatch()
+		}
+		if len(jobs) > 0 || ctx.Err() != nil || !closed(appeared) {
+			return jobs, queueOf, err
+		}
+		// A queue it names came to exist: pull it too, for what is left.
+		for _, name := range missing {
+			delete(queueOf, name)
+		}
+	}
+}
+
+// pullOrWait pulls topics, waiting up to wait; it gives up early, with no
+// jobs and no error, once appeared is closed. With no topics it only waits.
+func pullOrWait(ctx context.Context, p *pool, topics []topic.Topic, n int, lease, wait time.Duration, appeared chan struct{}) ([]job, error) {
+	if len(topics) == 0 {
+		if appeared == nil {
+			return nil, nil
+		}
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-appeared:
+		case <-t.C:
+		}
+		return nil, nil
+	}
+	if appeared == nil {
+		return p.pull(ctx, topics, n, lease, wait)
+	}
+	pctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		select {
+		case <-appeared:
+			cancel()
+		case <-pctx.Done():
+		}
+	}()
+	jobs, err := p.pull(pctx, topics, n, lease, wait)
+	cancel()
+	<-watched
+	if ctx.Err() == nil && closed(appeared) && errors.Is(err, context.Canceled) {
+		err = nil
+	}
+	return jobs, err
+}
+
+// closed reports whether ch (nil: never) is closed.
+func closed(ch chan struct{}) bool {
+	if ch == nil {
+		return false
+	}
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }

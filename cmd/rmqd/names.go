@@ -56,12 +56,14 @@ func consumeNameErr(ns, qs string) string {
 }
 
 // consumeQueues splits the queue part of a consume path ("q1,q2") that
-// consumeNameErr accepted; empty pieces are skipped. It returns nil when
-// nothing is left.
+// consumeNameErr accepted; empty pieces and repeats are skipped (the first
+// place of a name is its priority). It returns nil when nothing is left.
 func consumeQueues(s string) []string {
 	var qs []string
-	for _, q := range strings.Split(s, ",") {
-		if q != "" {
+	seen := map[string]bool{}
+	for q := range strings.SplitSeq(s, ",") {
+		if q != "" && !seen[q] {
+			seen[q] = true
 			qs = append(qs, q)
 		}
 	}

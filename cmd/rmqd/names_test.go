@@ -54,6 +54,7 @@ func TestNameRules(t *testing.T) {
 	require.Equal(t, "", nameErr("_ns", "q-_"))
 
 	require.Equal(t, []string{"q1", "_q2", "q3"}, consumeQueues("q1,_q2,,q3,"))
+	require.Equal(t, []string{"q2", "q1"}, consumeQueues("q2,q1,q2,,q1"))
 	require.Equal(t, []string{long}, consumeQueues(long))
 	require.Nil(t, consumeQueues(",,"))
 	require.Equal(t, "", consumeNameErr("ns", "q1,_q2,,"+long))
