@@ -5,41 +5,48 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"strings"
 	"text/tabwriter"
 	"time"
 )
 
-// printHTTP prints the table of the http case, if it ran.
+// printHTTP prints the tables of the http case, if it ran.
 func printHTTP(w io.Writer, o options, res *results) {
 	if len(res.http) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "\nHTTP (issue 12): %d clients, %d-byte bodies, %s jobs; Redis with appendonly yes, appendfsync everysec; one run\n\n",
-		httpClients, o.body, thousands(float64(o.httpN)))
+	fmt.Fprintf(w, "\nHTTP (issues 12, 21): wrk -t1 -c%d, %v per phase, %d-byte bodies; each server on a redis-server of its own with appendonly yes, appendfsync everysec; one run\n\n",
+		httpClients, o.httpDur, o.body)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "case\t")
+	fmt.Fprintf(tw, "\t")
 	for _, r := range res.http {
 		fmt.Fprintf(tw, "%s\t", r.server)
 	}
-	if len(res.http) > 1 {
+	two := len(res.http) > 1
+	if two {
 		fmt.Fprintf(tw, "rmqd / lmstfy\t")
 	}
 	fmt.Fprintln(tw)
-	row := func(name string, v func(r httpServerResult) (float64, string)) {
+	// row prints one figure per server and, with two, their ratio.
+	row := func(name, unit string, v func(r httpServerResult) (float64, bool)) {
 		fmt.Fprintf(tw, "%s\t", name)
 		var vals []float64
 		for _, r := range res.http {
-			f, e := v(r)
-			if e != "" {
+			f, ok := v(r)
+			if !ok {
 				fmt.Fprintf(tw, "FAILED\t")
 				f = 0
-			} else {
+			} else if unit == "/s" {
 				fmt.Fprintf(tw, "%s/s\t", thousands(f))
+			} else if unit == "" {
+				fmt.Fprintf(tw, "%.2f\t", f)
+			} else {
+				fmt.Fprintf(tw, "%.1f %s\t", f, unit)
 			}
 			vals = append(vals, f)
 		}
-		if len(vals) > 1 {
-			if vals[0] > 0 && vals[1] > 0 {
+		if two {
+			if unit != "" && vals[0] > 0 && vals[1] > 0 {
 				fmt.Fprintf(tw, "%.2f×\t", vals[0]/vals[1])
 			} else {
 				fmt.Fprintf(tw, "—\t")
@@ -47,25 +54,51 @@ func printHTTP(w io.Writer, o options, res *results) {
 		}
 		fmt.Fprintln(tw)
 	}
-	row("publish (PUT)", func(r httpServerResult) (float64, string) { return r.publish, r.pubErr })
-	row("consume+ack (GET timeout=1 + DELETE)", func(r httpServerResult) (float64, string) {
-		if r.pubErr != "" {
-			return 0, "skipped"
+	pub := func(f func(p httpPhase) float64) func(r httpServerResult) (float64, bool) {
+		return func(r httpServerResult) (float64, bool) { return f(r.publish), r.pubErr == "" }
+	}
+	con := func(f func(p httpPhase) float64) func(r httpServerResult) (float64, bool) {
+		return func(r httpServerResult) (float64, bool) { return f(r.consume), r.pubErr == "" && r.conErr == "" }
+	}
+	both := func(f func(r httpServerResult) float64) func(r httpServerResult) (float64, bool) {
+		return func(r httpServerResult) (float64, bool) { return f(r), r.pubErr == "" && r.conErr == "" }
+	}
+	perJob := func(n func(p httpPhase) int64) func(p httpPhase) float64 {
+		return func(p httpPhase) float64 {
+			if p.jobs == 0 {
+				return 0
+			}
+			return float64(n(p)) / float64(p.jobs)
 		}
-		return r.consume, r.conErr
-	})
+	}
+	row("publish (PUT), jobs/s", "/s", pub(func(p httpPhase) float64 { return p.rate }))
+	row("consume+ack (GET + DELETE), jobs/s", "/s", con(func(p httpPhase) float64 { return p.rate }))
+	row("server CPU per publish", "µs", pub(func(p httpPhase) float64 { return p.perJob(p.serverCPU) }))
+	row("server CPU per consume+ack", "µs", con(func(p httpPhase) float64 { return p.perJob(p.serverCPU) }))
+	row("Redis CPU per publish", "µs", pub(func(p httpPhase) float64 { return p.perJob(p.redisCPU) }))
+	row("Redis CPU per consume+ack", "µs", con(func(p httpPhase) float64 { return p.perJob(p.redisCPU) }))
+	row("server CPU per job", "µs", both(func(r httpServerResult) float64 { s, _ := r.costPerJob(); return s }))
+	row("Redis CPU per job", "µs", both(func(r httpServerResult) float64 { _, d := r.costPerJob(); return d }))
+	row("server + Redis CPU per job", "µs", both(func(r httpServerResult) float64 { s, d := r.costPerJob(); return s + d }))
+	row("Redis commands per publish", "", pub(perJob(func(p httpPhase) int64 { return p.redisCmds })))
+	row("Redis commands per consume+ack", "", con(perJob(func(p httpPhase) int64 { return p.redisCmds })))
+	row("script calls per publish", "", pub(perJob(func(p httpPhase) int64 { return p.scripts })))
+	row("script calls per consume+ack", "", con(perJob(func(p httpPhase) int64 { return p.scripts })))
 	tw.Flush()
+	fmt.Fprintln(w, "  (a job is a publish, a consume and an ack; CPU from /proc/<pid>/stat of the server and of its redis-server, divided by the jobs of the phase)")
 	for _, r := range res.http {
-		for _, e := range []string{r.pubErr, r.conErr} {
+		for _, e := range []string{r.pubErr, r.conErr, r.publish.note, r.consume.note} {
 			if e != "" {
 				fmt.Fprintf(w, "  %s: %s\n", r.server, e)
 			}
 		}
+	}
+	for _, r := range res.http {
 		if r.lat == nil {
 			continue
 		}
 		l := r.lat
-		fmt.Fprintf(w, "\n%s firing lateness over long poll: %s jobs due at %d/s over %v (at=, ms), %d consumers with timeout=3\n",
+		fmt.Fprintf(w, "\n%s firing lateness over long poll: %s jobs due at %d/s over %v (at=, ms), %d Go clients with timeout=3\n",
 			r.server, thousands(float64(l.sent)), httpLateRate, httpLateSpread, httpClients)
 		fmt.Fprintf(w, "  delivered %d of %d, early %d, unknown %d; p50 %v, p99 %v, max %v (consume answer arrived − due instant)\n",
 			l.fired, l.sent, l.early, l.extra, l.p50.Round(time.Microsecond), l.p99.Round(time.Microsecond), l.max.Round(time.Microsecond))
@@ -75,18 +108,18 @@ func printHTTP(w io.Writer, o options, res *results) {
 		}
 	}
 	if res.httpCeiling > 0 {
-		fmt.Fprintf(w, "\nceiling: an empty net/http handler in the bench process, same client and PUTs: %s/s", thousands(res.httpCeiling))
+		fmt.Fprintf(w, "\nceiling: an empty net/http handler in the bench process under the same wrk PUTs: %s requests/s", thousands(res.httpCeiling))
 		for _, r := range res.http {
-			if r.server == "lmstfy" && r.publish > 0 {
-				fmt.Fprintf(w, " (3× lmstfy's publish would be %s/s)", thousands(3*r.publish))
+			if r.server == "lmstfy" && r.publish.rate > 0 {
+				fmt.Fprintf(w, " (2× lmstfy's publish would be %s/s)", thousands(2*r.publish.rate))
 			}
 		}
 		fmt.Fprintln(w)
 	}
-	if len(res.http) == 1 {
+	if !two {
 		fmt.Fprintln(w, "\nlmstfy: set LMSTFY_BIN to compare")
 	} else {
-		fmt.Fprintf(w, "\nlmstfy: LMSTFY_BIN=%s, on the same Redis (flushed in between), after rmqd\n", os.Getenv("LMSTFY_BIN"))
+		fmt.Fprintf(w, "\nlmstfy: LMSTFY_BIN=%s, after rmqd, on a redis-server of its own\n", os.Getenv("LMSTFY_BIN"))
 	}
 }
 
@@ -95,7 +128,7 @@ func printHTTPReport(w io.Writer, o options, env environment, res *results) {
 	printHTTP(w, o, res)
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "machine:  %s, nproc %d, %s RAM, %s/%s, %s; load average %s before, %s after\n", env.cpuModel, runtime.NumCPU(), env.memTotal, runtime.GOOS, runtime.GOARCH, runtime.Version(), env.loadBefore, env.loadAfter)
-	fmt.Fprintf(w, "server:   rmqd built from the %s; Go net/http clients (MaxIdleConnsPerHost 64); redis-server %s\n", env.rmqTree, env.redisVersion)
+	fmt.Fprintf(w, "server:   rmqd built from the %s; wrk 4 (-t1); redis-server %s\n", env.rmqTree, env.redisVersion)
 	fmt.Fprintf(w, "command:  %s   (took %v)\n", commandLine(o.rawArgs), env.elapsed.Round(time.Second))
 }
 
@@ -104,7 +137,7 @@ func httpProblems(res *results) []string {
 	var p []string
 	for _, r := range res.http {
 		if r.pubErr != "" || r.conErr != "" {
-			p = append(p, fmt.Sprintf("http %s: %s%s", r.server, r.pubErr, r.conErr))
+			p = append(p, fmt.Sprintf("http %s: %s", r.server, strings.TrimSpace(r.pubErr+" "+r.conErr)))
 		}
 		if r.lat != nil && (r.lat.err != "" || r.lat.early > 0) {
 			p = append(p, fmt.Sprintf("http %s lateness: %d early %s", r.server, r.lat.early, r.lat.err))
