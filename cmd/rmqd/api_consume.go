@@ -148,6 +148,15 @@ func (s *service) pullQueues(ctx context.Context, p *pool, ns string, names []st
 			topics = append(topics, t)
 		}
 		wait := time.Until(deadline)
+		if len(topics) > 0 {
+			// What is ready now, in a round shared with concurrent
+			// consumes of the same queues; only one that may wait for
+			// more goes on by itself.
+			jobs, err = p.rounds.pull(ctx, topics, n, lease)
+			if len(jobs) > 0 || err != nil || wait <= 0 {
+				return jobs, queueOf, err
+			}
+		}
 		var appeared chan struct{}
 		var unwatch func()
 		if len(missing) > 0 && wait > 0 {

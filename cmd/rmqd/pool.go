@@ -36,6 +36,7 @@ type pool struct {
 	pub    *publisher
 	insp   *rmq.Inspector
 	watch  *queueWatch // long polls on queues that do not exist yet
+	rounds *pullRounds // consumes gathered into shared Pulls
 
 	stopIdle context.CancelFunc // ends releaseIdle
 	idleDone chan struct{}
@@ -66,6 +67,7 @@ func newPool(ctx context.Context, name string, rdb redis.UniversalClient, prefix
 		return nil, fmt.Errorf("pool %s: %w", name, err)
 	}
 	p.watch = newQueueWatch(rdb, prefix, log.With("pool", name))
+	p.rounds = newPullRounds(p)
 	if pullIdle <= 0 {
 		pullIdle = defaultPullIdle
 	}

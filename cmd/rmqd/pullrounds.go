@@ -1,0 +1,138 @@
+package main
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rmq-go/rmq/internal/groupcommit"
+	"github.com/rmq-go/rmq/topic"
+)
+
+// pullRounds gathers the consumes that arrive together and name the same
+// queues with the same ttr into one Pull of all their counts, whose jobs are
+// then dealt out in arrival order (a consume gets up to its count, the first
+// to arrive first), as the publisher gathers publishes. A consume that
+// finds a round in flight rides the next one. One Pull of n jobs is one
+// fetch of n in the library (one read of the queue's head, one move of the
+// n entries), where n Pulls of one each are n fetches, however they share
+// a script call; and the request goroutines are woken once per round
+// instead of each running a Pull of its own.
+//
+// Rounds only take what is ready: a consume that gets nothing and may wait
+// (timeout > 0) then long-polls by itself (pool.pull), as before.
+type pullRounds struct {
+	p  *pool
+	gc *groupcommit.Group[*pullReq]
+}
+
+// pullRoundsInFlight is how many rounds may run at once: with one, the
+// consumes that arrive during a round's round trip all ride the next.
+const pullRoundsInFlight = 1
+
+// maxRoundPull bounds the jobs one Pull of a round takes (a round whose
+// consumes ask for more pulls again).
+const maxRoundPull = 1024
+
+// pullReq is one consume's part of a round.
+type pullReq struct {
+	topics []topic.Topic
+	key    string // what consumes must share to ride one Pull
+	lease  time.Duration
+	n      int
+	jobs   []job
+	err    error
+}
+
+func newPullRounds(p *pool) *pullRounds {
+	r := &pullRounds{p: p}
+	r.gc = groupcommit.New(pullRoundsInFlight, r.run, nil)
+	return r
+}
+
+// pull takes up to n jobs that are ready now from topics (first topic
+// first), leased for lease. It waits for its round even when ctx ends, so
+// that no job is leased for a consume that left: a round is one round trip.
+func (r *pullRounds) pull(ctx context.Context, topics []topic.Topic, n int, lease time.Duration) ([]job, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	req := &pullReq{topics: topics, key: pullKey(topics, lease), lease: lease, n: n}
+	_ = r.gc.Do(context.WithoutCancel(ctx), req)
+	return req.jobs, req.err
+}
+
+func pullKey(topics []topic.Topic, lease time.Duration) string {
+	var b strings.Builder
+	b.WriteString(strconv.FormatInt(int64(lease/time.Second), 10))
+	for _, t := range topics {
+		b.WriteByte('\n')
+		b.WriteString(t.Name())
+	}
+	return b.String()
+}
+
+// run pulls for each set of requests that share a key, the sets side by
+// side (their fetches then share the library's script calls).
+func (r *pullRounds) run(ctx context.Context, batch []*pullReq) {
+	var groups [][]*pullReq
+	index := map[string]int{}
+	for _, q := range batch {
+		i, ok := index[q.key]
+		if !ok {
+			i = len(groups)
+			index[q.key] = i
+			groups = append(groups, nil)
+		}
+		groups[i] = append(groups[i], q)
+	}
+	if len(groups) == 1 {
+		r.pullGroup(ctx, groups[0])
+		return
+	}
+	var wg sync.WaitGroup
+	for _, g := range groups {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.pullGroup(ctx, g)
+		}()
+	}
+	wg.Wait()
+}
+
+// pullGroup pulls the requests' counts together and deals the jobs out in
+// order; a request is done once it got its count or a Pull came back
+// short (nothing more is ready).
+func (r *pullRounds) pullGroup(ctx context.Context, reqs []*pullReq) {
+	next := 0 // the first request not served yet
+	for next < len(reqs) {
+		want := 0
+		for _, q := range reqs[next:] {
+			want += q.n - len(q.jobs)
+		}
+		want = min(want, maxRoundPull)
+		jobs, err := r.p.pull(ctx, reqs[0].topics, want, reqs[0].lease, 0)
+		if len(jobs) == 0 {
+			for _, q := range reqs[next:] {
+				q.err = err
+			}
+			return
+		}
+		short := len(jobs) < want
+		for len(jobs) > 0 {
+			q := reqs[next]
+			k := min(q.n-len(q.jobs), len(jobs))
+			q.jobs = append(q.jobs, jobs[:k]...)
+			jobs = jobs[k:]
+			if len(q.jobs) == q.n {
+				next++
+			}
+		}
+		if short {
+			return // nothing more is ready
+		}
+	}
+}
