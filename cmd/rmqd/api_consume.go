@@ -89,13 +89,15 @@ func (s *service) consume(w http.ResponseWriter, r *http.Request, qr *queueReq) 
 
 	lease := max(time.Duration(ttr)*time.Second, minLease)
 	wait := min(time.Duration(timeout)*time.Second, s.cfg.MaxWait)
-	// A long poll ends when the client goes away or shutdown begins.
-	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
-	stop := context.AfterFunc(s.stopping, cancel)
-	defer stop()
-
+	ctx := r.Context()
 	if wait > 0 {
+		// A long poll ends when the client goes away or shutdown begins
+		// (a consume that does not wait ends by itself: it needs neither).
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		stop := context.AfterFunc(s.stopping, cancel)
+		defer stop()
 		s.log.DebugContext(ctx, "rmqd: long poll", "request_id", requestID(w), "wait", wait)
 	}
 	jobs, queueOf, err := s.pullQueues(ctx, qr.pool, qr.ns, names, int(count), lease, time.Now().Add(wait))

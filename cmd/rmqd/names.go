@@ -59,6 +59,9 @@ func consumeNameErr(ns, qs string) string {
 // consumeNameErr accepted; empty pieces and repeats are skipped (the first
 // place of a name is its priority). It returns nil when nothing is left.
 func consumeQueues(s string) []string {
+	if s != "" && strings.IndexByte(s, ',') < 0 {
+		return []string{s} // one queue: the common case
+	}
 	var qs []string
 	seen := map[string]bool{}
 	for q := range strings.SplitSeq(s, ",") {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -39,7 +38,7 @@ const maxRoundPull = 1024
 // pullReq is one consume's part of a round.
 type pullReq struct {
 	topics []topic.Topic
-	key    string // what consumes must share to ride one Pull
+	key    pullKey
 	lease  time.Duration
 	n      int
 	jobs   []job
@@ -59,26 +58,37 @@ func (r *pullRounds) pull(ctx context.Context, topics []topic.Topic, n int, leas
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	req := &pullReq{topics: topics, key: pullKey(topics, lease), lease: lease, n: n}
+	req := &pullReq{topics: topics, key: pullKeyOf(topics, lease), lease: lease, n: n}
 	_ = r.gc.Do(context.WithoutCancel(ctx), req)
 	return req.jobs, req.err
 }
 
-func pullKey(topics []topic.Topic, lease time.Duration) string {
+// pullKey is what consumes must share to ride one Pull: the lease and the
+// topics in order.
+type pullKey struct {
+	lease time.Duration
+	names string // the topics' names, one per line
+}
+
+func pullKeyOf(topics []topic.Topic, lease time.Duration) pullKey {
+	if len(topics) == 1 {
+		return pullKey{lease, topics[0].Name()}
+	}
 	var b strings.Builder
-	b.WriteString(strconv.FormatInt(int64(lease/time.Second), 10))
-	for _, t := range topics {
-		b.WriteByte('\n')
+	for i, t := range topics {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
 		b.WriteString(t.Name())
 	}
-	return b.String()
+	return pullKey{lease, b.String()}
 }
 
 // run pulls for each set of requests that share a key, the sets side by
 // side (their fetches then share the library's script calls).
 func (r *pullRounds) run(ctx context.Context, batch []*pullReq) {
 	var groups [][]*pullReq
-	index := map[string]int{}
+	index := map[pullKey]int{}
 	for _, q := range batch {
 		i, ok := index[q.key]
 		if !ok {
