@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -258,32 +259,27 @@ func (m *httpMeter) phase(ctx context.Context, run func() (wrkResult, error), jo
 	return p, nil
 }
 
-// redisCounts reads Redis's total commands processed and script calls.
+// redisCounts reads from INFO commandstats the commands Redis ran (those
+// of scripts included) and the script calls.
 func redisCounts(ctx context.Context, rdb *redis.Client) (cmds, scripts int64) {
-	info, err := rdb.Info(ctx, "stats", "commandstats").Result()
+	info, err := rdb.Info(ctx, "commandstats").Result()
 	if err != nil {
 		return 0, 0
 	}
-	for _, line := range bytes.Split([]byte(info), []byte("\r\n")) {
-		l := string(line)
-		if v, ok := cutPrefix(l, "total_commands_processed:"); ok {
-			cmds, _ = strconv.ParseInt(v, 10, 64)
+	for _, line := range strings.Split(info, "\r\n") {
+		name, rest, ok := strings.Cut(line, ":calls=")
+		if !ok {
+			continue
 		}
-		for _, c := range []string{"cmdstat_evalsha:calls=", "cmdstat_eval:calls=", "cmdstat_evalsha_ro:calls=", "cmdstat_eval_ro:calls="} {
-			if v, ok := cutPrefix(l, c); ok {
-				n, _ := strconv.ParseInt(v[:bytes.IndexByte([]byte(v+","), ',')], 10, 64)
-				scripts += n
-			}
+		calls, _, _ := strings.Cut(rest, ",")
+		n, _ := strconv.ParseInt(calls, 10, 64)
+		cmds += n
+		switch strings.TrimPrefix(name, "cmdstat_") {
+		case "evalsha", "eval", "evalsha_ro", "eval_ro":
+			scripts += n
 		}
 	}
 	return cmds, scripts
-}
-
-func cutPrefix(s, p string) (string, bool) {
-	if len(s) >= len(p) && s[:len(p)] == p {
-		return s[len(p):], true
-	}
-	return "", false
 }
 
 func loopback() (string, error) {
