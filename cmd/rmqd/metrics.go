@@ -29,7 +29,7 @@ type routeKey struct{ listener, route string }
 // routeStats are one route's series: answers by status code and the
 // latency histogram.
 type routeStats struct {
-	codes  [600]atomic.Uint64                  // by status code (100..599)
+	codes  [600]atomic.Uint64                 // by status code (100..599)
 	counts [len(latencyBuckets)]atomic.Uint64 // per bucket, not cumulative
 	sumNs  atomic.Uint64
 	n      atomic.Uint64
