@@ -87,6 +87,7 @@ func (s *service) consume(w http.ResponseWriter, r *http.Request, qr *queueReq) 
 		return
 	}
 
+	arrived := time.Now()
 	lease := max(time.Duration(ttr)*time.Second, minLease)
 	wait := min(time.Duration(timeout)*time.Second, s.cfg.MaxWait)
 	ctx := r.Context()
@@ -111,6 +112,9 @@ func (s *service) consume(w http.ResponseWriter, r *http.Request, qr *queueReq) 
 	}
 	s.metrics.consumed.Add(uint64(len(jobs)))
 	now := time.Now()
+	if qr.pool.name == defaultPool {
+		s.countFirings(jobs, arrived, now)
+	}
 	out := make([]jobBody, len(jobs))
 	for i, j := range jobs {
 		out[i] = j.answer(qr.ns, queueOf[j.topic.Name()], "new job", now)
@@ -228,5 +232,26 @@ func closed(ch chan struct{}) bool {
 		return true
 	default:
 		return false
+	}
+}
+
+// countFirings gives the dashboard's firing-lateness chart the jobs that
+// came due while this consume waited for them: how long after their due
+// time rmqd had them. A job due before the consume came waited for a
+// consumer, not for its time, and is not a firing. An undelayed job is due
+// when it was published (it is stored as due a little earlier: see
+// immediateSkew).
+func (s *service) countFirings(jobs []job, arrived, now time.Time) {
+	for _, j := range jobs {
+		due := j.dueAt
+		if due.IsZero() {
+			continue // a priority queue's job has no due time
+		}
+		if j.firstSentAt.After(due) {
+			due = j.firstSentAt
+		}
+		if due.After(arrived) {
+			s.counters.Fired(j.topic.Name(), now.Sub(due))
+		}
 	}
 }

@@ -98,6 +98,7 @@ type job struct {
 	gone        bool      // peeked head whose data is gone: data null
 	expiresAt   time.Time // zero: never (dead jobs never expire: lmstfy persists them)
 	firstSentAt time.Time
+	dueAt       time.Time // consumed jobs of time-based queues: when it was due
 	remainTries int
 	headers     map[string]string // emptyHeader already applied and removed
 }
@@ -117,8 +118,8 @@ func (p *pool) pull(ctx context.Context, topics []topic.Topic, n int, lease, wai
 				t = x
 			}
 		}
-		jobs[i] = job{topic: t, id: d.ID, body: d.Body, expiresAt: d.ExpiresAt,
-			firstSentAt: d.FirstSentAt, remainTries: triesLeft(d.MaxRetries, d.Attempt), headers: d.Headers}.fromStored()
+		jobs[i] = job{topic: t, id: d.ID, body: d.Body, expiresAt: d.ExpiresAt, firstSentAt: d.FirstSentAt, dueAt: d.DueAt,
+			remainTries: triesLeft(d.MaxRetries, d.Attempt), headers: d.Headers}.fromStored()
 	}
 	return jobs, nil
 }

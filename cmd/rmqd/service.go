@@ -112,7 +112,8 @@ func newService(ctx context.Context, cfg serviceConfig, clients map[string]redis
 		limits:   newLimitStore(def, cfg.Prefix, cfg.CacheTTL),
 		throttle: newThrottler(def, cfg.Prefix),
 		metrics:  newMetrics(),
-		counters: dashboard.NewCounters(),
+		// rmqd only pulls: lateness is what consume reports (firings).
+		counters: dashboard.NewCounters(dashboard.LatenessFromFired()),
 		guard:    newAuthGuard(def, cfg.Prefix, cfg.MaxAuthFailures, cfg.TrustedProxies, log),
 		redact:   newRedactor(cfg.Secrets),
 
