@@ -128,7 +128,11 @@ func printHTTPReport(w io.Writer, o options, env environment, res *results) {
 	printHTTP(w, o, res)
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "machine:  %s, nproc %d, %s RAM, %s/%s, %s; load average %s before, %s after\n", env.cpuModel, runtime.NumCPU(), env.memTotal, runtime.GOOS, runtime.GOARCH, runtime.Version(), env.loadBefore, env.loadAfter)
-	fmt.Fprintf(w, "server:   rmqd built from the %s; wrk 4 (-t1); redis-server %s\n", env.rmqTree, env.redisVersion)
+	built := "rmqd built from the " + env.rmqTree
+	if b := os.Getenv("RMQD_BIN"); b != "" {
+		built = "rmqd RMQD_BIN=" + b
+	}
+	fmt.Fprintf(w, "server:   %s; wrk 4 (-t1); redis-server %s\n", built, env.redisVersion)
 	fmt.Fprintf(w, "command:  %s   (took %v)\n", commandLine(o.rawArgs), env.elapsed.Round(time.Second))
 }
 
