@@ -158,7 +158,7 @@ func (s *service) pullQueues(ctx context.Context, p *pool, ns string, names []st
 			// What is ready now, in a round shared with concurrent
 			// consumes of the same queues; only one that may wait for
 			// more goes on by itself.
-			jobs, err = p.rounds.pull(ctx, topics, n, lease)
+			jobs, err = p.rounds.pull(ctx, topics, n, lease, wait > 0)
 			if len(jobs) > 0 || err != nil || wait <= 0 {
 				return jobs, queueOf, err
 			}

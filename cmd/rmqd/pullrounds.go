@@ -21,11 +21,27 @@ import (
 // instead of each running a Pull of its own.
 //
 // Rounds only take what is ready: a consume that gets nothing and may wait
-// (timeout > 0) then long-polls by itself (pool.pull), as before.
+// (timeout > 0) then long-polls by itself (pool.pull), as before. A
+// consume that may wait skips the round when a round of its queues found
+// them drained within drainedFor: its long poll fetches first anyway, and
+// a round before it would be one fetch more per poll of an empty queue
+// (long polls on a trickle of jobs each re-poll after every job).
 type pullRounds struct {
 	p  *pool
 	gc *groupcommit.Group[*pullReq]
+
+	mu      sync.Mutex
+	drained map[pullKey]time.Time // when the last round of the key came back short
 }
+
+// drainedFor is how long a round that came back short stands for its
+// queues: long polls skip rounds meanwhile, and one after it looks again
+// (a backlog that built up since then rides rounds again).
+const drainedFor = 100 * time.Millisecond
+
+// maxDrainedKeys bounds the keys remembered; past it they are forgotten
+// (a forgotten key costs a long poll one round).
+const maxDrainedKeys = 10000
 
 // pullRoundsInFlight is how many rounds may run at once: with one, the
 // consumes that arrive during a round's round trip all ride the next.
@@ -46,7 +62,7 @@ type pullReq struct {
 }
 
 func newPullRounds(p *pool) *pullRounds {
-	r := &pullRounds{p: p}
+	r := &pullRounds{p: p, drained: map[pullKey]time.Time{}}
 	r.gc = groupcommit.New(pullRoundsInFlight, r.run, nil)
 	return r
 }
@@ -54,11 +70,23 @@ func newPullRounds(p *pool) *pullRounds {
 // pull takes up to n jobs that are ready now from topics (first topic
 // first), leased for lease. It waits for its round even when ctx ends, so
 // that no job is leased for a consume that left: a round is one round trip.
-func (r *pullRounds) pull(ctx context.Context, topics []topic.Topic, n int, lease time.Duration) ([]job, error) {
+// With willWait (the consume long-polls if this finds nothing) it takes
+// nothing, without a round, when the last round of these queues and lease
+// found them drained.
+func (r *pullRounds) pull(ctx context.Context, topics []topic.Topic, n int, lease time.Duration, willWait bool) ([]job, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	req := &pullReq{topics: topics, key: pullKeyOf(topics, lease), lease: lease, n: n}
+	key := pullKeyOf(topics, lease)
+	if willWait {
+		r.mu.Lock()
+		at, drained := r.drained[key]
+		r.mu.Unlock()
+		if drained && time.Since(at) < drainedFor {
+			return nil, nil
+		}
+	}
+	req := &pullReq{topics: topics, key: key, lease: lease, n: n}
 	_ = r.gc.Do(context.WithoutCancel(ctx), req)
 	return req.jobs, req.err
 }
@@ -125,6 +153,9 @@ func (r *pullRounds) pullGroup(ctx context.Context, reqs []*pullReq) {
 		}
 		want = min(want, maxRoundPull)
 		jobs, err := r.p.pull(ctx, reqs[0].topics, want, reqs[0].lease, 0)
+		if err == nil {
+			r.noteDrained(reqs[0].key, len(jobs) < want)
+		}
 		if len(jobs) == 0 {
 			for _, q := range reqs[next:] {
 				q.err = err
@@ -145,4 +176,18 @@ func (r *pullRounds) pullGroup(ctx context.Context, reqs []*pullReq) {
 			return // nothing more is ready
 		}
 	}
+}
+
+// noteDrained records whether a round of key took less than it asked for.
+func (r *pullRounds) noteDrained(key pullKey, drained bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !drained {
+		delete(r.drained, key)
+		return
+	}
+	if len(r.drained) >= maxDrainedKeys {
+		clear(r.drained)
+	}
+	r.drained[key] = time.Now()
 }

@@ -44,7 +44,7 @@ func TestPullRoundsDealJobsOut(t *testing.T) {
 			if i%5 == 0 {
 				lease = 20 * time.Second
 			}
-			jobs, err := p.rounds.pull(ctx, topics, n, lease)
+			jobs, err := p.rounds.pull(ctx, topics, n, lease, false)
 			require.NoError(t, err)
 			require.LessOrEqual(t, len(jobs), n)
 			mu.Lock()
@@ -60,7 +60,40 @@ func TestPullRoundsDealJobsOut(t *testing.T) {
 		require.True(t, want[id], "job %s was never published", id)
 		require.Equal(t, 1, n, "job %s handed out %d times", id, n)
 	}
-	jobs, err := p.rounds.pull(ctx, []topic.Topic{q}, 5, time.Second)
+	jobs, err := p.rounds.pull(ctx, []topic.Topic{q}, 5, time.Second, false)
 	require.NoError(t, err)
 	require.Empty(t, jobs)
+}
+
+// A consume that may wait skips the round while its queue was found
+// drained a moment ago (its long poll fetches first anyway), and rides
+// rounds again after drainedFor.
+func TestPullRoundsSkippedForLongPollsOfDrainedQueues(t *testing.T) {
+	e := newEnv(t)
+	tok := e.token("ns")
+	e.publish(tok, "ns", "q", "", "x")
+	p := e.svc.pools[defaultPool]
+	q := mustQueueTopic(t, p, "ns", "q")
+	ctx := context.Background()
+	jobs, err := p.rounds.pull(ctx, []topic.Topic{q}, 2, time.Minute, true)
+	require.NoError(t, err)
+	require.Len(t, jobs, 1, "short: drained")
+	e.publish(tok, "ns", "q", "", "y")
+	jobs, err = p.rounds.pull(ctx, []topic.Topic{q}, 1, time.Minute, true)
+	require.NoError(t, err)
+	require.Empty(t, jobs, "skipped: the queue was drained a moment ago")
+	jobs, err = p.rounds.pull(ctx, []topic.Topic{q}, 1, time.Minute, false)
+	require.NoError(t, err)
+	require.Len(t, jobs, 1, "a consume that does not wait always rides a round")
+	jobs, err = p.rounds.pull(ctx, []topic.Topic{q}, 1, time.Minute, false)
+	require.NoError(t, err)
+	require.Empty(t, jobs, "drained again")
+	e.publish(tok, "ns", "q", "", "z")
+	jobs, err = p.rounds.pull(ctx, []topic.Topic{q}, 1, time.Minute, true)
+	require.NoError(t, err)
+	require.Empty(t, jobs, "skipped")
+	time.Sleep(drainedFor)
+	jobs, err = p.rounds.pull(ctx, []topic.Topic{q}, 1, time.Minute, true)
+	require.NoError(t, err)
+	require.Len(t, jobs, 1, "after drainedFor a long poll rides a round again")
 }
