@@ -30,12 +30,14 @@ import (
 // appendonly yes / appendfsync everysec (what lmstfy demands of its Redis,
 // so both pay the same AOF cost).
 //
-// Per server: wrk publishes for -http-d (PUT, 128-byte bodies, lmstfy's
-// defaults: ttl 86400, tries 1), then drains that backlog for -http-d with
-// consume (ttr=60, no wait) and ack (DELETE) on the same connections. The
-// CPU the server and its redis-server used in each phase (from
-// /proc/<pid>/stat) divided by the jobs is the cost per job. Then, rmqd
-// only, firing lateness over long poll (lmstfy's delays are whole seconds).
+// Per server and run: wrk publishes for -http-d (PUT, 128-byte bodies,
+// lmstfy's defaults: ttl 86400, tries 1), then drains that backlog for
+// -http-d with consume (ttr=60, no wait) and ack (DELETE) on the same
+// connections. The CPU the server and its redis-server used in each phase
+// (from /proc/<pid>/stat) divided by the jobs is the cost per job. There
+// are -runs runs, the servers' order reversed every run (a shared machine's
+// load moves during a run); the table shows medians. Then, rmqd only, once,
+// firing lateness over long poll (lmstfy's delays are whole seconds).
 
 const (
 	httpClients = 32 // wrk connections; the lateness case's Go clients
@@ -68,19 +70,34 @@ func (p httpPhase) perJob(d time.Duration) float64 {
 	return float64(d.Microseconds()) / float64(p.jobs)
 }
 
-// httpServerResult is one server's figures in the http case.
-type httpServerResult struct {
-	server           string // "rmqd" or "lmstfy"
+// httpRun is one run of one server in the http case.
+type httpRun struct {
 	publish, consume httpPhase
 	pubErr, conErr   string
-	lat              *waveResult // rmqd only: lmstfy's delays are whole seconds
 }
 
 // costPerJob is the server's and Redis's CPU per job, publish + consume +
 // ack, in µs.
-func (r httpServerResult) costPerJob() (server, redis float64) {
+func (r httpRun) costPerJob() (server, redis float64) {
 	return r.publish.perJob(r.publish.serverCPU) + r.consume.perJob(r.consume.serverCPU),
 		r.publish.perJob(r.publish.redisCPU) + r.consume.perJob(r.consume.redisCPU)
+}
+
+// httpServerResult is one server's figures in the http case.
+type httpServerResult struct {
+	server string // "rmqd" or "lmstfy"
+	runs   []httpRun
+	lat    *waveResult // rmqd only: lmstfy's delays are whole seconds
+}
+
+// failed returns the first run's error, if any run failed.
+func (r httpServerResult) failed() string {
+	for _, x := range r.runs {
+		if x.pubErr != "" || x.conErr != "" {
+			return strings.TrimSpace(x.pubErr + " " + x.conErr)
+		}
+	}
+	return ""
 }
 
 // httpTarget is one running server and the client that talks to it.
@@ -149,22 +166,35 @@ func (b *runner) httpCase(ctx context.Context) error {
 	} else {
 		progress("http: empty handler: %v", err)
 	}
-	for _, s := range servers {
-		r, err := b.httpServerCase(ctx, wrk, dir, s)
-		if err != nil {
-			return err
+	b.res.http = make([]httpServerResult, len(servers))
+	for i, s := range servers {
+		b.res.http[i].server = s.name
+	}
+	for run := range b.o.runs {
+		for k := range servers {
+			i := k
+			if run%2 == 1 {
+				i = len(servers) - 1 - k
+			}
+			r, lat, err := b.httpServerCase(ctx, wrk, dir, servers[i], run == 0 && servers[i].name == "rmqd")
+			if err != nil {
+				return err
+			}
+			b.res.http[i].runs = append(b.res.http[i].runs, r)
+			if lat != nil {
+				b.res.http[i].lat = lat
+			}
 		}
-		b.res.http = append(b.res.http, r)
 	}
 	return nil
 }
 
-// httpServerCase runs one server on a Redis of its own through the cases.
-func (b *runner) httpServerCase(ctx context.Context, wrk, dir string, s httpServer) (httpServerResult, error) {
-	r := httpServerResult{server: s.name}
+// httpServerCase runs one server on a Redis of its own through the cases,
+// lateness too when asked.
+func (b *runner) httpServerCase(ctx context.Context, wrk, dir string, s httpServer, lateness bool) (r httpRun, lat *waveResult, err error) {
 	srv, err := redisserver.Start(ctx, redisserver.Config{AppendOnly: true, AppendFsync: "everysec"})
 	if err != nil {
-		return r, err
+		return r, nil, err
 	}
 	defer srv.Stop()
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
@@ -172,7 +202,7 @@ func (b *runner) httpServerCase(ctx context.Context, wrk, dir string, s httpServ
 	progress("http: starting %s", s.name)
 	p, t, err := s.start(srv.Addr())
 	if err != nil {
-		return r, fmt.Errorf("http: start %s: %w", s.name, err)
+		return r, nil, fmt.Errorf("http: start %s: %w", s.name, err)
 	}
 	defer func() {
 		if err := p.Terminate(10 * time.Second); err != nil {
@@ -189,7 +219,7 @@ func (b *runner) httpServerCase(ctx context.Context, wrk, dir string, s httpServ
 	}, func(w wrkResult) int64 { return w.requests - w.non2xx })
 	if err != nil {
 		r.pubErr = err.Error()
-		return r, ctx.Err()
+		return r, nil, ctx.Err()
 	}
 	if r.publish.requests != r.publish.jobs {
 		r.pubErr = fmt.Sprintf("%d of %d publishes failed", r.publish.requests-r.publish.jobs, r.publish.requests)
@@ -209,12 +239,12 @@ func (b *runner) httpServerCase(ctx context.Context, wrk, dir string, s httpServ
 	case w.empty > 0:
 		r.consume.note = fmt.Sprintf("%d consumes found the queue empty", w.empty)
 	}
-	if s.name == "rmqd" && ctx.Err() == nil {
+	if lateness && ctx.Err() == nil {
 		progress("http: %s lateness, %d jobs/s over %v", s.name, httpLateRate, httpLateSpread)
 		lw := httpLateness(ctx, t, "late", b.o.body)
-		r.lat = &lw
+		lat = &lw
 	}
-	return r, ctx.Err()
+	return r, lat, ctx.Err()
 }
 
 // httpMeter reads what a phase cost: CPU of the server and of Redis, and

@@ -15,8 +15,8 @@ func printHTTP(w io.Writer, o options, res *results) {
 	if len(res.http) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "\nHTTP (issues 12, 21): wrk -t1 -c%d, %v per phase, %d-byte bodies; each server on a redis-server of its own with appendonly yes, appendfsync everysec; one run\n\n",
-		httpClients, o.httpDur, o.body)
+	fmt.Fprintf(w, "\nHTTP (issues 12, 21): wrk -t1 -c%d, %v per phase, %d-byte bodies; each server on a redis-server of its own with appendonly yes, appendfsync everysec; medians of %d runs (the servers' order reversed every run)\n\n",
+		httpClients, o.httpDur, o.body, len(res.http[0].runs))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "\t")
 	for _, r := range res.http {
@@ -27,21 +27,25 @@ func printHTTP(w io.Writer, o options, res *results) {
 		fmt.Fprintf(tw, "rmqd / lmstfy\t")
 	}
 	fmt.Fprintln(tw)
-	// row prints one figure per server and, with two, their ratio.
-	row := func(name, unit string, v func(r httpServerResult) (float64, bool)) {
+	// row prints one figure per server (the median of its runs) and, with
+	// two, their ratio.
+	row := func(name, unit string, v func(r httpRun) float64) {
 		fmt.Fprintf(tw, "%s\t", name)
 		var vals []float64
 		for _, r := range res.http {
-			f, ok := v(r)
-			if !ok {
+			f := 0.0
+			if r.failed() != "" || len(r.runs) == 0 {
 				fmt.Fprintf(tw, "FAILED\t")
-				f = 0
-			} else if unit == "/s" {
-				fmt.Fprintf(tw, "%s/s\t", thousands(f))
-			} else if unit == "" {
-				fmt.Fprintf(tw, "%.2f\t", f)
 			} else {
-				fmt.Fprintf(tw, "%.1f %s\t", f, unit)
+				f = medianOf(r.runs, v)
+				switch unit {
+				case "/s":
+					fmt.Fprintf(tw, "%s/s\t", thousands(f))
+				case "":
+					fmt.Fprintf(tw, "%.2f\t", f)
+				default:
+					fmt.Fprintf(tw, "%.1f %s\t", f, unit)
+				}
 			}
 			vals = append(vals, f)
 		}
@@ -54,42 +58,54 @@ func printHTTP(w io.Writer, o options, res *results) {
 		}
 		fmt.Fprintln(tw)
 	}
-	pub := func(f func(p httpPhase) float64) func(r httpServerResult) (float64, bool) {
-		return func(r httpServerResult) (float64, bool) { return f(r.publish), r.pubErr == "" }
-	}
-	con := func(f func(p httpPhase) float64) func(r httpServerResult) (float64, bool) {
-		return func(r httpServerResult) (float64, bool) { return f(r.consume), r.pubErr == "" && r.conErr == "" }
-	}
-	both := func(f func(r httpServerResult) float64) func(r httpServerResult) (float64, bool) {
-		return func(r httpServerResult) (float64, bool) { return f(r), r.pubErr == "" && r.conErr == "" }
-	}
-	perJob := func(n func(p httpPhase) int64) func(p httpPhase) float64 {
-		return func(p httpPhase) float64 {
-			if p.jobs == 0 {
+	perJob := func(n func(p httpPhase) int64, p func(r httpRun) httpPhase) func(r httpRun) float64 {
+		return func(r httpRun) float64 {
+			ph := p(r)
+			if ph.jobs == 0 {
 				return 0
 			}
-			return float64(n(p)) / float64(p.jobs)
+			return float64(n(ph)) / float64(ph.jobs)
 		}
 	}
-	row("publish (PUT), jobs/s", "/s", pub(func(p httpPhase) float64 { return p.rate }))
-	row("consume+ack (GET + DELETE), jobs/s", "/s", con(func(p httpPhase) float64 { return p.rate }))
-	row("server CPU per publish", "µs", pub(func(p httpPhase) float64 { return p.perJob(p.serverCPU) }))
-	row("server CPU per consume+ack", "µs", con(func(p httpPhase) float64 { return p.perJob(p.serverCPU) }))
-	row("Redis CPU per publish", "µs", pub(func(p httpPhase) float64 { return p.perJob(p.redisCPU) }))
-	row("Redis CPU per consume+ack", "µs", con(func(p httpPhase) float64 { return p.perJob(p.redisCPU) }))
-	row("server CPU per job", "µs", both(func(r httpServerResult) float64 { s, _ := r.costPerJob(); return s }))
-	row("Redis CPU per job", "µs", both(func(r httpServerResult) float64 { _, d := r.costPerJob(); return d }))
-	row("server + Redis CPU per job", "µs", both(func(r httpServerResult) float64 { s, d := r.costPerJob(); return s + d }))
-	row("Redis commands per publish", "", pub(perJob(func(p httpPhase) int64 { return p.redisCmds })))
-	row("Redis commands per consume+ack", "", con(perJob(func(p httpPhase) int64 { return p.redisCmds })))
-	row("script calls per publish", "", pub(perJob(func(p httpPhase) int64 { return p.scripts })))
-	row("script calls per consume+ack", "", con(perJob(func(p httpPhase) int64 { return p.scripts })))
+	pub := func(r httpRun) httpPhase { return r.publish }
+	con := func(r httpRun) httpPhase { return r.consume }
+	cost := func(r httpRun) float64 { s, d := r.costPerJob(); return s + d }
+	row("publish (PUT), jobs/s", "/s", func(r httpRun) float64 { return r.publish.rate })
+	row("consume+ack (GET + DELETE), jobs/s", "/s", func(r httpRun) float64 { return r.consume.rate })
+	row("server CPU per publish", "µs", func(r httpRun) float64 { return r.publish.perJob(r.publish.serverCPU) })
+	row("server CPU per consume+ack", "µs", func(r httpRun) float64 { return r.consume.perJob(r.consume.serverCPU) })
+	row("Redis CPU per publish", "µs", func(r httpRun) float64 { return r.publish.perJob(r.publish.redisCPU) })
+	row("Redis CPU per consume+ack", "µs", func(r httpRun) float64 { return r.consume.perJob(r.consume.redisCPU) })
+	row("server CPU per job", "µs", func(r httpRun) float64 { s, _ := r.costPerJob(); return s })
+	row("Redis CPU per job", "µs", func(r httpRun) float64 { _, d := r.costPerJob(); return d })
+	row("server + Redis CPU per job", "µs", cost)
+	row("Redis commands per publish", "", perJob(func(p httpPhase) int64 { return p.redisCmds }, pub))
+	row("Redis commands per consume+ack", "", perJob(func(p httpPhase) int64 { return p.redisCmds }, con))
+	row("script calls per publish", "", perJob(func(p httpPhase) int64 { return p.scripts }, pub))
+	row("script calls per consume+ack", "", perJob(func(p httpPhase) int64 { return p.scripts }, con))
 	tw.Flush()
 	fmt.Fprintln(w, "  (a job is a publish, a consume and an ack; CPU from /proc/<pid>/stat of the server and of its redis-server, divided by the jobs of the phase)")
+	if two && res.http[0].failed() == "" && res.http[1].failed() == "" {
+		// Each run's own ratios: how far the machine's load moved them.
+		var costs, pubs, cons []string
+		for i := range min(len(res.http[0].runs), len(res.http[1].runs)) {
+			a, l := res.http[0].runs[i], res.http[1].runs[i]
+			costs = append(costs, fmt.Sprintf("%.2f", cost(a)/cost(l)))
+			pubs = append(pubs, fmt.Sprintf("%.2f", a.publish.rate/l.publish.rate))
+			cons = append(cons, fmt.Sprintf("%.2f", a.consume.rate/l.consume.rate))
+		}
+		fmt.Fprintf(w, "  rmqd / lmstfy in each run: CPU per job %s; publish %s; consume+ack %s\n",
+			strings.Join(costs, ", "), strings.Join(pubs, ", "), strings.Join(cons, ", "))
+	}
 	for _, r := range res.http {
-		for _, e := range []string{r.pubErr, r.conErr, r.publish.note, r.consume.note} {
-			if e != "" {
-				fmt.Fprintf(w, "  %s: %s\n", r.server, e)
+		if e := r.failed(); e != "" {
+			fmt.Fprintf(w, "  %s: %s\n", r.server, e)
+		}
+		for _, x := range r.runs {
+			for _, n := range []string{x.publish.note, x.consume.note} {
+				if n != "" {
+					fmt.Fprintf(w, "  %s: %s\n", r.server, n)
+				}
 			}
 		}
 	}
@@ -110,8 +126,8 @@ func printHTTP(w io.Writer, o options, res *results) {
 	if res.httpCeiling > 0 {
 		fmt.Fprintf(w, "\nceiling: an empty net/http handler in the bench process under the same wrk PUTs: %s requests/s", thousands(res.httpCeiling))
 		for _, r := range res.http {
-			if r.server == "lmstfy" && r.publish.rate > 0 {
-				fmt.Fprintf(w, " (2× lmstfy's publish would be %s/s)", thousands(2*r.publish.rate))
+			if r.server == "lmstfy" && r.failed() == "" && len(r.runs) > 0 {
+				fmt.Fprintf(w, " (2× lmstfy's publish would be %s/s)", thousands(2*medianOf(r.runs, func(x httpRun) float64 { return x.publish.rate })))
 			}
 		}
 		fmt.Fprintln(w)
@@ -119,7 +135,7 @@ func printHTTP(w io.Writer, o options, res *results) {
 	if !two {
 		fmt.Fprintln(w, "\nlmstfy: set LMSTFY_BIN to compare")
 	} else {
-		fmt.Fprintf(w, "\nlmstfy: LMSTFY_BIN=%s, after rmqd, on a redis-server of its own\n", os.Getenv("LMSTFY_BIN"))
+		fmt.Fprintf(w, "\nlmstfy: LMSTFY_BIN=%s, on a redis-server of its own\n", os.Getenv("LMSTFY_BIN"))
 	}
 }
 
@@ -140,8 +156,8 @@ func printHTTPReport(w io.Writer, o options, env environment, res *results) {
 func httpProblems(res *results) []string {
 	var p []string
 	for _, r := range res.http {
-		if r.pubErr != "" || r.conErr != "" {
-			p = append(p, fmt.Sprintf("http %s: %s", r.server, strings.TrimSpace(r.pubErr+" "+r.conErr)))
+		if e := r.failed(); e != "" {
+			p = append(p, fmt.Sprintf("http %s: %s", r.server, e))
 		}
 		if r.lat != nil && (r.lat.err != "" || r.lat.early > 0) {
 			p = append(p, fmt.Sprintf("http %s lateness: %d early %s", r.server, r.lat.early, r.lat.err))
