@@ -11,26 +11,36 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
+	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/rmq-go/rmq/internal/procutil"
 	"github.com/rmq-go/rmq/internal/redisserver"
 )
 
-// The http case (-cases http, issue 12; not in the default run): rmqd, the
-// lmstfy-compatible HTTP server, measured over HTTP as its users see it.
-// rmqd is built from the working tree and started against a throwaway
-// redis-server of its own with appendonly yes / appendfsync everysec (what
-// lmstfy demands of its Redis, so both servers pay the same AOF cost). When
-// LMSTFY_BIN names an lmstfy server binary, the publish and consume+ack cases
-// also run against it on the same Redis (flushed between servers).
+// The http case (-cases http, issues 12 and 21; not in the default run):
+// rmqd, the lmstfy-compatible HTTP server, measured over HTTP as its users
+// see it, and for what it costs. rmqd is built from the working tree; when
+// LMSTFY_BIN names an lmstfy server binary, lmstfy runs the same cases in
+// the same run. Each server gets a throwaway redis-server of its own with
+// appendonly yes / appendfsync everysec (what lmstfy demands of its Redis,
+// so both pay the same AOF cost).
+//
+// Per server and run: wrk publishes for -http-d (PUT, 128-byte bodies,
+// lmstfy's defaults: ttl 86400, tries 1), then drains that backlog for
+// -http-d with consume (ttr=60, no wait) and ack (DELETE) on the same
+// connections. The CPU the server and its redis-server used in each phase
+// (from /proc/<pid>/stat) divided by the jobs is the cost per job. There
+// are -runs runs, the servers' order reversed every run (a shared machine's
+// load moves during a run); the table shows medians. Then, rmqd only, once,
+// firing lateness over long poll (lmstfy's delays are whole seconds).
 
 const (
-	httpClients = 32
+	httpClients = 32 // wrk connections; the lateness case's Go clients
 	// httpLateRate and httpLateSpread: the lateness case's jobs come due
 	// at 1,000/s over 3 s.
 	httpLateRate   = 1000
@@ -41,12 +51,53 @@ const (
 	httpNS       = "bench"
 )
 
+// httpPhase is one wrk phase of one server: its rate and what it cost.
+type httpPhase struct {
+	jobs      int64   // published, or consumed and acked
+	rate      float64 // jobs/s
+	requests  int64
+	serverCPU time.Duration
+	redisCPU  time.Duration
+	redisCmds int64 // Redis commands (those of scripts included)
+	scripts   int64 // script calls (EVAL, EVALSHA)
+	note      string
+}
+
+func (p httpPhase) perJob(d time.Duration) float64 {
+	if p.jobs == 0 {
+		return 0
+	}
+	return float64(d.Microseconds()) / float64(p.jobs)
+}
+
+// httpRun is one run of one server in the http case.
+type httpRun struct {
+	publish, consume httpPhase
+	pubErr, conErr   string
+}
+
+// costPerJob is the server's and Redis's CPU per job, publish + consume +
+// ack, in µs.
+func (r httpRun) costPerJob() (server, redis float64) {
+	return r.publish.perJob(r.publish.serverCPU) + r.consume.perJob(r.consume.serverCPU),
+		r.publish.perJob(r.publish.redisCPU) + r.consume.perJob(r.consume.redisCPU)
+}
+
 // httpServerResult is one server's figures in the http case.
 type httpServerResult struct {
-	server           string // "rmqd" or "lmstfy"
-	publish, consume float64
-	pubErr, conErr   string
-	lat              *waveResult // rmqd only: lmstfy's delays are whole seconds
+	server string // "rmqd" or "lmstfy"
+	runs   []httpRun
+	lat    *waveResult // rmqd only: lmstfy's delays are whole seconds
+}
+
+// failed returns the first run's error, if any run failed.
+func (r httpServerResult) failed() string {
+	for _, x := range r.runs {
+		if x.pubErr != "" || x.conErr != "" {
+			return strings.TrimSpace(x.pubErr + " " + x.conErr)
+		}
+	}
+	return ""
 }
 
 // httpTarget is one running server and the client that talks to it.
@@ -65,108 +116,203 @@ func newHTTPClient() *http.Client {
 	return &http.Client{Transport: tr, Timeout: 30 * time.Second}
 }
 
+type httpServer struct {
+	name  string
+	start func(redisAddr string) (*procutil.Proc, *httpTarget, error)
+}
+
 // httpCase runs the http case and stores its results in b.res.http.
 func (b *runner) httpCase(ctx context.Context) error {
-	srv, err := redisserver.Start(ctx, redisserver.Config{AppendOnly: true, AppendFsync: "everysec"})
+	wrk, err := wrkPath(ctx)
 	if err != nil {
 		return err
 	}
-	defer srv.Stop()
 	dir, err := os.MkdirTemp("", "rmq-bench-http-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
 
-	progress("http: building rmqd")
-	bin := filepath.Join(dir, "rmqd")
-	// Built in the library's own module (the replace of go.mod points at
-	// it): rmqd's dependencies are in its go.sum, not in the bench's.
-	root, err := exec.CommandContext(ctx, "go", "list", "-m", "-f", "{{.Dir}}", "github.com/rmq-go/rmq").Output()
-	if err != nil {
-		return fmt.Errorf("http: locate the rmq module: %w", err)
-	}
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/rmqd")
-	build.Dir = string(bytes.TrimSpace(root))
-	if out, err := build.CombinedOutput(); err != nil {
-		return fmt.Errorf("http: go build rmqd: %v\n%s", err, out)
+	bin := os.Getenv("RMQD_BIN") // another build to measure (an older tree's, say)
+	if bin == "" {
+		progress("http: building rmqd")
+		bin = filepath.Join(dir, "rmqd")
+		// Built in its own module (cmd/, next to the library's directory
+		// that the replace of go.mod points at), with that module's go.sum.
+		root, err := exec.CommandContext(ctx, "go", "list", "-m", "-f", "{{.Dir}}", "github.com/rmq-go/rmq").Output()
+		if err != nil {
+			return fmt.Errorf("http: locate the rmq module: %w", err)
+		}
+		build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./rmqd")
+		build.Dir = filepath.Join(string(bytes.TrimSpace(root)), "cmd")
+		if out, err := build.CombinedOutput(); err != nil {
+			return fmt.Errorf("http: go build rmqd: %v\n%s", err, out)
+		}
 	}
 	hc := newHTTPClient()
 	defer hc.CloseIdleConnections()
 
-	servers := []struct {
-		name  string
-		start func() (*procutil.Proc, *httpTarget, error)
-	}{{"rmqd", func() (*procutil.Proc, *httpTarget, error) { return startRMQD(ctx, bin, dir, srv.Addr(), hc) }}}
+	servers := []httpServer{{"rmqd", func(addr string) (*procutil.Proc, *httpTarget, error) {
+		return startRMQD(ctx, bin, dir, addr, hc)
+	}}}
 	if lb := os.Getenv("LMSTFY_BIN"); lb != "" {
-		servers = append(servers, struct {
-			name  string
-			start func() (*procutil.Proc, *httpTarget, error)
-		}{"lmstfy", func() (*procutil.Proc, *httpTarget, error) { return startLmstfy(ctx, lb, dir, srv.Addr(), hc) }})
+		servers = append(servers, httpServer{"lmstfy", func(addr string) (*procutil.Proc, *httpTarget, error) {
+			return startLmstfy(ctx, lb, dir, addr, hc)
+		}})
 	}
-	progress("http: an empty handler, %d PUTs (the machine's ceiling)", b.o.httpN)
-	if v, err := httpCeiling(ctx, hc, b.o.httpN, b.o.body); err == nil {
+	progress("http: an empty handler under wrk for %v (the machine's ceiling)", b.o.httpDur)
+	if v, err := httpCeiling(ctx, wrk, dir, b.o.httpDur, b.o.body); err == nil {
 		b.res.httpCeiling = v
 	} else {
 		progress("http: empty handler: %v", err)
 	}
-	for _, s := range servers {
-		if err := flushAddr(ctx, srv.Addr()); err != nil {
-			return err
-		}
-		progress("http: starting %s", s.name)
-		p, t, err := s.start()
-		if err != nil {
-			return fmt.Errorf("http: start %s: %w", s.name, err)
-		}
-		r := httpServerResult{server: s.name}
-		progress("http: %s publish, %d jobs", s.name, b.o.httpN)
-		r.publish, err = httpPublish(ctx, t, "thru", b.o.httpN, b.o.body)
-		if err != nil {
-			r.pubErr = err.Error()
-		} else {
-			progress("http: %s consume+ack, %d jobs", s.name, b.o.httpN)
-			r.consume, err = httpConsume(ctx, t, "thru", b.o.httpN)
-			if err != nil {
-				r.conErr = err.Error()
+	b.res.http = make([]httpServerResult, len(servers))
+	for i, s := range servers {
+		b.res.http[i].server = s.name
+	}
+	for run := range b.o.runs {
+		for k := range servers {
+			i := k
+			if run%2 == 1 {
+				i = len(servers) - 1 - k
 			}
-		}
-		if s.name == "rmqd" {
-			progress("http: %s lateness, %d jobs/s over %v", s.name, httpLateRate, httpLateSpread)
-			w := httpLateness(ctx, t, "late", b.o.body)
-			r.lat = &w
-		}
-		b.res.http = append(b.res.http, r)
-		if err := p.Terminate(10 * time.Second); err != nil {
-			progress("http: stopping %s: %v", s.name, err)
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
+			r, lat, err := b.httpServerCase(ctx, wrk, dir, servers[i], run == 0 && servers[i].name == "rmqd")
+			if err != nil {
+				return err
+			}
+			b.res.http[i].runs = append(b.res.http[i].runs, r)
+			if lat != nil {
+				b.res.http[i].lat = lat
+			}
 		}
 	}
 	return nil
 }
 
-// flushAddr empties the http case's Redis between servers.
-func flushAddr(ctx context.Context, addr string) error {
-	c, err := (&net.Dialer{Timeout: 5 * time.Second}).DialContext(ctx, "tcp", addr)
+// httpServerCase runs one server on a Redis of its own through the cases,
+// lateness too when asked.
+func (b *runner) httpServerCase(ctx context.Context, wrk, dir string, s httpServer, lateness bool) (r httpRun, lat *waveResult, err error) {
+	srv, err := redisserver.Start(ctx, redisserver.Config{AppendOnly: true, AppendFsync: "everysec"})
 	if err != nil {
-		return err
+		return r, nil, err
 	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(time.Minute))
-	if _, err := c.Write([]byte("*1\r\n$8\r\nFLUSHALL\r\n")); err != nil {
-		return err
-	}
-	buf := make([]byte, 64)
-	n, err := c.Read(buf)
+	defer srv.Stop()
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	defer rdb.Close()
+	progress("http: starting %s", s.name)
+	p, t, err := s.start(srv.Addr())
 	if err != nil {
-		return err
+		return r, nil, fmt.Errorf("http: start %s: %w", s.name, err)
 	}
-	if !bytes.HasPrefix(buf[:n], []byte("+OK")) {
-		return fmt.Errorf("FLUSHALL: %q", buf[:n])
+	defer func() {
+		if err := p.Terminate(10 * time.Second); err != nil {
+			progress("http: stopping %s: %v", s.name, err)
+		}
+	}()
+	m := &httpMeter{server: p.Pid(), redis: srv.Pid(), rdb: rdb}
+	headers := []string{"X-Token: " + t.token}
+
+	progress("http: %s publish under wrk for %v", s.name, b.o.httpDur)
+	url := t.api + "/api/" + httpNS + "/thru?delay=0"
+	r.publish, err = m.phase(ctx, func() (wrkResult, error) {
+		return runWrk(ctx, wrk, dir, wrkPublishLua, "publish", b.o.body, b.o.httpDur, url, headers)
+	}, func(w wrkResult) int64 { return w.requests - w.non2xx })
+	if err != nil {
+		r.pubErr = err.Error()
+		return r, nil, ctx.Err()
 	}
-	return nil
+	if r.publish.requests != r.publish.jobs {
+		r.pubErr = fmt.Sprintf("%d of %d publishes failed", r.publish.requests-r.publish.jobs, r.publish.requests)
+	}
+
+	progress("http: %s consume+ack under wrk for %v", s.name, b.o.httpDur)
+	var w wrkResult
+	r.consume, err = m.phase(ctx, func() (wrkResult, error) {
+		w, err = runWrk(ctx, wrk, dir, wrkConsumeLua, "consume", b.o.body, b.o.httpDur, t.api, headers, httpNS, "thru")
+		return w, err
+	}, func(w wrkResult) int64 { return w.acked })
+	switch {
+	case err != nil:
+		r.conErr = err.Error()
+	case w.failed > 0 || w.non2xx > w.empty:
+		r.conErr = fmt.Sprintf("%d failed answers, %d not 2xx (%d of them 404)", w.failed, w.non2xx, w.empty)
+	case w.empty > 0:
+		r.consume.note = fmt.Sprintf("%d consumes found the queue empty", w.empty)
+	}
+	if lateness && ctx.Err() == nil {
+		progress("http: %s lateness, %d jobs/s over %v", s.name, httpLateRate, httpLateSpread)
+		lw := httpLateness(ctx, t, "late", b.o.body)
+		lat = &lw
+	}
+	return r, lat, ctx.Err()
+}
+
+// httpMeter reads what a phase cost: CPU of the server and of Redis, and
+// Redis's commands.
+type httpMeter struct {
+	server, redis int
+	rdb           *redis.Client
+}
+
+func (m *httpMeter) phase(ctx context.Context, run func() (wrkResult, error), jobs func(wrkResult) int64) (httpPhase, error) {
+	var p httpPhase
+	s0, err := procCPU(m.server)
+	if err != nil {
+		return p, err
+	}
+	r0, err := procCPU(m.redis)
+	if err != nil {
+		return p, err
+	}
+	c0, e0 := redisCounts(ctx, m.rdb)
+	w, err := run()
+	if err != nil {
+		return p, err
+	}
+	s1, err := procCPU(m.server)
+	if err != nil {
+		return p, err
+	}
+	r1, err := procCPU(m.redis)
+	if err != nil {
+		return p, err
+	}
+	c1, e1 := redisCounts(ctx, m.rdb)
+	p.jobs = jobs(w)
+	p.requests = w.requests
+	if w.elapsed > 0 {
+		p.rate = float64(p.jobs) / w.elapsed
+	}
+	p.serverCPU, p.redisCPU = s1-s0, r1-r0
+	// The INFO of these reads is one command, left out.
+	p.redisCmds, p.scripts = c1-c0-1, e1-e0
+	if w.errors != "" {
+		p.note = w.errors
+	}
+	return p, nil
+}
+
+// redisCounts reads from INFO commandstats the commands Redis ran (those
+// of scripts included) and the script calls.
+func redisCounts(ctx context.Context, rdb *redis.Client) (cmds, scripts int64) {
+	info, err := rdb.Info(ctx, "commandstats").Result()
+	if err != nil {
+		return 0, 0
+	}
+	for _, line := range strings.Split(info, "\r\n") {
+		name, rest, ok := strings.Cut(line, ":calls=")
+		if !ok {
+			continue
+		}
+		calls, _, _ := strings.Cut(rest, ",")
+		n, _ := strconv.ParseInt(calls, 10, 64)
+		cmds += n
+		switch strings.TrimPrefix(name, "cmdstat_") {
+		case "evalsha", "eval", "evalsha_ro", "eval_ro":
+			scripts += n
+		}
+	}
+	return cmds, scripts
 }
 
 func loopback() (string, error) {
@@ -185,7 +331,7 @@ func readyGET(hc *http.Client, url string) procutil.ReadyCheck {
 		if err != nil {
 			return err
 		}
-		io.Copy(io.Discard, resp.Body)
+		_, _ = io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
 		if resp.StatusCode != http.StatusOK {
 			return fmt.Errorf("%s: %s", url, resp.Status)
@@ -217,7 +363,7 @@ func startRMQD(ctx context.Context, bin, dir, redisAddr string, hc *http.Client)
 }
 
 // startLmstfy starts the lmstfy server of LMSTFY_BIN with the smallest
-// config it accepts, on the same Redis.
+// config it accepts.
 func startLmstfy(ctx context.Context, bin, dir, redisAddr string, hc *http.Client) (*procutil.Proc, *httpTarget, error) {
 	api, err := loopback()
 	if err != nil {
@@ -306,179 +452,6 @@ func httpParallel(ctx context.Context, f func(ctx context.Context) error) error 
 
 func httpBody(size int) []byte { return bytes.Repeat([]byte("x"), size) }
 
-// httpPublish publishes n jobs due now from httpClients goroutines: jobs/s.
-func httpPublish(ctx context.Context, t *httpTarget, q string, n, size int) (float64, error) {
-	body := httpBody(size)
-	url := t.api + "/api/" + httpNS + "/" + q + "?delay=0&tries=3&ttl=0"
-	var next atomic.Int64
-	start := time.Now()
-	err := httpParallel(ctx, func(ctx context.Context) error {
-		for next.Add(1) <= int64(n) {
-			st, b, err := t.do(ctx, http.MethodPut, url, body)
-			if err != nil {
-				return err
-			}
-			if st != http.StatusCreated {
-				return fmt.Errorf("publish: %d %s", st, b)
-			}
-		}
-		return nil
-	})
-	return float64(n) / time.Since(start).Seconds(), err
-}
-
 type consumed struct {
 	JobID string `json:"job_id"`
-}
-
-// httpConsume drains n jobs from q with consume (timeout=1) + DELETE ack
-// on httpClients goroutines: jobs/s. A job seen twice is an error.
-func httpConsume(ctx context.Context, t *httpTarget, q string, n int) (float64, error) {
-	url := t.api + "/api/" + httpNS + "/" + q + "?ttr=60&timeout=1"
-	var done atomic.Int64
-	var seen sync.Map
-	deadline := time.Now().Add(5 * time.Minute)
-	start := time.Now()
-	err := httpParallel(ctx, func(ctx context.Context) error {
-		for done.Load() < int64(n) {
-			if time.Now().After(deadline) {
-				return fmt.Errorf("consume: %d of %d after 5m", done.Load(), n)
-			}
-			st, b, err := t.do(ctx, http.MethodGet, url, nil)
-			if err != nil {
-				return err
-			}
-			if st == http.StatusNotFound {
-				continue // none ready (or another client took the last)
-			}
-			var j consumed
-			if st != http.StatusOK || json.Unmarshal(b, &j) != nil || j.JobID == "" {
-				return fmt.Errorf("consume: %d %s", st, b)
-			}
-			if _, dup := seen.LoadOrStore(j.JobID, true); dup {
-				return fmt.Errorf("consume: job %s delivered twice", j.JobID)
-			}
-			st, b, err = t.do(ctx, http.MethodDelete, t.api+"/api/"+httpNS+"/"+q+"/job/"+j.JobID, nil)
-			if err != nil {
-				return err
-			}
-			if st != http.StatusNoContent {
-				return fmt.Errorf("ack: %d %s", st, b)
-			}
-			done.Add(1)
-		}
-		return nil
-	})
-	return float64(n) / time.Since(start).Seconds(), err
-}
-
-// httpLateness publishes httpLateRate×httpLateSpread jobs due one every
-// 1/rate apart (at=, an absolute instant, so the due time is exact rather
-// than the server's receive time plus a delay) while httpClients consumers
-// long-poll (timeout=3); lateness is the instant the consume answer arrived
-// minus the job's due instant, at full precision.
-func httpLateness(ctx context.Context, t *httpTarget, q string, size int) waveResult {
-	n := int(httpLateRate * httpLateSpread.Seconds())
-	var w waveResult
-	body := httpBody(size)
-	first := time.Now().Add(httpLateLead).Truncate(time.Millisecond)
-	due := make(map[string]time.Time, n)
-	var mu sync.Mutex
-	lats := make([]time.Duration, 0, n)
-	var got atomic.Int64
-
-	cctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var wg sync.WaitGroup
-	var cerr error
-	var cerrOnce sync.Once
-	url := t.api + "/api/" + httpNS + "/" + q + "?ttr=60&timeout=3"
-	end := first.Add(httpLateSpread + 30*time.Second)
-	for range httpClients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for got.Load() < int64(n) && cctx.Err() == nil && time.Now().Before(end) {
-				st, b, err := t.do(cctx, http.MethodGet, url, nil)
-				arrived := time.Now()
-				if cctx.Err() != nil {
-					return
-				}
-				if err == nil && st == http.StatusNotFound {
-					continue
-				}
-				var j consumed
-				if err == nil && (st != http.StatusOK || json.Unmarshal(b, &j) != nil) {
-					err = fmt.Errorf("consume: %d %s", st, b)
-				}
-				if err != nil {
-					cerrOnce.Do(func() { cerr = err })
-					return
-				}
-				mu.Lock()
-				d, ok := due[j.JobID]
-				if ok {
-					delete(due, j.JobID)
-					lats = append(lats, arrived.Sub(d))
-				} else {
-					w.extra++
-				}
-				mu.Unlock()
-				if ok {
-					got.Add(1)
-				}
-				_, _, _ = t.do(cctx, http.MethodDelete, t.api+"/api/"+httpNS+"/"+q+"/job/"+j.JobID, nil)
-			}
-		}()
-	}
-
-	// Publish from httpClients goroutines; the ids are recorded under mu
-	// before a consumer can see them (they are due ≥ the lead ahead).
-	var next atomic.Int64
-	perr := httpParallel(ctx, func(ctx context.Context) error {
-		for {
-			i := int(next.Add(1)) - 1
-			if i >= n {
-				return nil
-			}
-			at := first.Add(time.Duration(i) * time.Second / httpLateRate)
-			st, b, err := t.do(ctx, http.MethodPut, t.api+"/api/"+httpNS+"/"+q+"?tries=3&ttl=0&at="+at.UTC().Format(time.RFC3339Nano), body)
-			if err != nil {
-				return err
-			}
-			var j consumed
-			if st != http.StatusCreated || json.Unmarshal(b, &j) != nil {
-				return fmt.Errorf("publish: %d %s", st, b)
-			}
-			mu.Lock()
-			due[j.JobID] = at
-			mu.Unlock()
-		}
-	})
-	w.sent = min(int(next.Load()), n)
-	w.margin = time.Until(first)
-	if perr != nil {
-		w.err = "publish: " + perr.Error()
-		cancel()
-	}
-	wg.Wait()
-	if cerr != nil && w.err == "" {
-		w.err = cerr.Error()
-	}
-	w.fired = len(lats)
-	if len(lats) > 0 {
-		slices.Sort(lats)
-		w.p50 = lats[len(lats)/2]
-		w.p99 = lats[min(len(lats)-1, len(lats)*99/100)]
-		w.max = lats[len(lats)-1]
-		for _, l := range lats {
-			if l < 0 {
-				w.early++
-			}
-		}
-	}
-	if w.err == "" && w.fired < n {
-		w.err = fmt.Sprintf("%d of %d delivered", w.fired, n)
-	}
-	return w
 }

@@ -86,7 +86,7 @@ type options struct {
 	topicCounts   []int
 	topicsTimeout time.Duration
 	topicsIdle    time.Duration
-	httpN         int // the http case (http.go): jobs of publish and consume+ack
+	httpDur       time.Duration // the http case (http.go): length of each wrk phase
 }
 
 type latSpec struct {
@@ -125,7 +125,7 @@ func parseFlags() (options, error) {
 	flag.BoolVar(&o.cmdStats, "cmdstats", false, "also print INFO commandstats per message for each throughput case")
 	flag.BoolVar(&o.json, "json", false, "print the results as JSON on stdout instead of tables (progress still goes to stderr)")
 	flag.StringVar(&topicCounts, "topics", "1,100,1000", "topic counts of the topics case (-cases topics; not run by default): N topics on one client")
-	flag.IntVar(&o.httpN, "http-n", 20000, "jobs of the http case's publish and consume+ack (-cases http; not run by default): rmqd over HTTP, lmstfy too with LMSTFY_BIN")
+	flag.DurationVar(&o.httpDur, "http-d", 8*time.Second, "length of each wrk phase of the http case (-cases http; not run by default): rmqd over HTTP, lmstfy too with LMSTFY_BIN (whole seconds)")
 	flag.DurationVar(&o.topicsIdle, "topics-idle", 5*time.Second, "the idle window of the topics case (client CPU and Redis commands/s)")
 	flag.DurationVar(&o.topicsTimeout, "topics-timeout", 2*time.Minute, "the most each phase of the topics case may take (start, a wave's firing, close)")
 	flag.BoolVar(&o.verbose, "v", false, "log RMQ warnings and asynq errors to stderr")
@@ -190,7 +190,7 @@ func parseFlags() (options, error) {
 		return o, errors.New("-resp must be 2 or 3")
 	case o.topicsIdle <= 0 || o.topicsTimeout <= 0:
 		return o, errors.New("-topics-idle and -topics-timeout must be positive")
-	case o.runs < 1, o.n < 1, o.batchN < 1, o.batch < 1, o.batchG < 1, o.producers < 1, o.workers < 1, o.body < 32, o.waiting < 0, o.memN < 0, o.httpN < 1:
+	case o.runs < 1, o.n < 1, o.batchN < 1, o.batch < 1, o.batchG < 1, o.producers < 1, o.workers < 1, o.body < 32, o.waiting < 0, o.memN < 0, o.httpDur < time.Second:
 		return o, errors.New("counts must be positive (-body at least 32)")
 	}
 	if _, err := topic.New("x", topic.FixedTime, o.slots); err != nil {

@@ -11,7 +11,10 @@
 -- ARGV[2] -> requeue nonce (unique per call: a resent call recognises its work)
 -- ARGV[3] -> n: 0 requeues the ids ARGV[5..]; n > 0 requeues up to n of the
 --            oldest dead messages that died at or before ARGV[4]
--- ARGV[4] -> with n > 0, the latest time of death (ms) to take; else ignored
+-- ARGV[4] -> with n > 0, the latest time of death (ms) to take; with n = 0,
+--            '' or 0 (the messages keep their options), or 'R,T': every
+--            message stored as fresh gets max retries R and an expiry T ms
+--            from now (T = 0: none), its old expiry no longer counting
 -- ARGV[5] ... -> ids (with n = 0)
 -- Returns: with n = 0, one code per id; with n > 0, { requeued, looked at,
 --          left in place (code 7) }.
@@ -27,12 +30,18 @@
 --        7 an envelope that cannot be read: left as it is
 --        8 expired (a per-message option): deleted with its body, not requeued
 -- A requeued message is fresh: no failures, no last error, no snoozes (its
--- other options stay), due now
+-- other options stay, unless ARGV[4] renews them), due now
 -- (fixed-time and range-merge, Redis's clock) or at its original priority.
 -- A waiting message keeps its body and history when one merges into it: it
 -- was sent after the dead one died, so its body is the newer one.
 local nonce = tonumber(ARGV[2])
 local now = now_ms()
+-- renew_r, renew_t: the options a requeue with n = 0 sets anew (nil: kept).
+local renew_r, renew_t
+if tonumber(ARGV[3]) == 0 then
+  local r, t = string.match(ARGV[4], '^(%d+),(%d+)$')
+  renew_r, renew_t = tonumber(r), tonumber(t)
+end
 
 -- decode returns the envelope of a hash field, or nil when it is missing
 -- or not an envelope (then nothing is written: validate before writing).
@@ -64,6 +73,11 @@ local function requeue(id)
 
   redis.call('ZREM', KEYS[4], id)
   redis.call('HDEL', KEYS[5], id)
+  if renew_r then
+    e.maxr = renew_r
+    e.exp = nil
+    if renew_t > 0 then e.exp = now + renew_t end
+  end
   if expired(e, now) then return 8 end
   local waiting = redis.call('ZSCORE', KEYS[1], id)
   if not waiting and w then

@@ -43,11 +43,14 @@ local function send_group(g, typ, count)
   local ids = {}
   for k = 1, count do ids[k] = ARGV[first + stride * (k - 1)] end
   at = at + stride * count
-  -- A new id without options (the common case) is written without
-  -- send_one's reads, its HSET and ZADD gathered into one call each. An id
-  -- that waits, is in flight, came earlier in this call or carries options
-  -- goes through send_one; for an id that came earlier, what was gathered
-  -- is written first, so it sees the state a call per message would.
+  -- A new id (the common case) is written without send_one's reads, its
+  -- HSET and ZADD gathered into one call each, its options block (already
+  -- encoded by the caller) copied into the envelope as it is. An id that
+  -- waits, is in flight or came earlier in this call, or a priority
+  -- message whose options hold a not-before time (it may wait in the
+  -- delayed set), goes through send_one; for an id that came earlier, what
+  -- was gathered is written first, so it sees the state a call per message
+  -- would.
   -- An envelope exists exactly for a waiting, delayed or in-flight id, so
   -- one HMGET tells the new ids.
   local known = mcall('HMGET', msg, ids)
@@ -66,13 +69,13 @@ local function send_group(g, typ, count)
     local id = ids[k]
     local opts = with_opts and ARGV[i + 3] or ''
     local r, score, due
-    if known[k] or seen[id] or opts ~= '' then
+    if known[k] or seen[id] or (opts ~= '' and typ == 2 and has_bit(string.byte(opts, 1), 16)) then
       -- What is gathered holds only other ids, unless this one came
       -- earlier in the call: only then must it be written first.
       if seen[id] then write(store, msg) end
       r, score, due = send_one(keys, typ, id, ARGV[i + 1], tonumber(ARGV[i + 2]), ARGV[i + stride - 1], now, now_up, opts, not known[k] and not seen[id])
     else
-      -- env_encode of a fresh message without options, inlined: this loop
+      -- env_encode of a fresh message, inlined: this loop
       -- is most of the script's time in a large batch.
       local zscore = ARGV[i + 1]
       score = tonumber(zscore)
@@ -84,7 +87,12 @@ local function send_group(g, typ, count)
       end
       local n = #hargs
       hargs[n + 1] = id
-      hargs[n + 2] = struct.pack(HDR, 2, typ, 0, now, score, tonumber(ARGV[i + 2])) .. ARGV[i + stride - 1]
+      if opts == '' then
+        hargs[n + 2] = struct.pack(HDR, 2, typ, 0, now, score, tonumber(ARGV[i + 2])) .. ARGV[i + stride - 1]
+      else
+        -- flags 4: an options block follows the header.
+        hargs[n + 2] = struct.pack(HDR, 2, typ + 16, 0, now, score, tonumber(ARGV[i + 2])) .. struct.pack('>H', #opts) .. opts .. ARGV[i + stride - 1]
+      end
       zargs[n + 1] = zscore
       zargs[n + 2] = id
       r = 1

@@ -81,9 +81,10 @@ func (c *Client) NackByID(ctx context.Context, t topic.Topic, id string, retryAf
 		// unfenced, including slots other workers own.
 		return false, fmt.Errorf("%w: NackByID is not available in ZooKeeper mode", ErrInvalidPull)
 	}
-	p, err := c.puller(ctx, t)
+	e, err := c.pullEntry(ctx, t)
 	if err != nil {
 		return false, err
 	}
-	return p.NackByID(ctx, id, retryAfter, cause)
+	defer c.letGo([]*pullEntry{e}, time.Time{})
+	return e.p.NackByID(ctx, id, retryAfter, cause)
 }

@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/rmq-go/rmq/consumer"
 	"github.com/rmq-go/rmq/internal/scripts"
+	"github.com/rmq-go/rmq/producer"
 	"github.com/rmq-go/rmq/topic"
 )
 
@@ -46,6 +49,31 @@ const scriptBatch = 500
 //   - A script that go-redis runs twice (after a lost reply) recognises its
 //     own work and changes nothing the second time.
 func (i *Inspector) Requeue(ctx context.Context, t topic.Topic, ids ...string) (int, error) {
+	return i.requeue(ctx, t, 0, ids)
+}
+
+// RequeueRenewed is Requeue that also sets the requeued messages' retries
+// and expiry anew, as a send with producer.WithMaxRetries(maxRetries) and
+// producer.WithTTL(ttl) would (ttl 0: it never expires), instead of keeping
+// the ones they died with: an expiry that passed while a message was dead
+// no longer drops it. A message merged into a waiting one with its id keeps
+// that one's options.
+func (i *Inspector) RequeueRenewed(ctx context.Context, t topic.Topic, maxRetries int, ttl time.Duration, ids ...string) (int, error) {
+	if maxRetries < 0 || maxRetries > consumer.MaxMaxRetries {
+		return 0, fmt.Errorf("%w: %d (want 0..%d)", producer.ErrInvalidMaxRetries, maxRetries, consumer.MaxMaxRetries)
+	}
+	if ttl < 0 || ttl > maxRenewTTL {
+		return 0, fmt.Errorf("%w: TTL %v", producer.ErrInvalidExpiry, ttl)
+	}
+	return i.requeue(ctx, t, fmt.Sprintf("%d,%d", maxRetries, ttl.Milliseconds()), ids)
+}
+
+// maxRenewTTL bounds RequeueRenewed's ttl as producer.WithTTL's (about
+// 100 years): the envelope keeps expiries in 48 bits of ms.
+const maxRenewTTL = 100 * 365 * 24 * time.Hour
+
+// requeue runs requeue.lua over ids with renew as its ARGV[4] (0: none).
+func (i *Inspector) requeue(ctx context.Context, t topic.Topic, renew any, ids []string) (int, error) {
 	if err := i.check(ctx, t); err != nil {
 		return 0, err
 	}
@@ -57,7 +85,7 @@ func (i *Inspector) Requeue(ctx context.Context, t topic.Topic, ids ...string) (
 	if err != nil {
 		return 0, fmt.Errorf("rmq: requeue on %s: %w", t.Name(), err)
 	}
-	head := []any{i.wakeCmd, scripts.Nonce(), 0, 0}
+	head := []any{i.wakeCmd, scripts.Nonce(), 0, renew}
 	var calls []scripts.Call
 	for _, slot := range sortedSlots(found) {
 		k := i.keys(t, slot)

@@ -52,15 +52,22 @@ func (c *Client) Pull(ctx context.Context, topics []topic.Topic, n int, opts ...
 	if err != nil {
 		return nil, err
 	}
-	entries := make([]*pullEntry, len(topics))
-	for i, t := range topics {
-		if entries[i], err = c.pullEntry(ctx, t); err != nil {
+	entries := make([]*pullEntry, 0, len(topics))
+	var leasedUntil time.Time // set once deliveries are handed out
+	defer func() { c.letGo(entries, leasedUntil) }()
+	for _, t := range topics {
+		e, err := c.pullEntry(ctx, t)
+		if err != nil {
 			return nil, err
 		}
+		entries = append(entries, e)
 	}
 	p := &pullCall{c: c, entries: entries, n: n, lease: cfg.lease, deadline: time.Now().Add(cfg.wait), waits: make([]time.Duration, len(entries))}
 	got, err := p.run(ctx)
 	p.leave(len(got) > 0)
+	if len(got) > 0 {
+		leasedUntil = time.Now().Add(cfg.lease)
+	}
 	return got, err
 }
 

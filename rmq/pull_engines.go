@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/rmq-go/rmq/internal/engine"
 	"github.com/rmq-go/rmq/internal/lifecycle"
@@ -18,17 +19,9 @@ func (c *Client) isClosed() bool {
 	return c.phase == lifecycle.Closed
 }
 
-// puller returns the pull engine of t, making and starting it on first use.
-func (c *Client) puller(ctx context.Context, t topic.Topic) (*engine.Engine, error) {
-	e, err := c.pullEntry(ctx, t)
-	if err != nil {
-		return nil, err
-	}
-	return e.p, nil
-}
-
 // pullEntry returns the started entry of t, making and starting its engine
-// on first use. Concurrent first Pulls of a topic share one start.
+// on first use, held for the caller until it calls letGo. Concurrent first
+// Pulls of a topic share one start.
 func (c *Client) pullEntry(ctx context.Context, t topic.Topic) (*pullEntry, error) {
 	if t.IsZero() {
 		return nil, fmt.Errorf("%w: zero Topic", topic.ErrInvalidName)
@@ -52,6 +45,7 @@ func (c *Client) pullEntry(ctx context.Context, t topic.Topic) (*pullEntry, erro
 			}
 			c.pulls.byTopic[t.Name()] = e
 			c.pulls.starting.Add(1)
+			e.users++
 			c.mu.Unlock()
 			c.startPuller(ctx, e)
 			if e.err != nil {
@@ -59,18 +53,22 @@ func (c *Client) pullEntry(ctx context.Context, t topic.Topic) (*pullEntry, erro
 			}
 			return e, nil
 		}
-		c.mu.Unlock()
 		if e.topic.Definition() != t.Definition() {
+			c.mu.Unlock()
 			return nil, fmt.Errorf("%w: %s is %s, given as %s", topic.ErrConflict, t.Name(), e.topic.Definition(), t.Definition())
 		}
+		e.users++
+		c.mu.Unlock()
 		select {
 		case <-e.ready:
 		case <-ctx.Done():
+			c.letGo([]*pullEntry{e}, time.Time{})
 			return nil, ctx.Err()
 		}
 		if e.err == nil {
 			return e, nil
 		}
+		c.letGo([]*pullEntry{e}, time.Time{})
 		// Its start failed (maybe only its caller's ctx ended): try again,
 		// this caller starting it.
 	}

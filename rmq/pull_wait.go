@@ -32,8 +32,10 @@ import (
 // (a herd of every waiter fetching for one message before), and a burst
 // still reaches every waiter.
 type pullState struct {
-	byTopic  map[string]*pullEntry
-	starting sync.WaitGroup // engine starts under way; Close waits for them
+	byTopic map[string]*pullEntry
+	// starting counts engine starts under way, and closes by
+	// ReleaseIdlePulls (pull_release.go): Close waits for them.
+	starting sync.WaitGroup
 	// woken counts the waits that a wake-up ended and fetches the engine
 	// Pulls made; tests read them.
 	woken, fetches atomic.Int64
@@ -46,6 +48,14 @@ type pullEntry struct {
 	ready chan struct{}
 	p     *engine.Engine
 	err   error
+
+	// users counts the Pulls (and NackByID calls) holding the entry, used
+	// is when the last one let go, leasedUntil when the last lease it
+	// handed out runs out: what ReleaseIdlePulls looks at. Guarded by the
+	// client's mu.
+	users       int
+	used        time.Time
+	leasedUntil time.Time
 
 	wakes   atomic.Uint64 // wake-ups so far: a Pull compares it across its fetch
 	mu      sync.Mutex

@@ -24,7 +24,20 @@ import (
 type Counters struct {
 	mu     sync.Mutex
 	topics map[string]*topicCounters
+	// firedOnly: lateness comes from Fired only, not from deliveries.
+	firedOnly bool
 }
+
+// CountersOption configures NewCounters.
+type CountersOption func(*Counters)
+
+// LatenessFromFired makes Counters take the firing lateness only from
+// Fired, not from the client's deliveries. A client that only pulls (an
+// HTTP service such as rmqd) fetches a message when a caller asks, which
+// says when the caller came, not how late the message fired: such a
+// service calls Fired for the messages that came due while a caller
+// waited for them.
+func LatenessFromFired() CountersOption { return func(c *Counters) { c.firedOnly = true } }
 
 // latenessEdges are the upper edges of the firing-lateness buckets; a last
 // bucket holds the rest.
@@ -44,7 +57,30 @@ type topicCounters struct {
 var _ rmq.Observer = (*Counters)(nil)
 
 // NewCounters returns counters at zero.
-func NewCounters() *Counters { return &Counters{topics: map[string]*topicCounters{}} }
+func NewCounters(opts ...CountersOption) *Counters {
+	c := &Counters{topics: map[string]*topicCounters{}}
+	for _, o := range opts {
+		o(c)
+	}
+	return c
+}
+
+// Fired counts one firing of a message of topicName, late after its due
+// time (0 or less: on time), in the firing-lateness histogram.
+func (c *Counters) Fired(topicName string, late time.Duration) {
+	c.of(topicName).fired(late)
+}
+
+func (tc *topicCounters) fired(late time.Duration) {
+	b := len(latenessEdges)
+	for j, edge := range latenessEdges {
+		if late <= edge {
+			b = j
+			break
+		}
+	}
+	tc.late[b].Add(1)
+}
 
 func (c *Counters) of(name string) *topicCounters {
 	c.mu.Lock()
@@ -67,20 +103,13 @@ func (c *Counters) Sent(t topic.Topic, r producer.SendResult) {
 // Removed implements rmq.Observer; removals are not charted.
 func (c *Counters) Removed(topic.Topic, bool) {}
 
-// Delivered records how late a time-based delivery was (rmq.Observer).
+// Delivered records how late a time-based delivery was (rmq.Observer),
+// unless LatenessFromFired.
 func (c *Counters) Delivered(m *consumer.Message) {
-	if m.DueAt.IsZero() {
+	if m.DueAt.IsZero() || c.firedOnly {
 		return
 	}
-	late := m.FetchedAt.Sub(m.DueAt)
-	b := len(latenessEdges)
-	for j, edge := range latenessEdges {
-		if late <= edge {
-			b = j
-			break
-		}
-	}
-	c.of(m.Topic).late[b].Add(1)
+	c.of(m.Topic).fired(m.FetchedAt.Sub(m.DueAt))
 }
 
 // Finished counts acked, retried and dead deliveries (rmq.Observer).

@@ -75,3 +75,45 @@ func TestWithoutCountersNoRateCharts(t *testing.T) {
 	assert.NotContains(t, page, `data-series="acked"`)
 	assert.NotContains(t, page, `id="lateness"`)
 }
+
+// latenessCounts reads the overview's firing-lateness histogram.
+func latenessCounts(t *testing.T, page string) []int {
+	t.Helper()
+	i := strings.Index(page, `id="lateness"`)
+	require.GreaterOrEqual(t, i, 0)
+	var out []int
+	for _, m := range regexp.MustCompile(`<span class="cnt">(\d+)</span>`).FindAllStringSubmatch(page[i:], -1) {
+		n, _ := strconv.Atoi(m[1])
+		out = append(out, n)
+	}
+	return out
+}
+
+// With LatenessFromFired, deliveries (here pushed ones) leave the
+// lateness histogram alone and Fired fills it: a pull-only service
+// reports only what came due while a caller waited.
+func TestCountersLatenessFromFired(t *testing.T) {
+	ctr := dashboard.NewCounters(dashboard.LatenessFromFired())
+	e := newEnv(t, dashboard.WithCounters(ctr))
+	tp := e.topic("orders", topic.FixedTime, 1)
+	c, err := rmq.New(e.rdb, rmq.WithPrefix(e.prefix), rmq.WithLogger(slog.New(slog.DiscardHandler)), rmq.WithObserver(ctr))
+	require.NoError(t, err)
+	require.NoError(t, c.Register(tp, consumer.ListenerFunc(func(context.Context, *consumer.Message) error { return nil })))
+	require.NoError(t, c.Start(context.Background()))
+	t.Cleanup(func() { closeClient(t, c) })
+	for j := range 3 {
+		_, err := c.Producer().SendFixedTime(context.Background(), tp, []byte("x"), time.Now(), producer.WithKey(fmt.Sprint("m", j)))
+		require.NoError(t, err)
+	}
+	e.waitFor("3 acked", func() bool {
+		var snap struct{ Topics []struct{ Acked int64 } }
+		require.NoError(t, json.Unmarshal([]byte(e.get("api/overview")), &snap))
+		return snap.Topics[0].Acked == 3
+	})
+	assert.Equal(t, []int{0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, latenessCounts(t, e.get("")), "deliveries are not firings here")
+
+	ctr.Fired("orders", 3*time.Millisecond)
+	ctr.Fired("orders", -time.Millisecond)
+	ctr.Fired("orders", 2*time.Second)
+	assert.Equal(t, []int{1, 1, 0, 0, 0, 0, 0, 1, 0, 0}, latenessCounts(t, e.get("")))
+}

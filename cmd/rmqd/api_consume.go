@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"slices"
 	"time"
 
 	"github.com/rmq-go/rmq/topic"
@@ -35,10 +34,8 @@ func (j job) answer(ns, q, msg string, now time.Time) jobBody {
 	} else if b.Data == nil {
 		b.Data = []byte{}
 	}
-	if !j.expiresAt.IsZero() {
-		// Whole seconds left; a job that has not expired never says 0,
-		// which would read as "never expires".
-		b.TTL = max(1, int64(j.expiresAt.Sub(now)/time.Second))
+	if !j.expiresAt.IsZero() && !j.gone {
+		b.TTL = ttlSeconds(j.expiresAt.Sub(now))
 	}
 	if !j.firstSentAt.IsZero() {
 		b.ElapsedMS = max(0, now.Sub(j.firstSentAt).Milliseconds())
@@ -47,6 +44,14 @@ func (j job) answer(ns, q, msg string, now time.Time) jobBody {
 		b.Attributes = j.headers
 	}
 	return b
+}
+
+// ttlSeconds is a job's remaining ttl as lmstfy answers it: Redis's TTL of
+// the job's data, which rounds the milliseconds left to the nearest second
+// (half up), so a job published with ttl=10 and consumed at once says 10.
+// Less than half a second left says 0, as there.
+func ttlSeconds(left time.Duration) int64 {
+	return max(0, (left.Milliseconds()+500)/1000)
 }
 
 // consume is GET /api/{ns}/{q1,q2,...}: up to count jobs, the listed
@@ -77,41 +82,26 @@ func (s *service) consume(w http.ResponseWriter, r *http.Request, qr *queueReq) 
 		writeError(w, http.StatusBadRequest, "invalid queue name(s)")
 		return
 	}
-	topics := make([]topic.Topic, 0, len(names))
-	queues := make([]string, 0, len(names)) // the queue of each topic
-	for _, name := range names {
-		t, _, err := qr.pool.queueTopic(r.Context(), qr.ns, name)
-		if err != nil {
-			s.writeInternal(w, r, err)
-			return
-		}
-		if slices.ContainsFunc(topics, func(x topic.Topic) bool { return x.Name() == t.Name() }) {
-			continue
-		}
-		topics = append(topics, t)
-		queues = append(queues, name)
-	}
-	queueOf := func(t topic.Topic) string {
-		for i, x := range topics {
-			if x.Name() == t.Name() {
-				return queues[i]
-			}
-		}
-		return ""
+	if len(names) > maxConsumeQueues {
+		writeError(w, http.StatusBadRequest, "too many queues")
+		return
 	}
 
+	arrived := time.Now()
 	lease := max(time.Duration(ttr)*time.Second, minLease)
 	wait := min(time.Duration(timeout)*time.Second, s.cfg.MaxWait)
-	// A long poll ends when the client goes away or shutdown begins.
-	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
-	stop := context.AfterFunc(s.stopping, cancel)
-	defer stop()
-
+	ctx := r.Context()
 	if wait > 0 {
+		// A long poll ends when the client goes away or shutdown begins
+		// (a consume that does not wait ends by itself: it needs neither).
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		stop := context.AfterFunc(s.stopping, cancel)
+		defer stop()
 		s.log.DebugContext(ctx, "rmqd: long poll", "request_id", requestID(w), "wait", wait)
 	}
-	jobs, err := qr.pool.pull(ctx, topics, int(count), lease, wait)
+	jobs, queueOf, err := s.pullQueues(ctx, qr.pool, qr.ns, names, int(count), lease, time.Now().Add(wait))
 	if err != nil && !(ctx.Err() != nil && errors.Is(err, context.Canceled)) {
 		s.libError(w, r, err)
 		return
@@ -122,9 +112,146 @@ func (s *service) consume(w http.ResponseWriter, r *http.Request, qr *queueReq) 
 	}
 	s.metrics.consumed.Add(uint64(len(jobs)))
 	now := time.Now()
+	if qr.pool.name == defaultPool {
+		s.countFirings(jobs, arrived, now)
+	}
 	out := make([]jobBody, len(jobs))
 	for i, j := range jobs {
-		out[i] = j.answer(qr.ns, queueOf(j.topic), "new job", now)
+		out[i] = j.answer(qr.ns, queueOf[j.topic.Name()], "new job", now)
 	}
 	writeRawJSON(w, http.StatusOK, jobsJSON(out, count > 1))
+}
+
+// maxConsumeQueues bounds the queues one consume names (lmstfy has no
+// bound): each one that exists is a fetch per attempt and a pull engine.
+const maxConsumeQueues = 100
+
+// pullQueues takes up to n jobs from the queues of ns named (in priority
+// order, duplicates counted once) until deadline. Only queues that exist
+// are pulled: a consume of a queue never published to creates nothing. A
+// long poll that names such a queue is woken when it comes to exist
+// (queueWatch) and then pulls it too. queueOf maps the topics' names to
+// their queues.
+func (s *service) pullQueues(ctx context.Context, p *pool, ns string, names []string, n int, lease time.Duration, deadline time.Time) (jobs []job, queueOf map[string]string, err error) {
+	queueOf = make(map[string]string, len(names))
+	for {
+		var topics []topic.Topic
+		var missing []string
+		for _, q := range names {
+			name := topicName(ns, q)
+			if _, dup := queueOf[name]; dup {
+				continue
+			}
+			t, found, err := p.lookup(ctx, name)
+			if err != nil {
+				return nil, nil, err
+			}
+			if !found {
+				missing = append(missing, name)
+				continue
+			}
+			queueOf[name] = q
+			topics = append(topics, t)
+		}
+		wait := time.Until(deadline)
+		if len(topics) > 0 {
+			// What is ready now, in a round shared with concurrent
+			// consumes of the same queues; only one that may wait for
+			// more goes on by itself.
+			jobs, err = p.rounds.pull(ctx, topics, n, lease, wait > 0)
+			if len(jobs) > 0 || err != nil || wait <= 0 {
+				return jobs, queueOf, err
+			}
+		}
+		var appeared chan struct{}
+		var unwatch func()
+		if len(missing) > 0 && wait > 0 {
+			appeared, unwatch = p.watch.wait(missing)
+		}
+		jobs, err = pullOrWait(ctx, p, topics, n, lease, max(wait, 0), appeared)
+		if unwatch != nil {
+			unwatch()
+		}
+		if len(jobs) > 0 || ctx.Err() != nil || !closed(appeared) {
+			return jobs, queueOf, err
+		}
+		// A queue it names came to exist: pull it too, for what is left.
+		for _, name := range missing {
+			delete(queueOf, name)
+		}
+	}
+}
+
+// pullOrWait pulls topics, waiting up to wait; it gives up early, with no
+// jobs and no error, once appeared is closed. With no topics it only waits.
+func pullOrWait(ctx context.Context, p *pool, topics []topic.Topic, n int, lease, wait time.Duration, appeared chan struct{}) ([]job, error) {
+	if len(topics) == 0 {
+		if appeared == nil {
+			return nil, nil
+		}
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-appeared:
+		case <-t.C:
+		}
+		return nil, nil
+	}
+	if appeared == nil {
+		return p.pull(ctx, topics, n, lease, wait)
+	}
+	pctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		select {
+		case <-appeared:
+			cancel()
+		case <-pctx.Done():
+		}
+	}()
+	jobs, err := p.pull(pctx, topics, n, lease, wait)
+	cancel()
+	<-watched
+	if ctx.Err() == nil && closed(appeared) && errors.Is(err, context.Canceled) {
+		err = nil
+	}
+	return jobs, err
+}
+
+// closed reports whether ch (nil: never) is closed.
+func closed(ch chan struct{}) bool {
+	if ch == nil {
+		return false
+	}
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// countFirings gives the dashboard's firing-lateness chart the jobs that
+// came due while this consume waited for them: how long after their due
+// time rmqd had them. A job due before the consume came waited for a
+// consumer, not for its time, and is not a firing. An undelayed job is due
+// when it was published (it is stored as due a little earlier: see
+// immediateSkew).
+func (s *service) countFirings(jobs []job, arrived, now time.Time) {
+	for _, j := range jobs {
+		due := j.dueAt
+		if due.IsZero() {
+			continue // a priority queue's job has no due time
+		}
+		if j.firstSentAt.After(due) {
+			due = j.firstSentAt
+		}
+		if due.After(arrived) {
+			s.counters.Fired(j.topic.Name(), now.Sub(due))
+		}
+	}
 }

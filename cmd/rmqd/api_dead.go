@@ -2,6 +2,8 @@ package main
 
 import (
 	"net/http"
+	"net/url"
+	"strconv"
 	"time"
 )
 
@@ -59,10 +61,26 @@ func (s *service) deadSize(w http.ResponseWriter, r *http.Request, qr *queueReq)
 }
 
 // deadLimit reads ?limit= (≥ 1, default 1).
-func deadLimit(r *http.Request) (int, bool) {
-	n, ok := queryUint(r.URL.Query(), "limit", 1, maxUint32)
-	return int(n), ok && n >= 1
+func deadLimit(r *http.Request) (int64, bool) {
+	n, ok := queryInt(r.URL.Query(), "limit", 1)
+	return n, ok && n >= 1
 }
+
+// queryInt reads a signed decimal parameter as lmstfy's dead-letter routes
+// do (strconv.ParseInt: a leading sign is allowed, any int64); an absent
+// parameter gives def, an empty or malformed one is invalid.
+func queryInt(q url.Values, name string, def int64) (int64, bool) {
+	vals, present := q[name]
+	if !present {
+		return def, true
+	}
+	v, err := strconv.ParseInt(vals[0], 10, 64)
+	return v, err == nil
+}
+
+// maxRespawnTTL is the longest ttl a respawn gives (the library's bound,
+// about 100 years); lmstfy takes any int64 and so does rmqd, cutting it.
+const maxRespawnTTL = 100 * 365 * 24 * time.Hour
 
 // respawn moves up to limit dead jobs, oldest death first, back to the
 // ready queue.
@@ -72,19 +90,23 @@ func (s *service) respawn(w http.ResponseWriter, r *http.Request, qr *queueReq) 
 		writeError(w, http.StatusBadRequest, "invalid limit")
 		return
 	}
-	ttl, ok := queryUint(r.URL.Query(), "ttl", defaultTTL, maxUint32)
-	if !ok {
+	ttl, ok := queryInt(r.URL.Query(), "ttl", defaultTTL)
+	if !ok || ttl < 0 {
 		writeError(w, http.StatusBadRequest, "invalid ttl")
 		return
+	}
+	renewTTL := maxRespawnTTL
+	if ttl < int64(maxRespawnTTL/time.Second) {
+		renewTTL = time.Duration(ttl) * time.Second
 	}
 	t, found, err := qr.pool.queueTopic(r.Context(), qr.ns, qr.q)
 	if err != nil {
 		s.writeInternal(w, r, err)
 		return
 	}
-	total := 0
+	var total int64
 	for found && total < limit {
-		ids, err := qr.pool.deadOldest(r.Context(), t, min(limit-total, deadBatch))
+		ids, err := qr.pool.deadOldest(r.Context(), t, int(min(limit-total, deadBatch)))
 		if err != nil {
 			s.writeInternal(w, r, err)
 			return
@@ -92,19 +114,19 @@ func (s *service) respawn(w http.ResponseWriter, r *http.Request, qr *queueReq) 
 		if len(ids) == 0 {
 			break
 		}
-		n, err := qr.pool.respawn(r.Context(), t, ids, time.Duration(ttl)*time.Second)
+		n, err := qr.pool.respawn(r.Context(), t, ids, renewTTL)
 		if err != nil {
 			s.libError(w, r, err)
 			return
 		}
-		total += n
+		total += int64(n)
 		if n == 0 {
 			break
 		}
 	}
 	writeJSON(w, http.StatusOK, struct {
 		Msg   string `json:"msg"`
-		Count int    `json:"count"`
+		Count int64  `json:"count"`
 	}{"respawned", total})
 }
 
@@ -121,9 +143,9 @@ func (s *service) deadDelete(w http.ResponseWriter, r *http.Request, qr *queueRe
 		s.writeInternal(w, r, err)
 		return
 	}
-	done := 0
+	var done int64
 	for found && done < limit {
-		ids, err := qr.pool.deadOldest(r.Context(), t, min(limit-done, deadBatch))
+		ids, err := qr.pool.deadOldest(r.Context(), t, int(min(limit-done, deadBatch)))
 		if err != nil {
 			s.writeInternal(w, r, err)
 			return
@@ -136,7 +158,7 @@ func (s *service) deadDelete(w http.ResponseWriter, r *http.Request, qr *queueRe
 			s.writeInternal(w, r, err)
 			return
 		}
-		done += n
+		done += int64(n)
 		if n == 0 {
 			break
 		}

@@ -88,8 +88,9 @@ func (s *service) peekQueue(w http.ResponseWriter, r *http.Request, qr *queueReq
 		return
 	}
 	var j job
+	now := time.Now()
 	if found {
-		j, found, err = qr.pool.head(r.Context(), t)
+		j, found, err = qr.pool.head(r.Context(), t, now)
 		if err != nil {
 			s.libError(w, r, err)
 			return
@@ -99,7 +100,7 @@ func (s *service) peekQueue(w http.ResponseWriter, r *http.Request, qr *queueReq
 		writeError(w, http.StatusNotFound, "the queue is empty")
 		return
 	}
-	writeJSON(w, http.StatusOK, j.answer(qr.ns, qr.q, "", time.Now()))
+	writeJSON(w, http.StatusOK, j.answer(qr.ns, qr.q, "", now))
 }
 
 // peekJob shows a job in any state while its data exists.
@@ -110,8 +111,9 @@ func (s *service) peekJob(w http.ResponseWriter, r *http.Request, qr *queueReq) 
 		return
 	}
 	var j job
+	now := time.Now()
 	if found {
-		j, found, err = qr.pool.lookupJob(r.Context(), t, qr.id)
+		j, found, err = qr.pool.lookupJob(r.Context(), t, qr.id, now)
 		if err != nil {
 			s.libError(w, r, err)
 			return
@@ -122,7 +124,7 @@ func (s *service) peekJob(w http.ResponseWriter, r *http.Request, qr *queueReq) 
 		return
 	}
 	j.remainTries = 0 // lmstfy does not track tries by id
-	writeJSON(w, http.StatusOK, j.answer(qr.ns, qr.q, "", time.Now()))
+	writeJSON(w, http.StatusOK, j.answer(qr.ns, qr.q, "", now))
 }
 
 // size counts ready jobs; no token needed.

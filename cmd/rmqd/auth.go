@@ -58,8 +58,8 @@ func requestToken(r *http.Request) string {
 func (s *service) queueRoute(o routeOpts, h queueHandler) queueRoute {
 	return func(w http.ResponseWriter, r *http.Request, ns, q, id string) {
 		if o.consume {
-			if !validName(ns) {
-				writeError(w, http.StatusBadRequest, "namespace name contains forbidden characters")
+			if msg := consumeNameErr(ns, q); msg != "" {
+				writeError(w, http.StatusBadRequest, msg)
 				return
 			}
 		} else if msg := nameErr(ns, q); msg != "" {

@@ -96,8 +96,9 @@ type job struct {
 	id          string
 	body        []byte
 	gone        bool      // peeked head whose data is gone: data null
-	expiresAt   time.Time // zero: never
+	expiresAt   time.Time // zero: never (dead jobs never expire: lmstfy persists them)
 	firstSentAt time.Time
+	dueAt       time.Time // consumed jobs of time-based queues: when it was due
 	remainTries int
 	headers     map[string]string // emptyHeader already applied and removed
 }
@@ -117,8 +118,8 @@ func (p *pool) pull(ctx context.Context, topics []topic.Topic, n int, lease, wai
 				t = x
 			}
 		}
-		jobs[i] = job{topic: t, id: d.ID, body: d.Body, expiresAt: d.ExpiresAt,
-			firstSentAt: d.FirstSentAt, remainTries: triesLeft(d.MaxRetries, d.Attempt), headers: d.Headers}.fromStored()
+		jobs[i] = job{topic: t, id: d.ID, body: d.Body, expiresAt: d.ExpiresAt, firstSentAt: d.FirstSentAt, dueAt: d.DueAt,
+			remainTries: triesLeft(d.MaxRetries, d.Attempt), headers: d.Headers}.fromStored()
 	}
 	return jobs, nil
 }
@@ -186,9 +187,11 @@ func (p *pool) nack(ctx context.Context, t topic.Topic, id string, retryAfter ti
 }
 
 // lookupJob returns a job in any state (delayed, ready, in flight, dead);
-// found is false when its data is gone. remainTries is 0 (lmstfy does not
-// report it by id).
-func (p *pool) lookupJob(ctx context.Context, t topic.Topic, id string) (j job, found bool, err error) {
+// found is false when its data is gone, which includes a ttl that ran out
+// (the library drops such a job only when it next touches it; lmstfy's
+// data key expires at once). remainTries is 0 (lmstfy does not report it
+// by id).
+func (p *pool) lookupJob(ctx context.Context, t topic.Topic, id string, now time.Time) (j job, found bool, err error) {
 	m, err := p.insp.Message(ctx, t, id)
 	if errors.Is(err, rmq.ErrMessageNotFound) {
 		return job{}, false, nil
@@ -196,26 +199,39 @@ func (p *pool) lookupJob(ctx context.Context, t topic.Topic, id string) (j job, 
 	if err != nil {
 		return job{}, false, err
 	}
+	if expiredAt(m, now) {
+		return job{}, false, nil
+	}
 	return infoJob(t, id, m), true, nil
+}
+
+// expiredAt reports whether m's ttl ran out by now. A dead job never
+// expires: lmstfy persists a job's data when it dies.
+func expiredAt(m rmq.MessageInfo, now time.Time) bool {
+	return m.State != rmq.StateDead && !m.ExpiresAt.IsZero() && !m.ExpiresAt.After(now)
 }
 
 // infoJob is a job as the Inspector reports it; remainTries counts the
 // deliveries left before the next one.
 func infoJob(t topic.Topic, id string, m rmq.MessageInfo) job {
-	return job{topic: t, id: id, body: m.Body, expiresAt: m.ExpiresAt, firstSentAt: m.FirstSentAt,
-		remainTries: triesLeft(m.MaxRetries, m.Attempts), headers: m.Headers}.fromStored()
+	j := job{topic: t, id: id, body: m.Body, expiresAt: m.ExpiresAt, firstSentAt: m.FirstSentAt,
+		remainTries: triesLeft(m.MaxRetries, m.Attempts), headers: m.Headers}
+	if m.State == rmq.StateDead {
+		j.expiresAt = time.Time{}
+	}
+	return j.fromStored()
 }
 
 // head returns the ready job a consume would take next, without taking it.
-func (p *pool) head(ctx context.Context, t topic.Topic) (j job, found bool, err error) {
+func (p *pool) head(ctx context.Context, t topic.Topic, now time.Time) (j job, found bool, err error) {
 	ws, err := p.readyIDs(ctx, t, 1)
 	if err != nil || len(ws) == 0 {
 		return job{}, false, err
 	}
 	m, err := p.insp.Message(ctx, t, ws[0].ID)
-	if errors.Is(err, rmq.ErrMessageNotFound) {
-		// Acked or expired between the two reads: lmstfy shows such a
-		// head with its data gone.
+	if errors.Is(err, rmq.ErrMessageNotFound) || err == nil && expiredAt(m, now) {
+		// Acked between the two reads, or its ttl ran out (no consume will
+		// get it): lmstfy shows such a head with its data gone.
 		return job{topic: t, id: ws[0].ID, gone: true}, true, nil
 	}
 	if err != nil {
@@ -225,12 +241,10 @@ func (p *pool) head(ctx context.Context, t topic.Topic) (j job, found bool, err 
 }
 
 // respawn moves dead jobs back to the ready queue, fresh, in the given
-// order, and returns how many moved.
+// order, and returns how many moved. As in lmstfy a respawned job has one
+// try and ttl to live from now (0: it never expires), whatever it had.
 func (p *pool) respawn(ctx context.Context, t topic.Topic, ids []string, ttl time.Duration) (int, error) {
-	// MISSING: lmstfy gives a respawned job tries 1
-	// and ttl seconds to live; Requeue keeps the job's own tries and expiry.
-	// Needs Inspector.Requeue options, e.g. rmq.RequeueWith(producer.WithMaxRetries(0), producer.WithTTL(ttl)).
-	return p.insp.Requeue(ctx, t, ids...)
+	return p.insp.RequeueRenewed(ctx, t, 0, ttl, ids...)
 }
 
 // fromStored undoes storedBody.

@@ -45,6 +45,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		fmt.Fprintln(stderr, "rmqd:", err)
 		return 2
 	}
+	tuneGC(getenv)
 	// Nothing rmqd logs shows a password it was given (redact.go).
 	stderr = newRedactor(cfg.secrets()).writer(stderr)
 	log := newLogger(cfg, stderr)

@@ -14,11 +14,10 @@ import (
 // metrics are rmqd's own counters, served on /metrics in the Prometheus
 // text format. They are written by hand so the main module does not need
 // the Prometheus client (it lives in an x/ module of its own); the format
-// is simple and a test parses it back.
+// is simple and a test parses it back. A request is counted without a
+// lock: its route's series are found in a sync.Map and are atomics.
 type metrics struct {
-	mu       sync.Mutex
-	requests map[requestKey]uint64
-	latency  map[routeKey]*histogram
+	routes sync.Map // routeKey -> *routeStats
 
 	published, consumed, acked atomic.Uint64
 	throttledRead              atomic.Uint64
@@ -27,82 +26,77 @@ type metrics struct {
 
 type routeKey struct{ listener, route string }
 
-type requestKey struct {
-	routeKey
-	code int
+// routeStats are one route's series: answers by status code and the
+// latency histogram.
+type routeStats struct {
+	codes  [600]atomic.Uint64                 // by status code (100..599)
+	counts [len(latencyBuckets)]atomic.Uint64 // per bucket, not cumulative
+	sumNs  atomic.Uint64
+	n      atomic.Uint64
 }
 
 // latencyBuckets are upper bounds in seconds; long polls land in the last.
-var latencyBuckets = []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 5, 30}
+var latencyBuckets = [...]float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 5, 30}
 
-type histogram struct {
-	counts []uint64 // per bucket, not cumulative
-	sum    float64
-	n      uint64
-}
-
-func newMetrics() *metrics {
-	return &metrics{requests: map[requestKey]uint64{}, latency: map[routeKey]*histogram{}}
-}
+func newMetrics() *metrics { return &metrics{} }
 
 func (m *metrics) observeRequest(listener, route string, code int, d time.Duration) {
 	rk := routeKey{listener, route}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.requests[requestKey{rk, code}]++
-	h := m.latency[rk]
-	if h == nil {
-		h = &histogram{counts: make([]uint64, len(latencyBuckets))}
-		m.latency[rk] = h
+	v, ok := m.routes.Load(rk)
+	if !ok {
+		v, _ = m.routes.LoadOrStore(rk, &routeStats{})
+	}
+	st := v.(*routeStats)
+	if code >= 100 && code < len(st.codes) {
+		st.codes[code].Add(1)
 	}
 	s := d.Seconds()
-	if i, _ := slices.BinarySearch(latencyBuckets, s); i < len(latencyBuckets) {
-		h.counts[i]++
+	if i, _ := slices.BinarySearch(latencyBuckets[:], s); i < len(latencyBuckets) {
+		st.counts[i].Add(1)
 	}
-	h.sum += s
-	h.n++
+	st.sumNs.Add(uint64(max(d, 0)))
+	st.n.Add(1)
 }
 
 // write renders every family, series sorted so scrapes are stable.
 func (m *metrics) write(w io.Writer) error {
 	var b strings.Builder
-	m.mu.Lock()
-	reqs := make([]requestKey, 0, len(m.requests))
-	for k := range m.requests {
-		reqs = append(reqs, k)
+	type route struct {
+		routeKey
+		st *routeStats
 	}
-	slices.SortFunc(reqs, func(a, b requestKey) int {
-		if c := strings.Compare(a.listener+" "+a.route, b.listener+" "+b.route); c != 0 {
-			return c
-		}
-		return a.code - b.code
+	var routes []route
+	m.routes.Range(func(k, v any) bool {
+		routes = append(routes, route{k.(routeKey), v.(*routeStats)})
+		return true
 	})
+	slices.SortFunc(routes, func(a, b route) int { return strings.Compare(a.listener+" "+a.route, b.listener+" "+b.route) })
 	b.WriteString("# HELP rmqd_http_requests_total HTTP requests answered, by listener, route pattern and status code.\n")
 	b.WriteString("# TYPE rmqd_http_requests_total counter\n")
-	for _, k := range reqs {
-		fmt.Fprintf(&b, "rmqd_http_requests_total{listener=%s,route=%s,code=\"%d\"} %d\n",
-			quoteLabel(k.listener), quoteLabel(k.route), k.code, m.requests[k])
+	for _, r := range routes {
+		for code := range r.st.codes {
+			if n := r.st.codes[code].Load(); n > 0 {
+				fmt.Fprintf(&b, "rmqd_http_requests_total{listener=%s,route=%s,code=\"%d\"} %d\n",
+					quoteLabel(r.listener), quoteLabel(r.route), code, n)
+			}
+		}
 	}
-	routes := make([]routeKey, 0, len(m.latency))
-	for k := range m.latency {
-		routes = append(routes, k)
-	}
-	slices.SortFunc(routes, func(a, b routeKey) int { return strings.Compare(a.listener+" "+a.route, b.listener+" "+b.route) })
 	b.WriteString("# HELP rmqd_http_request_duration_seconds Time to answer an HTTP request (long polls included).\n")
 	b.WriteString("# TYPE rmqd_http_request_duration_seconds histogram\n")
-	for _, k := range routes {
-		h := m.latency[k]
-		labels := "listener=" + quoteLabel(k.listener) + ",route=" + quoteLabel(k.route)
+	for _, r := range routes {
+		// n first: the buckets a concurrent request adds after it are
+		// within +Inf's count at the next scrape, never above it now.
+		n := r.st.n.Load()
+		labels := "listener=" + quoteLabel(r.listener) + ",route=" + quoteLabel(r.route)
 		var cum uint64
 		for i, le := range latencyBuckets {
-			cum += h.counts[i]
-			fmt.Fprintf(&b, "rmqd_http_request_duration_seconds_bucket{%s,le=\"%s\"} %d\n", labels, strconv.FormatFloat(le, 'g', -1, 64), cum)
+			cum += r.st.counts[i].Load()
+			fmt.Fprintf(&b, "rmqd_http_request_duration_seconds_bucket{%s,le=\"%s\"} %d\n", labels, strconv.FormatFloat(le, 'g', -1, 64), min(cum, n))
 		}
-		fmt.Fprintf(&b, "rmqd_http_request_duration_seconds_bucket{%s,le=\"+Inf\"} %d\n", labels, h.n)
-		fmt.Fprintf(&b, "rmqd_http_request_duration_seconds_sum{%s} %s\n", labels, strconv.FormatFloat(h.sum, 'g', -1, 64))
-		fmt.Fprintf(&b, "rmqd_http_request_duration_seconds_count{%s} %d\n", labels, h.n)
+		fmt.Fprintf(&b, "rmqd_http_request_duration_seconds_bucket{%s,le=\"+Inf\"} %d\n", labels, n)
+		fmt.Fprintf(&b, "rmqd_http_request_duration_seconds_sum{%s} %s\n", labels, strconv.FormatFloat(time.Duration(r.st.sumNs.Load()).Seconds(), 'g', -1, 64))
+		fmt.Fprintf(&b, "rmqd_http_request_duration_seconds_count{%s} %d\n", labels, n)
 	}
-	m.mu.Unlock()
 
 	counter := func(name, help string, v uint64) {
 		fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s counter\n%s %d\n", name, help, name, name, v)

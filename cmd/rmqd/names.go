@@ -40,19 +40,33 @@ func nameByte(c byte) bool {
 	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_'
 }
 
-// consumeQueues splits the queue part of a consume path ("q1,q2"): every
-// byte must be a name byte or a comma, empty pieces are skipped, and no
-// length limit or '_' rule applies (lmstfy checks less on this route).
-// It returns nil when nothing valid is left.
-func consumeQueues(s string) []string {
-	for i := 0; i < len(s); i++ {
-		if !nameByte(s[i]) && s[i] != ',' {
-			return nil
+// consumeNameErr is nameErr for the consume route ("q1,q2"), which checks
+// less: the namespace as usual, the queue part only for its bytes (name
+// bytes and commas; no length limit, '_' allowed).
+func consumeNameErr(ns, qs string) string {
+	if !validName(ns) {
+		return "namespace name contains forbidden characters"
+	}
+	for i := 0; i < len(qs); i++ {
+		if !nameByte(qs[i]) && qs[i] != ',' {
+			return "queue name contains forbidden characters"
 		}
 	}
+	return ""
+}
+
+// consumeQueues splits the queue part of a consume path ("q1,q2") that
+// consumeNameErr accepted; empty pieces and repeats are skipped (the first
+// place of a name is its priority). It returns nil when nothing is left.
+func consumeQueues(s string) []string {
+	if s != "" && strings.IndexByte(s, ',') < 0 {
+		return []string{s} // one queue: the common case
+	}
 	var qs []string
-	for _, q := range strings.Split(s, ",") {
-		if q != "" {
+	seen := map[string]bool{}
+	for q := range strings.SplitSeq(s, ",") {
+		if q != "" && !seen[q] {
+			seen[q] = true
 			qs = append(qs, q)
 		}
 	}

@@ -54,9 +54,14 @@ func TestNameRules(t *testing.T) {
 	require.Equal(t, "", nameErr("_ns", "q-_"))
 
 	require.Equal(t, []string{"q1", "_q2", "q3"}, consumeQueues("q1,_q2,,q3,"))
+	require.Equal(t, []string{"q2", "q1"}, consumeQueues("q2,q1,q2,,q1"))
 	require.Equal(t, []string{long}, consumeQueues(long))
 	require.Nil(t, consumeQueues(",,"))
-	require.Nil(t, consumeQueues("q1;q2"))
+	require.Equal(t, "", consumeNameErr("ns", "q1,_q2,,"+long))
+	require.Equal(t, "", consumeNameErr("ns", ",,"), "checked later, after ttr, timeout and count")
+	require.Equal(t, "queue name contains forbidden characters", consumeNameErr("ns", "q1;q2"))
+	require.Equal(t, "queue name contains forbidden characters", consumeNameErr("ns", "q1,q.2"))
+	require.Equal(t, "namespace name contains forbidden characters", consumeNameErr("n.s", "q;"))
 }
 
 func TestQueryUint(t *testing.T) {

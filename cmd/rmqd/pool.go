@@ -35,6 +35,11 @@ type pool struct {
 	prod   *producer.Producer
 	pub    *publisher
 	insp   *rmq.Inspector
+	watch  *queueWatch // long polls on queues that do not exist yet
+	rounds *pullRounds // consumes gathered into shared Pulls
+
+	stopIdle context.CancelFunc // ends releaseIdle
+	idleDone chan struct{}
 
 	topics sync.Map // topic name -> topic.Topic; definitions never change
 	long   sync.Map // hashed topic names already remembered
@@ -44,7 +49,8 @@ type pool struct {
 
 // newPool starts the pool's RMQ client with the forwards of its queues as
 // its only listeners (forward.go); redact hides passwords in their errors.
-func newPool(ctx context.Context, name string, rdb redis.UniversalClient, prefix string, log *slog.Logger,
+// pullIdle is how long a queue nobody consumes keeps its pull engine.
+func newPool(ctx context.Context, name string, rdb redis.UniversalClient, prefix string, pullIdle time.Duration, log *slog.Logger,
 	forwards []forwardSpec, redact func(string) string, extra ...rmq.Option) (*pool, error) {
 	c, err := rmq.New(rdb, append([]rmq.Option{rmq.WithPrefix(prefix), rmq.WithLogger(log.With("pool", name))}, extra...)...)
 	if err != nil {
@@ -60,7 +66,38 @@ func newPool(ctx context.Context, name string, rdb redis.UniversalClient, prefix
 		_ = p.close(ctx) // a failed Start needs Close as much as a good one
 		return nil, fmt.Errorf("pool %s: %w", name, err)
 	}
+	p.watch = newQueueWatch(rdb, prefix, log.With("pool", name))
+	p.rounds = newPullRounds(p)
+	if pullIdle <= 0 {
+		pullIdle = defaultPullIdle
+	}
+	idleCtx, stop := context.WithCancel(context.Background())
+	p.stopIdle, p.idleDone = stop, make(chan struct{})
+	go p.releaseIdle(idleCtx, pullIdle, log.With("pool", name))
 	return p, nil
+}
+
+// defaultPullIdle is how long the pull engine of a queue nobody consumes is
+// kept (its wake-up subscription, its place in the sweeper).
+const defaultPullIdle = time.Minute
+
+// releaseIdle closes, every half idle, the pull engines of queues no
+// consume has used for idle: consumes of many queues, each once, leave
+// nothing behind.
+func (p *pool) releaseIdle(ctx context.Context, idle time.Duration, log *slog.Logger) {
+	defer close(p.idleDone)
+	t := time.NewTicker(idle / 2)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if _, err := p.client.ReleaseIdlePulls(ctx, idle); err != nil && ctx.Err() == nil {
+			log.WarnContext(ctx, "rmqd: releasing idle pull engines", "err", err)
+		}
+	}
 }
 
 // errTypeConflict: a publish named another type than the queue has.
@@ -124,10 +161,13 @@ func (p *pool) publishTopic(ctx context.Context, ns, q string, want topic.Type) 
 	return topic.New(name, want, queueSlots)
 }
 
-// defined caches a topic the producer has just stored.
+// defined caches a topic the producer has just stored, and wakes the long
+// polls that wait for it to exist.
 func (p *pool) defined(t topic.Topic) {
 	if _, ok := p.topics.Load(t.Name()); !ok {
-		p.topics.Store(t.Name(), t)
+		if _, loaded := p.topics.LoadOrStore(t.Name(), t); !loaded && p.watch != nil {
+			p.watch.defined(t.Name())
+		}
 	}
 }
 
@@ -244,6 +284,11 @@ func (p *pool) readyIDs(ctx context.Context, t topic.Topic, n int) ([]rmq.Waitin
 // then each forward (the publishes it left behind, then its broker
 // connection).
 func (p *pool) close(ctx context.Context) error {
+	if p.stopIdle != nil { // started (a failed Start closes the pool before)
+		p.stopIdle()
+		<-p.idleDone
+		p.watch.close()
+	}
 	err := p.client.Close(ctx)
 	return errors.Join(err, p.closeForwards(ctx))
 }

@@ -28,6 +28,9 @@ type serviceConfig struct {
 	// MaxWait caps a consume's timeout (a long poll), so no request is held
 	// longer than the server's write timeout allows.
 	MaxWait time.Duration
+	// PullIdle is how long a queue nobody consumes keeps its pull engine
+	// (0: defaultPullIdle).
+	PullIdle time.Duration
 	// Accounts are the admin's basic-auth users (user -> password); none
 	// leaves the admin port open, as in lmstfy.
 	Accounts map[string]string
@@ -109,7 +112,8 @@ func newService(ctx context.Context, cfg serviceConfig, clients map[string]redis
 		limits:   newLimitStore(def, cfg.Prefix, cfg.CacheTTL),
 		throttle: newThrottler(def, cfg.Prefix),
 		metrics:  newMetrics(),
-		counters: dashboard.NewCounters(),
+		// rmqd only pulls: lateness is what consume reports (firings).
+		counters: dashboard.NewCounters(dashboard.LatenessFromFired()),
 		guard:    newAuthGuard(def, cfg.Prefix, cfg.MaxAuthFailures, cfg.TrustedProxies, log),
 		redact:   newRedactor(cfg.Secrets),
 
@@ -136,7 +140,7 @@ func newService(ctx context.Context, cfg serviceConfig, clients map[string]redis
 				fws = append(fws, f)
 			}
 		}
-		p, err := newPool(ctx, name, rdb, cfg.Prefix, log, fws, s.redact.string, extra...)
+		p, err := newPool(ctx, name, rdb, cfg.Prefix, cfg.PullIdle, log, fws, s.redact.string, extra...)
 		if err != nil {
 			_ = s.close(ctx)
 			return nil, err

@@ -56,8 +56,12 @@ func TestConsumeChecksInOrder(t *testing.T) {
 		{"/api/ns/q?count=0", "invalid count"},
 		{"/api/ns/q?count=101", "invalid count"},
 		{"/api/ns/q?count=-1", "invalid count"},
-		{"/api/ns/q%2Bx?count=1", "invalid queue name(s)"},
+		{"/api/ns/,?count=1", "invalid queue name(s)"},
 		{"/api/ns/,", "invalid queue name(s)"},
+		// A forbidden byte is a name rule, checked before the parameters
+		// (and the token), as lmstfy's middleware does.
+		{"/api/ns/q%2Bx?count=0", "queue name contains forbidden characters"},
+		{"/api/ns/q1,q$2?ttr=-1", "queue name contains forbidden characters"},
 	} {
 		requireError(t, do(t, "GET", e.url(c.path), "", "X-Token: "+tok), http.StatusBadRequest, c.text)
 	}

@@ -1,0 +1,99 @@
+package main
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/rmq-go/rmq/topic"
+)
+
+// Consumes that share rounds get disjoint jobs, each at most its count,
+// every job exactly once; with more asked than ready, all that is ready is
+// dealt out and the rest get what is left (nothing, at the end).
+func TestPullRoundsDealJobsOut(t *testing.T) {
+	e := newEnv(t)
+	tok := e.token("ns")
+	const ready = 60
+	want := map[string]bool{}
+	for range ready {
+		want[e.publish(tok, "ns", "q", "", "x")] = true
+	}
+	want[e.publish(tok, "ns", "other", "", "y")] = true
+	p := e.svc.pools[defaultPool]
+	q := mustQueueTopic(t, p, "ns", "q")
+	other := mustQueueTopic(t, p, "ns", "other")
+
+	ctx := context.Background()
+	var mu sync.Mutex
+	got := map[string]int{}
+	var wg sync.WaitGroup
+	for i := range 40 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			n := 1 + i%3 // 80 asked in all, 60 ready
+			topics := []topic.Topic{q}
+			lease := 30 * time.Second
+			if i%7 == 0 {
+				topics = []topic.Topic{other, q} // another key: its own Pull
+			}
+			if i%5 == 0 {
+				lease = 20 * time.Second
+			}
+			jobs, err := p.rounds.pull(ctx, topics, n, lease, false)
+			require.NoError(t, err)
+			require.LessOrEqual(t, len(jobs), n)
+			mu.Lock()
+			for _, j := range jobs {
+				got[j.id]++
+			}
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	require.Len(t, got, ready+1, "every ready job handed out")
+	for id, n := range got {
+		require.True(t, want[id], "job %s was never published", id)
+		require.Equal(t, 1, n, "job %s handed out %d times", id, n)
+	}
+	jobs, err := p.rounds.pull(ctx, []topic.Topic{q}, 5, time.Second, false)
+	require.NoError(t, err)
+	require.Empty(t, jobs)
+}
+
+// A consume that may wait skips the round while its queue was found
+// drained a moment ago (its long poll fetches first anyway), and rides
+// rounds again after drainedFor.
+func TestPullRoundsSkippedForLongPollsOfDrainedQueues(t *testing.T) {
+	e := newEnv(t)
+	tok := e.token("ns")
+	e.publish(tok, "ns", "q", "", "x")
+	p := e.svc.pools[defaultPool]
+	q := mustQueueTopic(t, p, "ns", "q")
+	ctx := context.Background()
+	jobs, err := p.rounds.pull(ctx, []topic.Topic{q}, 2, time.Minute, true)
+	require.NoError(t, err)
+	require.Len(t, jobs, 1, "short: drained")
+	e.publish(tok, "ns", "q", "", "y")
+	jobs, err = p.rounds.pull(ctx, []topic.Topic{q}, 1, time.Minute, true)
+	require.NoError(t, err)
+	require.Empty(t, jobs, "skipped: the queue was drained a moment ago")
+	jobs, err = p.rounds.pull(ctx, []topic.Topic{q}, 1, time.Minute, false)
+	require.NoError(t, err)
+	require.Len(t, jobs, 1, "a consume that does not wait always rides a round")
+	jobs, err = p.rounds.pull(ctx, []topic.Topic{q}, 1, time.Minute, false)
+	require.NoError(t, err)
+	require.Empty(t, jobs, "drained again")
+	e.publish(tok, "ns", "q", "", "z")
+	jobs, err = p.rounds.pull(ctx, []topic.Topic{q}, 1, time.Minute, true)
+	require.NoError(t, err)
+	require.Empty(t, jobs, "skipped")
+	time.Sleep(drainedFor)
+	jobs, err = p.rounds.pull(ctx, []topic.Topic{q}, 1, time.Minute, true)
+	require.NoError(t, err)
+	require.Len(t, jobs, 1, "after drainedFor a long poll rides a round again")
+}

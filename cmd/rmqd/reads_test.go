@@ -1,0 +1,185 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/rmq-go/rmq/producer"
+	"github.com/rmq-go/rmq/rmq"
+	"github.com/rmq-go/rmq/slots"
+	"github.com/rmq-go/rmq/topic"
+)
+
+// keyspace is every key under the env's prefix with its type and size, and
+// the fields of its hashes (the topic definitions among them).
+func (e *env) keyspace() map[string]string {
+	e.t.Helper()
+	ctx := context.Background()
+	keys, err := e.rdb.Keys(ctx, e.prefix+":*").Result()
+	require.NoError(e.t, err)
+	out := map[string]string{}
+	for _, k := range keys {
+		typ, err := e.rdb.Type(ctx, k).Result()
+		require.NoError(e.t, err)
+		var desc string
+		switch typ {
+		case "hash":
+			fields, err := e.rdb.HKeys(ctx, k).Result()
+			require.NoError(e.t, err)
+			sort.Strings(fields)
+			desc = strings.Join(fields, ",")
+		case "zset":
+			n, err := e.rdb.ZCard(ctx, k).Result()
+			require.NoError(e.t, err)
+			desc = fmt.Sprint(n)
+		}
+		out[k] = typ + " " + desc
+	}
+	return out
+}
+
+// channels lists the pub/sub channels under the env's prefix that have a
+// subscriber, with their subscriber counts.
+func (e *env) channels() map[string]int64 {
+	e.t.Helper()
+	ctx := context.Background()
+	chans, err := e.rdb.PubSubChannels(ctx, e.prefix+":*").Result()
+	require.NoError(e.t, err)
+	if len(chans) == 0 {
+		return map[string]int64{}
+	}
+	n, err := e.rdb.PubSubNumSub(ctx, chans...).Result()
+	require.NoError(e.t, err)
+	return n
+}
+
+// Issue 22 #4: consume, peek and size of queues that do not exist answer as
+// lmstfy does and leave Redis's keyspace and rmqd's subscriptions as they
+// were: no topic definition, no pull engine, no wake-up subscription.
+func TestReadsOfUnknownQueuesWriteNothing(t *testing.T) {
+	e := newEnv(t)
+	tok := e.token("ns")
+	e.publish(tok, "ns", "known", "", "x")
+	e.consumeJob(tok, "/api/ns/known?ttr=30")
+	keys, subs := e.keyspace(), e.channels()
+	require.NotEmpty(t, subs, "the consumed queue has its engine")
+
+	const n = 1000
+	var batch []string
+	for i := range n {
+		q := fmt.Sprintf("nope%d", i)
+		requireNoJob(t, do(t, "GET", e.url("/api/ns/"+q), "", "X-Token: "+tok))
+		requireError(t, do(t, "GET", e.url("/api/ns/"+q+"/peek"), "", "X-Token: "+tok), http.StatusNotFound, "the queue is empty")
+		a := do(t, "GET", e.url("/api/ns/"+q+"/size"), "")
+		require.JSONEq(t, `{"namespace":"ns","queue":"`+q+`","size":0}`, string(a.body))
+		if i%100 == 0 {
+			requireError(t, do(t, "GET", e.url("/api/ns/"+q+"/job/01M8D5Y29RACPBZV4JN8P7R4C1"), "", "X-Token: "+tok), http.StatusNotFound, "job not found")
+			a = do(t, "GET", e.url("/api/ns/"+q+"/deadletter"), "", "X-Token: "+tok)
+			require.JSONEq(t, `{"namespace":"ns","queue":"`+q+`","deadletter_size":0,"deadletter_head":""}`, string(a.body))
+			// The consume route's laxer rule lets '_' names through; they
+			// do not exist either.
+			requireNoJob(t, do(t, "GET", e.url("/api/ns/_"+q+"?timeout=1"), "", "X-Token: "+tok))
+		}
+		batch = append(batch, q)
+		if len(batch) == maxConsumeQueues {
+			requireNoJob(t, do(t, "GET", e.url("/api/ns/"+strings.Join(batch, ",")+"?count=5"), "", "X-Token: "+tok))
+			batch = batch[:0]
+		}
+	}
+	require.Equal(t, keys, e.keyspace(), "a read wrote to Redis")
+	require.Equal(t, subs, e.channels(), "a read subscribed")
+
+	many := make([]string, maxConsumeQueues+1)
+	for i := range many {
+		many[i] = fmt.Sprintf("q%d", i)
+	}
+	requireError(t, do(t, "GET", e.url("/api/ns/"+strings.Join(many, ",")), "", "X-Token: "+tok), http.StatusBadRequest, "too many queues")
+	requireNoJob(t, do(t, "GET", e.url("/api/ns/"+strings.Join(append(many[1:], many[1]), ",")), "", "X-Token: "+tok))
+}
+
+// A long poll on a queue that does not exist yet gets the first job
+// published to it: through this rmqd at once, through anything else (a Go
+// producer here) once the watch's poll sees the queue.
+func TestLongPollOnNewQueue(t *testing.T) {
+	e := newEnv(t)
+	tok := e.token("ns")
+	e.publish(tok, "ns", "old", "?delay=60", "later")
+	type result struct {
+		j   jobBody
+		at  time.Time
+		err string
+	}
+	poll := func(path string) chan result {
+		ch := make(chan result, 1)
+		go func() {
+			a := do(t, "GET", e.url(path), "", "X-Token: "+tok)
+			var r result
+			r.at = time.Now()
+			if a.status != http.StatusOK {
+				r.err = a.String()
+			} else {
+				a.json(t, &r.j)
+			}
+			ch <- r
+		}()
+		return ch
+	}
+	waiting := func() {
+		p := e.svc.pools[defaultPool]
+		require.Eventually(t, func() bool { return len(p.watch.names()) > 0 }, waitLong, time.Millisecond)
+	}
+
+	got := poll("/api/ns/old,fresh?timeout=10")
+	waiting()
+	sent := time.Now()
+	id := e.publish(tok, "ns", "fresh", "", "first")
+	r := <-got
+	require.Empty(t, r.err)
+	require.Equal(t, id, r.j.JobID)
+	require.Equal(t, "fresh", r.j.Queue)
+	require.Less(t, r.at.Sub(sent), time.Second, "woken by the publish")
+
+	got = poll("/api/ns/other?timeout=10")
+	waiting()
+	c, err := rmq.New(e.rdb, rmq.WithPrefix(e.prefix))
+	require.NoError(t, err)
+	tp, err := topic.New(topicName("ns", "other"), topic.FixedTime, queueSlots)
+	require.NoError(t, err)
+	sent = time.Now()
+	_, err = c.Producer().SendFixedTime(context.Background(), tp, []byte("from Go"), time.Now(), producer.WithKey("go-1"))
+	require.NoError(t, err)
+	r = <-got
+	require.Empty(t, r.err)
+	require.Equal(t, "go-1", r.j.JobID)
+	require.Less(t, r.at.Sub(sent), 2*time.Second, "seen by the watch's poll")
+	require.Empty(t, e.svc.pools[defaultPool].watch.names(), "no waiter left")
+}
+
+// The pull engine of a queue nobody consumes is released after PullIdle:
+// its wake-up subscription goes; a later consume makes a new one.
+func TestIdlePullEnginesReleased(t *testing.T) {
+	e := newEnv(t, func(c *serviceConfig) { c.PullIdle = 300 * time.Millisecond })
+	tok := e.token("ns")
+	e.publish(tok, "ns", "q", "", "x")
+	// A 1 s lease: the engine stays until it ran out (and could be swept).
+	j := e.consumeJob(tok, "/api/ns/q?ttr=1")
+	require.Equal(t, http.StatusNoContent, do(t, "DELETE", e.url("/api/ns/q/job/"+j.JobID), "", "X-Token: "+tok).status)
+	wake := slots.KeysFor(e.prefix, mustQueueTopic(t, e.svc.pools[defaultPool], "ns", "q"), 0).Wake
+	require.Equal(t, int64(1), e.channels()[wake])
+	require.Eventually(t, func() bool { return e.channels()[wake] == 0 }, waitLong, 20*time.Millisecond)
+
+	got := make(chan answer, 1)
+	go func() { got <- do(t, "GET", e.url("/api/ns/q?timeout=10"), "", "X-Token: "+tok) }()
+	require.Eventually(t, func() bool { return e.channels()[wake] == 1 }, waitLong, time.Millisecond)
+	id := e.publish(tok, "ns", "q", "", "y")
+	a := <-got
+	require.Equal(t, http.StatusOK, a.status, "%s", a)
+	require.Equal(t, id, a.object(t)["job_id"])
+}
