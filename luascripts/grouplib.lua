@@ -1,0 +1,329 @@
+-- grouplib.lua: the fetch of a topic whose messages carry groups
+-- (fetch.lua's grouped sections), prepended after lib.lua's and
+-- flowlib.lua's definitions, which it uses.
+--
+-- Every slot of such a section is a set of lanes: one per group whose turn
+-- has come (gturn score <= now) and one for the slot's store (the
+-- messages without a group, and grouped ones that came back to store: a
+-- retry, a requeue, a re-send while in flight). Lanes are served in turn,
+-- one message each, oldest turn first: a lane served goes behind every
+-- lane that was ready when the call began, so a group with a long backlog
+-- delays another group's message by at most one turn. Within a group its
+-- messages go in the topic's order (gq's keys). A group at its place limit
+-- (WithGroupConcurrency) or rate (WithGroupRateLimit) leaves the rotation
+-- until a place frees (gfree, from the end of a delivery) or its rate
+-- allows the next start (its gturn score says when).
+
+-- GROUTE_MAX bounds the grouped messages one call moves from a store to
+-- their groups; the rest go on the next call (the slot reports itself
+-- ready).
+local GROUTE_MAX = 256
+-- GBUSY_RECHECK (ms): a group whose head's id is still in flight (a
+-- re-send behind a removed delivery) is looked at again after it.
+local GBUSY_RECHECK = 5000
+
+-- lane_less orders lanes by turn, then slot group, then name.
+local function lane_less(a, b)
+  if a.key ~= b.key then return a.key < b.key end
+  if a.g ~= b.g then return a.g < b.g end
+  return a.grp < b.grp
+end
+
+-- lheap_push and lheap_pop keep h (h.n entries) a binary heap of lanes.
+local function lheap_push(h, l)
+  h.n = h.n + 1
+  local i = h.n
+  h[i] = l
+  while i > 1 do
+    local p = math.floor(i / 2)
+    if not lane_less(h[i], h[p]) then return end
+    h[i], h[p] = h[p], h[i]
+    i = p
+  end
+end
+
+local function lheap_pop(h)
+  local top = h[1]
+  h[1] = h[h.n]
+  h[h.n] = nil
+  h.n = h.n - 1
+  local i = 1
+  while true do
+    local l, m = 2 * i, i
+    if l <= h.n and lane_less(h[l], h[m]) then m = l end
+    if l + 1 <= h.n and lane_less(h[l + 1], h[m]) then m = l + 1 end
+    if m == i then return top end
+    h[i], h[m] = h[m], h[i]
+    i = m
+  end
+end
+
+-- A slot group's keys are KEYS[b + 1] (store), + 2 (prepare), + 3 (msg),
+-- + 5 (gq), + 6 (gocc), + 7 (gturn) and + 8 (grate), b = x.kb[g]
+-- (fetch.lua's key bases).
+
+-- gvalidate drops group grp's places whose message is gone (removed,
+-- expired, acked elsewhere: no envelope) and returns how many are held.
+local function gvalidate(b, grp, limit)
+  local held = redis.call('ZRANGE', KEYS[b + 6], '[' .. grp .. '\0', '(' .. grp .. '\1', 'BYLEX', 'LIMIT', '0', string.format('%d', limit + 64))
+  local live = 0
+  for _, m in ipairs(held) do
+    if redis.call('HEXISTS', KEYS[b + 3], string.sub(m, #grp + 2)) == 1 then
+      live = live + 1
+    else
+      redis.call('ZREM', KEYS[b + 6], m)
+    end
+  end
+  if #held == limit + 64 then
+    return redis.call('ZLEXCOUNT', KEYS[b + 6], '[' .. grp .. '\0', '(' .. grp .. '\1')
+  end
+  return live
+end
+
+-- glimits works out once how many more starts group lane L may make.
+local function glimits(x, L)
+  local f, b = x.flow, x.kb[L.g]
+  L.croom, L.rroom = 1e18, 1e18
+  if f.gconc > 0 then
+    local live = redis.call('ZLEXCOUNT', KEYS[b + 6], '[' .. L.grp .. '\0', '(' .. L.grp .. '\1')
+    if live >= f.gconc then live = gvalidate(b, L.grp, f.gconc) end
+    L.croom = f.gconc - live
+  end
+  if f.giv > 0 then
+    L.tat = redis.call('HGET', KEYS[b + 8], L.grp)
+    L.tat0 = L.tat
+    L.rroom = gcra_room(L.tat, x.now_us, f.giv, f.gtol)
+  end
+end
+
+-- take_group delivers the next message of group lane L; false when the
+-- lane can give none now (L.stop says why).
+local function take_group(x, L)
+  local f, b, grp, tb = x.flow, x.kb[L.g], L.grp, x.time_based
+  if not L.croom then glimits(x, L) end
+  if L.croom <= 0 then L.stop = 'b'; return false end
+  if L.rroom <= 0 then L.stop = 'r'; return false end
+  while true do
+    if not L.buf or L.pos > #L.buf then
+      if L.ended then L.stop = 'e'; return false end
+      local from = L.last and ('(' .. L.last) or ('[' .. grp .. '\0')
+      local w = math.min(math.max(x.window, 2), MCHUNK)
+      L.buf = redis.call('ZRANGE', KEYS[b + 5], from, '(' .. grp .. '\1', 'BYLEX', 'LIMIT', '0', string.format('%d', w))
+      L.pos = 1
+      L.ended = #L.buf < w
+      if #L.buf == 0 then L.stop = 'e'; return false end
+      L.last = L.buf[#L.buf]
+    end
+    local m = L.buf[L.pos]
+    local _, key, id = gparse(m)
+    if tb and key > x.now then L.stop = 'due'; L.next = key; return false end
+    if redis.call('ZSCORE', KEYS[b + 2], id) then L.stop = 'busy'; return false end
+    L.pos = L.pos + 1
+    redis.call('ZREM', KEYS[b + 5], m)
+    local env = redis.call('HGET', KEYS[b + 3], id)
+    local e = env and env_decode(env)
+    if e and e.grp == grp and gkey(tb, e.orig) == string.sub(m, #grp + 2, #grp + 17) then
+      if expired(e, x.now) then
+        redis.call('HDEL', KEYS[b + 3], id)
+        x.expired = x.expired + 1
+      else
+        if f.gconc > 0 then redis.call('ZADD', KEYS[b + 6], 0, grp .. '\0' .. id) end
+        if f.giv > 0 then L.tat = gcra_take(L.tat, x.now_us, f.giv, 1) end
+        L.croom, L.rroom = L.croom - 1, L.rroom - 1
+        x.emit(L.g, id, env, e.score)
+        return true
+      end
+    end
+    -- Otherwise the entry was stale: its message was sent again into
+    -- another place, or is gone.
+  end
+end
+
+-- take_store delivers the next due message of the store lane L (routing
+-- grouped ones to their groups on the way); false when it has none.
+local function take_store(x, L)
+  local b, tb, now = x.kb[L.g], x.time_based, x.now
+  while true do
+    if L.routed >= GROUTE_MAX then L.stop = 'e'; return false end
+    if not L.buf or L.pos > #L.buf then
+      if L.ended then L.stop = 'e'; return false end
+      local w = math.min(math.max(x.window, 2), MCHUNK)
+      local skip, ws = string.format('%d', L.skip), string.format('%d', w)
+      local due
+      if tb then
+        due = redis.call('ZRANGE', KEYS[b + 1], '-inf', string.format('%d', now), 'BYSCORE', 'LIMIT', skip, ws, 'WITHSCORES')
+      else
+        due = redis.call('ZRANGE', KEYS[b + 1], '+inf', '-inf', 'BYSCORE', 'REV', 'LIMIT', skip, ws, 'WITHSCORES')
+      end
+      L.ended = #due < 2 * w
+      L.buf, L.sc, L.pos = {}, {}, 1
+      if #due == 0 then L.stop = 'e'; return false end
+      local ids = {}
+      for j = 1, #due, 2 do ids[#ids + 1] = due[j] end
+      local busy = redis.call('ZMSCORE', KEYS[b + 2], unpack(ids))
+      for j = 1, #ids do
+        if busy[j] then
+          L.skip = L.skip + 1
+          L.busy = true
+        else
+          L.buf[#L.buf + 1], L.sc[#L.sc + 1] = ids[j], due[2 * j]
+        end
+      end
+    end
+    if L.pos <= #L.buf then
+      local id, score = L.buf[L.pos], L.sc[L.pos]
+      L.pos = L.pos + 1
+      redis.call('ZREM', KEYS[b + 1], id)
+      local env = redis.call('HGET', KEYS[b + 3], id)
+      local e
+      if env then
+        local _, tf = struct.unpack('>BB', env)
+        if tf >= 16 and string.byte(env, 1) == 2 then e = env_decode(env) end
+      end
+      if e and expired(e, now) then
+        redis.call('HDEL', KEYS[b + 3], id)
+        x.expired = x.expired + 1
+      elseif e and e.grp and not (x.flow.gconc > 0 and redis.call('ZSCORE', KEYS[b + 6], e.grp .. '\0' .. id)) then
+        -- A grouped message back in store waits in its group again (a
+        -- retry that kept its group's place is delivered as it is).
+        local m = gmember(e.grp, tb, e.orig, id)
+        redis.call('ZADD', KEYS[b + 5], 0, m)
+        local _, key = gparse(m)
+        gturn_offer(KEYS[b + 7], e.grp, gready(tb, key, now), now)
+        L.routed = L.routed + 1
+      elseif env then
+        x.emit(L.g, id, env, score)
+        return true
+      end
+    end
+  end
+end
+
+-- ghead_of returns slot k's head for the fetcher: the earliest time
+-- something may be fetched (time-based) or the best priority ready, -1
+-- when nothing waits, -2 when all that waits is blocked (then gwait, a
+-- group's next rate start in ms, when one is known, else nil).
+local function ghead_of(x, g)
+  local b, tb, now = x.kb[g], x.time_based, x.now
+  local best
+  local look
+  if tb then
+    look = redis.call('ZRANGE', KEYS[b + 1], '0', '63', 'WITHSCORES')
+  else
+    look = redis.call('ZRANGE', KEYS[b + 1], '0', '63', 'REV', 'WITHSCORES')
+  end
+  if #look > 0 then
+    local ids = {}
+    for j = 1, #look, 2 do ids[#ids + 1] = look[j] end
+    local busy = redis.call('ZMSCORE', KEYS[b + 2], unpack(ids))
+    for j = 1, #ids do
+      if not busy[j] then best = tonumber(look[2 * j]); break end
+    end
+  end
+  local blocked = #look > 0 and not best
+  local turns = redis.call('ZRANGE', KEYS[b + 7], '-inf', '+inf', 'BYSCORE', 'LIMIT', '0', '3', 'WITHSCORES')
+  local gwait
+  for j = 1, #turns, 2 do
+    local grp, sc = turns[j], tonumber(turns[j + 1])
+    if grp ~= '' then
+      if sc >= GBLOCKED then
+        blocked = true
+      elseif tb then
+        if not best or sc < best then best = sc end
+        break
+      elseif sc <= now then
+        local h = ghead(KEYS[b + 5], grp)
+        if h[1] then
+          local _, key = gparse(h[1])
+          local p = 9007199254740992 - key
+          if not best or p > best then best = p end
+        end
+        break
+      else
+        blocked, gwait = true, sc
+        break
+      end
+    end
+  end
+  if best then return best end
+  if blocked then return -2, gwait end
+  return -1
+end
+
+-- gfetch moves up to x.n messages of the grouped section's slot groups
+-- x.g1..x.g2 (keys from x.kb) to prepare through x.emit, in turn, and
+-- fills x.heads[g]. It returns how many it moved and the earliest group
+-- rate start (ms) a blocked slot waits for (nil: none).
+local function gfetch(x)
+  local now = x.now
+  local nowi = string.format('%d', now)
+  local h = { n = 0 }
+  local lanes = {}
+  x.expired = 0
+  for g = x.g1, x.g2 do
+    local b = x.kb[g]
+    local ready = redis.call('ZRANGE', KEYS[b + 7], '-inf', nowi, 'BYSCORE', 'LIMIT', '0', string.format('%d', x.n + 1), 'WITHSCORES')
+    local sturn = 0
+    for j = 1, #ready, 2 do
+      if ready[j] == '' then
+        sturn = tonumber(ready[j + 1])
+      else
+        lanes[#lanes + 1] = { g = g, grp = ready[j], key = tonumber(ready[j + 1]) }
+      end
+    end
+    lanes[#lanes + 1] = { g = g, grp = '', key = sturn, store = true, skip = 0, routed = 0 }
+  end
+  for _, l in ipairs(lanes) do lheap_push(h, l) end
+  local moved, seq = 0, 0
+  while moved < x.n and h.n > 0 do
+    local L = lheap_pop(h)
+    local ok
+    if L.store then ok = take_store(x, L) else ok = take_group(x, L) end
+    if ok then
+      moved = moved + 1
+      seq = seq + 1
+      L.served = true
+      L.key = now + seq
+      lheap_push(h, L)
+    end
+  end
+  -- The lanes' turns: served ones go behind, blocked ones wait.
+  local gwait
+  for _, L in ipairs(lanes) do
+    local b = x.kb[L.g]
+    if L.store then
+      if L.served then redis.call('ZADD', KEYS[b + 7], now, '') end
+    else
+      local sc
+      if L.stop == 'b' then
+        sc = GBLOCKED + now
+      elseif L.stop == 'r' then
+        local _, nx = gcra_room(L.tat, x.now_us, x.flow.giv, x.flow.gtol)
+        sc = math.ceil(nx / 1000)
+      elseif L.stop == 'busy' then
+        sc = now + GBUSY_RECHECK
+      elseif L.stop == 'due' then
+        sc = L.next
+      elseif L.stop == 'e' then
+        redis.call('ZREM', KEYS[b + 7], L.grp)
+      elseif L.served then
+        local m = L.buf and L.buf[L.pos]
+        if not m then m = ghead(KEYS[b + 5], L.grp)[1] end
+        if m then
+          local _, key = gparse(m)
+          sc = math.max(gready(x.time_based, key, now), now)
+        else
+          redis.call('ZREM', KEYS[b + 7], L.grp)
+        end
+      end
+      if sc then redis.call('ZADD', KEYS[b + 7], sc, L.grp) end
+      if L.tat ~= L.tat0 then redis.call('HSET', KEYS[b + 8], L.grp, string.format('%d', math.ceil(L.tat))) end
+    end
+  end
+  for g = x.g1, x.g2 do
+    local hd, gw = ghead_of(x, g)
+    x.heads[g] = hd
+    if gw and (not gwait or gw < gwait) then gwait = gw end
+  end
+  return moved, gwait
+end
