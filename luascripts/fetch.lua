@@ -312,6 +312,9 @@ local function section(g1, g2, a, kbase)
     if room < n then n = room end
     if room == 0 then out[NOUT + 1] = math.ceil(nx / 1000) end
   end
+  -- A cluster's permits were granted for a fetch right after: one that
+  -- comes later takes nothing (its caller gives them back).
+  if fl and fl.until_ms > 0 and now > fl.until_ms then n = 0 end
   if fl and fl.tconc > 0 then
     local inflight = 0
     for i = 1, fl.nprep do inflight = inflight + redis.call('ZCARD', KEYS[tk + 1 + i]) end
@@ -338,7 +341,7 @@ local function section(g1, g2, a, kbase)
     end
     local heads = {}
     local x = { g1 = g1, g2 = g2, n = n, now = now, now_us = now_us, time_based = time_based, flow = fl,
-      window = window, heads = heads, emit = emit, kb = kb }
+      window = window, heads = heads, emit = emit, kb = kb, max = gmax }
     local gwait
     moved, gwait = gfetch(x)
     for g = g1, g2 do out[o + g] = heads[g] end

@@ -251,7 +251,8 @@ local function ghead_of(x, g)
 end
 
 -- gfetch moves up to x.n messages of the grouped section's slot groups
--- x.g1..x.g2 (keys from x.kb) to prepare through x.emit, in turn, and
+-- x.g1..x.g2 (keys from x.kb; at most x.max[g] of group g) to prepare
+-- through x.emit, in turn, and
 -- fills x.heads[g]. It returns how many it moved and the earliest group
 -- rate start (ms) a blocked slot waits for (nil: none).
 local function gfetch(x)
@@ -275,11 +276,16 @@ local function gfetch(x)
   end
   for _, l in ipairs(lanes) do lheap_push(h, l) end
   local moved, seq = 0, 0
+  local per = {}
   while moved < x.n and h.n > 0 do
     local L = lheap_pop(h)
-    local ok
-    if L.store then ok = take_store(x, L) else ok = take_group(x, L) end
+    local ok = false
+    -- A slot group gives at most its own maximum (x.max).
+    if (per[L.g] or 0) < x.max[L.g] then
+      if L.store then ok = take_store(x, L) else ok = take_group(x, L) end
+    end
     if ok then
+      per[L.g] = (per[L.g] or 0) + 1
       moved = moved + 1
       seq = seq + 1
       L.served = true

@@ -20,10 +20,16 @@
 -- ARGV[5] -> lease of the client's places in ms (renewed by every call)
 -- ARGV[6] -> rate interval in µs, 0 for none; ARGV[7] -> its tolerance (µs)
 -- ARGV[8] -> concurrency limit, 0 for none
--- Returns: { granted, wait, woke }: wait is 0, the Redis ms from which the
--- rate allows the next start (it allowed none), or -1 when no place is
--- free (a give back wakes the topic); woke is 1 when places came free
--- while some client waited for one (the caller wakes the topic's slots).
+-- Returns: { granted, wait, woke, expiry }: wait is 0, the Redis ms from
+-- which the rate allows the next start (it allowed none), or -1 when no
+-- place is free (a give back wakes the topic); woke is 1 when places came
+-- free while some client waited for one (the caller wakes the topic's
+-- slots); expiry, with wait -1, is the Redis ms at which the first lease
+-- of the places held runs out (a killed client's places free then, with
+-- no give back to wake anyone: the caller looks again at that time); now
+-- is Redis's ms here: the caller's fetches use the starts granted only
+-- shortly after it (fetch.lua's permit deadline), so a client that stalls
+-- between the two calls cannot bunch its starts up.
 local now, now_us = now_ms()
 local me = ARGV[1]
 local want, give, refund = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
@@ -47,7 +53,7 @@ if waited and (give > 0 or #gone > 0) then
 end
 local tat = redis.call('HGET', KEYS[1], 'tat')
 if iv > 0 and refund > 0 and tat then tat = math.max(tonumber(tat) - refund * iv, now_us) end
-local granted, wait = want, 0
+local granted, wait, expiry = want, 0, 0
 if iv > 0 then
   local room, nx = gcra_room(tat, now_us, iv, tol)
   if room < granted then granted = room end
@@ -59,6 +65,8 @@ if conc > 0 then
   if free == 0 and want > 0 then
     redis.call('HSET', KEYS[1], 'blocked', '1')
     wait = -1
+    local first = redis.call('ZRANGE', KEYS[2], '0', '0', 'WITHSCORES')
+    if first[2] then expiry = tonumber(first[2]) end
   end
   mine, held = mine + granted, held + granted
   redis.call('HSET', KEYS[1], 'held', string.format('%d', held))
@@ -73,4 +81,4 @@ end
 if iv > 0 and (granted > 0 or refund > 0) then
   redis.call('HSET', KEYS[1], 'tat', string.format('%d', math.ceil(gcra_take(tat, now_us, iv, granted))))
 end
-return { granted, wait, woke }
+return { granted, wait, woke, expiry, now }

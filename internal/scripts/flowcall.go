@@ -71,12 +71,18 @@ type PermitReply struct {
 	Wait int64
 	// Woke: places came free while a client waited for one.
 	Woke bool
+	// Expiry, with Wait -1: the Redis ms at which the first lease of the
+	// places held runs out (a killed client's places free then).
+	Expiry int64
+	// NowMs is Redis's clock where the permits live (Flow.PermitUntil
+	// counts from it).
+	NowMs int64
 }
 
 // ParsePermitReply reads permit.lua's reply.
 func ParsePermitReply(vals []any) (PermitReply, error) {
-	if len(vals) != 3 {
+	if len(vals) != 5 {
 		return PermitReply{}, fmt.Errorf("rmq: permit: unexpected reply of %d values", len(vals))
 	}
-	return PermitReply{Granted: int(toInt(vals[0])), Wait: toInt(vals[1]), Woke: toInt(vals[2]) == 1}, nil
+	return PermitReply{Granted: int(toInt(vals[0])), Wait: toInt(vals[1]), Woke: toInt(vals[2]) == 1, Expiry: toInt(vals[3]), NowMs: toInt(vals[4])}, nil
 }
