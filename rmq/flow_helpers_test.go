@@ -31,12 +31,12 @@ import (
 // of the whole fleet.
 const (
 	flowWorkerRole   = "flow"
-	flowTypeEnv      = "RMQ_FLOW_TYPE"     // topic type number
-	flowSlotsEnv     = "RMQ_FLOW_SLOTS"    // slot amount
-	flowLimitsEnv    = "RMQ_FLOW_LIMITS"   // rmq.Limits.String()
-	flowConcEnv      = "RMQ_FLOW_CONC"     // consumer.WithConcurrency
-	flowHoldEnv      = "RMQ_FLOW_HOLD"     // handler time (a duration); "forever" blocks
-	flowPrepareEnv   = "RMQ_FLOW_PREPARE"  // consumer.WithPrepareTimeout
+	flowTypeEnv      = "RMQ_FLOW_TYPE"    // topic type number
+	flowSlotsEnv     = "RMQ_FLOW_SLOTS"   // slot amount
+	flowLimitsEnv    = "RMQ_FLOW_LIMITS"  // rmq.Limits.String()
+	flowConcEnv      = "RMQ_FLOW_CONC"    // consumer.WithConcurrency
+	flowHoldEnv      = "RMQ_FLOW_HOLD"    // handler time (a duration); "forever" blocks
+	flowPrepareEnv   = "RMQ_FLOW_PREPARE" // consumer.WithPrepareTimeout
 	flowEventsPrefix = "S "
 )
 

@@ -57,7 +57,7 @@ const ackDeferMax = 25 * time.Millisecond
 type ackReq struct {
 	// keys are the slot's group in ack.lua's order: store, prepare, msg,
 	// wake, delayed (a time-based topic's store again), dead.
-	keys  [6]string
+	keys [6]string
 	// flow: the slot's group keys and the topic's tflow (ack.lua's four
 	// more keys), when the topic is under flow control (flow.go).
 	flow    [4]string

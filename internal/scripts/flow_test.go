@@ -85,7 +85,7 @@ func (s *flowSlot) gack(d delivered) int64 {
 	return res[0]
 }
 
-// groll rolls d back (how: '' the backoff of backoffMs, 'd' dead now).
+// groll rolls d back (how: ” the backoff of backoffMs, 'd' dead now).
 func (s *flowSlot) groll(d delivered, backoffMs int64, how string) int64 {
 	s.t.Helper()
 	keys := append(s.allKeys(), s.g.Queue, s.g.Places, s.g.Turn, s.tflow())
