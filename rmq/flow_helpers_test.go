@@ -20,15 +20,17 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rmq-go/rmq/consumer"
+	"github.com/rmq-go/rmq/internal/redistest"
+	"github.com/rmq-go/rmq/internal/scripts"
 	"github.com/rmq-go/rmq/rmq"
 	"github.com/rmq-go/rmq/topic"
 )
 
 // The flow tests' worker role of this test binary (TestMain): a consumer of
 // one topic with the limits and handler the environment says, printing
-// "S <id> <group> <unix ns>" when a handler starts (with its fetch's time)
-// and "E <id> <unix ns>" when it ends, so the parent sees the deliveries
-// of the whole fleet.
+// "S <id> <group> <unix ns>" when a handler starts (with the time it left
+// the store: fetchClock) and "E <id> <unix ns>" when it ends, so the
+// parent sees the deliveries of the whole fleet.
 const (
 	flowWorkerRole   = "flow"
 	flowTypeEnv      = "RMQ_FLOW_TYPE"    // topic type number
@@ -67,6 +69,8 @@ func runFlowWorker() int {
 	} else {
 		rdb = redis.NewClient(&redis.Options{Addr: os.Getenv(workerAddrEnv), DisableIdentity: true})
 	}
+	clock := newFetchClock()
+	rdb.AddHook(redistest.Observer{After: clock.after})
 	typ, _ := strconv.Atoi(os.Getenv(flowTypeEnv))
 	n, _ := strconv.Atoi(os.Getenv(flowSlotsEnv))
 	tp, err := topic.New(os.Getenv(workerTopicEnv), topic.Type(typ), n)
@@ -106,7 +110,7 @@ func runFlowWorker() int {
 		mu.Unlock()
 	}
 	err = c.Register(tp, consumer.ListenerFunc(func(ctx context.Context, m *consumer.Message) error {
-		print("S %s %s %d\n", m.ID, orDash(m.Group), m.FetchedAt.UnixNano())
+		print("S %s %s %d\n", m.ID, orDash(m.Group), clock.of(m.ID, m.FetchedAt).UnixNano())
 		if hold == "forever" {
 			select {}
 		}
@@ -153,9 +157,12 @@ type flowLog struct {
 	events []flowEvent
 	starts map[string]int
 	signal chan struct{}
+	clock  *fetchClock // this process's fetches
 }
 
-func newFlowLog() *flowLog { return &flowLog{starts: map[string]int{}, signal: make(chan struct{}, 1)} }
+func newFlowLog() *flowLog {
+	return &flowLog{starts: map[string]int{}, signal: make(chan struct{}, 1), clock: newFetchClock()}
+}
 
 func (l *flowLog) add(ev flowEvent) {
 	l.mu.Lock()
@@ -204,9 +211,8 @@ func (l *flowLog) waitDistinct(t *testing.T, n int, within time.Duration) {
 // then calling then, if not nil).
 func (l *flowLog) listener(proc string, hold time.Duration, then func(m *consumer.Message) error) consumer.MessageListener {
 	return consumer.ListenerFunc(func(ctx context.Context, m *consumer.Message) error {
-		// A start is when the delivery left the store: its fetch's reply
-		// (a handler may start later on a loaded machine).
-		l.add(flowEvent{start: true, id: m.ID, group: m.Group, at: m.FetchedAt, proc: proc})
+		// A start is when the delivery left the store (fetchClock).
+		l.add(flowEvent{start: true, id: m.ID, group: m.Group, at: l.clock.of(m.ID, m.FetchedAt), proc: proc})
 		if hold > 0 {
 			time.Sleep(hold)
 		}
@@ -334,4 +340,65 @@ func maxInWindow(events []flowEvent, w time.Duration) int {
 		best = max(best, i-j+1)
 	}
 	return best
+}
+
+// fetchClock is a go-redis hook that notes, for every message a fetch.lua
+// call moved, Redis's clock when the call ran: the instant it left the
+// store, which a rate limit counts. (The handler starts later, and on a
+// loaded machine FetchedAt, the reply's arrival, may lag it by tens of
+// milliseconds.)
+type fetchClock struct {
+	mu sync.Mutex
+	at map[string]time.Time
+}
+
+func newFetchClock() *fetchClock { return &fetchClock{at: map[string]time.Time{}} }
+
+func (f *fetchClock) after(cmd redis.Cmder) {
+	sha, ok := scriptSHA(cmd)
+	if !ok || sha != scripts.Fetch.Hash() || cmd.Err() != nil {
+		return
+	}
+	c, ok := cmd.(*redis.Cmd)
+	if !ok {
+		return
+	}
+	vals, err := c.Slice()
+	if err != nil {
+		return
+	}
+	var replies []scripts.FetchReply
+	if args := cmd.Args(); len(args) > 3 {
+		n, _ := strconv.Atoi(fmt.Sprint(args[2]))
+		if 3+n < len(args) && fmt.Sprint(args[3+n]) == "M" {
+			rs, errs, err := scripts.ParseMultiFetchReply(vals, len(vals))
+			if err != nil {
+				return
+			}
+			for i, r := range rs {
+				if errs[i] == nil {
+					replies = append(replies, r)
+				}
+			}
+		} else if r, err := scripts.ParseFetchReply(vals); err == nil {
+			replies = append(replies, r)
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, r := range replies {
+		for _, m := range r.Msgs {
+			f.at[m.ID] = time.UnixMicro(r.NowUs)
+		}
+	}
+}
+
+// of returns when id left the store, or else fallback.
+func (f *fetchClock) of(id string, fallback time.Time) time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if at, ok := f.at[id]; ok {
+		return at
+	}
+	return fallback
 }

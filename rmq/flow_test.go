@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rmq-go/rmq/consumer"
+	"github.com/rmq-go/rmq/internal/redistest"
 	"github.com/rmq-go/rmq/producer"
 	"github.com/rmq-go/rmq/rmq"
 	"github.com/rmq-go/rmq/topic"
@@ -44,7 +45,9 @@ func noGroup(int) string { return "" }
 func startFleet(t *testing.T, e *env, tp topic.Topic, l rmq.Limits, conc int, hold time.Duration, log *flowLog, then func(*consumer.Message) error) {
 	t.Helper()
 	for i := range 2 {
-		c := e.client()
+		rdb := e.newRedis()
+		rdb.AddHook(redistest.Observer{After: log.clock.after})
+		c := e.clientOn(rdb)
 		opts := append(flowOptions(l), consumer.WithConcurrency(conc))
 		require.NoError(t, c.Register(tp, log.listener(fmt.Sprintf("client%d", i), hold, then), opts...))
 		e.start(c)

@@ -86,3 +86,14 @@ func ParsePermitReply(vals []any) (PermitReply, error) {
 	}
 	return PermitReply{Granted: int(toInt(vals[0])), Wait: toInt(vals[1]), Woke: toInt(vals[2]) == 1, Expiry: toInt(vals[3]), NowMs: toInt(vals[4])}, nil
 }
+
+// GroupMember is a waiting grouped message's member of its slot's gq
+// (flowlib.lua's gmember): "group\0KEY\0id", KEY the 16-digit due ms
+// (time-based types) or 2^53 - priority.
+func GroupMember(group string, timeBased bool, orig float64, id string) string {
+	key := int64(orig)
+	if !timeBased {
+		key = 1<<53 - key
+	}
+	return fmt.Sprintf("%s\x00%016d\x00%s", group, key, id)
+}
