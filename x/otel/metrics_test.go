@@ -2,8 +2,8 @@ package rmqotel_test
 
 import (
 	"context"
-	"fmt"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 

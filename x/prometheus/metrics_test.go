@@ -2,8 +2,8 @@ package rmqprom_test
 
 import (
 	"context"
-	"fmt"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
