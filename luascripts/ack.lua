@@ -11,9 +11,10 @@
 -- KEYS[6] -> dead ZSET      /
 -- KEYS[7] -> gq ZSET        \ a group of a topic under flow control (a
 -- KEYS[8] -> gocc ZSET       | negative count below) has four more: its
--- KEYS[9] -> gturn ZSET      | slot's group keys (flowlib.lua) and the
--- KEYS[10] -> tflow HASH    /  topic's tflow (a single node; else the
---                              store key again, for none)
+-- KEYS[9] -> gturn ZSET      | slot's group keys (flowlib.lua), or store
+-- KEYS[10] -> tflow HASH    /  again when it has no group places, and the
+--                              topic's tflow (a single node with a topic
+--                              concurrency; else the store key again)
 -- KEYS[last] -> owner epoch STRING, ZooKeeper mode only, with exactly one
 --            group (omit it for no fencing)
 -- ARGV[1] -> wake command: PUBLISH, SPUBLISH or '', for every group (it
@@ -102,7 +103,7 @@ for g = 1, G do
       -- One ZCARD per group of a priority topic (time-based topics name
       -- no delayed set): it is mostly empty.
       local has_delayed = KEYS[b + 5] ~= KEYS[b + 1] and redis.call('ZCARD', KEYS[b + 5]) > 0
-      if flowg[g] then
+      if flowg[g] and KEYS[b + 8] ~= KEYS[b + 1] then
         -- Before the bodies go: the acked messages' groups free a place.
         now = now or now_ms()
         local fk = { gq = KEYS[b + 7], gocc = KEYS[b + 8], gturn = KEYS[b + 9] }
@@ -117,8 +118,8 @@ for g = 1, G do
             end
           end
         end
-        if KEYS[b + 10] ~= KEYS[b + 1] then topic_wake(KEYS[b + 10], ARGV[1], KEYS[b + 4]) end
       end
+      if flowg[g] and KEYS[b + 10] ~= KEYS[b + 1] then topic_wake(KEYS[b + 10], ARGV[1], KEYS[b + 4]) end
       for j = 1, #acked do
         if waiting[j] then
           -- A send arrived during the delivery: keep its body, let it go next.

@@ -21,6 +21,14 @@ local GROUTE_MAX = 256
 -- GBUSY_RECHECK (ms): a group whose head's id is still in flight (a
 -- re-send behind a removed delivery) is looked at again after it.
 local GBUSY_RECHECK = 5000
+-- GBLOCK_RECHECK (ms): a group at its place limit comes back when the end
+-- of a delivery frees a place (gfree). A place no end frees (a message
+-- removed while in flight, an ack that named no flow keys) is found by
+-- gvalidate: a group blocked this long is looked at again, as every blocked
+-- group is once the topic no longer limits places. (The fetcher looks at a
+-- slot whose work is all blocked again after as long: engine's
+-- blockedRecheck.)
+local GBLOCK_RECHECK = 5000
 
 -- lane_less orders lanes by turn, then slot group, then name.
 local function lane_less(a, b)
@@ -273,6 +281,12 @@ local function gfetch(x)
       end
     end
     lanes[#lanes + 1] = { g = g, grp = '', key = sturn, store = true, skip = 0, routed = 0 }
+    local upto_b, nb = string.format('%d', GBLOCKED + now - GBLOCK_RECHECK), '8'
+    if x.flow.gconc == 0 then upto_b, nb = '+inf', string.format('%d', x.n + 1) end
+    local blocked = redis.call('ZRANGE', KEYS[b + 7], string.format('%d', GBLOCKED), upto_b, 'BYSCORE', 'LIMIT', '0', nb, 'WITHSCORES')
+    for j = 1, #blocked, 2 do
+      lanes[#lanes + 1] = { g = g, grp = blocked[j], key = tonumber(blocked[j + 1]) - GBLOCKED }
+    end
   end
   for _, l in ipairs(lanes) do lheap_push(h, l) end
   local moved, seq = 0, 0

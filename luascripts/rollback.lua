@@ -9,8 +9,9 @@
 -- KEYS[7] -> delayed ZSET (priority retries wait there for their backoff)
 -- KEYS[8] -> gq ZSET        \ for a topic under flow control (omit them
 -- KEYS[9] -> gocc ZSET       | otherwise): the slot's group keys
--- KEYS[10] -> gturn ZSET     | (flowlib.lua) and the topic's tflow HASH
--- KEYS[11] -> tflow HASH    /  (a single node; else the store key again)
+-- KEYS[10] -> gturn ZSET     | (flowlib.lua), or store again when it has
+-- KEYS[11] -> tflow HASH    /  no group places, and the topic's tflow (a
+--                              single node; else the store key again)
 -- KEYS[last] -> owner epoch STRING, ZooKeeper mode only (omit it for no
 --            fencing)
 -- ARGV[1] -> wake command: PUBLISH, SPUBLISH or ''
@@ -64,7 +65,7 @@ for i = at, last, 4 do
     res[#res + 1] = 0
   else
     local grp, tb
-    if flow then grp, tb = flow_group(k.msg, ARGV[i]) end
+    if flow and KEYS[9] ~= KEYS[1] then grp, tb = flow_group(k.msg, ARGV[i]) end
     local r = rollback_one(k, ARGV[i], token, ARGV[i + 2], now, max_retries, backoff, dead_max, dead_age, ARGV[1], ARGV[i + 3], now_up)
     res[#res + 1] = r
     if flow and r ~= 0 then

@@ -9,8 +9,9 @@
 -- KEYS[7] -> delayed ZSET (priority retries wait there for their backoff)
 -- KEYS[8] -> gq ZSET        \ for a topic under flow control (omit them
 -- KEYS[9] -> gocc ZSET       | otherwise): the slot's group keys
--- KEYS[10] -> gturn ZSET     | (flowlib.lua) and the topic's tflow HASH
--- KEYS[11] -> tflow HASH    /  (a single node; else the store key again)
+-- KEYS[10] -> gturn ZSET     | (flowlib.lua), or store again when it has
+-- KEYS[11] -> tflow HASH    /  no group places, and the topic's tflow (a
+--                              single node; else the store key again)
 -- KEYS[last] -> owner epoch STRING, ZooKeeper mode only (omit it for no
 --            fencing)
 -- ARGV[1] -> wake command: PUBLISH, SPUBLISH or ''
@@ -48,7 +49,7 @@ for i = 1, #leases, 2 do
   local id = leases[i]
   local token = token_of(leases[i + 1])
   local grp, tb
-  if flow then grp, tb = flow_group(k.msg, id) end
+  if flow and KEYS[9] ~= KEYS[1] then grp, tb = flow_group(k.msg, id) end
   local r = rollback_one(k, id, token, 'rmq: lease expired', now, max_retries, backoff, dead_max, dead_age, ARGV[1], '', now_up)
   if flow then flow_ended(fk, KEYS[11], KEYS[1], ARGV[1], k.wake, tb, grp, id, r, now) end
   if r == 5 then

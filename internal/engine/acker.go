@@ -55,15 +55,6 @@ func (c *Engine) ackReqOf(m *consumer.Message, bound time.Duration) *ackReq {
 	if ek := c.own.epochKey(m.Slot); ek != "" {
 		r.epochKey, r.epoch = ek, m.Epoch
 	}
-	if c.flow.active() {
-		r.flow, r.hasFlow = c.flowAckKeys(m.Slot), true
-	}
+	r.flow, r.hasFlow = c.endFlowKeys(m.Slot)
 	return r
-}
-
-// flowAckKeys are ack.lua's four keys after a slot's six under flow
-// control (flow.go).
-func (c *Engine) flowAckKeys(slot int) [4]string {
-	g := c.flow.gkeys[slot]
-	return [4]string{g.Queue, g.Places, g.Turn, c.flow.tflow(c.keys[slot].Store)}
 }

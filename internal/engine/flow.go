@@ -108,14 +108,32 @@ func (f *flowState) fetchFlow() *scripts.Flow {
 	return fl
 }
 
-// tflow is the tflow key an end of a delivery names: the topic's on a
-// single node with a topic concurrency (it wakes fetchers found at the
-// limit), else store, for none.
-func (f *flowState) tflow(store string) string {
-	if f.single && f.current().Concurrency > 0 {
-		return f.fkeys.Flow
+// endFlow reports which of its flow keys the end of a delivery (ack,
+// rollback, sweep) must name, the others being the slot's store key again
+// (none): the group keys with group places (a group's place frees, a group
+// at its limit comes back), the topic's tflow on a single node with a
+// topic concurrency (fetchers found at the limit are woken). Other limits
+// need nothing at a delivery's end.
+func (f *flowState) endFlow() (places, tflow bool) {
+	l := f.current()
+	return l.GroupConcurrency > 0, f.single && l.Concurrency > 0
+}
+
+// endFlowKeys are the four keys ack.lua, rollback.lua and sweep.lua take
+// after a slot's own under flow control: gq, gocc, gturn and tflow, each
+// the store key again when not needed; ok false when none is.
+func (c *Engine) endFlowKeys(slot int) (keys [4]string, ok bool) {
+	places, tflow := c.flow.endFlow()
+	store := c.keys[slot].Store
+	keys = [4]string{store, store, store, store}
+	if places {
+		g := c.flow.gkeys[slot]
+		keys[0], keys[1], keys[2] = g.Queue, g.Places, g.Turn
 	}
-	return store
+	if tflow {
+		keys[3] = c.flow.fkeys.Flow
+	}
+	return keys, places || tflow
 }
 
 // ended tells a cluster's permits that a delivery ended (permits.go).
@@ -128,12 +146,11 @@ func (f *flowState) ended() {
 // endKeys are the keys rollback.lua and sweep.lua take after a slot's
 // seven under flow control (nil: none).
 func (c *Engine) endKeys(slot int) []string {
-	f := c.flow
-	if !f.active() {
+	keys, ok := c.endFlowKeys(slot)
+	if !ok {
 		return nil
 	}
-	g := f.gkeys[slot]
-	return []string{g.Queue, g.Places, g.Turn, f.tflow(c.keys[slot].Store)}
+	return keys[:]
 }
 
 // readLimits reads the topic's stored limits and the grouped mark and

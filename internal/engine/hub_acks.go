@@ -207,7 +207,7 @@ func (h *Hub) AckByID(ctx context.Context, prefix string, t topic.Topic, slot in
 	}
 	r := &ackReq{keys: [6]string{k.Store, k.Prepare, k.Msg, k.Wake, delayed, k.Dead}, id: id, token: -1, merge: true, bound: bound}
 	if e := h.flowEngine(prefix, t.Name()); e != nil {
-		r.flow, r.hasFlow = e.flowAckKeys(slot), true
+		r.flow, r.hasFlow = e.endFlowKeys(slot)
 	}
 	if err := h.acks.do(ctx, r); err != nil {
 		return false, err

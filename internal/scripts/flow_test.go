@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -330,4 +331,33 @@ func TestPermitsShareTheTopicConcurrency(t *testing.T) {
 	// b's lease runs out: its two places come free.
 	time.Sleep(150 * time.Millisecond)
 	assert.Equal(t, 2, call("c", 5, 0, 60000).Granted)
+}
+
+// A place that no end of a delivery frees (its message removed while in
+// flight) is found when the group has been blocked for a while, and a
+// blocked group goes on at once when the topic no longer limits places.
+func TestBlockedGroupsAreLookedAtAgain(t *testing.T) {
+	s := newFlowSlot(t, 3)
+	s.flow.GroupPlaces = 1
+	s.gsend("A", []string{"a0", "a1", "a2"}, []float64{past(), past() + 1, past() + 2})
+	_, got := s.gfetch(10)
+	require.Equal(t, []string{"a0"}, ids(got))
+	r, none := s.gfetch(10)
+	require.Empty(t, none)
+	require.EqualValues(t, -2, r.Heads[0])
+	require.EqualValues(t, 4, s.remove("a0"), "removed in flight: no ack will free its place")
+	_, none = s.gfetch(10)
+	require.Empty(t, none, "blocked less than the recheck time")
+	// As if blocked 6 s ago.
+	const gblocked = 4503599627370496
+	require.NoError(t, s.rdb.ZAdd(s.ctx, s.g.Turn, redis.Z{Score: float64(gblocked + time.Now().Add(-6*time.Second).UnixMilli()), Member: "A"}).Err())
+	_, got = s.gfetch(10)
+	require.Equal(t, []string{"a1"}, ids(got), "the stale place was dropped")
+
+	// Without places, the blocked group goes on.
+	_, none = s.gfetch(10)
+	require.Empty(t, none)
+	s.flow.GroupPlaces = 0
+	_, got = s.gfetch(10)
+	require.Equal(t, []string{"a2"}, ids(got))
 }
