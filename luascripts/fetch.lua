@@ -327,17 +327,18 @@ local function section(g1, g2, a, kbase)
   end
 
   if fl and fl.grouped then
-    -- emit moves one message of group g to prepare and into the reply.
+    -- emit puts one message of group g into the reply and returns its
+    -- prepare score (grouplib.lua adds them to prepare, per slot group).
     local function emit(g, id, env, score)
       local _, _, fails = struct.unpack('>BBH', env)
       local token = ((now_us + salt) % 1000) * 1000 + math.min(fails + 1, 999)
-      redis.call('ZADD', KEYS[kb[g] + 2], deadline .. string.format('%06d', token), id)
       out[#out + 1] = g - g1 + 1
       out[#out + 1] = id
       out[#out + 1] = env
       out[#out + 1] = token
       out[#out + 1] = type(score) == 'number' and fmt_score(score) or score
       salt = salt + 1
+      return deadline .. string.format('%06d', token)
     end
     local heads = {}
     local x = { g1 = g1, g2 = g2, n = n, now = now, now_us = now_us, time_based = time_based, flow = fl,

@@ -64,7 +64,9 @@ local function gturn_offer(gturn, grp, ready, now)
     cur = tonumber(cur)
     if cur >= GBLOCKED or cur <= now or cur <= ready then return nil end
   end
-  redis.call('ZADD', gturn, ready, grp)
+  -- Ready now: half a ms before it, so a group served in this ms (its turn
+  -- is now) comes after this one (ties go by name).
+  redis.call('ZADD', gturn, ready > now and ready or now - 0.5, grp)
   return ready
 end
 
@@ -83,7 +85,7 @@ local function gfree(k, time_based, grp, id, now)
   end
   local _, key = gparse(h[1])
   local ready = gready(time_based, key, now)
-  redis.call('ZADD', k.gturn, ready, grp)
+  redis.call('ZADD', k.gturn, ready > now and ready or now - 0.5, grp)
   if time_based then return ready end
   return 9007199254740992 - key
 end
