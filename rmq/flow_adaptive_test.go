@@ -197,3 +197,38 @@ func TestFlowGroupedMessageInspectAndRemove(t *testing.T) {
 		}
 	})
 }
+
+// The ZooKeeper mode with flow control: its fenced calls carry the flow,
+// so serial groups and a rate hold there too (each slot consumed by its
+// owner, one at a time).
+func TestFlowInZooKeeperMode(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		zk := startZK(t)
+		tp := mustTopic(t, "zkflow", topic.FixedTime, 4)
+		log := newFlowLog()
+		sendBacklog(t, e, tp, "z", 24, func(i int) string { return fmt.Sprintf("t%d", i%3) })
+		for i := range 2 {
+			c := e.zkClient(zk)
+			require.NoError(t, c.Register(tp, log.listener(fmt.Sprintf("zk%d", i), 10*time.Millisecond, nil),
+				consumer.WithGroupConcurrency(1), consumer.WithRateLimit(100, time.Second), consumer.WithConcurrency(4)))
+			e.start(c)
+		}
+		log.waitDistinct(t, 24, 30*time.Second)
+		ev := log.snapshot()
+		_, byGroup := maxOverlap(ev, func(x flowEvent) string { return x.group })
+		for g, n := range byGroup {
+			assert.Equal(t, 1, n, "group %s", g)
+		}
+		order := map[string][]string{}
+		for _, x := range ev {
+			if x.start {
+				order[x.group] = append(order[x.group], x.id)
+			}
+		}
+		for g, ids := range order {
+			for i := 1; i < len(ids); i++ {
+				assert.Less(t, ids[i-1], ids[i], "group %s in order", g)
+			}
+		}
+	})
+}
