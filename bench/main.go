@@ -162,12 +162,12 @@ func parseFlags() (options, error) {
 	}
 	for _, c := range strings.Split(cases, ",") {
 		c = strings.TrimSpace(c)
-		known := c == "topics" || c == "http" // not in allCases: not run by default
+		known := c == "topics" || c == "http" || c == "flow" // not in allCases: not run by default
 		for _, k := range allCases {
 			known = known || k == c
 		}
 		if !known {
-			return o, fmt.Errorf("-cases: unknown %q (%s, topics, http)", c, strings.Join(allCases, ", "))
+			return o, fmt.Errorf("-cases: unknown %q (%s, topics, http, flow)", c, strings.Join(allCases, ", "))
 		}
 		o.cases[c] = true
 	}
@@ -285,6 +285,9 @@ func run(ctx context.Context, o options) (err error) {
 	if err == nil && o.cases["http"] {
 		err = b.httpCase(ctx)
 	}
+	if err == nil && o.cases["flow"] {
+		err = b.flow(ctx, log)
+	}
 	env.elapsed = time.Since(began)
 	env.loadAfter = loadAvg()
 	if o.json {
@@ -303,6 +306,8 @@ func run(ctx context.Context, o options) (err error) {
 		case o.cases["topics"]:
 			printTopicsReport(os.Stdout, o, env, b.res)
 			printHTTP(os.Stdout, o, b.res)
+		case o.cases["flow"]:
+			printFlowReport(os.Stdout, o, env, b.res)
 		default:
 			printHTTPReport(os.Stdout, o, env, b.res)
 		}

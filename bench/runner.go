@@ -30,6 +30,7 @@ type results struct {
 	// httpCeiling: an empty in-process handler's PUTs/s with the same
 	// client (http_ceiling.go); 0 when not measured.
 	httpCeiling float64
+	flow        *flowResults // the flow case (flow.go)
 }
 
 func newResults() *results { return &results{m: map[string]map[string]*sample{}} }

@@ -50,6 +50,8 @@ type Message struct {
 	// Timeout is the message's own handler timeout (producer.WithTimeout);
 	// zero when the consumer's (consumer.WithHandlerTimeout) applies.
 	Timeout time.Duration
+	// Group is the message's group (producer.WithGroup); empty when none.
+	Group string
 }
 
 // MessageListener handles messages. Returning nil acks the delivery;

@@ -9,11 +9,21 @@
 --                            | their store key again: then no delayed set
 --                            | is read)
 -- KEYS[6] -> dead ZSET      /
--- KEYS[7] -> owner epoch STRING, ZooKeeper mode only, with exactly one group
---            (omit it for no fencing)
+-- KEYS[7] -> gq ZSET        \ a group of a topic under flow control (a
+-- KEYS[8] -> gocc ZSET       | negative count below) has four more: its
+-- KEYS[9] -> gturn ZSET      | slot's group keys (flowlib.lua), or store
+-- KEYS[10] -> tflow HASH    /  again when it has no group places, and the
+--                              topic's tflow (a single node with a topic
+--                              concurrency; else the store key again)
+-- KEYS[last] -> owner epoch STRING, ZooKeeper mode only, with exactly one
+--            group (omit it for no fencing)
 -- ARGV[1] -> wake command: PUBLISH, SPUBLISH or '', for every group (it
 --            depends on the client's Redis, not on a topic)
--- ARGV[2] ... ARGV[1+G] -> how many deliveries of each group follow
+-- ARGV[2] ... ARGV[1+G] -> how many deliveries of each group follow; -c
+--            for c deliveries of a group under flow control: an acked
+--            message of a group frees its group's place (one at its place
+--            limit comes back into the rotation, its slot woken), and an
+--            ack wakes a topic found at its concurrency limit
 -- then pairs of id, delivery token: group 1's, then group 2's, ...; a
 --            token of -1 acks whatever delivery of the id is current
 --            (the unfenced ack by id of pull callers)
@@ -26,31 +36,41 @@
 -- caller may count it as acked. A delivery removed by id (remove.lua)
 -- leaves a tombstone in prepare for as long as its lease, so its late ack
 -- is 0, not 2; one whose lease ran out and that the sweeper moved to dead
--- is 0 too. With KEYS[7]: an error reply RMQFENCED, and nothing changed,
--- when the epoch is not the slot's current owner epoch.
-local fenced = #KEYS == 7
-local G = fenced and 1 or #KEYS / 6
-if fenced then
-  local refused = fence(KEYS[7], ARGV[#ARGV])
+-- is 0 too. With the epoch key: an error reply RMQFENCED, and nothing
+-- changed, when the epoch is not the slot's current owner epoch.
+-- kb[g] is the index in KEYS before group g's keys; flowg[g] says it has
+-- the flow keys, cnt[g] how many deliveries it acks.
+local kb, flowg, cnt = {}, {}, {}
+local G, used = 0, 0
+while #KEYS - used >= 6 do
+  G = G + 1
+  local c = tonumber(ARGV[1 + G])
+  kb[G], flowg[G], cnt[G] = used, c < 0, math.abs(c)
+  used = used + (c < 0 and 10 or 6)
+end
+if used < #KEYS then
+  local refused = fence(KEYS[#KEYS], ARGV[#ARGV])
   if refused then return refused end
 end
 -- nowhere reports whether group g's id is neither waiting (store, delayed)
 -- nor dead.
 local function nowhere(g, id)
-  return not redis.call('ZSCORE', KEYS[6 * g - 5], id) and not redis.call('ZSCORE', KEYS[6 * g - 1], id)
-    and not redis.call('ZSCORE', KEYS[6 * g], id)
+  return not redis.call('ZSCORE', KEYS[kb[g] + 1], id) and not redis.call('ZSCORE', KEYS[kb[g] + 5], id)
+    and not redis.call('ZSCORE', KEYS[kb[g] + 6], id)
 end
+local now
 local res = {}
 local at = 2 + G
 for g = 1, G do
+  local b = kb[g]
   local ids, tokens = {}, {}
-  for _ = 1, tonumber(ARGV[1 + g]) do
+  for _ = 1, cnt[g] do
     ids[#ids + 1] = ARGV[at]
     tokens[#tokens + 1] = tonumber(ARGV[at + 1])
     at = at + 2
   end
   if #ids > 0 then
-    local cur = mcall('ZMSCORE', KEYS[6 * g - 4], ids)
+    local cur = mcall('ZMSCORE', KEYS[b + 2], ids)
     local acked, seen = {}, {}
     for j = 1, #ids do
       -- An id named twice is acked once, as two calls in a row would.
@@ -77,23 +97,40 @@ for g = 1, G do
       end
     end
     if #acked > 0 then
-      mcall('ZREM', KEYS[6 * g - 4], acked)
-      local waiting = mcall('ZMSCORE', KEYS[6 * g - 5], acked)
+      mcall('ZREM', KEYS[b + 2], acked)
+      local waiting = mcall('ZMSCORE', KEYS[b + 1], acked)
       local gone = {}
       -- One ZCARD per group of a priority topic (time-based topics name
       -- no delayed set): it is mostly empty.
-      local has_delayed = KEYS[6 * g - 1] ~= KEYS[6 * g - 5] and redis.call('ZCARD', KEYS[6 * g - 1]) > 0
+      local has_delayed = KEYS[b + 5] ~= KEYS[b + 1] and redis.call('ZCARD', KEYS[b + 5]) > 0
+      if flowg[g] and KEYS[b + 8] ~= KEYS[b + 1] then
+        -- Before the bodies go: the acked messages' groups free a place.
+        now = now or now_ms()
+        local fk = { gq = KEYS[b + 7], gocc = KEYS[b + 8], gturn = KEYS[b + 9] }
+        local envs = mcall('HMGET', KEYS[b + 3], acked)
+        for j = 1, #acked do
+          local env = envs[j]
+          if env and string.byte(env, 1) == 2 and string.byte(env, 2) >= 16 then
+            local e = env_decode(env)
+            if e.grp then
+              local w = gfree(fk, KEYS[b + 5] == KEYS[b + 1], e.grp, acked[j], now)
+              if w and ARGV[1] ~= '' then redis.call(ARGV[1], KEYS[b + 4], fmt_score(w)) end
+            end
+          end
+        end
+      end
+      if flowg[g] and KEYS[b + 10] ~= KEYS[b + 1] then topic_wake(KEYS[b + 10], ARGV[1], KEYS[b + 4]) end
       for j = 1, #acked do
         if waiting[j] then
           -- A send arrived during the delivery: keep its body, let it go next.
-          if ARGV[1] ~= '' then redis.call(ARGV[1], KEYS[6 * g - 2], waiting[j]) end
-        elseif has_delayed and redis.call('ZSCORE', KEYS[6 * g - 1], acked[j]) then
+          if ARGV[1] ~= '' then redis.call(ARGV[1], KEYS[b + 4], waiting[j]) end
+        elseif has_delayed and redis.call('ZSCORE', KEYS[b + 5], acked[j]) then
           -- A priority re-send that waits for its time: keep its body.
         else
           gone[#gone + 1] = acked[j]
         end
       end
-      if #gone > 0 then mcall('HDEL', KEYS[6 * g - 3], gone) end
+      if #gone > 0 then mcall('HDEL', KEYS[b + 3], gone) end
     end
   end
 end

@@ -4,11 +4,18 @@
 -- topics, each taken as if called alone.
 --
 -- KEYS[1] -> store ZSET     \
--- KEYS[2] -> prepare ZSET    | of slot group 1; KEYS[4g-3..4g] likewise
--- KEYS[3] -> msg HASH        | for group g (several groups on a single
--- KEYS[4] -> delayed ZSET   /  node only); delayed is read with mode 2
--- KEYS[5] -> owner epoch STRING, ZooKeeper mode only, with exactly one
---            group (omit it for no fencing)
+-- KEYS[2] -> prepare ZSET    | of slot group 1 (of the first section);
+-- KEYS[3] -> msg HASH        | each slot group of each section likewise
+-- KEYS[4] -> delayed ZSET   /  (read with mode 2), in the slot's hash tag
+-- When the section's flow descriptor says grouped, each slot group has four
+-- more keys after these (read by grouplib.lua): its gq ZSET, gocc ZSET,
+-- gturn ZSET and grate HASH (flowlib.lua); else the next group follows.
+-- After a section's groups, when its descriptor names a topic limit (a
+-- single node only), the
+--   topic's tflow HASH and, for a topic concurrency, the prepare ZSET of
+--   every slot of the topic (its in-flight count);
+-- then (one section, one slot group, no topic keys) the owner epoch STRING
+--   in ZooKeeper mode (omit it for no fencing).
 -- One section (a single fetch):
 -- ARGV[1] -> mode: 1 for time-based topics (due = score <= now, lowest
 --            first), 0 for priority (highest first), 2 for priority with
@@ -24,27 +31,38 @@
 -- ARGV[5] -> bound, or '' for none: take only scores <= bound (time-based) or
 --            >= bound (priority); a caller that fetches slot by slot passes
 --            the head of the next-best slot so messages leave in order
--- ARGV[5+g] -> the most messages to move from group g (0: only read its head)
--- ARGV[5+G+g] -> with mode 2: 1 to move group g's due delayed entries
+-- ARGV[6] -> the flow descriptor, '' for none (flowlib.lua's flow_parse):
+--            grouped, group places, group rate, topic rate, topic
+--            concurrency; a grouped section ignores the bound
+-- ARGV[6+g] -> the most messages to move from group g (0: only read its head)
+-- ARGV[6+G+g] -> with mode 2: 1 to move group g's due delayed entries
 --            into store first (and report its delayed head), 0 to skip them
 -- ARGV[last] -> the caller's owner epoch, when the epoch key is given
 -- Several sections (single node, no epoch key):
 -- ARGV[1] -> 'M'
 -- ARGV[2] -> S, the number of sections; then per section, in KEYS order of
 --            its groups: G (its groups), then the ARGV of a single section
---            above (mode, n, lease, window, bound, G maxima, with mode 2 G
---            checks)
+--            above (mode, n, lease, window, bound, flow, G maxima, with
+--            mode 2 G checks)
 -- Returns: for one section { nowUs, G, D, head1, ..., headG, dhead1, ...,
---            dheadD, expired, g, id, envelope, token, storeScore, g, id, ... }
+--            dheadD, expired, twait, gwait, g, id, envelope, token,
+--            storeScore, g, id, ... }
 --   headg -> the score of group g's first remaining message in consume order
 --            (lowest for time-based, highest for priority) that is not
---            blocked; -1 if its store is empty, -2 if all it looked at are blocked
+--            blocked; -1 if its store is empty, -2 if all it looked at are
+--            blocked (by their id in flight, or by a group limit)
 --   D is G with mode 2, else 0; dheadg -> the due time (ms) of group
 --            g's earliest delayed entry, -1 if none, -3 if not looked at
 --   expired -> how many messages this call dropped because their expiry
 --            (a per-message option) had passed: never delivered, body deleted
+--   twait -> 0, or the Redis ms from which the topic's rate allows the
+--            next start (it allowed none now), or -1 when the topic is at
+--            its concurrency limit (the end of a delivery wakes its slots)
+--   gwait -> 0, or the earliest Redis ms at which a group held back by its
+--            rate may start again (for slots reported -2)
 --   then one quintuple per message moved, in consume order: its group
---            (within the section), id, envelope, delivery token and store score.
+--            (within the section), id, envelope, delivery token and store
+--            score (a grouped message's: its due time or priority).
 --   For several sections: { reply1, ..., replyS }, each the reply of one
 --   section as above, or an error reply when that section failed (a key of
 --   the wrong type, say): the other sections stand.
@@ -56,15 +74,29 @@
 -- any group may give first. (Tied by group, a fetch across slots that
 -- hold many equal scores, all priority messages of one priority say, would
 -- drain one slot a window at a time and cost about 25 % more per message.)
+-- A grouped section serves the slots' message groups in turn instead
+-- (grouplib.lua). A topic limit caps n: the topic's rate (GCRA in tflow)
+-- and its concurrency (what all its prepare sets hold).
 -- With the epoch key: an error reply RMQFENCED, and nothing moved, when the
 -- epoch is not the slot's current owner epoch.
 -- Due times are stored rounded up to the ms and a message is due when its
 -- score is at most Redis's ms rounded down: never before its instant.
 local multi = ARGV[1] == 'M'
-local fenced = not multi and #KEYS == 5
-if fenced then
-  local refused = fence(KEYS[5], ARGV[#ARGV])
-  if refused then return refused end
+-- kb[g] is the index in KEYS before group g's keys.
+local kb = {}
+-- single: the one section's flow descriptor, its keys per group and its
+-- topic keys; fenced when one more key (the epoch) follows one group.
+local single_flow, single_kpg, single_tk, fenced
+if not multi then
+  single_flow = flow_parse(ARGV[6])
+  single_kpg = (single_flow and single_flow.grouped) and 8 or 4
+  single_tk = 0
+  if single_flow and (single_flow.tiv > 0 or single_flow.tconc > 0) then single_tk = 1 + single_flow.nprep end
+  fenced = (#KEYS - single_tk) % single_kpg == 1
+  if fenced then
+    local refused = fence(KEYS[#KEYS], ARGV[#ARGV])
+    if refused then return refused end
+  end
 end
 local now, now_us = now_ms()
 -- Messages moved by this call so far: the salt of their delivery tokens.
@@ -82,8 +114,8 @@ local salt = 0
 -- elsewhere. after[g] is the first unblocked entry not yet due that a
 -- time-based window met: the group's head once its buffer is taken.
 -- npick[g]: entries of group g picked in a round (from ptr[g] on).
--- Group g's keys are KEYS[4g-3] (store), KEYS[4g-2] (prepare), KEYS[4g-1]
--- (msg), KEYS[4g] (delayed).
+-- Group g's keys are KEYS[kb[g]+1] (store), +2 (prepare), +3 (msg), +4
+-- (delayed), and in a grouped section +5..+8 (gq, gocc, gturn, grate).
 local gmax, taken, blocked, full, last, after = {}, {}, {}, {}, {}, {}
 local bid, bsc, bnum, ptr, npick = {}, {}, {}, {}, {}
 -- ended[g]: group g's last window reached the end of what it reads (the
@@ -103,9 +135,9 @@ local function read(g)
   if time_based then
     -- Read by rank, not up to now: the entries after the due ones tell
     -- the head without another read.
-    due = redis.call('ZRANGE', KEYS[4 * g - 3], '-inf', '+inf', 'BYSCORE', 'LIMIT', string.format('%d', blocked[g]), window_s, 'WITHSCORES')
+    due = redis.call('ZRANGE', KEYS[kb[g] + 1], '-inf', '+inf', 'BYSCORE', 'LIMIT', string.format('%d', blocked[g]), window_s, 'WITHSCORES')
   else
-    due = redis.call('ZRANGE', KEYS[4 * g - 3], '+inf', from, 'BYSCORE', 'REV', 'LIMIT', string.format('%d', blocked[g]), window_s, 'WITHSCORES')
+    due = redis.call('ZRANGE', KEYS[kb[g] + 1], '+inf', from, 'BYSCORE', 'REV', 'LIMIT', string.format('%d', blocked[g]), window_s, 'WITHSCORES')
   end
   local cnt = #due / 2
   local ids, scs, nums = {}, {}, {}
@@ -115,7 +147,7 @@ local function read(g)
   if cnt == 0 then return end
   local all = {}
   for j = 1, cnt do all[j] = due[2 * j - 1] end
-  local busy = redis.call('ZMSCORE', KEYS[4 * g - 2], unpack(all))
+  local busy = redis.call('ZMSCORE', KEYS[kb[g] + 2], unpack(all))
   for j = 1, cnt do
     local num = tonumber(due[2 * j])
     if busy[j] then seen_busy[g] = true end
@@ -175,20 +207,35 @@ end
 -- (upto_i is a string: Redis formats a Lua number argument slowly.)
 local function range(g, upto_i)
   if time_based then
-    return redis.call('ZRANGE', KEYS[4 * g - 3], '0', upto_i, 'WITHSCORES')
+    return redis.call('ZRANGE', KEYS[kb[g] + 1], '0', upto_i, 'WITHSCORES')
   end
-  return redis.call('ZRANGE', KEYS[4 * g - 3], '0', upto_i, 'REV', 'WITHSCORES')
+  return redis.call('ZRANGE', KEYS[kb[g] + 1], '0', upto_i, 'REV', 'WITHSCORES')
+end
+
+-- section_keys returns how many keys a section of G groups with flow
+-- descriptor fl takes: per group, and for the topic's limits.
+local function section_keys(G, fl)
+  if not fl then return 4 * G, 4, 0 end
+  local kpg = fl.grouped and 8 or 4
+  local tk = 0
+  if fl.tiv > 0 or fl.tconc > 0 then tk = 1 + fl.nprep end
+  return kpg * G + tk, kpg, tk
 end
 
 -- section fetches groups g1..g2 as one fetch whose arguments start at
--- ARGV[a] (mode, n, lease, window, bound, then the groups' maxima and, with
--- mode 2, their checks) and returns its reply.
-local function section(g1, g2, a)
+-- ARGV[a] (mode, n, lease, window, bound, flow, then the groups' maxima
+-- and, with mode 2, their checks) and whose keys follow KEYS[kbase], and
+-- returns its reply.
+local function section(g1, g2, a, kbase)
   local G = g2 - g1 + 1
   local with_delayed = ARGV[a] == '2'
   local ahead = ARGV[a] == '3'
   time_based = ARGV[a] == '1' or ahead
   local n = tonumber(ARGV[a + 1])
+  local fl = flow_parse(ARGV[a + 5])
+  local nkeys, kpg = section_keys(G, fl)
+  for g = g1, g2 do kb[g] = kbase + kpg * (g - g1) end
+  local tk = kbase + kpg * G -- topic keys follow: tflow, then prepare sets
   local lease = tonumber(ARGV[a + 2])
   window = math.min(math.max(tonumber(ARGV[a + 3]), 1), MCHUNK)
   local bound = ARGV[a + 4]
@@ -207,7 +254,7 @@ local function section(g1, g2, a)
   window_s = string.format('%d', window)
   upto_n = tonumber(upto)
   for g = g1, g2 do
-    gmax[g], taken[g], blocked[g], full[g], ptr[g] = tonumber(ARGV[a + 4 + g - g1 + 1]), 0, 0, true, 1
+    gmax[g], taken[g], blocked[g], full[g], ptr[g] = tonumber(ARGV[a + 5 + g - g1 + 1]), 0, 0, true, 1
     ended[g], seen_busy[g] = false, false
     bid[g], bsc[g], bnum[g] = {}, {}, {}
   end
@@ -220,11 +267,11 @@ local function section(g1, g2, a)
   if with_delayed then
     for g = g1, g2 do
       dhead[g] = -3
-      if ARGV[a + 4 + G + g - g1 + 1] == '1' then
+      if ARGV[a + 5 + G + g - g1 + 1] == '1' then
         for _ = 1, 16 do
-          local ids = redis.call('ZRANGE', KEYS[4 * g], '-inf', upto, 'BYSCORE', 'LIMIT', '0', '256')
+          local ids = redis.call('ZRANGE', KEYS[kb[g] + 4], '-inf', upto, 'BYSCORE', 'LIMIT', '0', '256')
           if #ids > 0 then
-            local envs = redis.call('HMGET', KEYS[4 * g - 1], unpack(ids))
+            local envs = redis.call('HMGET', KEYS[kb[g] + 3], unpack(ids))
             local zargs = {}
             for j = 1, #ids do
               -- Without an envelope the entry is only dropped.
@@ -233,12 +280,12 @@ local function section(g1, g2, a)
                 zargs[#zargs + 1] = ids[j]
               end
             end
-            redis.call('ZREM', KEYS[4 * g], unpack(ids))
-            if #zargs > 0 then redis.call('ZADD', KEYS[4 * g - 3], unpack(zargs)) end
+            redis.call('ZREM', KEYS[kb[g] + 4], unpack(ids))
+            if #zargs > 0 then redis.call('ZADD', KEYS[kb[g] + 1], unpack(zargs)) end
           end
           if #ids < 256 then break end
         end
-        local first = redis.call('ZRANGE', KEYS[4 * g], '0', '0', 'WITHSCORES')
+        local first = redis.call('ZRANGE', KEYS[kb[g] + 4], '0', '0', 'WITHSCORES')
         dhead[g] = first[2] or -1
       end
     end
@@ -254,8 +301,59 @@ local function section(g1, g2, a)
   for g = 1, G do out[3 + g] = -1 end
   for g = 1, D do out[3 + G + g] = -3 end
   local NOUT = 4 + G + D
-  out[NOUT] = 0
+  out[NOUT], out[NOUT + 1], out[NOUT + 2] = 0, 0, 0
   local moved = 0
+
+  -- The topic's limits cap n (a single node: tflow is this node's).
+  local tat
+  if fl and fl.tiv > 0 then
+    tat = redis.call('HGET', KEYS[tk + 1], 'tat')
+    local room, nx = gcra_room(tat, now_us, fl.tiv, fl.ttol)
+    if room < n then n = room end
+    if room == 0 then out[NOUT + 1] = math.ceil(nx / 1000) end
+  end
+  -- A cluster's permits were granted for a fetch right after: one that
+  -- comes later takes nothing (its caller gives them back).
+  if fl and fl.until_ms > 0 and now > fl.until_ms then n = 0 end
+  if fl and fl.tconc > 0 then
+    local inflight = 0
+    for i = 1, fl.nprep do inflight = inflight + redis.call('ZCARD', KEYS[tk + 1 + i]) end
+    local room = math.max(fl.tconc - inflight, 0)
+    if room < n then n = room end
+    if room == 0 then
+      redis.call('HSET', KEYS[tk + 1], 'blocked', '1')
+      out[NOUT + 1] = -1
+    end
+  end
+
+  if fl and fl.grouped then
+    -- emit puts one message of group g into the reply and returns its
+    -- prepare score (grouplib.lua adds them to prepare, per slot group).
+    local function emit(g, id, env, score)
+      local _, _, fails = struct.unpack('>BBH', env)
+      local token = ((now_us + salt) % 1000) * 1000 + math.min(fails + 1, 999)
+      out[#out + 1] = g - g1 + 1
+      out[#out + 1] = id
+      out[#out + 1] = env
+      out[#out + 1] = token
+      out[#out + 1] = type(score) == 'number' and fmt_score(score) or score
+      salt = salt + 1
+      return deadline .. string.format('%06d', token)
+    end
+    local heads = {}
+    local x = { g1 = g1, g2 = g2, n = n, now = now, now_us = now_us, time_based = time_based, flow = fl,
+      window = window, heads = heads, emit = emit, kb = kb, max = gmax }
+    local gwait
+    moved, gwait = gfetch(x)
+    for g = g1, g2 do out[o + g] = heads[g] end
+    out[NOUT] = x.expired
+    if gwait then out[NOUT + 2] = gwait end
+    if fl.tiv > 0 and moved > 0 then
+      redis.call('HSET', KEYS[tk + 1], 'tat', string.format('%d', math.ceil(gcra_take(tat, now_us, fl.tiv, moved))))
+    end
+    for g = g1, g1 + D - 1 do out[o + G + g] = dhead[g] end
+    return out, nkeys
+  end
 
   for _ = 1, 64 do
     if moved >= n then break end
@@ -298,8 +396,8 @@ local function section(g1, g2, a)
     for g = g1, g2 do
       if npick[g] > 0 then
         local from_i, to_i = ptr[g], ptr[g] + npick[g] - 1
-        redis.call('ZREM', KEYS[4 * g - 3], unpack(bid[g], from_i, to_i))
-        envs[g] = redis.call('HMGET', KEYS[4 * g - 1], unpack(bid[g], from_i, to_i))
+        redis.call('ZREM', KEYS[kb[g] + 1], unpack(bid[g], from_i, to_i))
+        envs[g] = redis.call('HMGET', KEYS[kb[g] + 3], unpack(bid[g], from_i, to_i))
         used[g], zargs[g] = 0, {}
       end
     end
@@ -318,7 +416,7 @@ local function section(g1, g2, a)
         -- A message taken ahead of its instant is judged at that instant
         -- (it is handed over then, or not at all).
         if tf >= 16 and string.byte(env, 1) == 2 and expired(env_decode(env), ahead and math.max(now, bnum[g][i]) or now) then
-          redis.call('HDEL', KEYS[4 * g - 1], bid[g][i])
+          redis.call('HDEL', KEYS[kb[g] + 3], bid[g][i])
           expired_n = expired_n + 1
           env = nil
         end
@@ -343,7 +441,7 @@ local function section(g1, g2, a)
     end
     for g = g1, g2 do
       if npick[g] > 0 then
-        if #zargs[g] > 0 then redis.call('ZADD', KEYS[4 * g - 2], unpack(zargs[g])) end
+        if #zargs[g] > 0 then redis.call('ZADD', KEYS[kb[g] + 2], unpack(zargs[g])) end
         ptr[g] = ptr[g] + npick[g]
         taken[g] = taken[g] + npick[g]
       end
@@ -369,12 +467,12 @@ local function section(g1, g2, a)
       -- without another read.
     else
       local look = range(g, '0')
-      local busy = look[1] and redis.call('ZMSCORE', KEYS[4 * g - 2], look[1])
+      local busy = look[1] and redis.call('ZMSCORE', KEYS[kb[g] + 2], look[1])
       if busy and busy[1] then
         look = range(g, '63')
         local ids = {}
         for i = 1, #look, 2 do ids[#ids + 1] = look[i] end
-        busy = redis.call('ZMSCORE', KEYS[4 * g - 2], unpack(ids))
+        busy = redis.call('ZMSCORE', KEYS[kb[g] + 2], unpack(ids))
       end
       for i = 1, #look, 2 do
         if not busy[(i + 1) / 2] then
@@ -386,21 +484,26 @@ local function section(g1, g2, a)
     end
   end
   out[NOUT] = expired_n
+  if fl and fl.tiv > 0 and moved > 0 then
+    redis.call('HSET', KEYS[tk + 1], 'tat', string.format('%d', math.ceil(gcra_take(tat, now_us, fl.tiv, moved))))
+  end
   for g = g1, g1 + D - 1 do out[o + G + g] = dhead[g] end
-  return out
+  return out, nkeys
 end
 
 if not multi then
-  return section(1, fenced and 1 or #KEYS / 4, 1)
+  local G = fenced and 1 or (#KEYS - single_tk) / single_kpg
+  return (section(1, G, 1, 0))
 end
 local replies = {}
-local g, a = 0, 3
+local g, a, kbase = 0, 3, 0
 for s = 1, tonumber(ARGV[2]) do
   local G = tonumber(ARGV[a])
-  local nargs = 6 + G
+  local nargs = 7 + G
   if ARGV[a + 1] == '2' then nargs = nargs + G end
+  local nkeys = section_keys(G, flow_parse(ARGV[a + 6]))
   -- A failing section (a key of the wrong type) fails alone.
-  local ok, res = pcall(section, g + 1, g + G, a + 1)
+  local ok, res = pcall(section, g + 1, g + G, a + 1, kbase)
   if not ok then
     if type(res) == 'table' and res.err then
       res = { err = res.err }
@@ -409,6 +512,6 @@ for s = 1, tonumber(ARGV[2]) do
     end
   end
   replies[s] = res
-  g, a = g + G, a + nargs
+  g, a, kbase = g + G, a + nargs, kbase + nkeys
 end
 return replies

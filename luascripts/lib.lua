@@ -14,7 +14,8 @@
 -- below 2^53, so 7 bytes hold it exactly.
 -- options: u8 mask, then the fields whose bit is set, in this order:
 --   1 u16 maxRetries | 2 u48 expiresAtMs | 4 u32 timeoutMs | 8 u8 snoozes |
---   16 u48 notBeforeMs | 32 u16 hdrLen, headers (opaque here: Go reads them)
+--   16 u48 notBeforeMs | 32 u16 hdrLen, headers (opaque here: Go reads them) |
+--   64 u8 groupLen, group (producer.WithGroup; flowlib.lua)
 -- Version 1 (still read, never written):
 --   u8 version(1) | u8 type | u16 failures | f64 firstSentMs | f64 score |
 --   f64 origScore | f64 sendNonce | u16 errLen | err bytes | body bytes
@@ -62,7 +63,7 @@ local function has_bit(mask, b)
 end
 
 -- opt_decode reads an options block into e (maxr, exp, timeout, snz, nbf,
--- hdrs).
+-- hdrs, grp).
 local function opt_decode(e, raw)
   local mask, pos = struct.unpack('>B', raw)
   if has_bit(mask, 1) then e.maxr, pos = struct.unpack('>H', raw, pos) end
@@ -74,6 +75,12 @@ local function opt_decode(e, raw)
     local n
     n, pos = struct.unpack('>H', raw, pos)
     e.hdrs = string.sub(raw, pos, pos + n - 1)
+    pos = pos + n
+  end
+  if has_bit(mask, 64) then
+    local n
+    n, pos = struct.unpack('>B', raw, pos)
+    e.grp = string.sub(raw, pos, pos + n - 1)
   end
 end
 
@@ -86,6 +93,7 @@ local function opt_encode(e)
   if e.snz and e.snz > 0 then mask = mask + 8; parts[#parts + 1] = struct.pack('>B', math.min(e.snz, 255)) end
   if e.nbf then mask = mask + 16; parts[#parts + 1] = struct.pack('>I6', e.nbf) end
   if e.hdrs and #e.hdrs > 0 then mask = mask + 32; parts[#parts + 1] = struct.pack('>H', #e.hdrs) .. e.hdrs end
+  if e.grp and #e.grp > 0 then mask = mask + 64; parts[#parts + 1] = struct.pack('>B', #e.grp) .. e.grp end
   if mask == 0 then return '' end
   return struct.pack('>B', mask) .. table.concat(parts)
 end

@@ -6,7 +6,9 @@
 // The package exports the sources so that they can be read and audited
 // (rmqctl and the tests print them); the library runs them through its
 // internal packages. lib.lua holds helpers that are prepended to every
-// script that uses them, since Redis scripts cannot call each other.
+// script that uses them, since Redis scripts cannot call each other;
+// flowlib.lua and grouplib.lua hold those of flow control (groups and
+// limits), prepended after lib.lua's.
 package luascripts
 
 import (
@@ -31,14 +33,15 @@ func Source(name string) (string, error) {
 	return string(b), nil
 }
 
-// Names lists the scripts, sorted, without lib (which is not a script of
-// its own but the helpers prepended to the others).
+// Names lists the scripts, sorted, without the libraries (lib, flowlib,
+// grouplib: files named *lib.lua), which are not scripts of their own but
+// the helpers prepended to the others.
 func Names() []string {
 	entries, _ := files.ReadDir(".")
 	var out []string
 	for _, e := range entries {
 		name := strings.TrimSuffix(e.Name(), ".lua")
-		if name != "lib" {
+		if !strings.HasSuffix(name, "lib") {
 			out = append(out, name)
 		}
 	}

@@ -7,7 +7,13 @@
 -- KEYS[5] -> deadmsg HASH
 -- KEYS[6] -> wake channel
 -- KEYS[7] -> delayed ZSET (priority retries wait there for their backoff)
--- KEYS[8] -> owner epoch STRING, ZooKeeper mode only (omit it for no fencing)
+-- KEYS[8] -> gq ZSET        \ for a topic under flow control (omit them
+-- KEYS[9] -> gocc ZSET       | otherwise): the slot's group keys
+-- KEYS[10] -> gturn ZSET     | (flowlib.lua), or store again when it has
+-- KEYS[11] -> tflow HASH    /  no group places, and the topic's tflow (a
+--                              single node; else the store key again)
+-- KEYS[last] -> owner epoch STRING, ZooKeeper mode only (omit it for no
+--            fencing)
 -- ARGV[1] -> wake command: PUBLISH, SPUBLISH or ''
 -- ARGV[2] -> max retries: attempt max+1 failing goes to dead (a message's
 --            own max retries, a per-message option, wins)
@@ -26,14 +32,19 @@
 -- (dropped with its body), 6 snoozed, 7 held for its instant and never
 -- handed over (back in store, no attempt counted). With KEYS[8]: an error reply
 -- RMQFENCED, and nothing changed, when the epoch is not the slot's current
--- owner epoch.
+-- owner epoch. Under flow control a message that leaves its group (dead,
+-- expired, superseded by a re-send) frees its group's place, and a
+-- rollback wakes a topic found at its concurrency limit; a retry or a
+-- snooze keeps its place (the group's order is kept).
 local last = #ARGV
-if KEYS[8] then
-  local refused = fence(KEYS[8], ARGV[last])
+local flow = #KEYS >= 11
+if #KEYS == 8 or #KEYS == 12 then
+  local refused = fence(KEYS[#KEYS], ARGV[last])
   if refused then return refused end
   last = last - 1
 end
 local k = { store = KEYS[1], prepare = KEYS[2], msg = KEYS[3], dead = KEYS[4], deadmsg = KEYS[5], wake = KEYS[6], delayed = KEYS[7] }
+local fk = { gq = KEYS[8], gocc = KEYS[9], gturn = KEYS[10] }
 local max_retries = tonumber(ARGV[2])
 local dead_max, dead_age = tonumber(ARGV[3]), tonumber(ARGV[4])
 local backoff, at = parse_backoff(ARGV, 5)
@@ -53,7 +64,13 @@ for i = at, last, 4 do
   if not token then
     res[#res + 1] = 0
   else
-    res[#res + 1] = rollback_one(k, ARGV[i], token, ARGV[i + 2], now, max_retries, backoff, dead_max, dead_age, ARGV[1], ARGV[i + 3], now_up)
+    local grp, tb
+    if flow and KEYS[9] ~= KEYS[1] then grp, tb = flow_group(k.msg, ARGV[i]) end
+    local r = rollback_one(k, ARGV[i], token, ARGV[i + 2], now, max_retries, backoff, dead_max, dead_age, ARGV[1], ARGV[i + 3], now_up)
+    res[#res + 1] = r
+    if flow and r ~= 0 then
+      flow_ended(fk, KEYS[11], KEYS[1], ARGV[1], k.wake, tb, grp, ARGV[i], r, now)
+    end
   end
 end
 return res

@@ -7,7 +7,13 @@
 -- KEYS[5] -> deadmsg HASH
 -- KEYS[6] -> wake channel
 -- KEYS[7] -> delayed ZSET (priority retries wait there for their backoff)
--- KEYS[8] -> owner epoch STRING, ZooKeeper mode only (omit it for no fencing)
+-- KEYS[8] -> gq ZSET        \ for a topic under flow control (omit them
+-- KEYS[9] -> gocc ZSET       | otherwise): the slot's group keys
+-- KEYS[10] -> gturn ZSET     | (flowlib.lua), or store again when it has
+-- KEYS[11] -> tflow HASH    /  no group places, and the topic's tflow (a
+--                              single node; else the store key again)
+-- KEYS[last] -> owner epoch STRING, ZooKeeper mode only (omit it for no
+--            fencing)
 -- ARGV[1] -> wake command: PUBLISH, SPUBLISH or ''
 -- ARGV[2] -> max retries (a message's own, a per-message option, wins)
 -- ARGV[3] -> dead retention count per slot (0 = unbounded)
@@ -22,12 +28,16 @@
 -- is before Redis's clock, so a consumer with a fast clock cannot take a
 -- live lease. With KEYS[8]: an error reply RMQFENCED, and nothing changed,
 -- when the epoch is not the slot's current owner epoch (only a slot's owner
--- sweeps it in ZooKeeper mode).
-if KEYS[8] then
-  local refused = fence(KEYS[8], ARGV[#ARGV])
+-- sweeps it in ZooKeeper mode). Under flow control a message that leaves
+-- its group frees its place (rollback.lua), and a sweep that ended leases
+-- wakes a topic found at its concurrency limit.
+if #KEYS == 8 or #KEYS == 12 then
+  local refused = fence(KEYS[#KEYS], ARGV[#ARGV])
   if refused then return refused end
 end
+local flow = #KEYS >= 11
 local k = { store = KEYS[1], prepare = KEYS[2], msg = KEYS[3], dead = KEYS[4], deadmsg = KEYS[5], wake = KEYS[6], delayed = KEYS[7] }
+local fk = { gq = KEYS[8], gocc = KEYS[9], gturn = KEYS[10] }
 local max_retries = tonumber(ARGV[2])
 local dead_max, dead_age = tonumber(ARGV[3]), tonumber(ARGV[4])
 local backoff = parse_backoff(ARGV, 6)
@@ -38,7 +48,10 @@ local out, dead, retried = { 0, 0, 0 }, {}, {}
 for i = 1, #leases, 2 do
   local id = leases[i]
   local token = token_of(leases[i + 1])
+  local grp, tb
+  if flow and KEYS[9] ~= KEYS[1] then grp, tb = flow_group(k.msg, id) end
   local r = rollback_one(k, id, token, 'rmq: lease expired', now, max_retries, backoff, dead_max, dead_age, ARGV[1], '', now_up)
+  if flow then flow_ended(fk, KEYS[11], KEYS[1], ARGV[1], k.wake, tb, grp, id, r, now) end
   if r == 5 then
     out[3] = out[3] + 1
   elseif r ~= 0 then

@@ -62,6 +62,14 @@ func (p *Producer) SendBatch(ctx context.Context, t topic.Topic, msgs []BatchMes
 	if err := p.define(ctx, t); err != nil {
 		return fail(err)
 	}
+	for _, it := range items {
+		if it.job.group != "" {
+			if err := p.markGrouped(ctx, t); err != nil {
+				return fail(err)
+			}
+			break
+		}
+	}
 	if err := p.runCalls(ctx, p.group(items)); err != nil {
 		return fail(fmt.Errorf("rmq: send batch to %s: %w", t.Name(), err))
 	}

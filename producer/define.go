@@ -37,6 +37,7 @@ const redefineInterval = 10 * time.Second
 type definedTopic struct {
 	def     string
 	checked atomic.Int64 // time.Now().UnixNano() of the last check
+	grouped groupedFlag  // markGrouped ran (group.go)
 }
 
 // define makes sure the topic's stored definition agrees: against Redis on

@@ -69,28 +69,31 @@ func flushSize(q []*pending) int {
 	return n
 }
 
-// slotCall is one script call: messages of one topic slot.
+// slotCall is one script call: messages of one topic slot. Messages that
+// carry a group (WithGroup) go in calls of their own, to gsend.lua.
 type slotCall struct {
-	topic topic.Topic
-	keys  slots.Keys
-	batch []*pending
+	topic   topic.Topic
+	keys    slots.Keys
+	grouped bool
+	batch   []*pending
 }
 
 // group splits messages into script calls by topic and slot, in order.
 func (p *Producer) group(items []*pending) []slotCall {
 	type key struct {
-		topic string
-		slot  int
+		topic   string
+		slot    int
+		grouped bool
 	}
 	idx := map[key]int{}
 	var calls []slotCall
 	for _, it := range items {
-		k := key{it.topic.Name(), it.slot}
+		k := key{it.topic.Name(), it.slot, it.job.group != ""}
 		i, ok := idx[k]
 		if !ok || len(calls[i].batch) >= maxGroup {
 			i = len(calls)
 			idx[k] = i
-			calls = append(calls, slotCall{topic: it.topic, keys: slots.KeysFor(p.prefix, it.topic, it.slot)})
+			calls = append(calls, slotCall{topic: it.topic, keys: slots.KeysFor(p.prefix, it.topic, it.slot), grouped: k.grouped})
 		}
 		calls[i].batch = append(calls[i].batch, it)
 	}
@@ -104,7 +107,7 @@ func (p *Producer) invocations(calls []slotCall) [][]slotCall {
 	var out [][]slotCall
 	n := 0
 	for _, c := range calls {
-		if len(out) == 0 || !p.merged || n+len(c.batch) > maxCall {
+		if len(out) == 0 || !p.merged || n+len(c.batch) > maxCall || out[len(out)-1][0].grouped != c.grouped {
 			out = append(out, nil)
 			n = 0
 		}
@@ -121,6 +124,11 @@ func (p *Producer) runCalls(ctx context.Context, calls []slotCall) error {
 	inv := p.invocations(calls)
 	sc := make([]scripts.Call, len(inv))
 	for i, groups := range inv {
+		if groups[0].grouped {
+			keys, args := p.gsendCall(groups)
+			sc[i] = scripts.Call{Script: scripts.GSend, Keys: keys, Args: args}
+			continue
+		}
 		sc[i] = sendCall(p.wakeCmd, groups)
 	}
 	var firstErr error
@@ -180,6 +188,21 @@ func sendBatchArgs(wakeCmd string, groups []slotCall) ([]string, []any) {
 		}
 	}
 	return keys, args
+}
+
+// gsendCall returns the KEYS and ARGV of one gsend.lua call.
+func (p *Producer) gsendCall(groups []slotCall) ([]string, []any) {
+	gs := make([]scripts.GSendGroup, len(groups))
+	for i, g := range groups {
+		slot := g.batch[0].slot
+		gk := slots.GroupKeysFor(p.prefix, g.topic, slot)
+		gs[i] = scripts.GSendGroup{Store: g.keys.Store, Prepare: g.keys.Prepare, Msg: g.keys.Msg, Wake: g.keys.Wake,
+			Delayed: g.keys.Delayed, Queue: gk.Queue, Turn: gk.Turn, Type: int(g.topic.Type())}
+		for _, b := range g.batch {
+			gs[i].Msgs = append(gs[i].Msgs, scripts.GSendMsg{ID: b.id, Score: b.score, Nonce: b.nonce, Opts: b.opts, Body: b.body})
+		}
+	}
+	return scripts.GSendArgs(p.wakeCmd, gs)
 }
 
 func record(cmd *redis.Cmd, groups []slotCall) {

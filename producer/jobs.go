@@ -118,5 +118,6 @@ func (j jobConfig) options(now time.Time) ([]byte, error) {
 		}
 		o.Headers = j.headers
 	}
+	o.Group = j.group
 	return scripts.EncodeOptions(o), nil
 }

@@ -13,6 +13,8 @@ type sendConfig struct {
 	hasKey   bool
 	basis    []byte
 	hasBasis bool
+	group    string // WithGroup (group.go)
+	hasGroup bool
 	job      jobConfig
 }
 
@@ -55,6 +57,7 @@ type jobConfig struct {
 	notBefore     time.Time
 	delay         time.Duration
 	hasDelay      bool
+	group         string // WithGroup: goes in the envelope's options
 }
 
 // WithMaxRetries sets this message's retries after the first attempt

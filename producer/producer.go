@@ -162,6 +162,11 @@ func (p *Producer) sendItem(ctx context.Context, t topic.Topic, it *pending) (st
 	if err := p.define(ctx, t); err != nil {
 		return "", err
 	}
+	if it.job.group != "" {
+		if err := p.markGrouped(ctx, t); err != nil {
+			return "", err
+		}
+	}
 	// A caller that gives up may still see its message sent, as after any
 	// timeout.
 	err := p.gc.Do(ctx, it)
@@ -191,7 +196,11 @@ func (p *Producer) item(t topic.Topic, body []byte, score float64, sc sendConfig
 		it.id = BodyID(body)
 	}
 	basis := sc.basis
-	if !sc.hasBasis {
+	if sc.hasGroup {
+		// The group picks the slot: its state lives in one slot.
+		it.job.group = sc.group
+		basis = []byte(sc.group)
+	} else if !sc.hasBasis {
 		if sc.hasKey {
 			basis = []byte(sc.key)
 		} else {
@@ -233,6 +242,14 @@ func sendOptions(opts []SendOption, typ topic.Type) (sendConfig, error) {
 	}
 	if sc.hasBasis && len(sc.basis) == 0 {
 		return sc, ErrInvalidSlotBasis
+	}
+	if sc.hasGroup {
+		if err := checkGroup(sc.group); err != nil {
+			return sc, err
+		}
+		if sc.hasBasis {
+			return sc, fmt.Errorf("%w: WithGroup picks the slot; it cannot be combined with WithSlotBasis", ErrInvalidGroup)
+		}
 	}
 	return sc, nil
 }
@@ -322,19 +339,26 @@ func (p *Producer) remove(ctx context.Context, t topic.Topic, id string, opts []
 	if sc.hasBasis {
 		basis = sc.basis
 	}
+	if sc.hasGroup {
+		basis = []byte(sc.group)
+	}
 	first := slots.Index(basis, t.SlotAmount())
-	if r, err := p.removeAt(ctx, t, first, id); r != NotFound || err != nil || sc.hasBasis {
+	if r, err := p.removeAt(ctx, t, first, id); r != NotFound || err != nil || sc.hasBasis || sc.hasGroup {
 		return r, err
 	}
 	// A body-derived id lives in the slot of its body, which only the
 	// producer that sent it knew: look for it in every slot at once
 	// (waiting, delayed or in flight).
 	cmds := make([][3]*redis.FloatCmd, t.SlotAmount())
+	envs := make([]*redis.BoolCmd, t.SlotAmount())
 	pipe := p.rdb.Pipeline()
 	for i := range cmds {
 		if i != first {
 			k := slots.KeysFor(p.prefix, t, i)
 			cmds[i] = [3]*redis.FloatCmd{pipe.ZScore(ctx, k.Store, id), pipe.ZScore(ctx, k.Delayed, id), pipe.ZScore(ctx, k.Prepare, id)}
+			// A message waiting in its group has an envelope and is in
+			// none of the three.
+			envs[i] = pipe.HExists(ctx, k.Msg, id)
 		}
 	}
 	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
@@ -346,6 +370,9 @@ func (p *Producer) remove(ctx context.Context, t topic.Topic, id string, opts []
 				return p.removeAt(ctx, t, i, id)
 			}
 		}
+		if envs[i] != nil && envs[i].Val() {
+			return p.removeAt(ctx, t, i, id)
+		}
 	}
 	return NotFound, nil
 }
@@ -356,5 +383,18 @@ func (p *Producer) removeAt(ctx context.Context, t topic.Topic, slot int, id str
 	if err != nil {
 		return NotFound, fmt.Errorf("rmq: remove from %s: %w", t.Name(), err)
 	}
-	return removedOf(n), nil
+	if r := removedOf(n); r != NotFound {
+		return r, nil
+	}
+	// Not in store, delayed or prepare: it may wait in its group
+	// (WithGroup), which remove.lua does not look at.
+	g := slots.GroupKeysFor(p.prefix, t, slot)
+	n, err = scripts.GRemove.Run(ctx, p.rdb, []string{k.Msg, g.Queue}, id).Int64()
+	if err != nil {
+		return NotFound, fmt.Errorf("rmq: remove from %s: %w", t.Name(), err)
+	}
+	if n == 1 {
+		return RemovedWaiting, nil
+	}
+	return NotFound, nil
 }

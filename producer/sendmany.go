@@ -60,6 +60,9 @@ func (p *Producer) SendMany(ctx context.Context, msgs []TopicMessage) (ids []str
 			err = p.define(ctx, it.topic)
 			defined[name] = err
 		}
+		if err == nil && it.job.group != "" {
+			err = p.markGrouped(ctx, it.topic)
+		}
 		if err != nil {
 			errs[i] = err
 			callAfters(afters[i], "", err)

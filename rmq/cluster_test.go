@@ -110,6 +110,27 @@ func TestClusterEveryScriptKeysOneHashSlot(t *testing.T) {
 	zrec.next(t, waitLong)
 	e.eventuallyCounts(ztp, counts{})
 
+	// Flow control: grouped sends (gsend), grouped fetches under group
+	// places and a topic concurrency, whose permits a cluster keeps on the
+	// topic's own node (permit), and a grouped message removed where it
+	// waits (gremove).
+	fc := e.client()
+	ftp := mustTopic(t, "allscripts-flow", topic.FixedTime, 4)
+	frec := newRecorder(nil)
+	require.NoError(t, fc.Register(ftp, frec, consumer.WithGroupConcurrency(1), consumer.WithGlobalConcurrency(3)))
+	e.start(fc)
+	for j := range 6 {
+		_, err = p.SendFixedTime(ctx, ftp, []byte(fmt.Sprintf("g%d", j)), time.Now(), producer.WithGroup(fmt.Sprintf("tenant-%d", j%3)))
+		require.NoError(t, err)
+	}
+	frec.nextN(t, 6, waitLong)
+	_, err = p.SendFixedTime(ctx, ftp, []byte("later"), time.Now().Add(time.Hour), producer.WithGroup("tenant-9"), producer.WithKey("later"))
+	require.NoError(t, err)
+	gone, err := p.Remove(ctx, ftp, "later", producer.WithGroup("tenant-9"))
+	require.NoError(t, err)
+	require.Equal(t, producer.RemovedWaiting, gone)
+	require.NoError(t, fc.Close(ctx))
+
 	// Confirm and release serve lookahead fetches, which a cluster does
 	// not make (WithLookahead): called by hand on one slot, each a no-op
 	// for a delivery that is not there.

@@ -94,7 +94,7 @@ type MessageState string
 
 // Message states.
 const (
-	StateWaiting  MessageState = "waiting"   // in store: due (or ranked by priority)
+	StateWaiting  MessageState = "waiting"   // in store, or in its group's queue: due (or ranked by priority)
 	StateDelayed  MessageState = "delayed"   // waiting for its time (priority)
 	StateInFlight MessageState = "in_flight" // being handled under a lease
 	StateDead     MessageState = "dead"      // in the dead queue
@@ -124,6 +124,7 @@ type MessageInfo struct {
 	LastError   string
 	LeaseUntil  time.Time // in flight: the lease's end (whole seconds)
 	DiedAt      time.Time // dead: the time of death
+	Group       string    // its group (producer.WithGroup); "" for none
 }
 
 // Message returns one message of t in any state, or ErrMessageNotFound. A message
@@ -141,10 +142,14 @@ func (i *Inspector) Message(ctx context.Context, t topic.Topic, id string) (Mess
 	// A body-derived id lives in its body's slot: find the slot whose
 	// hashes hold it.
 	var cmds [][4]*redis.FloatCmd
+	var envs []*redis.BoolCmd
 	err = i.pipelined(ctx, t.SlotAmount(), func(pipe redis.Pipeliner, s int) {
 		k := i.keys(t, s)
 		cmds = append(cmds, [4]*redis.FloatCmd{pipe.ZScore(ctx, k.Store, id), pipe.ZScore(ctx, k.Delayed, id),
 			pipe.ZScore(ctx, k.Prepare, id), pipe.ZScore(ctx, k.Dead, id)})
+		// A message waiting in its group has an envelope and is in none of
+		// the four.
+		envs = append(envs, pipe.HExists(ctx, k.Msg, id))
 	})
 	if err != nil {
 		return MessageInfo{}, fmt.Errorf("rmq: message %s of %s: %w", id, t.Name(), err)
@@ -154,6 +159,9 @@ func (i *Inspector) Message(ctx context.Context, t topic.Topic, id string) (Mess
 			if s != first && c.Err() == nil {
 				return i.messageAt(ctx, t, s, id)
 			}
+		}
+		if s != first && envs[s].Val() {
+			return i.messageAt(ctx, t, s, id)
 		}
 	}
 	return MessageInfo{}, fmt.Errorf("%w: %s in %s", ErrMessageNotFound, id, t.Name())
@@ -187,6 +195,8 @@ func (i *Inspector) messageAt(ctx context.Context, t topic.Topic, slot int, id s
 		info.State = StateDead
 		info.DiedAt = time.UnixMilli(int64(dead.Val()))
 		raw = deadEnv.Val()
+	case env.Err() == nil && i.waitsInGroup(ctx, t, slot, id, raw):
+		info.State = StateWaiting
 	default:
 		return MessageInfo{}, fmt.Errorf("%w: %s in %s", ErrMessageNotFound, id, t.Name())
 	}
@@ -208,6 +218,7 @@ func (i *Inspector) messageAt(ctx context.Context, t topic.Topic, slot int, id s
 	info.Snoozes = e.Options.Snoozes
 	info.FirstSentAt = time.UnixMilli(int64(e.FirstSentMs))
 	info.LastError = e.LastError
+	info.Group = e.Options.Group
 	if t.Type().TimeBased() {
 		if info.State == StateWaiting {
 			info.Due = time.UnixMilli(int64(store.Val()))
@@ -218,4 +229,15 @@ func (i *Inspector) messageAt(ctx context.Context, t topic.Topic, slot int, id s
 		info.Priority = int64(e.OrigScore)
 	}
 	return info, nil
+}
+
+// waitsInGroup reports whether id, whose envelope is raw, waits in its
+// group's queue (producer.WithGroup) in slot.
+func (i *Inspector) waitsInGroup(ctx context.Context, t topic.Topic, slot int, id, raw string) bool {
+	e, err := scripts.DecodeEnvelope([]byte(raw))
+	if err != nil || e.Options.Group == "" {
+		return false
+	}
+	m := scripts.GroupMember(e.Options.Group, t.Type().TimeBased(), e.OrigScore, id)
+	return i.rdb.ZScore(ctx, slots.GroupKeysFor(i.prefix, t, slot).Queue, m).Err() == nil
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
 )
 
@@ -40,6 +41,16 @@ type Stats struct {
 	// OldestDeath and NewestDeath bound the times of death of the dead
 	// queue (zero when it is empty).
 	OldestDeath, NewestDeath time.Time
+	// Grouped counts the messages that wait in their groups
+	// (producer.WithGroup; docs/flow-control.md), also counted in Store;
+	// Groups the groups that have messages waiting or in flight under a
+	// limit. Due and NextDue count store's messages only.
+	Grouped, Groups int64
+	// Limits are the topic's stored flow limits (zero: none).
+	Limits Limits
+	// Adaptive lists the adaptive concurrency limits the clients
+	// consuming the topic with WithAdaptiveConcurrency reported.
+	Adaptive []AdaptiveLimit
 
 	Slots []SlotStats // one per slot, by index
 }
@@ -48,6 +59,7 @@ type Stats struct {
 type SlotStats struct {
 	Slot                     int
 	Store, Prepare, Dead     int64
+	Grouped, Groups          int64
 	Delayed                  int64
 	Due                      int64
 	NextDue                  time.Time
@@ -65,8 +77,9 @@ func (s Stats) Lag() time.Duration {
 }
 
 // Stats returns the counts of t's queues, per slot and in total, with the
-// next due time (time-based topics) or top priority (priority topics). It
-// reads eight values per slot in pipelines; it writes nothing.
+// next due time (time-based topics) or top priority (priority topics), its
+// limits and its consumers' adaptive limits. It reads eleven values per
+// slot in pipelines; it writes nothing.
 func (i *Inspector) Stats(ctx context.Context, t topic.Topic) (Stats, error) {
 	if err := i.check(ctx, t); err != nil {
 		return Stats{}, err
@@ -81,6 +94,8 @@ func (i *Inspector) Stats(ctx context.Context, t topic.Topic) (Stats, error) {
 	type slotCmds struct {
 		store, prepare, dead, due, delayed *redis.IntCmd
 		head, oldest, newest               *redis.ZSliceCmd
+		gq, gturn                          *redis.IntCmd
+		storeTurn                          *redis.FloatCmd
 	}
 	cmds := make([]slotCmds, t.SlotAmount())
 	err = i.pipelined(ctx, t.SlotAmount(), func(pipe redis.Pipeliner, s int) {
@@ -98,11 +113,21 @@ func (i *Inspector) Stats(ctx context.Context, t topic.Topic) (Stats, error) {
 		}
 		c.oldest = pipe.ZRangeWithScores(ctx, k.Dead, 0, 0)
 		c.newest = pipe.ZRangeWithScores(ctx, k.Dead, -1, -1)
+		g := slots.GroupKeysFor(i.prefix, t, s)
+		c.gq = pipe.ZCard(ctx, g.Queue)
+		c.gturn = pipe.ZCard(ctx, g.Turn)
+		c.storeTurn = pipe.ZScore(ctx, g.Turn, "")
 	})
 	if err != nil {
 		return Stats{}, fmt.Errorf("rmq: stats of %s: %w", t.Name(), err)
 	}
 	if st.Paused, err = i.Paused(ctx, t); err != nil {
+		return Stats{}, err
+	}
+	if st.Limits, err = i.Limits(ctx, t); err != nil {
+		return Stats{}, err
+	}
+	if st.Adaptive, err = i.adaptiveLimits(ctx, t, now); err != nil {
 		return Stats{}, err
 	}
 	first := func(c *redis.ZSliceCmd) (float64, bool) {
@@ -113,7 +138,12 @@ func (i *Inspector) Stats(ctx context.Context, t topic.Topic) (Stats, error) {
 	}
 	for s := range cmds {
 		c := &cmds[s]
-		ss := SlotStats{Slot: s, Store: c.store.Val(), Prepare: c.prepare.Val(), Dead: c.dead.Val(), Delayed: c.delayed.Val()}
+		ss := SlotStats{Slot: s, Store: c.store.Val(), Prepare: c.prepare.Val(), Dead: c.dead.Val(), Delayed: c.delayed.Val(),
+			Grouped: c.gq.Val(), Groups: c.gturn.Val()}
+		if c.storeTurn.Err() == nil {
+			ss.Groups-- // the store's own turn is no group
+		}
+		ss.Store += ss.Grouped
 		if head, ok := first(c.head); ok {
 			if timeBased {
 				ss.NextDue = time.UnixMilli(int64(head))
@@ -147,6 +177,8 @@ func (i *Inspector) Stats(ctx context.Context, t topic.Topic) (Stats, error) {
 		st.Dead += ss.Dead
 		st.Delayed += ss.Delayed
 		st.Due += ss.Due
+		st.Grouped += ss.Grouped
+		st.Groups += ss.Groups
 		st.Slots[s] = ss
 	}
 	return st, nil

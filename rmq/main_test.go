@@ -13,8 +13,11 @@ import (
 // for it, plays the consumer worker that kill_test.go re-executes this
 // binary as (and kills with SIGKILL).
 func TestMain(m *testing.M) {
-	if os.Getenv(workerEnv) == "1" {
+	switch os.Getenv(workerEnv) {
+	case "1":
 		os.Exit(runWorker())
+	case flowWorkerRole:
+		os.Exit(runFlowWorker())
 	}
 	if os.Getenv(schedWorkerEnv) == "1" {
 		os.Exit(runSchedWorker())

@@ -19,6 +19,11 @@ type apiTopic struct {
 	Paused   bool   `json:"paused"`
 	LagMs    int64  `json:"lag_ms"`
 	Err      string `json:"error,omitempty"`
+	// Flow control: the stored limits, the messages waiting in groups,
+	// and the adaptive concurrency limit of each consuming client.
+	Limits   string `json:"limits,omitempty"`
+	Grouped  int64  `json:"grouped,omitempty"`
+	Adaptive []int  `json:"adaptive,omitempty"`
 	// Counters of this process (WithCounters), since it started.
 	Sent    int64 `json:"sent,omitempty"`
 	Acked   int64 `json:"acked,omitempty"`
@@ -44,6 +49,10 @@ func (h *handler) apiOverview(w http.ResponseWriter, r *http.Request) {
 			Name: row.Topic.Name(), Type: row.Topic.Type().String(), Slots: row.Topic.SlotAmount(),
 			Waiting: st.Store, Due: st.Due, Delayed: st.Delayed, InFlight: st.Prepare, Dead: st.Dead,
 			Paused: st.Paused, LagMs: st.Lag().Milliseconds(), Err: row.Err,
+			Limits: st.Limits.String(), Grouped: st.Grouped,
+		}
+		for _, a := range st.Adaptive {
+			out.Topics[j].Adaptive = append(out.Topics[j].Adaptive, a.Limit)
 		}
 		if h.cfg.counters != nil {
 			c := h.cfg.counters.snapshot(row.Topic.Name())

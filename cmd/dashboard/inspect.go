@@ -19,7 +19,8 @@ type topicStats struct {
 	rmq.Stats
 	// Delayed counts waiting messages that are not due yet: in store with a
 	// later due time (time-based topics), or in the delayed set (priority
-	// topics sent with a delay, or retries in their backoff).
+	// topics sent with a delay, or retries in their backoff). Messages that
+	// wait in their groups (Stats.Grouped) are counted there, not here.
 	Delayed int64
 }
 
@@ -30,7 +31,7 @@ func (h *handler) stats(ctx context.Context, t topic.Topic) (topicStats, error) 
 	}
 	ts := topicStats{Stats: st, Delayed: st.Delayed}
 	if t.Type().TimeBased() {
-		ts.Delayed += st.Store - st.Due
+		ts.Delayed += st.Store - st.Grouped - st.Due
 	}
 	return ts, nil
 }

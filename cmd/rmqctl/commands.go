@@ -24,6 +24,7 @@ func init() {
 		{name: "remove", summary: "delete a message by id, waiting or in flight", help: removeHelp, run: (*app).remove},
 		{name: "pause", summary: "stop every consumer of a topic from fetching", help: pauseHelp, run: (*app).pause},
 		{name: "resume", summary: "let the consumers of a paused topic fetch again", help: resumeHelp, run: (*app).resume},
+		{name: "limits", summary: "show or set a topic's fleet-wide flow limits", help: limitsHelp, run: (*app).limits},
 		{name: "dead list", summary: "list dead messages, newest first, a page at a time", help: deadListHelp, run: (*app).deadList},
 		{name: "dead show", summary: "show one dead message with its body", help: deadShowHelp, run: (*app).deadShow},
 		{name: "dead requeue", summary: "put dead messages back as fresh messages", help: deadRequeueHelp, run: (*app).deadRequeue},

@@ -45,7 +45,18 @@ type statsJSON struct {
 	TopPriority int64           `json:"top_priority,omitempty"`
 	OldestDeath string          `json:"oldest_death,omitempty"`
 	NewestDeath string          `json:"newest_death,omitempty"`
+	Limits      string          `json:"limits,omitempty"`
+	Grouped     int64           `json:"grouped"`
+	Groups      int64           `json:"groups"`
+	Adaptive    []adaptiveJSON  `json:"adaptive,omitempty"`
 	Slots       []slotStatsJSON `json:"slots"`
+}
+
+type adaptiveJSON struct {
+	Client string `json:"client"`
+	Limit  int    `json:"limit"`
+	Min    int    `json:"min"`
+	Max    int    `json:"max"`
 }
 
 type slotStatsJSON struct {
@@ -215,7 +226,11 @@ func statsToJSON(st rmq.Stats) statsJSON {
 		Delayed: st.Delayed, Paused: st.Paused,
 		NextDue: fmtTime(st.NextDue), LagSeconds: st.Lag().Seconds(), TopPriority: st.TopPriority,
 		OldestDeath: fmtTime(st.OldestDeath), NewestDeath: fmtTime(st.NewestDeath),
+		Limits: st.Limits.String(), Grouped: st.Grouped, Groups: st.Groups,
 		Slots: []slotStatsJSON{},
+	}
+	for _, x := range st.Adaptive {
+		out.Adaptive = append(out.Adaptive, adaptiveJSON{Client: x.Client, Limit: x.Limit, Min: x.Min, Max: x.Max})
 	}
 	for _, s := range st.Slots {
 		out.Slots = append(out.Slots, slotStatsJSON{

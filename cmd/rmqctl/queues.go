@@ -75,6 +75,15 @@ func (a *app) stats(args []string) error {
 	if st.Paused {
 		tb.row("paused:", "yes")
 	}
+	if !st.Limits.IsZero() {
+		tb.row("limits:", st.Limits.String())
+	}
+	if st.Grouped > 0 || st.Groups > 0 {
+		tb.row("in groups:", fmt.Sprintf("%d waiting in %d groups", st.Grouped, st.Groups))
+	}
+	if len(st.Adaptive) > 0 {
+		tb.row("adaptive:", adaptiveCell(st.Adaptive))
+	}
 	if t.Type().TimeBased() {
 		next := "-"
 		if !st.NextDue.IsZero() {

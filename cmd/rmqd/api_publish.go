@@ -26,7 +26,8 @@ type publishParams struct {
 	tries   int
 	prio    int64
 	key     string
-	version bool // Enable-Job-Version: YES
+	group   string // ?group= (admin_flow.go)
+	version bool   // Enable-Job-Version: YES
 	attrs   map[string]string
 }
 
@@ -94,6 +95,12 @@ func parsePublish(r *http.Request) (publishParams, string) {
 		}
 		p.key = s[0]
 	}
+	if s, has := q["group"]; has {
+		if !validGroup(s[0]) {
+			return p, "invalid group"
+		}
+		p.group = s[0]
+	}
 	p.version = strings.EqualFold(r.Header.Get("Enable-Job-Version"), "yes")
 	return p, ""
 }
@@ -157,7 +164,7 @@ func (p publishParams) newJobID() string {
 
 // spec builds the job of one body for a queue of type typ.
 func (p publishParams) spec(body []byte, typ topic.Type) jobSpec {
-	j := jobSpec{id: p.newJobID(), body: body, tries: p.tries, ttl: p.ttl, headers: p.attrs, prio: p.prio, window: p.delay}
+	j := jobSpec{id: p.newJobID(), body: body, tries: p.tries, ttl: p.ttl, headers: p.attrs, prio: p.prio, window: p.delay, group: p.group}
 	switch {
 	case !p.at.IsZero():
 		j.due = p.at

@@ -30,6 +30,7 @@ type jobSpec struct {
 	tries   int           // deliveries allowed, ≥ 1
 	ttl     time.Duration // 0: never expires
 	headers map[string]string
+	group   string // "" for none (admin_flow.go)
 }
 
 // maxLibRetries is the library's largest per-message retry count; lmstfy
@@ -47,6 +48,9 @@ func (j jobSpec) sendOptions() []producer.SendOption {
 	}
 	if !j.notOn.IsZero() {
 		opts = append(opts, producer.WithNotBefore(j.notOn))
+	}
+	if j.group != "" {
+		opts = append(opts, producer.WithGroup(j.group))
 	}
 	return opts
 }

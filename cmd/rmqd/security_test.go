@@ -212,8 +212,9 @@ func TestBinaryAdminRefusesCrossSiteRequests(t *testing.T) {
 		toks := do(t, "GET", p.admin+"/token/ns", "", adminHdr)
 		lim := do(t, "GET", p.admin+"/token/ns/"+tok+"/limit", "", adminHdr)
 		q := do(t, "GET", p.admin+"/queue/ns/q", "", adminHdr)
+		ql := do(t, "GET", p.admin+"/queue/ns/q/limits", "", adminHdr)
 		al := do(t, "GET", p.admin+"/accesslog", "")
-		return fmt.Sprintf("%s\n%s\n%s\n%s\nkeys=%d", toks.body, lim.body, q.body, al.body,
+		return fmt.Sprintf("%s\n%s\n%s\n%s\n%s\nkeys=%d", toks.body, lim.body, q.body, ql.body, al.body,
 			len(redistest.KeysWithPrefix(t, rdb, prefix+":rmqd:")))
 	}
 	routes := []struct{ method, path, body string }{
@@ -224,6 +225,8 @@ func TestBinaryAdminRefusesCrossSiteRequests(t *testing.T) {
 		{"DELETE", "/token/ns/" + tok, ""},
 		{"POST", "/queue/ns/q/pause", ""},
 		{"POST", "/queue/ns/q/resume", ""},
+		{"PUT", "/queue/ns/q/limits", `{"concurrency":1}`},
+		{"DELETE", "/queue/ns/q/limits", ""},
 		{"POST", "/accesslog?status=disable", ""},
 		{"POST", "/dashboard/action", "op=pause&topic=ns.q&confirm=yes"},
 	}

@@ -55,5 +55,6 @@ func (c *Engine) ackReqOf(m *consumer.Message, bound time.Duration) *ackReq {
 	if ek := c.own.epochKey(m.Slot); ek != "" {
 		r.epochKey, r.epoch = ek, m.Epoch
 	}
+	r.flow, r.hasFlow = c.endFlowKeys(m.Slot)
 	return r
 }

@@ -26,6 +26,9 @@ type config struct {
 	sweepInterval  time.Duration
 	deadMaxLen     int
 	deadMaxAge     time.Duration
+	limits         options.Limits // the options' limits (flow.go)
+	adaptiveMin    int            // WithAdaptiveConcurrency (adaptive.go); 0: off
+	adaptiveMax    int
 	logger         *slog.Logger
 	observer       Observer
 }
@@ -67,6 +70,19 @@ func TopicSettings(opts []consumer.Option) (options.Topic, error) {
 		return t, fmt.Errorf("%w: negative dead-queue retention", consumer.ErrInvalidOption)
 	case t.SweepInterval < 0:
 		return t, fmt.Errorf("%w: sweep interval %v", consumer.ErrInvalidOption, t.SweepInterval)
+	case t.AdaptiveMin < 0 || t.AdaptiveMax < t.AdaptiveMin || (t.AdaptiveMax > 0 && t.AdaptiveMin < 1):
+		return t, fmt.Errorf("%w: adaptive concurrency %d..%d (want 1 <= min <= max)", consumer.ErrInvalidOption, t.AdaptiveMin, t.AdaptiveMax)
+	}
+	if len(t.Bad) > 0 {
+		return t, fmt.Errorf("%w: %s", consumer.ErrInvalidOption, t.Bad[0])
+	}
+	if err := t.Limits.Check(); err != nil {
+		return t, fmt.Errorf("%w: %v", consumer.ErrInvalidOption, err)
+	}
+	if t.AdaptiveMax > 0 {
+		// The listener tokens and the fetches are sized for the most the
+		// limit may reach (adaptive.go moves it).
+		t.Concurrency = t.AdaptiveMax
 	}
 	if t.SweepInterval == 0 {
 		t.SweepInterval = min(max(t.PrepareTimeout/2, 500*time.Millisecond), 10*time.Second)
@@ -88,6 +104,9 @@ func newConfig(t options.Topic, h HubConfig) config {
 		sweepInterval:  t.SweepInterval,
 		deadMaxLen:     t.DeadMaxLen,
 		deadMaxAge:     t.DeadMaxAge,
+		limits:         t.Limits,
+		adaptiveMin:    t.AdaptiveMin,
+		adaptiveMax:    t.AdaptiveMax,
 		logger:         h.Logger,
 		observer:       h.Observer,
 	}

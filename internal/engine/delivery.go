@@ -49,10 +49,10 @@ func (c *Engine) freeCapacity() int {
 	defer c.mu.Unlock()
 	// Held messages (hub_hold.go) are not a prefetch waiting for a handler:
 	// they wait for their instant.
-	if p > 0 && c.busy-c.held-len(c.running) > p/2 {
+	if p > 0 && c.busy-c.held-c.runningNow() > p/2 {
 		return 0
 	}
-	return c.cfg.concurrency + p - c.busy
+	return c.concurrency() + p - c.busy
 }
 
 // prefetch is WithPrefetch's, or while a backlog lasts the one adaptBacklog
@@ -88,7 +88,7 @@ func (c *Engine) adaptBacklog(moved, asked, idleAtStart int) {
 	if _, all := c.own.(*allSlots); !all {
 		return
 	}
-	if asked <= 0 || moved < asked || 2*idleAtStart < c.cfg.concurrency {
+	if asked <= 0 || moved < asked || 2*idleAtStart < c.concurrency() {
 		c.backlog.Store(0)
 		return
 	}
@@ -100,7 +100,7 @@ func (c *Engine) adaptBacklog(moved, asked, idleAtStart int) {
 func (c *Engine) idleHandlers() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return max(c.cfg.concurrency-c.busy, 0)
+	return max(c.concurrency()-c.busy, 0)
 }
 
 func (c *Engine) slotFree(slot int) int { return c.own.slotFree(slot) }
@@ -162,7 +162,7 @@ func (c *Engine) begin(m *consumer.Message, held bool) (*delivery, context.Conte
 func (c *Engine) heldRoom() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.cfg.concurrency + c.cfg.prefetch - 1 - c.held
+	return c.concurrency() + c.cfg.prefetch - 1 - c.held
 }
 
 // holdAll counts msgs, fetched ahead of their instant, as busy and held
@@ -284,6 +284,9 @@ func (c *Engine) handle(ctx context.Context, d *delivery) {
 	}
 	took := time.Since(began)
 	listenerReturned = true
+	if c.adaptive != nil && started {
+		c.adaptive.sample(took, err != nil)
+	}
 	c.giveBack(started)
 
 	c.mu.Lock()
@@ -347,6 +350,7 @@ func (c *Engine) forget(d *delivery) {
 		c.own.slotIdleLocked(d.msg.Slot)
 	}
 	c.mu.Unlock()
+	c.flow.ended()
 	c.wakeFetcher()
 }
 
@@ -355,6 +359,17 @@ func (c *Engine) forget(d *delivery) {
 // fetch order. It reports false, holding no token, when ctx ended first
 // (Close abandoned the delivery, or its lease was lost).
 func (c *Engine) acquire(ctx context.Context) bool {
+	if c.adaptive != nil {
+		// A semaphore whose size the limiter moves (adaptive.go).
+		if !c.adaptive.acquire(ctx) {
+			return false
+		}
+		if ctx.Err() != nil {
+			c.adaptive.release()
+			return false
+		}
+		return true
+	}
 	select {
 	case c.running <- struct{}{}:
 		// A free token: no need for ctx.Done, whose channel is made on
@@ -384,7 +399,11 @@ func (c *Engine) giveBack(started bool) {
 	c.busy--
 	c.mu.Unlock()
 	if started {
-		<-c.running
+		if c.adaptive != nil {
+			c.adaptive.release()
+		} else {
+			<-c.running
+		}
 	}
 	c.wakeFetcher()
 }

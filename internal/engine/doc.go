@@ -30,9 +30,16 @@
 //	                                                                            still queued ran)
 //	holder                Hub                   the hub's first engine Start    Hub.Close
 //	fetcher               Engine (pushed)       Engine.Start                    Engine.Close, first
+//	adaptive reporter     Engine (pushed, with  Engine.Start                    Engine.Close, first (it removes
+//	                      WithAdaptive-                                         its report from Redis)
+//	                      Concurrency)
 //	zk loop, zk heartbeat zkcoord.Coordinator   Coordinator.Start               Coordinator.Close
 //	zk register, listing, zkcoord.Coordinator   the loop, as needed             their call's end, or Close
 //	slot, leave
+//
+// Flow control (flow.go, permits.go, adaptive.go) adds one actor, the
+// adaptive reporter; a cluster's permits are given back and renewed by the
+// fetcher, and, after the handlers drained, by Close.
 //
 // Besides the actors, an engine starts one goroutine per delivery (its
 // handler, from the fetch until its ack or rollback is sent; held messages

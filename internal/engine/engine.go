@@ -90,6 +90,13 @@ type Engine struct {
 
 	// hub is what the engines of one client share (hub.go).
 	hub *Hub
+
+	// flow is the topic's flow control (flow.go): its limits, whether its
+	// messages carry groups, a cluster's permits.
+	flow *flowState
+	// adaptive, when not nil, moves the concurrency between its min and
+	// max (WithAdaptiveConcurrency, adaptive.go).
+	adaptive *adaptive
 }
 
 // Params is what the engine of one topic is made from (Hub.New).
@@ -145,6 +152,10 @@ func (h *Hub) New(p Params) (*Engine, error) {
 		hub:      h,
 	}
 	c.keys = keysOf(cfg.prefix, c)
+	c.flow = newFlowState(c, cfg.limits)
+	if cfg.adaptiveMax > 0 && !p.Pull {
+		c.adaptive = newAdaptive(c, cfg.adaptiveMin, cfg.adaptiveMax)
+	}
 	if p.Coordinator != nil && !p.Pull {
 		c.own = newAssignedSlots(c, p.Coordinator)
 	} else {
@@ -164,6 +175,26 @@ func (h *Hub) New(p Params) (*Engine, error) {
 
 // Topic returns the consumed topic.
 func (c *Engine) Topic() topic.Topic { return c.topic }
+
+// ConcurrencyLimit returns how many handlers may run at once: the adaptive
+// limit's current value (WithAdaptiveConcurrency), else the concurrency.
+func (c *Engine) ConcurrencyLimit() int { return c.concurrency() }
+
+// concurrency is the handlers' limit now.
+func (c *Engine) concurrency() int {
+	if c.adaptive != nil {
+		return c.adaptive.current()
+	}
+	return c.cfg.concurrency
+}
+
+// runningNow is how many listener calls hold a token.
+func (c *Engine) runningNow() int {
+	if c.adaptive != nil {
+		return c.adaptive.runningNow()
+	}
+	return len(c.running)
+}
 
 // Slots returns the handler a coordinator drives, nil without one.
 func (c *Engine) Slots() SlotHandler {
@@ -210,6 +241,7 @@ func (c *Engine) Start(ctx context.Context) error {
 		c.stopAll()
 		return err
 	}
+	c.hub.addFlow(c)
 	// A pull engine fetches when asked and extends no lease by itself; it
 	// still sweeps, so topics that are only pulled are swept too. Sweeping
 	// and lease keeping are the client's (hub_leases.go), told of the
@@ -217,6 +249,9 @@ func (c *Engine) Start(ctx context.Context) error {
 	c.hub.leases.add(c)
 	if !c.pull {
 		c.loops.Go("fetcher", newFetcher(c).run)
+	}
+	if c.adaptive != nil {
+		c.loops.Go("adaptive reporter", c.adaptive.runReporter)
 	}
 	c.mu.Lock()
 	c.live = true
@@ -257,6 +292,7 @@ func (c *Engine) Close(ctx context.Context) error {
 	rcancel()
 	// The hub no longer calls this engine about wake-ups.
 	c.waker.unregister()
+	c.hub.dropFlow(c)
 	c.hub.leases.stopSweeping(c)
 
 	drained := make(chan struct{})
@@ -273,6 +309,12 @@ func (c *Engine) Close(ctx context.Context) error {
 	// fetched ones never started) goes back to store at its original
 	// position, attempt not counted, so per-key order survives.
 	c.own.shutdown()
+	// Places of a cluster's topic concurrency go back (permits.go).
+	if pm := c.flow.permits; pm != nil && pm.limited() {
+		fctx, fcancel := context.WithTimeout(context.Background(), releaseTimeout)
+		pm.flush(fctx)
+		fcancel()
+	}
 	// Leases are kept until the last handler is done.
 	c.stopAll()
 	c.hub.leases.stopKeeping(c)
@@ -288,7 +330,9 @@ const releaseTimeout = 5 * time.Second
 // whose fetches share the hub's rounds (a single node, no fencing), since
 // the hub's confirm call names slots of any of its topics.
 func (c *Engine) lookaheadMs() int64 {
-	if c.pull || !c.topic.Type().TimeBased() || !c.hub.calls.serves(c) {
+	// Under flow control messages are taken at their instant: the
+	// lookahead's confirm and release know nothing of groups and limits.
+	if c.pull || !c.topic.Type().TimeBased() || !c.hub.calls.serves(c) || c.flow.active() {
 		return 0
 	}
 	return c.cfg.lookahead.Milliseconds()

@@ -56,6 +56,14 @@ type fetcher struct {
 	// taken (engine.lookaheadMs): those not due yet are held by the hub
 	// and handed over at their instant (hub_hold.go).
 	ahead int64
+	// Flow control (flow.go): the topic's rate allows the next start from
+	// Redis ms flowUntil; flowBlocked: the topic is at its concurrency
+	// limit, and the next wake-up or end of a delivery may change that.
+	flowUntil   int64
+	flowBlocked bool
+	// flowRecheck (Redis ms, 0 none), while flowBlocked on a cluster: when
+	// the first lease of the topic's places runs out.
+	flowRecheck int64
 }
 
 func newFetcher(c *Engine) *fetcher {
@@ -114,8 +122,10 @@ func (f *fetcher) run(ctx context.Context) {
 		free := c.freeCapacity()
 		ahead := f.ahead
 		// A paused topic (Inspector.Pause) fetches nothing; the resume
-		// arrives as a wake-up.
-		if free > 0 && !c.paused.Load() {
+		// arrives as a wake-up. Nor does one held back by a topic limit:
+		// its rate's timer or a wake-up (flowWait) ends that.
+		f.flowHousekeeping(ctx)
+		if free > 0 && !c.paused.Load() && !f.flowWait(&wait) {
 			nowMs := c.clock.now().UnixMilli()
 			f.applyDelayed(nowMs)
 			if unknown := f.unknownSlots(); len(unknown) > 0 {
@@ -158,18 +168,21 @@ func (f *fetcher) run(ctx context.Context) {
 				wait = min(wait, max(c.clock.untilMs(at), 0))
 			}
 		}
-		if _, all := c.own.(*allSlots); all && free > 0 && ahead == f.ahead {
+		if _, all := c.own.(*allSlots); all && free > 0 && ahead == f.ahead && !c.flow.active() {
 			// Nothing is due and capacity is free: more capacity changes
 			// nothing until a due time or a wake-up (no per-slot limit).
 			// (With the held budget spent, a message handed over or
 			// dropped lets the lookahead go on: that wakes this loop.)
 			c.wantRelease.Store(false)
 		}
+		wait = f.permitWait(wait)
 		timer.Reset(wait)
 		select {
 		case <-ctx.Done():
 		case <-c.waker.signal:
+			f.flowBlocked = false
 		case <-c.released:
+			f.flowBlocked = false
 		case <-timer.C:
 		}
 		if !timer.Stop() {
@@ -359,6 +372,7 @@ func (f *fetcher) fetch(ctx context.Context, reqs []fetchReq, total int) (moved 
 		}
 		f.dispatchOrHold(r.msgs)
 		moved += len(r.msgs)
+		f.noteFlow(r)
 		if len(r.msgs) == 0 && f.heads[r.slot].known && !f.heads[r.slot].empty {
 			missed = true
 		}
@@ -435,6 +449,9 @@ func (f *fetcher) headOf(r fetchResult) slotHead {
 	switch {
 	case r.head == -1:
 		return slotHead{known: true, empty: true}
+	case r.head == -2 && r.groupWait > 0:
+		// Held back by a group's rate: look again when it allows a start.
+		return slotHead{known: true, empty: true, recheck: r.groupWait}
 	case r.head == -2:
 		return slotHead{known: true, empty: true, recheck: r.nowUs/1000 + blockedRecheck.Milliseconds()}
 	}

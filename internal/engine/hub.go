@@ -10,6 +10,7 @@ import (
 	"github.com/rmq-go/rmq/consumer"
 	"github.com/rmq-go/rmq/internal/groupcommit"
 	"github.com/rmq-go/rmq/internal/lifecycle"
+	"github.com/rmq-go/rmq/internal/scripts"
 	"github.com/rmq-go/rmq/slots"
 )
 
@@ -49,6 +50,9 @@ type HubConfig struct {
 type Hub struct {
 	rdb redis.UniversalClient
 	cfg HubConfig
+	// id names the client in what it reports to Redis (the adaptive
+	// limits of its topics, adaptive.go).
+	id string
 
 	mu      sync.Mutex
 	started bool
@@ -63,6 +67,7 @@ type Hub struct {
 	acks   *ackMux
 	looks  *groupcommit.Group[*lookReq] // fetchers' first look (hub_looks.go)
 	hold   *holder                      // messages taken ahead of their instant (hub_hold.go)
+	flows  flowEngines                  // engines by topic, for acks by id (hub_flow.go)
 }
 
 // NewHub returns a hub on rdb; its goroutines start with the first Start
@@ -77,7 +82,7 @@ func NewHub(rdb redis.UniversalClient, cfg HubConfig) *Hub {
 	if cfg.Observer == nil {
 		cfg.Observer = nopObserver{}
 	}
-	h := &Hub{rdb: rdb, cfg: cfg}
+	h := &Hub{rdb: rdb, cfg: cfg, id: "c" + scripts.Nonce()}
 	h.actors = lifecycle.NewGroup(context.Background())
 	h.wake = newWakeHub(h)
 	h.leases = newLeaseHub(h)

@@ -57,9 +57,13 @@ const ackDeferMax = 25 * time.Millisecond
 type ackReq struct {
 	// keys are the slot's group in ack.lua's order: store, prepare, msg,
 	// wake, delayed (a time-based topic's store again), dead.
-	keys  [6]string
-	id    string
-	token int64
+	keys [6]string
+	// flow: the slot's group keys and the topic's tflow (ack.lua's four
+	// more keys), when the topic is under flow control (flow.go).
+	flow    [4]string
+	hasFlow bool
+	id      string
+	token   int64
 	// merge: the slot may share a call with other slots (a single node,
 	// no fencing). epochKey, when set, fences the call with epoch.
 	merge    bool
@@ -202,6 +206,9 @@ func (h *Hub) AckByID(ctx context.Context, prefix string, t topic.Topic, slot in
 		bound = min(bound, max(time.Until(dl), 0))
 	}
 	r := &ackReq{keys: [6]string{k.Store, k.Prepare, k.Msg, k.Wake, delayed, k.Dead}, id: id, token: -1, merge: true, bound: bound}
+	if e := h.flowEngine(prefix, t.Name()); e != nil {
+		r.flow, r.hasFlow = e.endFlowKeys(slot)
+	}
 	if err := h.acks.do(ctx, r); err != nil {
 		return false, err
 	}

@@ -29,16 +29,23 @@ func applyJobFields(m *consumer.Message, env scripts.Envelope) {
 		m.ExpiresAt = time.UnixMilli(o.ExpiresAtMs)
 	}
 	m.Timeout = time.Duration(o.TimeoutMs) * time.Millisecond
+	m.Group = o.Group
 }
 
 // Wake payloads besides a score: a delayed entry's due time ('d' and the
-// ms), and a topic paused or resumed (Inspector.Pause, Resume).
+// ms), a topic paused or resumed (Inspector.Pause, Resume), its stored
+// limits changed ('L', Inspector.SetLimits), its messages carry groups
+// from now on ('G', a producer's first grouped send), and capacity came
+// free under a topic concurrency ('f', flow.go).
 const (
 	wakeScore = iota
 	wakeDelayed
 	wakePause
 	wakeResume
 	wakeUnknown
+	wakeLimits
+	wakeGrouped
+	wakeFlow
 )
 
 // parseWake reads a wake channel payload.
@@ -48,6 +55,12 @@ func parseWake(p string) (kind int, score float64) {
 		return wakePause, 0
 	case p == "r":
 		return wakeResume, 0
+	case p == "L":
+		return wakeLimits, -1
+	case p == "G":
+		return wakeGrouped, -1
+	case p == "f":
+		return wakeFlow, -1
 	case len(p) > 1 && p[0] == 'd':
 		f, err := strconv.ParseFloat(p[1:], 64)
 		if err != nil {
@@ -116,7 +129,12 @@ func (c *Engine) defineAndReadPaused(ctx context.Context) error {
 	if paused := r.get.Err() == nil; c.waker.applyPaused(r.seq, paused) {
 		c.pauseChanged(paused)
 	}
-	return nil
+	for _, cmd := range []*redis.StringCmd{r.limits, r.grouped} {
+		if err := cmd.Err(); err != nil && !errors.Is(err, redis.Nil) {
+			return fmt.Errorf("rmq: read the limits of %s: %w", c.topic.Name(), err)
+		}
+	}
+	return c.applyStored(ctx, r.limits, r.grouped)
 }
 
 // startRead is one starting engine's definition and pause read.
@@ -125,7 +143,10 @@ type startRead struct {
 	seq   uint64 // taken before the read (pauser.nextSeq)
 	check func() error
 	get   *redis.StringCmd
-	err   error // the round failed before its commands were queued
+	// limits and grouped: the topic's stored limits and grouped mark
+	// (flow.go).
+	limits, grouped *redis.StringCmd
+	err             error // the round failed before its commands were queued
 }
 
 // runStartReads runs a round of starting engines' reads in one pipeline;
@@ -136,6 +157,8 @@ func runStartReads(ctx context.Context, rdb redis.UniversalClient, batch []*star
 			r.check = topicstore.DefineIn(ctx, p, slots.TopicsKey(r.c.cfg.prefix), r.c.topic)
 			// HGET, not HEXISTS: the least-privilege ACL allows the one.
 			r.get = p.HGet(ctx, slots.PausedKey(r.c.cfg.prefix), r.c.topic.Name())
+			r.limits = p.HGet(ctx, slots.LimitsKey(r.c.cfg.prefix), r.c.topic.Name())
+			r.grouped = p.HGet(ctx, slots.GroupedKey(r.c.cfg.prefix), r.c.topic.Name())
 		}
 		return nil
 	})

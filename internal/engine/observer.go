@@ -25,6 +25,9 @@ type (
 	fenceObserver interface {
 		Fenced(topic string, slot int, op string)
 	}
+	flowObserver interface {
+		ConcurrencyLimit(topic string, limit int)
+	}
 )
 
 // nopObserver is the observer of a hub made without one.

@@ -66,6 +66,7 @@ func (d *Pulled) finish(outcome consumer.Outcome, err error) {
 	if d.finished.Swap(true) {
 		return
 	}
+	d.e.flow.ended()
 	finished(d.e.cfg.observer, d.Message, time.Since(d.FetchedAt), outcome, err)
 }
 
@@ -208,6 +209,13 @@ func (c *Engine) pulled(results []fetchResult, sec int64) ([]*Pulled, time.Durat
 		}
 		if !priority && r.head >= 0 {
 			next = min(next, r.head)
+		}
+		// Held back by a rate (flow control): when it allows a start.
+		if r.topicWait > 0 {
+			next = min(next, float64(r.topicWait))
+		}
+		if r.head == -2 && r.groupWait > 0 {
+			next = min(next, float64(r.groupWait))
 		}
 		if r.delayedHead >= 0 {
 			next = min(next, r.delayedHead)

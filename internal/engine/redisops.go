@@ -40,6 +40,14 @@ type fetchResult struct {
 	// delayedHead is the due time (ms) of the slot's earliest delayed
 	// entry: -1 none, -3 not looked at.
 	delayedHead float64
+	// topicWait and groupWait are fetch.lua's (flow control): 0, or the
+	// Redis ms from which the topic's rate allows a start again (-1: the
+	// topic is at its concurrency limit), and the earliest ms a group held
+	// back by its rate may go again.
+	topicWait, groupWait int64
+	// topicRecheck, with topicWait -1 on a cluster: the Redis ms at which
+	// the first lease of the topic's places runs out (permits.go).
+	topicRecheck int64
 }
 
 // runPipelined runs n script calls, pipelined when there are several
@@ -67,8 +75,19 @@ func (c *Engine) fetch(ctx context.Context, reqs []fetchReq, total int) []fetchR
 // fetchLease is fetch with a lease of its own (pulls name theirs).
 func (c *Engine) fetchLease(ctx context.Context, reqs []fetchReq, total int, lease int64) []fetchResult {
 	timeBased := c.topic.Type().TimeBased()
+	c.ensureLimits(ctx)
+	fl := c.flow.fetchFlow()
+	group := func(r fetchReq) scripts.FetchGroup {
+		k := c.keys[r.slot]
+		g := scripts.FetchGroup{Store: k.Store, Prepare: k.Prepare, Msg: k.Msg, Max: r.n, Delayed: k.Delayed, CheckDelayed: r.checkDelayed}
+		if fl != nil && fl.Grouped {
+			gk := c.flow.gkeys[r.slot]
+			g.GQ, g.GOcc, g.GTurn, g.GRate = gk.Queue, gk.Places, gk.Turn, gk.Rate
+		}
+		return g
+	}
 	if c.merged && (len(reqs) > 1 || c.hub.calls.serves(c)) {
-		call := scripts.FetchCall{TimeBased: timeBased, N: total, LeaseSec: lease, Window: mergedWindow(total, len(reqs)), Bound: reqs[0].bound, Lookahead: reqs[0].ahead}
+		call := scripts.FetchCall{TimeBased: timeBased, N: total, LeaseSec: lease, Window: mergedWindow(total, len(reqs)), Bound: reqs[0].bound, Lookahead: reqs[0].ahead, Flow: fl}
 		if call.Lookahead {
 			// A held message's lease runs from its fetch; its listener's
 			// time must not be shortened by the wait for its instant.
@@ -79,8 +98,7 @@ func (c *Engine) fetchLease(ctx context.Context, reqs []fetchReq, total int, lea
 			call.N, call.Window = reqs[0].n, reqs[0].n+4
 		}
 		for _, r := range reqs {
-			k := c.keys[r.slot]
-			call.Groups = append(call.Groups, scripts.FetchGroup{Store: k.Store, Prepare: k.Prepare, Msg: k.Msg, Max: r.n, Delayed: k.Delayed, CheckDelayed: r.checkDelayed})
+			call.Groups = append(call.Groups, group(r))
 		}
 		if c.hub.calls.serves(c) {
 			// With the fetches of the client's other topics (hub_calls.go).
@@ -94,23 +112,85 @@ func (c *Engine) fetchLease(ctx context.Context, reqs []fetchReq, total int, lea
 	}
 	// ZooKeeper mode: only owned slots, each naming its term's epoch.
 	reqs, skipped := c.own.fetchable(reqs)
+	// A cluster's topic-wide limits: permits first (permits.go).
+	granted, topicWait, recheck, pm := 0, int64(0), int64(0), c.flow.permits
+	if pm != nil && pm.limited() {
+		var err error
+		var until int64
+		if reqs, granted, topicWait, recheck, until, err = c.takePermits(ctx, reqs); err != nil {
+			out := make([]fetchResult, 0, len(reqs)+len(skipped))
+			for _, r := range reqs {
+				out = append(out, fetchResult{slot: r.slot, head: -1, epoch: r.epoch, delayedHead: -3, err: err})
+			}
+			return append(out, skipped...)
+		}
+		if until > 0 {
+			// The rate's starts are to be used at once (permit.lua).
+			f := scripts.Flow{}
+			if fl != nil {
+				f = *fl
+			}
+			f.PermitUntil = until
+			fl = &f
+		}
+	}
 	sent := time.Now()
 	cmds := c.runPipelined(ctx, len(reqs), func(i int) scripts.Call {
 		r := reqs[i]
-		k := c.keys[r.slot]
 		call := scripts.FetchCall{TimeBased: timeBased, N: r.n, LeaseSec: lease, Window: r.n + 4, Bound: r.bound,
-			Groups:   []scripts.FetchGroup{{Store: k.Store, Prepare: k.Prepare, Msg: k.Msg, Max: r.n, Delayed: k.Delayed, CheckDelayed: r.checkDelayed}},
+			Groups:   []scripts.FetchGroup{group(r)},
+			Flow:     fl,
 			EpochKey: c.own.epochKey(r.slot), Epoch: r.epoch}
 		keys, args := call.Args()
 		return scriptCall(scripts.Fetch, keys, args)
 	})
 	received := time.Now()
 	out := make([]fetchResult, 0, len(reqs)+len(skipped))
+	moved := 0
 	for i, cmd := range cmds {
 		reply, err := parseFetch(cmd)
-		out = append(out, c.decodeFetch(reqs[i:i+1], reply, err, sent, received)...)
+		rs := c.decodeFetch(reqs[i:i+1], reply, err, sent, received)
+		for j := range rs {
+			moved += len(rs[j].msgs)
+			if topicWait != 0 {
+				rs[j].topicWait, rs[j].topicRecheck = topicWait, recheck
+			}
+		}
+		out = append(out, rs...)
+	}
+	if pm != nil && granted > moved {
+		pm.unused(ctx, granted-moved)
 	}
 	return append(out, skipped...)
+}
+
+// takePermits asks a cluster's permits for what reqs want and cuts reqs
+// down to what was granted, best slot first: it returns them, the grant,
+// and the wait and recheck time the permits reported
+// (fetchResult.topicWait, topicRecheck).
+func (c *Engine) takePermits(ctx context.Context, reqs []fetchReq) (out []fetchReq, granted int, wait, recheck, until int64, err error) {
+	want := 0
+	for _, r := range reqs {
+		want += r.n
+	}
+	if want == 0 {
+		return reqs, 0, 0, 0, 0, nil
+	}
+	r, err := c.flow.permits.take(ctx, want)
+	if err != nil {
+		return reqs, 0, 0, 0, 0, fmt.Errorf("rmq: permits of %s: %w", c.topic.Name(), err)
+	}
+	if l := c.flow.current(); l.Rate > 0 && r.Granted > 0 {
+		until = r.NowMs + permitValidity(l).Milliseconds()
+	}
+	left := r.Granted
+	out = reqs[:0:0]
+	for _, q := range reqs {
+		q.n = min(q.n, left)
+		left -= q.n
+		out = append(out, q)
+	}
+	return out, r.Granted, r.Wait, r.Expiry, until, nil
 }
 
 func parseFetch(cmd *redis.Cmd) (scripts.FetchReply, error) {
@@ -166,6 +246,7 @@ func (c *Engine) decodeFetch(reqs []fetchReq, reply scripts.FetchReply, err erro
 	for i := range out {
 		out[i].nowUs = reply.NowUs
 		out[i].head = reply.Heads[i]
+		out[i].topicWait, out[i].groupWait = reply.TopicWait, reply.GroupWait
 		if i < len(reply.DelayedHeads) {
 			out[i].delayedHead = reply.DelayedHeads[i]
 		}
@@ -214,11 +295,17 @@ func (m *ackMux) ackCall(groups [][]*ackReq) ([]string, []any) {
 	for _, g := range groups {
 		n += len(g)
 	}
-	keys := make([]string, 0, 6*len(groups)+1)
+	keys := make([]string, 0, 10*len(groups)+1)
 	args := make([]any, 0, 2+len(groups)+2*n)
 	args = append(args, m.wakeCmd)
 	for _, g := range groups {
 		keys = append(keys, g[0].keys[:]...)
+		if g[0].hasFlow {
+			// Under flow control: four more keys, a negative count.
+			keys = append(keys, g[0].flow[:]...)
+			args = append(args, -len(g))
+			continue
+		}
 		args = append(args, len(g))
 	}
 	for _, g := range groups {
@@ -271,6 +358,7 @@ func (c *Engine) rollback(ctx context.Context, slot int, items []rollbackItem) (
 		args = append(args, it.id, it.token, it.err, it.how)
 	}
 	keys := []string{k.Store, k.Prepare, k.Msg, k.Dead, k.DeadMsg, k.Wake, k.Delayed}
+	keys = append(keys, c.endKeys(slot)...)
 	if len(items) > 0 {
 		keys, args = c.own.fence(slot, items[0].epoch, keys, args)
 	}
@@ -353,7 +441,8 @@ func (c *Engine) sweep(ctx context.Context, slotList []int) (rolled int, dead []
 	slotList, epochs := c.own.sweepable(slotList)
 	cmds := c.runPipelined(ctx, len(slotList), func(i int) scripts.Call {
 		k := c.keys[slotList[i]]
-		keys, args := c.own.fence(slotList[i], epochs[i], []string{k.Store, k.Prepare, k.Msg, k.Dead, k.DeadMsg, k.Wake, k.Delayed}, args)
+		keys := append([]string{k.Store, k.Prepare, k.Msg, k.Dead, k.DeadMsg, k.Wake, k.Delayed}, c.endKeys(slotList[i])...)
+		keys, args := c.own.fence(slotList[i], epochs[i], keys, args)
 		return scriptCall(scripts.Sweep, keys, args)
 	})
 	for i, cmd := range cmds {

@@ -73,6 +73,18 @@ func (w *waker) message(payload string, slot int) bool {
 		w.hold()
 		w.c.hub.wake.pauses.recheck(w, kind == wakePause)
 		return false
+	case wakeLimits:
+		// Inspector.SetLimits: the next fetch reads the stored limits.
+		w.c.flow.reread.Store(true)
+		return true
+	case wakeGrouped:
+		// A producer's first grouped send: serve the groups (flow.go),
+		// looking at every slot again.
+		w.c.flow.grouped.Store(true)
+		w.mu.Lock()
+		w.all = true
+		w.mu.Unlock()
+		return true
 	case wakeDelayed:
 		w.mu.Lock()
 		if old, seen := w.delayed[slot]; !seen || score < old {

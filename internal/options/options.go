@@ -21,4 +21,15 @@ type Topic struct {
 	SweepInterval  time.Duration
 	DeadMaxLen     int
 	DeadMaxAge     time.Duration
+	// Limits are the fleet-wide flow limits the consumer asks for; the
+	// ones stored with the topic win (engine: flow.go).
+	Limits Limits
+	// AdaptiveMin and AdaptiveMax (both 0: off) bound this process's
+	// concurrency of the topic, which moves between them
+	// (consumer.WithAdaptiveConcurrency).
+	AdaptiveMin, AdaptiveMax int
+	// Bad lists what options found wrong with their arguments (a count of
+	// 0 that would otherwise read as "no limit"); TopicSettings refuses
+	// the first.
+	Bad []string
 }

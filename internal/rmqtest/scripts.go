@@ -36,6 +36,9 @@ var scriptsBySHA = func() map[string]string {
 		"release":            scripts.Release,
 		"schedule":           scripts.Schedule,
 		"schedreg":           scripts.ScheduleReg,
+		"gsend":              scripts.GSend,
+		"gremove":            scripts.GRemove,
+		"permit":             scripts.Permit,
 	} {
 		m[s.Hash()] = name
 	}
@@ -117,7 +120,7 @@ type KeySlotCheck struct {
 
 // groupSize is the number of KEYS per slot group of the scripts that take
 // several groups in one call on a single node.
-var groupSize = map[string]int{"sendbatch": 5, scripts.NameFetch: 4, scripts.NameAck: 6, "confirm": 1, "release": 4}
+var groupSize = map[string]int{"sendbatch": 5, scripts.NameFetch: 4, scripts.NameAck: 6, "confirm": 1, "release": 4, "gsend": 7}
 
 // NewKeySlotCheck is a check for a single node (grouped) or a cluster.
 func NewKeySlotCheck(grouped bool) *KeySlotCheck {
@@ -144,6 +147,17 @@ func (h *KeySlotCheck) Observe(cmd redis.Cmder) {
 	h.mu.Lock()
 	h.calls[name]++
 	h.mu.Unlock()
+	if h.grouped {
+		// Flow control's layouts (fetch, ack, rollback, sweep): slot groups
+		// of several sizes, and on a single node the topic's own keys
+		// besides them (flowGroups).
+		if groups, ok := flowGroups(name, keys, args[3+n:]); ok {
+			for _, g := range groups {
+				h.oneSlot(name, g)
+			}
+			return
+		}
+	}
 	size := groupSize[name]
 	if !h.grouped || size == 0 || (size > 1 && n <= size+1) {
 		// One group (a fenced call adds its epoch key to one group; a
@@ -165,6 +179,106 @@ func (h *KeySlotCheck) Observe(cmd redis.Cmder) {
 			h.fail(fmt.Sprintf("%s: KEYS span %d hash slots: %v", name, len(hashSlots), hashSlots))
 		}
 	}
+}
+
+// oneSlot fails unless keys lie in one hash slot.
+func (h *KeySlotCheck) oneSlot(name string, keys []any) {
+	hashSlots := map[int][]string{}
+	for _, k := range keys {
+		key := fmt.Sprint(k)
+		hs := keyspace.HashSlot(key)
+		hashSlots[hs] = append(hashSlots[hs], key)
+	}
+	if len(hashSlots) > 1 {
+		h.fail(fmt.Sprintf("%s: KEYS span %d hash slots: %v", name, len(hashSlots), hashSlots))
+	}
+}
+
+// flowGroups splits the KEYS of a single node's call under flow control
+// into the groups that must each lie in one hash slot, leaving out the
+// topic's own keys (tflow, every slot's prepare set), which a single
+// node's scripts may name next to a slot's; ok is false for a call
+// without flow control (groupSize applies).
+func flowGroups(name string, keys, argv []any) (groups [][]any, ok bool) {
+	arg := func(i int) string {
+		if i < len(argv) {
+			return fmt.Sprint(argv[i])
+		}
+		return ""
+	}
+	flowKeys := func(desc string) (kpg, tk int) {
+		f := strings.Fields(desc)
+		if len(f) < 8 {
+			return 4, 0
+		}
+		kpg = 4
+		if f[0] == "1" {
+			kpg = 8
+		}
+		if f[4] != "0" || f[6] != "0" {
+			np, _ := strconv.Atoi(f[7])
+			tk = 1 + np
+		}
+		return kpg, tk
+	}
+	switch name {
+	case scripts.NameFetch:
+		if arg(0) == "M" {
+			s, _ := strconv.Atoi(arg(1))
+			a, k := 2, 0
+			for range s {
+				g, _ := strconv.Atoi(arg(a))
+				kpg, tk := flowKeys(arg(a + 6))
+				for range g {
+					groups = append(groups, keys[k:k+kpg])
+					k += kpg
+				}
+				k += tk
+				nargs := 7 + g
+				if arg(a+1) == "2" {
+					nargs += g
+				}
+				a += nargs
+			}
+			return groups, true
+		}
+		kpg, tk := flowKeys(arg(5))
+		n := len(keys) - tk
+		if n%kpg == 1 { // fenced: one group and its epoch key
+			return [][]any{append(append([]any{}, keys[:kpg]...), keys[len(keys)-1])}, true
+		}
+		for k := 0; k < n; k += kpg {
+			groups = append(groups, keys[k:k+kpg])
+		}
+		return groups, true
+	case scripts.NameAck:
+		k, g := 0, 0
+		for len(keys)-k >= 6 {
+			c, _ := strconv.Atoi(arg(1 + g))
+			g++
+			if c < 0 {
+				groups = append(groups, keys[k:k+9]) // the tenth is the topic's
+				k += 10
+				continue
+			}
+			groups = append(groups, keys[k:k+6])
+			k += 6
+		}
+		if k < len(keys) {
+			groups[0] = append(append([]any{}, groups[0]...), keys[k])
+		}
+		return groups, true
+	case scripts.NameRollback, scripts.NameSweep:
+		if len(keys) < 11 {
+			return nil, false
+		}
+		g := append([]any{}, keys[:10]...)
+		if len(keys) == 12 {
+			g = append(g, keys[11])
+		}
+		return [][]any{g}, true
+	}
+	return nil, false
 }
 
 func (h *KeySlotCheck) fail(msg string) {

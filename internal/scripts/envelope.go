@@ -33,11 +33,14 @@ type Options struct {
 	Snoozes       int   // snoozes so far (consumer.Snooze)
 	NotBeforeMs   int64 // priority: competes from then on
 	Headers       map[string]string
+	// Group is the message's group (producer.WithGroup), 1..255 bytes;
+	// "" for none.
+	Group string
 }
 
 // IsZero reports whether o carries nothing.
 func (o Options) IsZero() bool {
-	return !o.HasMaxRetries && o.ExpiresAtMs == 0 && o.TimeoutMs == 0 && o.Snoozes == 0 && o.NotBeforeMs == 0 && len(o.Headers) == 0
+	return !o.HasMaxRetries && o.ExpiresAtMs == 0 && o.TimeoutMs == 0 && o.Snoozes == 0 && o.NotBeforeMs == 0 && len(o.Headers) == 0 && o.Group == ""
 }
 
 // Option mask bits, as lib.lua's opt_encode writes them.
@@ -48,6 +51,7 @@ const (
 	optSnoozes
 	optNotBefore
 	optHeaders
+	optGroup
 )
 
 // Envelope flag bits (second byte, times 4, above the type).
@@ -257,6 +261,11 @@ func EncodeOptions(o Options) []byte {
 		b = binary.BigEndian.AppendUint16(b, uint16(len(h)))
 		b = append(b, h...)
 	}
+	if o.Group != "" {
+		mask |= optGroup
+		b = append(b, byte(len(o.Group)))
+		b = append(b, o.Group...)
+	}
 	b[0] = mask
 	return b
 }
@@ -323,6 +332,17 @@ func DecodeOptions(b []byte) (Options, error) {
 			return o, err
 		}
 		o.Headers = hs
+	}
+	if mask&optGroup != 0 {
+		v, ok := take(1)
+		if !ok {
+			return o, ErrBadEnvelope
+		}
+		g, ok := take(int(v[0]))
+		if !ok {
+			return o, ErrBadEnvelope
+		}
+		o.Group = string(g)
 	}
 	return o, nil
 }

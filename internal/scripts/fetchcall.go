@@ -22,8 +22,57 @@ type FetchCall struct {
 	// their instant (Confirm) or returns them (Release).
 	Lookahead bool
 	Groups    []FetchGroup
-	EpochKey  string // ZooKeeper mode: the slot's owner epoch key, with Epoch
-	Epoch     int64
+	// Flow, when not nil, is the fetch's flow control (fetch.lua's flow
+	// descriptor): with Grouped, every group names its group keys.
+	Flow     *Flow
+	EpochKey string // ZooKeeper mode: the slot's owner epoch key, with Epoch
+	Epoch    int64
+}
+
+// Flow is what a fetch is limited by (luascripts/flowlib.lua). A rate is a
+// GCRA: an interval between starts and a tolerance, in µs (0: no rate).
+type Flow struct {
+	// Grouped: the topic's messages may carry groups; the fetch serves
+	// them in turn (grouplib.lua). Every FetchGroup names its group keys.
+	Grouped bool
+	// GroupPlaces is the most deliveries of one group at once (0: none).
+	GroupPlaces           int
+	GroupRateIv, GroupTol float64
+	TopicRateIv, TopicTol float64
+	TopicConcurrency      int
+	// TopicFlow is the topic's tflow key and Prepares the prepare set of
+	// every slot of the topic: with a topic rate or concurrency (a single
+	// node only; a cluster takes permits from permit.lua instead).
+	TopicFlow string
+	Prepares  []string
+	// PermitUntil (Redis ms, 0: none): a cluster's permits were granted
+	// for this fetch only until then (permit.lua): a fetch that runs later
+	// takes nothing.
+	PermitUntil int64
+}
+
+// topicKeys reports whether the fetch names the topic's keys.
+func (f *Flow) topicKeys() bool {
+	return f != nil && (f.TopicRateIv > 0 || f.TopicConcurrency > 0)
+}
+
+// descriptor is fetch.lua's flow descriptor: "" for none.
+func (f *Flow) descriptor() string {
+	if f == nil {
+		return ""
+	}
+	grouped := 0
+	if f.Grouped {
+		grouped = 1
+	}
+	num := func(x float64) string { return strconv.FormatFloat(x, 'f', -1, 64) }
+	nprep := 0
+	if f.TopicConcurrency > 0 {
+		nprep = len(f.Prepares)
+	}
+	return strconv.Itoa(grouped) + " " + strconv.Itoa(f.GroupPlaces) + " " + num(f.GroupRateIv) + " " + num(f.GroupTol) + " " +
+		num(f.TopicRateIv) + " " + num(f.TopicTol) + " " + strconv.Itoa(f.TopicConcurrency) + " " + strconv.Itoa(nprep) + " " +
+		strconv.FormatInt(f.PermitUntil, 10)
 }
 
 // FetchGroup is one slot of a FetchCall.
@@ -35,12 +84,14 @@ type FetchGroup struct {
 	// delayed entries of the groups with CheckDelayed into store first.
 	Delayed      string
 	CheckDelayed bool
+	// The slot's group keys (flowlib.lua), for a grouped Flow.
+	GQ, GOcc, GTurn, GRate string
 }
 
 // Args returns the KEYS and ARGV of the call.
 func (f FetchCall) Args() ([]string, []any) {
 	keys := make([]string, 0, 4*len(f.Groups)+1)
-	args := make([]any, 0, 6+2*len(f.Groups))
+	args := make([]any, 0, 7+2*len(f.Groups))
 	keys, args = f.appendSection(keys, args)
 	if f.EpochKey != "" {
 		keys = append(keys, f.EpochKey)
@@ -65,13 +116,17 @@ func (f FetchCall) appendSection(keys []string, args []any) ([]string, []any) {
 	case delayed:
 		mode = "2"
 	}
-	args = append(args, mode, f.N, f.LeaseSec, f.Window, f.Bound)
+	args = append(args, mode, f.N, f.LeaseSec, f.Window, f.Bound, f.Flow.descriptor())
+	grouped := f.Flow != nil && f.Flow.Grouped
 	for _, g := range f.Groups {
 		d := g.Delayed
 		if d == "" {
 			d = strings.TrimSuffix(g.Store, "store") + "delayed"
 		}
 		keys = append(keys, g.Store, g.Prepare, g.Msg, d)
+		if grouped {
+			keys = append(keys, g.GQ, g.GOcc, g.GTurn, g.GRate)
+		}
 		args = append(args, g.Max)
 	}
 	if delayed {
@@ -81,6 +136,12 @@ func (f FetchCall) appendSection(keys []string, args []any) ([]string, []any) {
 				check = 1
 			}
 			args = append(args, check)
+		}
+	}
+	if f.Flow.topicKeys() {
+		keys = append(keys, f.Flow.TopicFlow)
+		if f.Flow.TopicConcurrency > 0 {
+			keys = append(keys, f.Flow.Prepares...)
 		}
 	}
 	return keys, args
@@ -96,7 +157,7 @@ func MultiFetchArgs(calls []FetchCall) ([]string, []any) {
 		n += len(c.Groups)
 	}
 	keys := make([]string, 0, 4*n)
-	args := make([]any, 0, 2+7*len(calls)+2*n)
+	args := make([]any, 0, 2+8*len(calls)+2*n)
 	args = append(args, "M", len(calls))
 	for _, c := range calls {
 		args = append(args, len(c.Groups))
@@ -134,8 +195,15 @@ type FetchReply struct {
 	// DelayedHeads, for calls with delayed sets: per group the due time
 	// (ms) of the earliest delayed entry; -1 none, -3 not looked at.
 	DelayedHeads []float64
-	Expired      int       // messages dropped because their expiry passed
-	Msgs         []Fetched // in consume order
+	Expired      int // messages dropped because their expiry passed
+	// TopicWait is 0, or the Redis ms from which the topic's rate allows
+	// the next start (it allowed none), or -1: the topic is at its
+	// concurrency limit (the end of a delivery wakes its slots).
+	TopicWait int64
+	// GroupWait is 0, or the earliest Redis ms at which a group held back
+	// by its rate may start again (for heads reported -2).
+	GroupWait int64
+	Msgs      []Fetched // in consume order
 }
 
 // Fetched is one message moved to prepare.
@@ -156,11 +224,12 @@ func ParseFetchReply(vals []any) (FetchReply, error) {
 		return bad()
 	}
 	g, d := int(toInt(vals[1])), int(toInt(vals[2]))
-	hdr := 3 + g + d + 1
+	hdr := 3 + g + d + 3
 	if g < 0 || (d != 0 && d != g) || len(vals) < hdr || (len(vals)-hdr)%5 != 0 {
 		return bad()
 	}
-	r := FetchReply{NowUs: toInt(vals[0]), Heads: make([]float64, g), Expired: int(toInt(vals[hdr-1]))}
+	r := FetchReply{NowUs: toInt(vals[0]), Heads: make([]float64, g), Expired: int(toInt(vals[hdr-3])),
+		TopicWait: toInt(vals[hdr-2]), GroupWait: toInt(vals[hdr-1])}
 	for i := range g {
 		r.Heads[i] = toFloat(vals[3+i])
 	}

@@ -245,9 +245,9 @@ func TestMultiFetchEqualsSectionsAlone(t *testing.T) {
 // A multi-section reply that does not have one entry per section is
 // refused, as is a section reply that is not a fetch reply.
 func TestParseMultiFetchReplyRefusesBadShapes(t *testing.T) {
-	_, _, err := scripts.ParseMultiFetchReply([]any{[]any{int64(1), int64(0), int64(0), int64(0)}}, 2)
+	_, _, err := scripts.ParseMultiFetchReply([]any{[]any{int64(1), int64(0), int64(0), int64(0), int64(0), int64(0)}}, 2)
 	require.Error(t, err)
-	rs, errs, err := scripts.ParseMultiFetchReply([]any{[]any{int64(7), int64(0), int64(0), int64(0)}, "x", []any{int64(1)}}, 3)
+	rs, errs, err := scripts.ParseMultiFetchReply([]any{[]any{int64(7), int64(0), int64(0), int64(0), int64(0), int64(0)}, "x", []any{int64(1)}}, 3)
 	require.NoError(t, err)
 	require.NoError(t, errs[0])
 	require.EqualValues(t, 7, rs[0].NowUs)

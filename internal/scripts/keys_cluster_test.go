@@ -30,7 +30,7 @@ import (
 // in a script must be looked at (and added) here.
 var keyPositions = map[string]string{
 	"TIME": "none",
-	"ZADD": "first", "ZREM": "first", "ZSCORE": "first", "ZMSCORE": "first", "ZRANGE": "first", "ZCARD": "first",
+	"ZADD": "first", "ZREM": "first", "ZSCORE": "first", "ZMSCORE": "first", "ZRANGE": "first", "ZCARD": "first", "ZLEXCOUNT": "first",
 	"ZRANGEBYSCORE": "first", "ZREVRANGE": "first", "ZREVRANGEBYSCORE": "first", "ZCOUNT": "first",
 	"HGET": "first", "HSET": "first", "HSETNX": "first", "HDEL": "first", "HEXISTS": "first", "HLEN": "first", "HMGET": "first",
 	"GET": "first", "SET": "first", "INCR": "first",
@@ -309,8 +309,8 @@ func (f *keyFlow) mustBeKey(fn *luaFunc, r [2]int, why string) {
 	case len(t) == 4 && t[0].text == "KEYS" && t[1].text == "[" && t[2].kind == "number" && t[3].text == "]":
 		return
 	case len(t) >= 4 && t[0].text == "KEYS" && t[1].text == "[" && t[len(t)-1].text == "]" && arithmetic(t[2:len(t)-1]):
-		// KEYS[3 * g - 2], KEYS[g]: a slot group's key in a multi-group
-		// call.
+		// KEYS[3 * g - 2], KEYS[g], KEYS[kb[g] + 2], KEYS[#KEYS]: a slot
+		// group's key in a multi-group call, or the last key.
 		return
 	case len(t) == 1 && t[0].kind == "ident":
 		f.identIsKey(fn, t[0].text, "", why)
@@ -321,13 +321,16 @@ func (f *keyFlow) mustBeKey(fn *luaFunc, r [2]int, why string) {
 	}
 }
 
-// arithmetic reports whether t is an index expression of numbers, names and
-// arithmetic operators only (no table access, call or concatenation).
+// arithmetic reports whether t is an index expression of numbers, names,
+// arithmetic operators and indexes into tables of numbers (kb[g]: where a
+// group's keys begin) only (no call or concatenation, nothing of ARGV);
+// #KEYS, the number of keys, is the one use of KEYS allowed.
 func arithmetic(t []tok) bool {
-	for _, x := range t {
+	for i, x := range t {
 		switch {
 		case x.kind == "number", x.kind == "ident" && x.text != "KEYS" && x.text != "ARGV":
-		case x.kind == "op" && strings.Contains("+-*()", x.text):
+		case x.kind == "ident" && x.text == "KEYS" && i > 0 && t[i-1].text == "#":
+		case x.kind == "op" && strings.Contains("+-*()[]#.", x.text):
 		default:
 			return false
 		}
@@ -445,9 +448,21 @@ func (f *keyFlow) exprEnd(i int) int {
 	return len(f.toks)
 }
 
+// libraries returns the text of every library the scripts are prepended
+// with, in their order.
+func libraries(t *testing.T) string {
+	t.Helper()
+	var all []string
+	for _, name := range []string{"lib", "flowlib", "grouplib"} {
+		src, err := luascripts.Source(name)
+		require.NoError(t, err)
+		all = append(all, src)
+	}
+	return strings.Join(all, "\n")
+}
+
 func TestEveryScriptKeyComesFromKEYS(t *testing.T) {
-	lib, err := luascripts.Source("lib")
-	require.NoError(t, err)
+	lib := libraries(t)
 	names := scripts.Names()
 	require.NotEmpty(t, names)
 	total := 0
@@ -505,19 +520,21 @@ for g = 1, #KEYS / 2 do redis.call('ZREM', KEYS[2 * g - 1], 'm') end`
 	assert.Equal(t, 5, f.calls)
 
 	// Mutations of the real scripts are caught too.
-	lib, err := luascripts.Source("lib")
-	require.NoError(t, err)
+	lib := libraries(t)
 	for _, m := range []struct{ script, file, from, to string }{
 		{"ack", "lib", "redis.call('GET', key)", "redis.call('GET', 'x' .. key)"},
 		{"sendbatch", "sendbatch", "local msg = KEYS[5 * g - 2]", "local msg = ARGV[5 * g - 2]"},
 		{"rollback", "rollback", "prepare = KEYS[2]", "prepare = ARGV[2]"},
-		{"fetch", "fetch", "redis.call('ZMSCORE', KEYS[4 * g - 2], unpack(ids))", "redis.call('ZMSCORE', KEYS[4 * g - 2] .. 'x', unpack(ids))"},
-		{"ack", "ack", "mcall('HDEL', KEYS[6 * g - 3], gone)", "mcall('HDEL', ARGV[3], gone)"},
+		{"fetch", "fetch", "redis.call('ZMSCORE', KEYS[kb[g] + 2], unpack(ids))", "redis.call('ZMSCORE', KEYS[kb[g] + 2] .. 'x', unpack(ids))"},
+		{"fetch", "fetch", "redis.call('ZCARD', KEYS[tk + 1 + i])", "redis.call('ZCARD', KEYS[ARGV[tk + 1 + i]])"},
+		{"ack", "ack", "mcall('HDEL', KEYS[b + 3], gone)", "mcall('HDEL', ARGV[3], gone)"},
+		{"ack", "flowlib", "redis.call('ZREM', k.gocc, grp .. '\\0' .. id)", "redis.call('ZREM', k.gocc .. grp, grp .. '\\0' .. id)"},
+		{"gsend", "gsend", "gq = KEYS[b + 6]", "gq = ARGV[b + 6]"},
 	} {
 		src, err := luascripts.Source(m.script)
 		require.NoError(t, err)
 		l := lib
-		if m.file == "lib" {
+		if strings.HasSuffix(m.file, "lib") {
 			require.Contains(t, l, m.from)
 			l = strings.Replace(l, m.from, m.to, 1)
 		} else {

@@ -50,13 +50,21 @@ var (
 	// Schedule and ScheduleReg serve rmq's schedules (internal/schedule).
 	Schedule    = load("schedule")
 	ScheduleReg = load("schedreg")
+	// GSend stores messages that carry a group, GRemove removes one that
+	// waits in its group, and Permit hands out a topic's rate and
+	// concurrency on a cluster (flow control, docs/flow-control.md).
+	GSend   = load("gsend")
+	GRemove = load("gremove")
+	Permit  = load("permit")
 )
 
 // registry lists every script by name, for Load and for tests that read
 // their sources.
 var registry = map[string]*redis.Script{}
 
-var lib = parseLib(mustRead("lib"))
+// lib is lib.lua's definitions followed by flowlib.lua's and grouplib.lua's
+// (each may call the ones before it, never the other way round).
+var lib = parseLib(mustRead("lib") + "\n" + mustRead("flowlib") + "\n" + mustRead("grouplib"))
 
 func mustRead(name string) string {
 	src, err := luascripts.Source(name)

@@ -241,6 +241,9 @@ func TestScriptHeaders(t *testing.T) {
 	keyUse := regexp.MustCompile(`KEYS\[(\d+)\]`)
 	keyDoc := regexp.MustCompile(`(?m)^-- KEYS\[(\d+)\] ->`)
 	groupKeyUse := regexp.MustCompile(`KEYS\[(\d+) \* g(?: - (\d+))?\]`)
+	// KEYS[b + 2] and KEYS[kb[g] + 2]: group 1's KEYS[2] where groups take
+	// keys of their own number.
+	baseKeyUse := regexp.MustCompile(`KEYS\[(?:b|kb\[g\]) \+ (\d+)\]`)
 	for _, name := range scripts.Names() {
 		src, err := luascripts.Source(name)
 		require.NoError(t, err)
@@ -266,6 +269,9 @@ func TestScriptHeaders(t *testing.T) {
 			k, _ := strconv.Atoi(m[1])
 			j, _ := strconv.Atoi(m[2])
 			used[strconv.Itoa(k-j)] = true
+		}
+		for _, m := range baseKeyUse.FindAllStringSubmatch(body, -1) {
+			used[m[1]] = true
 		}
 		assert.Equal(t, documented, used, "%s: KEYS documented vs used", name)
 		assert.NotRegexp(t, `redis\.call\('\w+', ARGV`, body, "%s builds a key from ARGV", name)

@@ -37,6 +37,7 @@ type instruments struct {
 	expired                                metric.Int64Counter
 	handler, lateness                      metric.Float64Histogram
 	sched                                  scheduleInstruments // schedules.go
+	concurrency                            metric.Int64Gauge
 }
 
 func (in *instruments) init(m metric.Meter) error {
@@ -71,7 +72,16 @@ func (in *instruments) init(m metric.Meter) error {
 		metric.WithExplicitBucketBoundaries(latenessBuckets...)); err != nil {
 		return err
 	}
+	if in.concurrency, err = m.Int64Gauge("rmq.concurrency.limit", metric.WithUnit("{handler}"),
+		metric.WithDescription("The adaptive concurrency limit of a consumed topic (consumer.WithAdaptiveConcurrency): handlers that may run at once in this process.")); err != nil {
+		return err
+	}
 	return in.sched.init(m)
+}
+
+// ConcurrencyLimit implements rmq.FlowObserver.
+func (t *Telemetry) ConcurrencyLimit(topic string, limit int) {
+	t.inst.concurrency.Record(bg, int64(limit), t.attrsOf(topic, 0))
 }
 
 // topicAttrs is the attribute set of t's measurements, built once per topic.

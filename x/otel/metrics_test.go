@@ -316,3 +316,31 @@ func TestMetricsPausedAndDelayed(t *testing.T) {
 	require.NoError(t, c.Inspector().Resume(ctx, tp))
 	assert.Equal(t, 0.0, m.value("rmq.paused", "jobs"))
 }
+
+// A topic consumed with an adaptive limit records it in
+// rmq.concurrency.limit as it grows above its min.
+func TestMetricsConcurrencyLimit(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := ctxT(t)
+	m := newMeter(t)
+	c, _ := e.withTelemetry(m)
+	tp := mustTopic(t, "adaptive", topic.FixedTime, 1)
+	require.NoError(t, c.Register(tp, consumer.ListenerFunc(func(context.Context, *consumer.Message) error {
+		time.Sleep(time.Millisecond)
+		return nil
+	}), consumer.WithAdaptiveConcurrency(2, 16)))
+	msgs := make([]producer.BatchMessage, 3000)
+	for i := range msgs {
+		msgs[i] = producer.BatchMessage{Body: []byte(fmt.Sprintf("m%d", i)), At: time.Now()}
+	}
+	_, err := c.Producer().SendBatch(ctx, tp, msgs)
+	require.NoError(t, err)
+	e.Start(c)
+	deadline := time.Now().Add(waitLong)
+	for m.value("rmq.concurrency.limit", "adaptive") < 3 {
+		require.True(t, time.Now().Before(deadline), "rmq.concurrency.limit did not grow above its min")
+		time.Sleep(20 * time.Millisecond)
+	}
+	assert.LessOrEqual(t, m.value("rmq.concurrency.limit", "adaptive"), 16.0)
+}

@@ -40,6 +40,7 @@ var (
 	_ rmq.Observer       = (*Telemetry)(nil)
 	_ rmq.TopicObserver  = (*Telemetry)(nil)
 	_ rmq.ExpiryObserver = (*Telemetry)(nil)
+	_ rmq.FlowObserver   = (*Telemetry)(nil)
 )
 
 type config struct {

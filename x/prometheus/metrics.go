@@ -34,6 +34,7 @@ type Metrics struct {
 	delivered, acked, retried, dead, swept *prometheus.CounterVec
 	expired                                *prometheus.CounterVec
 	handler, lateness                      *prometheus.HistogramVec
+	concurrency                            *prometheus.GaugeVec
 	depth                                  *depthCollector
 	topics                                 sync.Map        // topic name -> *topicMetrics
 	sched                                  scheduleMetrics // schedules.go
@@ -43,6 +44,7 @@ var (
 	_ rmq.Observer       = (*Metrics)(nil)
 	_ rmq.TopicObserver  = (*Metrics)(nil)
 	_ rmq.ExpiryObserver = (*Metrics)(nil)
+	_ rmq.FlowObserver   = (*Metrics)(nil)
 )
 
 // Option configures New.
@@ -94,6 +96,10 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 			Namespace: namespace, Name: "firing_lateness_seconds",
 			Help: "Delivery time minus due time of time-based messages.", Buckets: LatenessBuckets,
 		}, topicLabels),
+		concurrency: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: namespace, Name: "concurrency_limit",
+			Help: "The adaptive concurrency limit of a consumed topic (consumer.WithAdaptiveConcurrency): handlers that may run at once in this process.",
+		}, topicLabels),
 		depth: newDepthCollector(cfg.logger),
 	}
 	var err error
@@ -106,6 +112,9 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 		if *h, err = register(reg, *h); err != nil {
 			return nil, err
 		}
+	}
+	if m.concurrency, err = register(reg, m.concurrency); err != nil {
+		return nil, err
 	}
 	if m.depth, err = register(reg, m.depth); err != nil {
 		return nil, err
@@ -233,6 +242,12 @@ func (m *Metrics) LeasesExpired(topic string, rolledBack, dead int) {
 
 // Expired implements rmq.ExpiryObserver.
 func (m *Metrics) Expired(topic string, n int) { m.topicOf(topic, 0).expired.Add(float64(n)) }
+
+// ConcurrencyLimit implements rmq.FlowObserver: rmq_concurrency_limit, a
+// series only for topics consumed with an adaptive limit.
+func (m *Metrics) ConcurrencyLimit(topic string, limit int) {
+	m.concurrency.With(m.topicOf(topic, 0).labels).Set(float64(limit))
+}
 
 // topicMetrics are the series of one topic.
 type topicMetrics struct {

@@ -356,3 +356,36 @@ func TestMetricsPausedAndDelayed(t *testing.T) {
 	assert.Equal(t, 0.0, value(t, reg, "rmq_paused", "jobs"))
 	assert.Equal(t, 0.0, value(t, reg, "rmq_delayed_depth", "jobs"))
 }
+
+// A topic consumed with an adaptive limit shows it in
+// rmq_concurrency_limit (it starts at its min and grows with a backlog of
+// quick handlers); a topic without one has no series.
+func TestMetricsConcurrencyLimit(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := ctxT(t)
+	reg := prometheus.NewRegistry()
+	c := e.withMetrics(reg)
+	tp := mustTopic(t, "adaptive", topic.FixedTime, 1)
+	plain := mustTopic(t, "plain", topic.FixedTime, 1)
+	require.NoError(t, c.Register(tp, consumer.ListenerFunc(func(context.Context, *consumer.Message) error {
+		time.Sleep(time.Millisecond)
+		return nil
+	}), consumer.WithAdaptiveConcurrency(2, 16)))
+	require.NoError(t, c.Register(plain, consumer.ListenerFunc(ack)))
+	msgs := make([]producer.BatchMessage, 3000)
+	for i := range msgs {
+		msgs[i] = producer.BatchMessage{Body: []byte(fmt.Sprintf("m%d", i)), At: time.Now()}
+	}
+	_, err := c.Producer().SendBatch(ctx, tp, msgs)
+	require.NoError(t, err)
+	e.Start(c)
+	deadline := time.Now().Add(waitLong)
+	for value(t, reg, "rmq_concurrency_limit", "adaptive") < 3 {
+		require.True(t, time.Now().Before(deadline), "rmq_concurrency_limit did not grow above its min")
+		time.Sleep(20 * time.Millisecond)
+	}
+	assert.LessOrEqual(t, value(t, reg, "rmq_concurrency_limit", "adaptive"), 16.0)
+	_, _, ok := metricsOf(t, reg, "rmq_concurrency_limit", "plain")
+	assert.False(t, ok)
+}

@@ -1,0 +1,49 @@
+-- gsend.lua: store messages that carry a group (producer.WithGroup), of one
+-- or more slots in one call, in their groups' queues, waking each slot at
+-- most once.
+--
+-- KEYS[1] -> store ZSET     \
+-- KEYS[2] -> prepare ZSET    | of slot group 1; KEYS[7g-6..7g] likewise
+-- KEYS[3] -> msg HASH        | for group g (several groups on a single
+-- KEYS[4] -> wake channel    | node only)
+-- KEYS[5] -> delayed ZSET    |
+-- KEYS[6] -> gq ZSET         | (flowlib.lua)
+-- KEYS[7] -> gturn ZSET     /
+-- ARGV[1] -> wake command: PUBLISH, SPUBLISH or ''
+-- ARGV[2g], ARGV[2g+1] -> group g's type (1 range-merge, 2 priority,
+--            3 fixed-time) and how many messages of it follow
+-- then, per message, id, score (range in ms for range-merge), send nonce,
+--            options block (it names the message's group), body: group
+--            1's messages, then group 2's, ...
+-- Returns: one result per message, in order, with sendbatch.lua's codes:
+--   1 stored as new, 2 merged into the waiting message of its id
+--   (range-merge), 3 replaced the waiting message of its id, 4 stored
+--   while the id is in flight, 0 already stored by this send (same nonce).
+-- Where each message waits is flowlib.lua's gsend_one's to say. A slot is
+-- woken when a group's turn came forward or a message heads its store.
+local G = #KEYS / 7
+local now, _, now_up = now_ms()
+local res = {}
+local at = 2 + 2 * G
+for g = 1, G do
+  local b = 7 * (g - 1)
+  local k = { store = KEYS[b + 1], prepare = KEYS[b + 2], msg = KEYS[b + 3], delayed = KEYS[b + 5], gq = KEYS[b + 6], gturn = KEYS[b + 7] }
+  local typ, count = tonumber(ARGV[2 * g]), tonumber(ARGV[2 * g + 1])
+  local time_based = typ ~= 2
+  local best, dbest
+  for _ = 1, count do
+    local r, w, d = gsend_one(k, typ, ARGV[at], ARGV[at + 1], tonumber(ARGV[at + 2]), ARGV[at + 4], now, now_up, ARGV[at + 3])
+    at = at + 5
+    res[#res + 1] = r
+    if w and (not best or (time_based and w < best) or (not time_based and w > best)) then best = w end
+    if d and (not dbest or d < dbest) then dbest = d end
+  end
+  if ARGV[1] ~= '' then
+    if best then redis.call(ARGV[1], KEYS[b + 4], fmt_score(best)) end
+    if dbest then
+      local first = redis.call('ZRANGE', KEYS[b + 5], 0, 0, 'WITHSCORES')
+      if tonumber(first[2]) == dbest then redis.call(ARGV[1], KEYS[b + 4], 'd' .. fmt_score(dbest)) end
+    end
+  end
+end
+return res
