@@ -337,10 +337,7 @@ func TestMetricsConcurrencyLimit(t *testing.T) {
 	_, err := c.Producer().SendBatch(ctx, tp, msgs)
 	require.NoError(t, err)
 	e.Start(c)
-	deadline := time.Now().Add(waitLong)
-	for m.value("rmq.concurrency.limit", "adaptive") < 3 {
-		require.True(t, time.Now().Before(deadline), "rmq.concurrency.limit did not grow above its min")
-		time.Sleep(20 * time.Millisecond)
-	}
+	require.Eventually(t, func() bool { return m.value("rmq.concurrency.limit", "adaptive") >= 3 },
+		redistest.WaitLong, 20*time.Millisecond, "rmq.concurrency.limit did not grow above its min")
 	assert.LessOrEqual(t, m.value("rmq.concurrency.limit", "adaptive"), 16.0)
 }

@@ -380,11 +380,8 @@ func TestMetricsConcurrencyLimit(t *testing.T) {
 	_, err := c.Producer().SendBatch(ctx, tp, msgs)
 	require.NoError(t, err)
 	e.Start(c)
-	deadline := time.Now().Add(waitLong)
-	for value(t, reg, "rmq_concurrency_limit", "adaptive") < 3 {
-		require.True(t, time.Now().Before(deadline), "rmq_concurrency_limit did not grow above its min")
-		time.Sleep(20 * time.Millisecond)
-	}
+	require.Eventually(t, func() bool { return value(t, reg, "rmq_concurrency_limit", "adaptive") >= 3 },
+		redistest.WaitLong, 20*time.Millisecond, "rmq_concurrency_limit did not grow above its min")
 	assert.LessOrEqual(t, value(t, reg, "rmq_concurrency_limit", "adaptive"), 16.0)
 	_, _, ok := metricsOf(t, reg, "rmq_concurrency_limit", "plain")
 	assert.False(t, ok)
