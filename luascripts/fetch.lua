@@ -331,7 +331,8 @@ local function section(g1, g2, a, kbase)
     -- prepare score (grouplib.lua adds them to prepare, per slot group).
     local function emit(g, id, env, score)
       local _, _, fails = struct.unpack('>BBH', env)
-      local token = ((now_us + salt) % 1000) * 1000 + math.min(fails + 1, 999)
+      -- (salt below 500: tokens from HELD_TOKEN up are held ones, lib.lua)
+      local token = ((now_us + salt) % 500) * 1000 + math.min(fails + 1, 999)
       out[#out + 1] = g - g1 + 1
       out[#out + 1] = id
       out[#out + 1] = env
