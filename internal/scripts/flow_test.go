@@ -361,3 +361,21 @@ func TestBlockedGroupsAreLookedAtAgain(t *testing.T) {
 	_, got = s.gfetch(10)
 	require.Equal(t, []string{"a2"}, ids(got))
 }
+
+// A grouped fetch's delivery tokens are handed-over ones (below
+// HELD_TOKEN, lib.lua): a token in the held range would make ack by id,
+// rollback and remove take the delivery for a message held for its
+// instant. Each fetch's salt starts from Redis's µs, so many fetches of
+// one message each cover the salts.
+func TestGroupedDeliveryTokensAreNotHeld(t *testing.T) {
+	s := newFlowSlot(t, 3)
+	const n = 300
+	idList, scores := seq("m", n)
+	s.gsend("A", idList, scores)
+	for range n {
+		_, got := s.gfetch(1)
+		require.Len(t, got, 1)
+		require.Less(t, got[0].token, int64(500000), "token %d of %s", got[0].token, got[0].id)
+		require.Greater(t, got[0].token%1000, int64(0), "an attempt")
+	}
+}
