@@ -100,8 +100,9 @@ const libHere = "-- lib.lua's definitions go here\n"
 // libDef is one top-level definition of lib.lua ("local function f" or
 // "local NAME ="), with the comment lines above it.
 type libDef struct {
-	name string
-	text string
+	name  string
+	text  string
+	words map[string]bool // the word runs of text (wordsOf)
 }
 
 type libFile []libDef
@@ -123,15 +124,31 @@ func parseLib(src string) libFile {
 		}
 		pending = append(pending, line)
 	}
+	for i := range defs {
+		defs[i].words = wordsOf(defs[i].text)
+	}
 	return defs
+}
+
+// wordRun is a run of word characters: a name appears in a text, as
+// `\bname\b` would find it, when it is one of the text's word runs.
+var wordRun = regexp.MustCompile(`[A-Za-z0-9_]+`)
+
+// wordsOf returns the word runs of text. Each definition's are found once:
+// matching a regexp per name and definition pair made every process that
+// imports the package spend seconds in its init under the race detector.
+func wordsOf(text string) map[string]bool {
+	m := map[string]bool{}
+	for _, w := range wordRun.FindAllString(text, -1) {
+		m[w] = true
+	}
+	return m
 }
 
 // prelude returns, in lib.lua's order, the definitions body uses, directly
 // or through other definitions.
 func (l libFile) prelude(body string) string {
-	uses := func(text, name string) bool {
-		return regexp.MustCompile(`\b` + name + `\b`).MatchString(text)
-	}
+	bodyWords := wordsOf(body)
 	need := map[string]bool{}
 	for changed := true; changed; {
 		changed = false
@@ -139,12 +156,12 @@ func (l libFile) prelude(body string) string {
 			if need[d.name] {
 				continue
 			}
-			if uses(body, d.name) {
+			if bodyWords[d.name] {
 				need[d.name], changed = true, true
 				continue
 			}
 			for _, o := range l {
-				if need[o.name] && o.name != d.name && uses(o.text, d.name) {
+				if need[o.name] && o.name != d.name && o.words[d.name] {
 					need[d.name], changed = true, true
 					break
 				}
