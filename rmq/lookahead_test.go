@@ -21,7 +21,7 @@ import (
 // makes the holding window wide enough to act in.
 const testLookahead = 2 * time.Second
 
-// heldSoon sends id due in 1 s on a client consuming tp with a 2 s
+// heldSoon sends id due in 1.8 s on a client consuming tp with a 2 s
 // lookahead and waits until the client holds it (it is in prepare).
 func heldSoon(t *testing.T, e *env, tp topic.Topic, rec *recorder, body string) (*producer.Producer, time.Time) {
 	t.Helper()
@@ -30,16 +30,19 @@ func heldSoon(t *testing.T, e *env, tp topic.Topic, rec *recorder, body string) 
 	require.NoError(t, c.Register(tp, rec, consumer.WithLookahead(testLookahead)))
 	e.start(c)
 	p := c.Producer()
-	due := time.Now().Add(time.Second)
+	// Due well inside the lookahead, and far enough ahead that a loaded
+	// machine still holds it, and the caller acts on it, before its instant.
+	const ahead = 1800 * time.Millisecond
+	due := time.Now().Add(ahead)
 	var err error
 	if tp.Type() == topic.RangeMerge {
-		_, err = p.SendRangeMerge(ctx, tp, []byte(body), time.Second, producer.WithKey("k"))
+		_, err = p.SendRangeMerge(ctx, tp, []byte(body), ahead, producer.WithKey("k"))
 	} else {
 		_, err = p.SendFixedTime(ctx, tp, []byte(body), due, producer.WithKey("k"))
 	}
 	require.NoError(t, err)
 	k := e.keys(tp, slotOfKey(tp, "k"))
-	require.Eventually(t, func() bool { _, ok := e.zscore(k.Prepare, "k"); return ok }, 900*time.Millisecond, time.Millisecond, "held before its instant")
+	require.Eventually(t, func() bool { _, ok := e.zscore(k.Prepare, "k"); return ok }, 1200*time.Millisecond, time.Millisecond, "held before its instant")
 	return p, due
 }
 
