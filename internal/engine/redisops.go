@@ -327,10 +327,10 @@ const (
 	rollbackRetried    = 4
 	rollbackExpired    = 5
 	rollbackSnoozed    = 6
-	// rollbackHeld: a message held for its instant whose lease ran out
-	// before it was handed over (sweep.lua): back in store, no attempt
-	// counted.
-	rollbackHeld = 7
+	// 7: a message held for its instant whose lease ran out before it was
+	// handed over (sweep.lua): back in store, no attempt counted. A
+	// listener's delivery never gets it (held ones are released, never
+	// rolled back), so rollbackOutcome has no case for it.
 )
 
 // Ack results, as ack.lua returns them.

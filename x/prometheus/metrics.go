@@ -148,10 +148,6 @@ func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error)
 // prefixes is reported for the first one watched.
 func (m *Metrics) WatchQueues(i *rmq.Inspector) { m.depth.add(i) }
 
-func labels(t topic.Topic) prometheus.Labels {
-	return prometheus.Labels{"topic": t.Name(), "type": t.Type().String()}
-}
-
 // topicOf returns the series of topic name, resolved once; typ is its
 // type when the caller knows it (0: look it up).
 func (m *Metrics) topicOf(name string, typ topic.Type) *topicMetrics {
