@@ -151,12 +151,17 @@ Exit status: 0 success, 1 error or declined confirmation, 2 usage error.
 Run 'rmqctl help COMMAND' for the help of one command.
 `
 
+// commandList lists every command in the order of commands, help last: a
+// command added to the table is in the usage text without a second list
+// to keep.
 func commandList() string {
 	var b strings.Builder
-	for _, name := range []string{"topics", "stats", "peek", "remove", "pause", "resume", "dead list", "dead show", "dead requeue", "dead delete",
-		"schedules list", "schedules get", "schedules set", "schedules remove", "schedules pause", "schedules resume", "schedules trigger", "help"} {
-		fmt.Fprintf(&b, "  %-18s %s\n", name, find(name).summary)
+	for _, c := range commands {
+		if c.name != "help" {
+			fmt.Fprintf(&b, "  %-18s %s\n", c.name, c.summary)
+		}
 	}
+	fmt.Fprintf(&b, "  %-18s %s\n", "help", find("help").summary)
 	return b.String()
 }
 
