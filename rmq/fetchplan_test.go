@@ -49,7 +49,10 @@ func TestBacklogFetchesNameFewSlots(t *testing.T) {
 	rdb.AddHook(redistest.Observer{Before: seen.observe})
 	c := e.clientOn(rdb)
 	rec := newRecorder(nil)
-	require.NoError(t, c.Register(tp, rec, consumer.WithConcurrency(32)))
+	// WithPrefetch(1) keeps the fetches at about the handlers' size: the
+	// prefetch a backlog brings (adaptBacklog) asks for up to 2,048 at
+	// once, which every slot of this backlog must give.
+	require.NoError(t, c.Register(tp, rec, consumer.WithConcurrency(32), consumer.WithPrefetch(1)))
 	const n = 1600
 	base := time.Now().Add(-time.Minute)
 	// 100 messages per due millisecond, spread over the slots: each slot
