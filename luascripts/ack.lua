@@ -108,15 +108,17 @@ for g = 1, G do
         now = now or now_ms()
         local fk = { gq = KEYS[b + 7], gocc = KEYS[b + 8], gturn = KEYS[b + 9] }
         local envs = mcall('HMGET', KEYS[b + 3], acked)
+        local frees = {}
         for j = 1, #acked do
           local env = envs[j]
           if env and string.byte(env, 1) == 2 and string.byte(env, 2) >= 16 then
             local e = env_decode(env)
-            if e.grp then
-              local w = gfree(fk, KEYS[b + 5] == KEYS[b + 1], e.grp, acked[j], now)
-              if w and ARGV[1] ~= '' then redis.call(ARGV[1], KEYS[b + 4], fmt_score(w)) end
-            end
+            if e.grp then frees[#frees + 1] = { e.grp, acked[j] } end
           end
+        end
+        -- One ZREM for every place, one look at each group (gfree_all).
+        for _, w in ipairs(gfree_all(fk, KEYS[b + 5] == KEYS[b + 1], frees, now)) do
+          if ARGV[1] ~= '' then redis.call(ARGV[1], KEYS[b + 4], fmt_score(w)) end
         end
       end
       if flowg[g] and KEYS[b + 10] ~= KEYS[b + 1] then topic_wake(KEYS[b + 10], ARGV[1], KEYS[b + 4]) end

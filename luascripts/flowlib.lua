@@ -72,10 +72,11 @@ end
 
 -- gfree releases the place id held in group grp (an ack, a death, a drop)
 -- and, when the group waited at its place limit, puts it back in the
--- rotation at its head's time. Returns the score to wake the slot with
+-- rotation at its head's time (held: the place is gone already, only the
+-- group is looked at: gfree_all). Returns the score to wake the slot with
 -- (the head's due ms, or its priority), or nil.
-local function gfree(k, time_based, grp, id, now)
-  redis.call('ZREM', k.gocc, grp .. '\0' .. id)
+local function gfree(k, time_based, grp, id, now, held)
+  if not held then redis.call('ZREM', k.gocc, grp .. '\0' .. id) end
   local cur = redis.call('ZSCORE', k.gturn, grp)
   if not cur or tonumber(cur) < GBLOCKED then return nil end
   local h = ghead(k.gq, grp)
@@ -88,6 +89,31 @@ local function gfree(k, time_based, grp, id, now)
   redis.call('ZADD', k.gturn, ready > now and ready or now - 0.5, grp)
   if time_based then return ready end
   return 9007199254740992 - key
+end
+
+-- gfree_all frees the places of several ended deliveries at once: frees
+-- is a list of { group, id }. One ZREM takes every place, then each group
+-- is looked at once, as gfree would for its last place (a group put back
+-- in the rotation by its first freed place is not blocked for the next).
+-- Returns the scores to wake the slot with (see gfree).
+local function gfree_all(k, time_based, frees, now)
+  if #frees == 0 then return {} end
+  local members, groups, seen = {}, {}, {}
+  for i = 1, #frees do
+    local grp = frees[i][1]
+    members[i] = grp .. '\0' .. frees[i][2]
+    if not seen[grp] then
+      seen[grp] = true
+      groups[#groups + 1] = grp
+    end
+  end
+  mcall('ZREM', k.gocc, members)
+  local wakes = {}
+  for _, grp in ipairs(groups) do
+    local w = gfree(k, time_based, grp, nil, now, true)
+    if w then wakes[#wakes + 1] = w end
+  end
+  return wakes
 end
 
 -- topic_wake wakes the fetchers of a topic found at its concurrency limit

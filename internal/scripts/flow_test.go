@@ -86,6 +86,23 @@ func (s *flowSlot) gack(d delivered) int64 {
 	return res[0]
 }
 
+// gackAll acks ds in one call, as the engine's group-committed acks do.
+func (s *flowSlot) gackAll(ds ...delivered) []int64 {
+	s.t.Helper()
+	delayed := s.k.Delayed
+	if s.typ != 2 {
+		delayed = s.k.Store
+	}
+	args := []any{"PUBLISH", -len(ds)}
+	for _, d := range ds {
+		args = append(args, d.id, d.token)
+	}
+	res, err := scripts.Ack.Run(s.ctx, s.rdb, []string{s.k.Store, s.k.Prepare, s.k.Msg, s.k.Wake, delayed, s.k.Dead,
+		s.g.Queue, s.g.Places, s.g.Turn, s.tflow()}, args...).Int64Slice()
+	require.NoError(s.t, err)
+	return res
+}
+
 // groll rolls d back (how: ” the backoff of backoffMs, 'd' dead now).
 func (s *flowSlot) groll(d delivered, backoffMs int64, how string) int64 {
 	s.t.Helper()
@@ -378,4 +395,27 @@ func TestGroupedDeliveryTokensAreNotHeld(t *testing.T) {
 		require.Less(t, got[0].token, int64(500000), "token %d of %s", got[0].token, got[0].id)
 		require.Greater(t, got[0].token%1000, int64(0), "an attempt")
 	}
+}
+
+// One ack call that ends several deliveries of groups at their place limit
+// frees every place and puts each group back in the rotation once.
+func TestOneAckCallFreesThePlacesOfSeveralGroups(t *testing.T) {
+	s := newFlowSlot(t, 3)
+	s.flow.GroupPlaces = 2
+	aIDs, aScores := seq("a", 4)
+	bIDs, bScores := seq("b", 3)
+	s.gsend("A", aIDs, aScores)
+	s.gsend("B", bIDs, bScores)
+
+	_, got := s.gfetch(10)
+	require.ElementsMatch(t, []string{"a000", "a001", "b000", "b001"}, ids(got))
+	_, none := s.gfetch(10)
+	require.Empty(t, none, "both groups at their place limit")
+
+	assert.Equal(t, []int64{1, 1, 1, 1}, s.gackAll(got...))
+	places, err := s.rdb.ZCard(s.ctx, s.g.Places).Result()
+	require.NoError(t, err)
+	assert.Zero(t, places, "every place freed")
+	_, next := s.gfetch(10)
+	assert.ElementsMatch(t, []string{"a002", "a003", "b002"}, ids(next), "both groups served again")
 }
