@@ -11,8 +11,8 @@
 #   scripts/test.sh -run TestReadme     # extra arguments go to every go test
 #
 # It prints an estimate first and ends with exactly one summary line:
-#   test.sh: PASS: 28 packages ok (8 without tests), 4 modules, 29m57s
-#   test.sh: FAIL: 2 of 36 packages failed (...), 4 modules, 29m57s
+#   test.sh: PASS: 34 packages ok (9 without tests), 7 modules, 11m19s
+#   test.sh: FAIL: 2 of 43 packages failed (...), 7 modules, 13m56s
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -56,8 +56,8 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 
 # The estimate: the last full run on this machine when there was one, else
-# the figure the README gives (this project's 2 shared cores, busy with
-# other work: 30 min, of which the suite's own CPU time was 11 min).
+# the figure the README gives (this project's 2 shared cores: 11-16 min,
+# up to 30 min when other work kept them busy).
 cache="${XDG_CACHE_HOME:-$HOME/.cache}/rmq-go"
 last=""
 [ -r "$cache/test-duration" ] && last=$(cat "$cache/test-duration")
@@ -65,7 +65,7 @@ load=$(cut -d' ' -f1 /proc/loadavg 2>/dev/null || echo "?")
 if [ -n "$last" ]; then
   est="the last full run here took $last"
 else
-  est="about 30 min on 2 busy cores (the README's figure)"
+  est="about 12-16 min on 2 cores (the README's figure; more under load)"
 fi
 echo "test.sh: ${#modules[@]} modules (${modules[*]}), go vet then go test -race; $est;" \
   "$(nproc 2>/dev/null || echo ?) cores, load average $load (more load, longer)"
