@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -193,21 +194,13 @@ func (a *app) schedulesList(args []string) error {
 }
 
 func (a *app) schedulesGet(args []string) error {
-	c := find("schedules get")
-	pos, err := a.parseArgs(c, c.flags(), args, "NAME")
+	return a.onSchedule("schedules get", args, a.scheduleGet)
+}
+
+func (a *app) scheduleGet(ctx context.Context, s *rmq.Schedules, name string) error {
+	sc, err := s.Get(ctx, name)
 	if err != nil {
-		return err
-	}
-	s, cancel, err := a.schedules()
-	if err != nil {
-		return err
-	}
-	defer cancel()
-	ctx, done := a.context()
-	defer done()
-	sc, err := s.Get(ctx, pos[0])
-	if err != nil {
-		return a.notFound(pos[0], err)
+		return a.notFound(name, err)
 	}
 	j := scheduleToJSON(sc, true)
 	if a.output == "json" {
@@ -326,19 +319,13 @@ func (a *app) schedulesResume(args []string) error { return a.scheduleOp("resume
 
 // scheduleOp runs remove, pause or resume on one schedule.
 func (a *app) scheduleOp(op string, args []string) error {
-	c := find("schedules " + op)
-	pos, err := a.parseArgs(c, c.flags(), args, "NAME")
-	if err != nil {
-		return err
-	}
-	s, cancel, err := a.schedules()
-	if err != nil {
-		return err
-	}
-	defer cancel()
-	ctx, done := a.context()
-	defer done()
-	name := pos[0]
+	return a.onSchedule("schedules "+op, args, func(ctx context.Context, s *rmq.Schedules, name string) error {
+		return a.scheduleDo(ctx, s, op, name)
+	})
+}
+
+func (a *app) scheduleDo(ctx context.Context, s *rmq.Schedules, op, name string) error {
+	var err error
 	switch op {
 	case "remove":
 		err = s.Remove(ctx, name)
@@ -359,7 +346,23 @@ func (a *app) scheduleOp(op string, args []string) error {
 }
 
 func (a *app) schedulesTrigger(args []string) error {
-	c := find("schedules trigger")
+	return a.onSchedule("schedules trigger", args, func(ctx context.Context, s *rmq.Schedules, name string) error {
+		id, err := s.Trigger(ctx, name)
+		if err != nil {
+			return a.notFound(name, err)
+		}
+		if a.output == "json" {
+			return writeJSON(a.stdout, map[string]any{"name": name, "id": id})
+		}
+		fmt.Fprintf(a.stdout, "triggered %s: message %s\n", name, id)
+		return nil
+	})
+}
+
+// onSchedule parses the one NAME argument of command cmd and runs fn on
+// that schedule with the schedules and a context bounded by --timeout.
+func (a *app) onSchedule(cmd string, args []string, fn func(ctx context.Context, s *rmq.Schedules, name string) error) error {
+	c := find(cmd)
 	pos, err := a.parseArgs(c, c.flags(), args, "NAME")
 	if err != nil {
 		return err
@@ -371,13 +374,5 @@ func (a *app) schedulesTrigger(args []string) error {
 	defer cancel()
 	ctx, done := a.context()
 	defer done()
-	id, err := s.Trigger(ctx, pos[0])
-	if err != nil {
-		return a.notFound(pos[0], err)
-	}
-	if a.output == "json" {
-		return writeJSON(a.stdout, map[string]any{"name": pos[0], "id": id})
-	}
-	fmt.Fprintf(a.stdout, "triggered %s: message %s\n", pos[0], id)
-	return nil
+	return fn(ctx, s, pos[0])
 }
