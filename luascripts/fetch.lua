@@ -331,8 +331,7 @@ local function section(g1, g2, a, kbase)
     -- prepare score (grouplib.lua adds them to prepare, per slot group).
     local function emit(g, id, env, score)
       local _, _, fails = struct.unpack('>BBH', env)
-      -- (salt below 500: tokens from HELD_TOKEN up are held ones, lib.lua)
-      local token = ((now_us + salt) % 500) * 1000 + math.min(fails + 1, 999)
+      local token = new_token(now_us, salt, fails + 1, false)
       out[#out + 1] = g - g1 + 1
       out[#out + 1] = id
       out[#out + 1] = env
@@ -423,11 +422,9 @@ local function section(g1, g2, a, kbase)
         end
       end
       if env then
-        local attempt = math.min(fails + 1, 999)
         -- A message not due yet (a lookahead fetch) gets a held token
         -- (lib.lua): until confirm.lua hands it over it counts as waiting.
-        local held = ahead and bnum[g][i] > now and HELD_TOKEN or 0
-        local token = held + ((now_us + salt) % 500) * 1000 + attempt
+        local token = new_token(now_us, salt, fails + 1, ahead and bnum[g][i] > now)
         local z = zargs[g]
         z[#z + 1] = deadline .. string.format('%06d', token)
         z[#z + 1] = bid[g][i]

@@ -166,6 +166,14 @@ local function is_held(token)
   return token >= HELD_TOKEN
 end
 
+-- new_token is a delivery's token (see the prepare score above): a salt
+-- below 500 from the call's µs and how many it moved so far (salt), then
+-- the attempt; held marks a message taken ahead of its instant. Every fetch
+-- path takes its tokens here, so none can stray into the held range.
+local function new_token(now_us, salt, attempt, held)
+  return (held and HELD_TOKEN or 0) + ((now_us + salt) % 500) * 1000 + math.min(attempt, 999)
+end
+
 -- head_of returns the store's first id and score in consume order.
 local function head_of(store, time_based)
   local h
