@@ -347,30 +347,21 @@ func (p *Producer) remove(ctx context.Context, t topic.Topic, id string, opts []
 		return r, err
 	}
 	// A body-derived id lives in the slot of its body, which only the
-	// producer that sent it knew: look for it in every slot at once
-	// (waiting, delayed or in flight).
-	cmds := make([][3]*redis.FloatCmd, t.SlotAmount())
+	// producer that sent it knew: look for it in every slot at once. An id
+	// has an envelope exactly while it waits (in store, in the delayed set
+	// or in its group) or is in flight, so one HEXISTS a slot finds it.
 	envs := make([]*redis.BoolCmd, t.SlotAmount())
 	pipe := p.rdb.Pipeline()
-	for i := range cmds {
+	for i := range envs {
 		if i != first {
-			k := slots.KeysFor(p.prefix, t, i)
-			cmds[i] = [3]*redis.FloatCmd{pipe.ZScore(ctx, k.Store, id), pipe.ZScore(ctx, k.Delayed, id), pipe.ZScore(ctx, k.Prepare, id)}
-			// A message waiting in its group has an envelope and is in
-			// none of the three.
-			envs[i] = pipe.HExists(ctx, k.Msg, id)
+			envs[i] = pipe.HExists(ctx, slots.KeysFor(p.prefix, t, i).Msg, id)
 		}
 	}
-	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
+	if _, err := pipe.Exec(ctx); err != nil {
 		return NotFound, fmt.Errorf("rmq: remove from %s: %w", t.Name(), err)
 	}
-	for i, cs := range cmds {
-		for _, c := range cs {
-			if c != nil && c.Err() == nil {
-				return p.removeAt(ctx, t, i, id)
-			}
-		}
-		if envs[i] != nil && envs[i].Val() {
+	for i, e := range envs {
+		if e != nil && e.Val() {
 			return p.removeAt(ctx, t, i, id)
 		}
 	}
