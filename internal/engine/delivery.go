@@ -83,14 +83,6 @@ const maxBacklogPrefetch = 2048
 // due during a backlog is due after it; priority topics, whose newcomers
 // may rank first, and topics with one handler are left alone.
 func (c *Engine) adaptBacklog(moved, asked, idleAtStart int) {
-	// With one handler, deliveries start in fetch order only without a
-	// prefetch (waiting ones race for the handler).
-	if c.cfg.prefetch > 0 || c.cfg.concurrency < 2 || !c.topic.Type().TimeBased() {
-		return
-	}
-	if _, all := c.own.(*allSlots); !all {
-		return
-	}
 	if asked <= 0 || moved < asked || 2*idleAtStart < c.concurrency() {
 		c.backlog.Store(0)
 		return

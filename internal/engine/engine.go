@@ -66,6 +66,9 @@ type Engine struct {
 	// backlog is the prefetch of a time-based topic without WithPrefetch
 	// while a backlog lasts (adaptBacklog).
 	backlog atomic.Int64
+	// adaptsBacklog: the topic may take that prefetch (fixed at start: no
+	// WithPrefetch, two or more handlers, time-based, every slot its own).
+	adaptsBacklog bool
 
 	waker *waker
 	clock clock
@@ -163,6 +166,10 @@ func (h *Hub) New(p Params) (*Engine, error) {
 	}
 	_, single := h.rdb.(*redis.Client)
 	c.merged = single && c.own.merges()
+	_, allSlotsOwn := c.own.(*allSlots)
+	// With one handler, deliveries start in fetch order only without a
+	// prefetch (waiting ones race for the handler).
+	c.adaptsBacklog = cfg.prefetch == 0 && cfg.concurrency >= 2 && c.topic.Type().TimeBased() && allSlotsOwn
 	// The backoff of attempt a is entry a; attempts past the table use its last.
 	n := cfg.maxRetries + 1
 	c.backoffArgs = append(c.backoffArgs, n)

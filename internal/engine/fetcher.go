@@ -147,12 +147,16 @@ func (f *fetcher) run(ctx context.Context) {
 				}
 			}
 			if reqs := f.plan(ctx, nowMs, free, ahead); len(reqs) > 0 {
-				idle := c.idleHandlers()
+				adapt := c.adaptsBacklog && ahead == 0
+				var idle int
+				if adapt {
+					idle = c.idleHandlers()
+				}
 				moved := f.fetch(ctx, reqs, free)
 				if c.merged {
 					f.observeYield(moved, free, len(reqs))
 				}
-				if ahead == 0 {
+				if adapt {
 					c.adaptBacklog(moved, free, idle)
 				}
 				continue

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -29,9 +28,9 @@ import (
 type flowState struct {
 	// opts are the limits the consumer's options ask for.
 	opts options.Limits
-	// mu guards limits, the ones in force (stored, else opts).
-	mu     sync.Mutex
-	limits options.Limits
+	// limits are the ones in force (stored, else opts): read on every
+	// fetch and delivery end, so an atomic rather than a lock.
+	limits atomic.Pointer[options.Limits]
 	// grouped: the topic's messages carry groups (slots.GroupedKey, or a
 	// 'G' wake-up).
 	grouped atomic.Bool
@@ -50,7 +49,8 @@ type flowState struct {
 
 func newFlowState(c *Engine, opts options.Limits) *flowState {
 	_, single := c.rdb.(*redis.Client)
-	f := &flowState{opts: opts, limits: opts, single: single, fkeys: slots.FlowKeysFor(c.cfg.prefix, c.topic)}
+	f := &flowState{opts: opts, single: single, fkeys: slots.FlowKeysFor(c.cfg.prefix, c.topic)}
+	f.set(opts)
 	f.gkeys = make([]slots.GroupKeys, c.topic.SlotAmount())
 	f.prepares = make([]string, c.topic.SlotAmount())
 	for i := range f.gkeys {
@@ -64,17 +64,9 @@ func newFlowState(c *Engine, opts options.Limits) *flowState {
 }
 
 // current returns the limits in force.
-func (f *flowState) current() options.Limits {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.limits
-}
+func (f *flowState) current() options.Limits { return *f.limits.Load() }
 
-func (f *flowState) set(l options.Limits) {
-	f.mu.Lock()
-	f.limits = l
-	f.mu.Unlock()
-}
+func (f *flowState) set(l options.Limits) { f.limits.Store(&l) }
 
 // active reports whether the topic is under flow control: the ends of its
 // deliveries name the flow keys.
@@ -82,16 +74,11 @@ func (f *flowState) active() bool {
 	return f.grouped.Load() || !f.current().IsZero()
 }
 
-// isGrouped reports whether fetches serve groups in turn.
-func (f *flowState) isGrouped() bool {
-	return f.grouped.Load() || f.current().Groups()
-}
-
 // fetchFlow is the flow of the engine's next fetch.lua call (nil: none).
 // topic: the call may name the topic's keys (a single node).
 func (f *flowState) fetchFlow() *scripts.Flow {
 	l := f.current()
-	grouped := f.isGrouped()
+	grouped := f.grouped.Load() || l.Groups()
 	if !grouped && l.IsZero() {
 		return nil
 	}
