@@ -135,6 +135,9 @@ const maxConsumeQueues = 100
 func (s *service) pullQueues(ctx context.Context, p *pool, ns string, names []string, n int, lease time.Duration, deadline time.Time) (jobs []job, queueOf map[string]string, err error) {
 	queueOf = make(map[string]string, len(names))
 	for {
+		// Each pass looks at every name again: the queues found before
+		// are pulled too, with those that came to exist since.
+		clear(queueOf)
 		var topics []topic.Topic
 		var missing []string
 		for _, q := range names {
@@ -176,9 +179,6 @@ func (s *service) pullQueues(ctx context.Context, p *pool, ns string, names []st
 			return jobs, queueOf, err
 		}
 		// A queue it names came to exist: pull it too, for what is left.
-		for _, name := range missing {
-			delete(queueOf, name)
-		}
 	}
 }
 

@@ -162,6 +162,31 @@ func TestLongPollOnNewQueue(t *testing.T) {
 	require.Empty(t, e.svc.pools[defaultPool].watch.names(), "no waiter left")
 }
 
+// A long poll that names a queue which exists and one which does not goes
+// on pulling the first after the second comes to exist (with nothing ready
+// in it yet): a job published to the first then ends the poll.
+func TestLongPollKeepsItsQueuesWhenOneAppears(t *testing.T) {
+	e := newEnv(t)
+	tok := e.token("ns")
+	e.publish(tok, "ns", "old", "?delay=60", "later")
+	p := e.svc.pools[defaultPool]
+	got := make(chan answer, 1)
+	go func() { got <- do(t, "GET", e.url("/api/ns/old,fresh,third?timeout=10"), "", "X-Token: "+tok) }()
+	require.Eventually(t, func() bool { return len(p.watch.names()) == 2 }, waitLong, time.Millisecond, "fresh and third watched")
+	e.publish(tok, "ns", "fresh", "?delay=60", "not yet")
+	require.Eventually(t, func() bool {
+		n := p.watch.names()
+		return len(n) == 1 && n[0] == topicName("ns", "third")
+	}, waitLong, time.Millisecond, "the poll goes on with fresh and watches third")
+	id := e.publish(tok, "ns", "old", "", "now")
+	a := <-got
+	require.Equal(t, http.StatusOK, a.status, a.String())
+	var j jobBody
+	a.json(t, &j)
+	require.Equal(t, id, j.JobID)
+	require.Equal(t, "old", j.Queue)
+}
+
 // The pull engine of a queue nobody consumes is released after PullIdle:
 // its wake-up subscription goes; a later consume makes a new one.
 func TestIdlePullEnginesReleased(t *testing.T) {
