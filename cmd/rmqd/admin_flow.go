@@ -49,17 +49,12 @@ func (q queueLimits) limits() rmq.Limits {
 
 // queueLimitsRoute serves the three methods of /queue/{ns}/{q}/limits.
 func (s *service) queueLimitsRoute(w http.ResponseWriter, r *http.Request) {
-	p, _, found, ok := s.adminQueue(w, r)
+	p, t, found, ok := s.adminQueueTopic(w, r)
 	if !ok {
 		return
 	}
 	if !found {
 		writeError(w, http.StatusNotFound, "queue not found")
-		return
-	}
-	t, _, err := p.queueTopic(r.Context(), r.PathValue("ns"), r.PathValue("q"))
-	if err != nil {
-		s.writeInternal(w, r, err)
 		return
 	}
 	switch r.Method {

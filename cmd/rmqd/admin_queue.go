@@ -2,37 +2,49 @@ package main
 
 import (
 	"net/http"
+
+	"github.com/rmq-go/rmq/topic"
 )
 
 // Queue administration, rmqd's addition on the admin port (behind basic
 // auth when accounts are configured): a queue's counts, and pausing its
 // deliveries. ?pool= names the pool (default: default).
 
-// adminQueue resolves the pool and the queue's topic; ok false means the
-// answer was written. found is false for a queue never published to.
-func (s *service) adminQueue(w http.ResponseWriter, r *http.Request) (p *pool, qs queueStats, found, ok bool) {
+// adminQueueTopic resolves the pool and the queue's topic; ok false means
+// the answer was written. found is false for a queue never published to.
+func (s *service) adminQueueTopic(w http.ResponseWriter, r *http.Request) (p *pool, t topic.Topic, found, ok bool) {
 	ns, q := r.PathValue("ns"), r.PathValue("q")
 	if msg := nameErr(ns, q); msg != "" {
 		writeError(w, http.StatusBadRequest, msg)
-		return nil, qs, false, false
+		return nil, t, false, false
 	}
 	name, ok := s.adminPool(w, r.URL.Query().Get("pool"))
 	if !ok {
-		return nil, qs, false, false
+		return nil, t, false, false
 	}
 	p = s.pools[name]
 	t, found, err := p.queueTopic(r.Context(), ns, q)
 	if err != nil {
 		s.writeInternal(w, r, err)
+		return nil, t, false, false
+	}
+	return p, t, found, true
+}
+
+// adminQueue is adminQueueTopic with the queue's counts.
+func (s *service) adminQueue(w http.ResponseWriter, r *http.Request) (p *pool, qs queueStats, found, ok bool) {
+	p, t, found, ok := s.adminQueueTopic(w, r)
+	if !ok {
 		return nil, qs, false, false
 	}
 	if found {
+		var err error
 		if qs, err = p.stats(r.Context(), t); err != nil {
 			s.writeInternal(w, r, err)
 			return nil, qs, false, false
 		}
 	}
-	qs.Namespace, qs.Queue = ns, q
+	qs.Namespace, qs.Queue = r.PathValue("ns"), r.PathValue("q")
 	return p, qs, found, true
 }
 

@@ -15,7 +15,6 @@ import (
 
 	"github.com/rmq-go/rmq/producer"
 	"github.com/rmq-go/rmq/rmq"
-	"github.com/rmq-go/rmq/topic"
 )
 
 // scheduleRoutes adds the schedule routes to the API router.
@@ -49,7 +48,7 @@ type scheduleJSON struct {
 // schedulePrefix scopes schedule names to the queue: a schedule NAME of
 // queue Q in namespace NS is the library's schedule "<topic of NS/Q>.NAME",
 // so a namespace's token reaches its own schedules only.
-func schedulePrefix(t topic.Topic) string { return t.Name() + "." }
+func schedulePrefix(topicName string) string { return topicName + "." }
 
 func toScheduleJSON(info rmq.ScheduleInfo, prefix string) scheduleJSON {
 	j := scheduleJSON{
@@ -69,8 +68,8 @@ func toScheduleJSON(info rmq.ScheduleInfo, prefix string) scheduleJSON {
 
 // scheduleName checks {name} ([-_A-Za-z0-9]+) and returns the library's
 // name of it on t, or the 400 text.
-func scheduleName(t topic.Topic, name string) (string, string) {
-	full := schedulePrefix(t) + name
+func scheduleName(topicName, name string) (string, string) {
+	full := schedulePrefix(topicName) + name
 	if !validName(name) {
 		return "", "schedule name contains forbidden characters"
 	}
@@ -80,20 +79,17 @@ func scheduleName(t topic.Topic, name string) (string, string) {
 	return full, ""
 }
 
-// scheduleTopic is the queue's topic and the library's schedule name; ok
-// is false when the answer was written.
-func (s *service) scheduleTopic(w http.ResponseWriter, r *http.Request, qr *queueReq) (topic.Topic, string, bool) {
-	t, _, err := qr.pool.queueTopic(r.Context(), qr.ns, qr.q)
-	if err != nil {
-		s.writeInternal(w, r, err)
-		return t, "", false
-	}
-	name, bad := scheduleName(t, qr.id)
+// scheduleNames are the queue's topic name and the library's schedule
+// name (no Redis read: a queue's schedules are found by name); ok is false
+// when the answer was written.
+func (s *service) scheduleNames(w http.ResponseWriter, qr *queueReq) (string, string, bool) {
+	tn := topicName(qr.ns, qr.q)
+	name, bad := scheduleName(tn, qr.id)
 	if bad != "" {
 		writeError(w, http.StatusBadRequest, bad)
-		return t, "", false
+		return tn, "", false
 	}
-	return t, name, true
+	return tn, name, true
 }
 
 // scheduleError answers an error of the schedules API.
@@ -180,7 +176,7 @@ func (s *service) setSchedule(w http.ResponseWriter, r *http.Request, qr *queueR
 		s.libError(w, r, err)
 		return
 	}
-	name, bad := scheduleName(t, qr.id)
+	name, bad := scheduleName(t.Name(), qr.id)
 	if bad != "" {
 		writeError(w, http.StatusBadRequest, bad)
 		return
@@ -200,11 +196,11 @@ func (s *service) setSchedule(w http.ResponseWriter, r *http.Request, qr *queueR
 	writeJSON(w, http.StatusCreated, struct {
 		Msg      string       `json:"msg"`
 		Schedule scheduleJSON `json:"schedule"`
-	}{"schedule set", toScheduleJSON(info, schedulePrefix(t))})
+	}{"schedule set", toScheduleJSON(info, schedulePrefix(t.Name()))})
 }
 
 func (s *service) getSchedule(w http.ResponseWriter, r *http.Request, qr *queueReq) {
-	t, name, ok := s.scheduleTopic(w, r, qr)
+	tn, name, ok := s.scheduleNames(w, qr)
 	if !ok {
 		return
 	}
@@ -215,24 +211,20 @@ func (s *service) getSchedule(w http.ResponseWriter, r *http.Request, qr *queueR
 	}
 	writeJSON(w, http.StatusOK, struct {
 		Schedule scheduleJSON `json:"schedule"`
-	}{toScheduleJSON(info, schedulePrefix(t))})
+	}{toScheduleJSON(info, schedulePrefix(tn))})
 }
 
 func (s *service) listSchedules(w http.ResponseWriter, r *http.Request, qr *queueReq) {
-	t, _, err := qr.pool.queueTopic(r.Context(), qr.ns, qr.q)
-	if err != nil {
-		s.writeInternal(w, r, err)
-		return
-	}
+	tn := topicName(qr.ns, qr.q)
 	all, err := qr.pool.client.Schedules().List(r.Context())
 	if err != nil {
 		s.scheduleError(w, r, err)
 		return
 	}
-	prefix := schedulePrefix(t)
+	prefix := schedulePrefix(tn)
 	out := []scheduleJSON{}
 	for _, info := range all {
-		if info.Topic.Name() == t.Name() && strings.HasPrefix(info.Name, prefix) {
+		if info.Topic.Name() == tn && strings.HasPrefix(info.Name, prefix) {
 			out = append(out, toScheduleJSON(info, prefix))
 		}
 	}
@@ -242,7 +234,7 @@ func (s *service) listSchedules(w http.ResponseWriter, r *http.Request, qr *queu
 }
 
 func (s *service) removeSchedule(w http.ResponseWriter, r *http.Request, qr *queueReq) {
-	_, name, ok := s.scheduleTopic(w, r, qr)
+	_, name, ok := s.scheduleNames(w, qr)
 	if !ok {
 		return
 	}
@@ -262,7 +254,7 @@ func (s *service) resumeSchedule(w http.ResponseWriter, r *http.Request, qr *que
 }
 
 func (s *service) scheduleOp(w http.ResponseWriter, r *http.Request, qr *queueReq, done string, op func(*rmq.Schedules, context.Context, string) error) {
-	_, name, ok := s.scheduleTopic(w, r, qr)
+	_, name, ok := s.scheduleNames(w, qr)
 	if !ok {
 		return
 	}
@@ -274,7 +266,7 @@ func (s *service) scheduleOp(w http.ResponseWriter, r *http.Request, qr *queueRe
 }
 
 func (s *service) triggerSchedule(w http.ResponseWriter, r *http.Request, qr *queueReq) {
-	_, name, ok := s.scheduleTopic(w, r, qr)
+	_, name, ok := s.scheduleNames(w, qr)
 	if !ok {
 		return
 	}
