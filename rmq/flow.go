@@ -77,10 +77,7 @@ func (i *Inspector) SetLimits(ctx context.Context, t topic.Topic, l Limits) erro
 	if err := i.check(ctx, t); err != nil {
 		return err
 	}
-	if err := options.Limits(l).Check(); err != nil || l.Rate < 0 || l.GroupRate < 0 {
-		if err == nil {
-			err = errors.New("negative rate")
-		}
+	if err := options.Limits(l).Check(); err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalidLimits, err)
 	}
 	key := slots.LimitsKey(i.prefix)
@@ -94,18 +91,7 @@ func (i *Inspector) SetLimits(ctx context.Context, t topic.Topic, l Limits) erro
 		return fmt.Errorf("rmq: set the limits of %s: %w", t.Name(), err)
 	}
 	// As Pause: stored first, then every slot's consumers are told.
-	err = i.pipelined(ctx, t.SlotAmount(), func(pipe redis.Pipeliner, s int) {
-		ch := i.keys(t, s).Wake
-		if i.wakeCmd == "SPUBLISH" {
-			pipe.SPublish(ctx, ch, "L")
-		} else {
-			pipe.Publish(ctx, ch, "L")
-		}
-	})
-	if err != nil {
-		return fmt.Errorf("rmq: tell consumers of %s: %w", t.Name(), err)
-	}
-	return nil
+	return i.tellSlots(ctx, t, "L")
 }
 
 // Limits returns t's stored limits (zero when none are stored).
