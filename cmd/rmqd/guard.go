@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-redis/redis_rate/v10"
@@ -47,8 +48,11 @@ type authGuard struct {
 	proxies []netip.Prefix
 	off     bool
 
-	mu        sync.Mutex
-	blocked   map[guardKey]time.Time // refused until
+	mu      sync.Mutex
+	blocked map[guardKey]time.Time // refused until
+	// nblocked is len(blocked), set under mu: while nothing is refused,
+	// a request's check takes no lock.
+	nblocked  atomic.Int64
 	known     map[knownToken]time.Time
 	nextSweep int // len(known) at which expired entries are dropped
 }
@@ -140,7 +144,7 @@ func (g *authGuard) trusted(a netip.Addr) bool {
 // refused reports whether addr is refused for kind now, and for how much
 // longer. Memory only: no Redis call.
 func (g *authGuard) refused(kind guardKind, addr netip.Addr) (bool, time.Duration) {
-	if g.off {
+	if g.off || g.nblocked.Load() == 0 {
 		return false, 0
 	}
 	g.mu.Lock()
@@ -152,6 +156,7 @@ func (g *authGuard) refused(kind guardKind, addr netip.Addr) (bool, time.Duratio
 	left := time.Until(until)
 	if left <= 0 {
 		delete(g.blocked, guardKey{kind, addr})
+		g.nblocked.Store(int64(len(g.blocked)))
 		return false, 0
 	}
 	return true, left
@@ -227,6 +232,7 @@ func (g *authGuard) failed(ctx context.Context, kind guardKind, addr netip.Addr)
 			}
 		}
 	}
+	g.nblocked.Store(int64(len(g.blocked)))
 	g.mu.Unlock()
 	if !already {
 		g.log.WarnContext(ctx, "rmqd: too many failed attempts; refusing the address for a while",
