@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/rmq-go/rmq/internal/lifecycle"
 	"github.com/rmq-go/rmq/producer"
 	"github.com/rmq-go/rmq/rmq"
 	"github.com/rmq-go/rmq/slots"
@@ -38,8 +39,7 @@ type pool struct {
 	watch  *queueWatch // long polls on queues that do not exist yet
 	rounds *pullRounds // consumes gathered into shared Pulls
 
-	stopIdle context.CancelFunc // ends releaseIdle
-	idleDone chan struct{}
+	loops *lifecycle.Group // releaseIdle; nil until the pool started
 
 	topics sync.Map // topic name -> topic.Topic; definitions never change
 	long   sync.Map // hashed topic names already remembered
@@ -71,9 +71,9 @@ func newPool(ctx context.Context, name string, rdb redis.UniversalClient, prefix
 	if pullIdle <= 0 {
 		pullIdle = defaultPullIdle
 	}
-	idleCtx, stop := context.WithCancel(context.Background())
-	p.stopIdle, p.idleDone = stop, make(chan struct{})
-	go p.releaseIdle(idleCtx, pullIdle, log.With("pool", name))
+	p.loops = lifecycle.NewGroup(context.Background())
+	plog := log.With("pool", name)
+	p.loops.Go("rmqd release idle pulls", func(ctx context.Context) { p.releaseIdle(ctx, pullIdle, plog) })
 	return p, nil
 }
 
@@ -85,7 +85,6 @@ const defaultPullIdle = time.Minute
 // consume has used for idle: consumes of many queues, each once, leave
 // nothing behind.
 func (p *pool) releaseIdle(ctx context.Context, idle time.Duration, log *slog.Logger) {
-	defer close(p.idleDone)
 	t := time.NewTicker(idle / 2)
 	defer t.Stop()
 	for {
@@ -284,9 +283,8 @@ func (p *pool) readyIDs(ctx context.Context, t topic.Topic, n int) ([]rmq.Waitin
 // then each forward (the publishes it left behind, then its broker
 // connection).
 func (p *pool) close(ctx context.Context) error {
-	if p.stopIdle != nil { // started (a failed Start closes the pool before)
-		p.stopIdle()
-		<-p.idleDone
+	if p.loops != nil { // started (a failed Start closes the pool before)
+		p.loops.Stop()
 		p.watch.close()
 	}
 	err := p.client.Close(ctx)

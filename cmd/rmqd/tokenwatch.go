@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/rmq-go/rmq/internal/lifecycle"
 )
 
 // tokenWatch ends the long polls of a deleted token. Its token is checked
@@ -29,26 +30,21 @@ type tokenWatch struct {
 	mu    sync.Mutex
 	polls map[tokenRef]map[*watcher]struct{}
 
-	stop context.CancelFunc
-	done chan struct{}
+	loops *lifecycle.Group // run
 }
 
 type watcher struct{ cancel context.CancelFunc }
 
 // newTokenWatch starts the check; close stops it.
 func newTokenWatch(store *tokenStore, interval time.Duration, log *slog.Logger) *tokenWatch {
-	ctx, stop := context.WithCancel(context.Background())
 	w := &tokenWatch{store: store, interval: interval, log: log,
-		polls: map[tokenRef]map[*watcher]struct{}{}, stop: stop, done: make(chan struct{})}
-	go w.run(ctx)
+		polls: map[tokenRef]map[*watcher]struct{}{}, loops: lifecycle.NewGroup(context.Background())}
+	w.loops.Go("rmqd token watch", w.run)
 	return w
 }
 
 // close stops the check and waits for it.
-func (w *tokenWatch) close() {
-	w.stop()
-	<-w.done
-}
+func (w *tokenWatch) close() { w.loops.Stop() }
 
 // watch returns a context that is cancelled when ref is deleted (or ctx
 // ends); release must be called when the poll ends.
@@ -84,7 +80,6 @@ func (w *tokenWatch) revoked(ref tokenRef) {
 }
 
 func (w *tokenWatch) run(ctx context.Context) {
-	defer close(w.done)
 	t := time.NewTicker(w.interval)
 	defer t.Stop()
 	for {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/rmq-go/rmq/internal/lifecycle"
 	"github.com/rmq-go/rmq/slots"
 )
 
@@ -28,8 +29,7 @@ type queueWatch struct {
 	mu      sync.Mutex
 	waiters map[string]map[chan struct{}]struct{} // topic name -> waiters
 
-	stop context.CancelFunc
-	done chan struct{}
+	loops *lifecycle.Group // run
 }
 
 // watchPoll is how often the watch reads the definitions of waited names:
@@ -39,18 +39,13 @@ const watchPoll = 200 * time.Millisecond
 
 func newQueueWatch(rdb redis.UniversalClient, prefix string, log *slog.Logger) *queueWatch {
 	w := &queueWatch{rdb: rdb, key: slots.TopicsKey(prefix), log: log, kick: make(chan struct{}, 1),
-		waiters: map[string]map[chan struct{}]struct{}{}, done: make(chan struct{})}
-	ctx, stop := context.WithCancel(context.Background())
-	w.stop = stop
-	go w.run(ctx)
+		waiters: map[string]map[chan struct{}]struct{}{}, loops: lifecycle.NewGroup(context.Background())}
+	w.loops.Go("rmqd queue watch", w.run)
 	return w
 }
 
 // close stops the poll and returns once its goroutine ended.
-func (w *queueWatch) close() {
-	w.stop()
-	<-w.done
-}
+func (w *queueWatch) close() { w.loops.Stop() }
 
 // wait registers a waiter for names; ch is closed (once) when one of them
 // comes to exist. cancel unregisters it.
@@ -118,7 +113,6 @@ func (w *queueWatch) names() []string {
 
 // run polls the definitions of the waited names while there are any.
 func (w *queueWatch) run(ctx context.Context) {
-	defer close(w.done)
 	t := time.NewTicker(watchPoll)
 	defer t.Stop()
 	for {
