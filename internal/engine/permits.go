@@ -98,7 +98,13 @@ func (p *permits) take(ctx context.Context, want int) (scripts.PermitReply, erro
 	give := p.give
 	p.give = 0
 	p.mu.Unlock()
-	r, err := p.call(ctx, want, give, 0)
+	return p.callGiving(ctx, want, give, 0)
+}
+
+// callGiving is call, the places it gives back counted again to give
+// with the next call when it fails.
+func (p *permits) callGiving(ctx context.Context, want, give, unused int) (scripts.PermitReply, error) {
+	r, err := p.call(ctx, want, give, unused)
 	if err != nil {
 		p.mu.Lock()
 		p.give += give
@@ -116,11 +122,8 @@ func (p *permits) unused(ctx context.Context, n int) {
 	if p.f.current().Concurrency > 0 {
 		give = n
 	}
-	if _, err := p.call(ctx, 0, give, n); err != nil {
+	if _, err := p.callGiving(ctx, 0, give, n); err != nil {
 		// The places stay counted until given back: next time.
-		p.mu.Lock()
-		p.give += give
-		p.mu.Unlock()
 		p.c.log.WarnContext(ctx, "rmq: give back unused permits", "err", err)
 	}
 }
@@ -149,14 +152,7 @@ func (p *permits) pending() (give bool, renew time.Time) {
 
 // flush gives back what ended and renews the lease of the places held.
 func (p *permits) flush(ctx context.Context) {
-	p.mu.Lock()
-	give := p.give
-	p.give = 0
-	p.mu.Unlock()
-	if _, err := p.call(ctx, 0, give, 0); err != nil {
-		p.mu.Lock()
-		p.give += give
-		p.mu.Unlock()
+	if _, err := p.take(ctx, 0); err != nil {
 		p.c.log.WarnContext(ctx, "rmq: give back permits", "err", err)
 	}
 }
