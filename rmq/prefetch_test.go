@@ -56,15 +56,24 @@ func TestPrefetchedRollBackOnCloseDeadline(t *testing.T) {
 		ctx := ctxT(t)
 		tp := mustTopic(t, "prefetchclose", topic.FixedTime, 2)
 		var calls atomic.Int32
+		started := make(chan struct{}, 3)
 		c := e.client()
 		require.NoError(t, c.Register(tp, consumer.ListenerFunc(func(ctx context.Context, m *consumer.Message) error {
 			calls.Add(1)
+			started <- struct{}{}
 			<-ctx.Done()
 			return ctx.Err()
 		}), consumer.WithConcurrency(1), consumer.WithPrefetch(2)))
 		sendDueNow(ctx, t, c, tp, 3)
 		e.start(c)
 		e.eventuallyCounts(tp, counts{Prepare: 3, Msg: 3})
+		// The fetch prepares all three before a handler calls the listener:
+		// a Close before that call has nothing to give up on.
+		select {
+		case <-started:
+		case <-time.After(waitLong):
+			t.Fatal("the listener was not called")
+		}
 		cctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 		defer cancel()
 		require.ErrorIs(t, c.Close(cctx), context.DeadlineExceeded)
