@@ -131,30 +131,33 @@ const maxConsumeQueues = 100
 // are pulled: a consume of a queue never published to creates nothing. A
 // long poll that names such a queue is woken when it comes to exist
 // (queueWatch) and then pulls it too. queueOf maps the topics' names to
-// their queues.
+// their queues. The definitions of the names not yet known are read in one
+// HMGET per pass (pool.lookupAll).
 func (s *service) pullQueues(ctx context.Context, p *pool, ns string, names []string, n int, lease time.Duration, deadline time.Time) (jobs []job, queueOf map[string]string, err error) {
 	queueOf = make(map[string]string, len(names))
+	tnames := make([]string, 0, len(names))
+	for _, q := range names {
+		name := topicName(ns, q)
+		if _, dup := queueOf[name]; !dup {
+			queueOf[name] = q
+			tnames = append(tnames, name)
+		}
+	}
 	for {
 		// Each pass looks at every name again: the queues found before
 		// are pulled too, with those that came to exist since.
-		clear(queueOf)
+		found, exists, err := p.lookupAll(ctx, tnames)
+		if err != nil {
+			return nil, nil, err
+		}
 		var topics []topic.Topic
 		var missing []string
-		for _, q := range names {
-			name := topicName(ns, q)
-			if _, dup := queueOf[name]; dup {
-				continue
-			}
-			t, found, err := p.lookup(ctx, name)
-			if err != nil {
-				return nil, nil, err
-			}
-			if !found {
+		for i, name := range tnames {
+			if exists[i] {
+				topics = append(topics, found[i])
+			} else {
 				missing = append(missing, name)
-				continue
 			}
-			queueOf[name] = q
-			topics = append(topics, t)
 		}
 		wait := time.Until(deadline)
 		if len(topics) > 0 {

@@ -119,6 +119,52 @@ func (p *pool) lookup(ctx context.Context, name string) (topic.Topic, bool, erro
 	return t, true, nil
 }
 
+// lookupAll is lookup for several names at once: the cached ones from
+// memory, the rest with one HMGET of the definitions hash, so a consume
+// naming many queues never published to costs one read, not one each.
+// found[i] tells whether names[i] exists.
+func (p *pool) lookupAll(ctx context.Context, names []string) (ts []topic.Topic, found []bool, err error) {
+	ts, found = make([]topic.Topic, len(names)), make([]bool, len(names))
+	var unknown []int
+	for i, name := range names {
+		if t, ok := p.topics.Load(name); ok {
+			ts[i], found[i] = t.(topic.Topic), true
+		} else {
+			unknown = append(unknown, i)
+		}
+	}
+	if len(unknown) == 0 {
+		return ts, found, nil
+	}
+	if len(unknown) == 1 {
+		i := unknown[0]
+		ts[i], found[i], err = p.lookup(ctx, names[i])
+		return ts, found, err
+	}
+	fields := make([]string, len(unknown))
+	for k, i := range unknown {
+		fields[k] = names[i]
+	}
+	vals, err := p.rdb.HMGet(ctx, slots.TopicsKey(p.prefix), fields...).Result()
+	if err != nil {
+		return nil, nil, fmt.Errorf("look up queues: %w", err)
+	}
+	for k, v := range vals {
+		def, ok := v.(string)
+		if !ok {
+			continue // nil: never published to
+		}
+		i := unknown[k]
+		t, err := topic.ParseDefinition(names[i], def)
+		if err != nil {
+			return nil, nil, fmt.Errorf("look up queue %s: %w", names[i], err)
+		}
+		p.topics.Store(names[i], t)
+		ts[i], found[i] = t, true
+	}
+	return ts, found, nil
+}
+
 // queueTopic is the topic of (ns, q) for reading: the stored one, or, for a
 // queue never published to, a FixedTime topic (lmstfy's kind).
 func (p *pool) queueTopic(ctx context.Context, ns, q string) (topic.Topic, bool, error) {

@@ -6,11 +6,16 @@ import (
 	"net/http"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/rmq-go/rmq/internal/redistest"
+	"github.com/rmq-go/rmq/internal/rmqtest"
 	"github.com/rmq-go/rmq/producer"
 	"github.com/rmq-go/rmq/rmq"
 	"github.com/rmq-go/rmq/slots"
@@ -207,4 +212,56 @@ func TestIdlePullEnginesReleased(t *testing.T) {
 	a := <-got
 	require.Equal(t, http.StatusOK, a.status, "%s", a)
 	require.Equal(t, id, a.object(t)["job_id"])
+}
+
+// A consume that names many queues looks up their definitions with one
+// read of the definitions hash, not one per queue; the queues it found are
+// remembered, so the next consume of them reads nothing for them.
+func TestConsumeOfManyQueuesLooksThemUpInOneRead(t *testing.T) {
+	e := newEnv(t)
+	tok := e.token("ns")
+	var hget, hmget atomic.Int64
+	defs := slots.TopicsKey(e.prefix)
+	e.rdb.AddHook(redistest.Observer{Before: func(cmd redis.Cmder) {
+		args := cmd.Args()
+		if len(args) < 2 || args[1] != defs {
+			return
+		}
+		switch cmd.Name() {
+		case "hget":
+			hget.Add(1)
+		case "hmget":
+			hmget.Add(1)
+		}
+	}})
+	// Published through another process: this one has not seen them.
+	other := rmqtest.Producer(t, redistest.Client(t, e.srv), e.prefix)
+	for _, q := range []string{"a", "b"} {
+		_, err := other.SendFixedTime(context.Background(), topic.MustNew(topicName("ns", q), topic.FixedTime, queueSlots),
+			[]byte(q), time.Now().Add(-time.Second), producer.WithKey("job-"+q))
+		require.NoError(t, err)
+	}
+	names := []string{"a"}
+	for i := range 30 {
+		names = append(names, fmt.Sprintf("none%d", i))
+	}
+	names = append(names, "b")
+	path := "/api/ns/" + strings.Join(names, ",") + "?count=2"
+	a := do(t, "GET", e.url(path), "", "X-Token: "+tok)
+	require.Equal(t, http.StatusOK, a.status, a.String())
+	var jobs []jobBody
+	a.json(t, &jobs)
+	require.Len(t, jobs, 2)
+	assert.Equal(t, []string{"a", "b"}, []string{jobs[0].Queue, jobs[1].Queue})
+	// The two HGETs are the pull engines of a and b checking their
+	// definitions as they start, once each.
+	assert.EqualValues(t, 2, hget.Load(), "no queue's definition read by itself")
+	assert.EqualValues(t, 1, hmget.Load(), "one read for 32 queues")
+
+	require.Equal(t, http.StatusNotFound, do(t, "GET", e.url(path), "", "X-Token: "+tok).status)
+	assert.EqualValues(t, 2, hget.Load())
+	assert.EqualValues(t, 2, hmget.Load(), "the 30 missing ones once more, in one read")
+	require.Equal(t, http.StatusNotFound, do(t, "GET", e.url("/api/ns/a,b"), "", "X-Token: "+tok).status)
+	assert.EqualValues(t, 2, hget.Load(), "found queues are remembered")
+	assert.EqualValues(t, 2, hmget.Load())
 }
