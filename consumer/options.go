@@ -57,10 +57,12 @@ func WithConcurrency(n int) Option { return func(c *options.Topic) { c.Concurren
 
 // WithPrefetch lets fetches take up to n messages beyond the free handlers.
 // By default a fixed-time or range-merge topic takes such a prefetch only
-// while a backlog lasts (its fetches come back full: more is due than there
-// are free handlers), growing it up to 1,024 and dropping it once the
-// backlog is gone; a priority topic takes none. They wait here, leased (the lease is extended as for running
-// handlers), and start in the order they were fetched as handlers free up.
+// while a backlog lasts (more is due than there are free handlers) and its
+// handlers keep pace with it, growing it up to 2,048 while they wait for
+// fetches and dropping it once the backlog is gone or they slow down (it
+// holds about 100 ms of their work at most); a priority topic takes none.
+// They wait here, leased (the lease is extended as for running handlers),
+// and start in the order they were fetched as handlers free up.
 // A new fetch waits until at most n/2 of them are still waiting, so each
 // fetch moves at least n/2 when there is a backlog. Larger fetches cost
 // Redis far less per message (about 25 µs a message at 16 a call, 9 µs at

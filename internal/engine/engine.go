@@ -69,6 +69,12 @@ type Engine struct {
 	// adaptsBacklog: the topic may take that prefetch (fixed at start: no
 	// WithPrefetch, two or more handlers, time-based, every slot its own).
 	adaptsBacklog bool
+	// Since the last fetch that adapted the backlog's prefetch, guarded by
+	// mu: listener calls that returned, and whether one of them left its
+	// handler with no delivery waiting (the handlers ran ahead of the
+	// fetches).
+	backlogDone    int
+	backlogStarved bool
 
 	waker *waker
 	clock clock

@@ -64,6 +64,9 @@ type fetcher struct {
 	// flowRecheck (Redis ms, 0 none), while flowBlocked on a cluster: when
 	// the first lease of the topic's places runs out.
 	flowRecheck int64
+	// lastBacklogFetch: when the last fetch that adapted the backlog's
+	// prefetch began (adaptBacklog).
+	lastBacklogFetch time.Time
 }
 
 func newFetcher(c *Engine) *fetcher {
@@ -152,12 +155,14 @@ func (f *fetcher) run(ctx context.Context) {
 				if adapt {
 					idle = c.idleHandlers()
 				}
+				began := time.Now()
 				moved := f.fetch(ctx, reqs, free)
 				if c.merged {
 					f.observeYield(moved, free, len(reqs))
 				}
 				if adapt {
-					c.adaptBacklog(moved, free, idle)
+					c.adaptBacklog(moved, free, idle, f.anyDue(c.clock.now().UnixMilli()), began.Sub(f.lastBacklogFetch))
+					f.lastBacklogFetch = began
 				}
 				continue
 			}
