@@ -96,6 +96,13 @@ func TestBacklogPrefetchDropsForStalledOrSlowHandlers(t *testing.T) {
 		c.adaptBacklog(0, 100, 32, true, ms)
 		assert.EqualValues(t, 0, c.prefetch())
 	})
+	t.Run("a stream of messages coming due starts none", func(t *testing.T) {
+		// The fetch took fewer than it asked for: the handlers are not
+		// short of work, whatever is still due by the slots' order.
+		c := backlogEngine(t)
+		c.adaptBacklog(19, 22, 22, true, ms)
+		assert.EqualValues(t, 0, c.prefetch())
+	})
 	t.Run("busy handlers never grow it from none", func(t *testing.T) {
 		c := backlogEngine(t)
 		endListeners(c, 5, 20)

@@ -70,11 +70,12 @@ const maxBacklogPrefetch = 2048
 // adaptBacklog sets the prefetch of a time-based topic that has no
 // WithPrefetch and consumes every slot, after each fetch of due messages
 // (moved of asked, with idleAtStart handlers free when it began; more
-// tells whether anything is still due, since, how long ago the last such
-// fetch began):
-//   - once no more is due (the backlog is over), or the fetch moved
-//     nothing, it drops to none;
-//   - a fetch that began with at least half the handlers idle (they
+// tells whether anything that was due when it began is still left, since,
+// how long ago the last such fetch began):
+//   - once nothing due before the fetch is left (the backlog is over: a
+//     stream of messages coming due keeps none, as each would wait behind
+//     it), or the fetch moved nothing, it drops to none;
+//   - a full fetch that began with at least half the handlers idle (they
 //     waited for it) quadruples it, from four times the concurrency up to
 //     maxBacklogPrefetch;
 //   - while it is on and the handlers, at the pace they kept since the
@@ -104,7 +105,7 @@ func (c *Engine) adaptBacklog(moved, asked, idleAtStart int, more bool, since ti
 	switch {
 	case asked <= 0 || moved == 0 || !more:
 		p = 0
-	case 2*idleAtStart >= c.concurrency():
+	case moved == asked && 2*idleAtStart >= c.concurrency():
 		p = grow
 	case p > 0 && float64(done)*backlogSpan.Seconds() >= float64(p/2)*since.Seconds():
 		if starved {

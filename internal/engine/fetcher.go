@@ -161,7 +161,10 @@ func (f *fetcher) run(ctx context.Context) {
 					f.observeYield(moved, free, len(reqs))
 				}
 				if adapt {
-					c.adaptBacklog(moved, free, idle, f.anyDue(c.clock.now().UnixMilli()), began.Sub(f.lastBacklogFetch))
+					// A backlog: messages that were due before the fetch
+					// began are still there (what came due during its
+					// round trip is a stream, not a backlog).
+					c.adaptBacklog(moved, free, idle, f.anyDue(nowMs), began.Sub(f.lastBacklogFetch))
 					f.lastBacklogFetch = began
 				}
 				continue
