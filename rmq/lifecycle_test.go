@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -23,10 +24,17 @@ import (
 // of the client under test (parallel tests run after all sequential ones).
 
 // leakBaseline starts the Redis side first (shared server, connections), so
-// that only what the rmq client starts is checked.
+// that only what the rmq client starts is checked. A cluster client makes
+// the client of each node, with its goroutines, on first use: every node is
+// used here, or the first call of the rmq client to a node not yet used
+// would count as a leak of the client under test.
 func leakBaseline(t *testing.T, e *env) goleak.Option {
 	t.Helper()
-	require.NoError(t, e.rdb.Ping(context.Background()).Err())
+	ctx := context.Background()
+	require.NoError(t, e.rdb.Ping(ctx).Err())
+	if cc, ok := e.rdb.(*redis.ClusterClient); ok {
+		require.NoError(t, cc.ForEachShard(ctx, func(ctx context.Context, c *redis.Client) error { return c.Ping(ctx).Err() }))
+	}
 	return goleak.IgnoreCurrent()
 }
 

@@ -5,6 +5,7 @@ import (
 	"math"
 	"sort"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/rmq-go/rmq/consumer"
@@ -368,7 +369,9 @@ func (f *fetcher) fetch(ctx context.Context, reqs []fetchReq, total int) (moved 
 			reqs[i].checkDelayed = f.delayedDue(reqs[i].slot, nowMs)
 		}
 	}
-	results := c.fetch(ctx, reqs, total)
+	callCtx, stop := withGrace(ctx, fetchGrace)
+	results := c.fetch(callCtx, reqs, total)
+	stop()
 	failed, missed := false, false
 	for _, r := range results {
 		if r.skipped {
@@ -428,6 +431,31 @@ func (f *fetcher) fetch(ctx context.Context, reqs []fetchReq, total int) (moved 
 		// answers again: try now rather than sleep out the backoff.
 	}
 	return moved
+}
+
+// fetchGrace is how long a fetch under way may go on once its fetcher's
+// context ended (Close). go-redis gives up on a reply it is reading when
+// the call's context ends, and a fetch whose reply is lost leaves the
+// messages Redis moved to prepare there until their lease runs out; seen
+// on a cluster, whose per-slot calls go out pipelined, when Close came
+// during a fetch. With the reply, the fetcher dispatches them and Close
+// gives them back to store (giveBackWaiting). Redis's read timeouts still
+// bound a call to a server that does not answer.
+const fetchGrace = 250 * time.Millisecond
+
+// withGrace returns a context that ends grace after ctx does (or when
+// stop is called), with ctx's values.
+func withGrace(ctx context.Context, grace time.Duration) (_ context.Context, stop func()) {
+	gctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	var timer atomic.Pointer[time.Timer]
+	unhook := context.AfterFunc(ctx, func() { timer.Store(time.AfterFunc(grace, cancel)) })
+	return gctx, func() {
+		unhook()
+		if t := timer.Load(); t != nil {
+			t.Stop()
+		}
+		cancel()
+	}
 }
 
 // dispatchOrHold starts the messages that were due when the fetch ran and
