@@ -146,7 +146,7 @@ func (s *service) pullQueues(ctx context.Context, p *pool, ns string, names []st
 	for {
 		// Each pass looks at every name again: the queues found before
 		// are pulled too, with those that came to exist since.
-		found, exists, err := p.lookupAll(ctx, tnames)
+		ts, exists, err := p.lookupAll(ctx, tnames)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -154,7 +154,7 @@ func (s *service) pullQueues(ctx context.Context, p *pool, ns string, names []st
 		var missing []string
 		for i, name := range tnames {
 			if exists[i] {
-				topics = append(topics, found[i])
+				topics = append(topics, ts[i])
 			} else {
 				missing = append(missing, name)
 			}

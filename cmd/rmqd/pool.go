@@ -136,11 +136,6 @@ func (p *pool) lookupAll(ctx context.Context, names []string) (ts []topic.Topic,
 	if len(unknown) == 0 {
 		return ts, found, nil
 	}
-	if len(unknown) == 1 {
-		i := unknown[0]
-		ts[i], found[i], err = p.lookup(ctx, names[i])
-		return ts, found, err
-	}
 	fields := make([]string, len(unknown))
 	for k, i := range unknown {
 		fields[k] = names[i]

@@ -68,6 +68,8 @@ type fetcher struct {
 	// lastBacklogFetch: when the last fetch that adapted the backlog's
 	// prefetch began (adaptBacklog).
 	lastBacklogFetch time.Time
+	// calls is the context of the fetches' Redis calls (run: fetchGrace).
+	calls context.Context
 }
 
 func newFetcher(c *Engine) *fetcher {
@@ -114,6 +116,11 @@ func (f *fetcher) run(ctx context.Context) {
 	c := f.c
 	timer := time.NewTimer(maxIdle)
 	defer timer.Stop()
+	// The fetches' Redis calls outlive the loop's context by fetchGrace,
+	// one context for the fetcher's life rather than one per fetch.
+	var stopCalls func()
+	f.calls, stopCalls = withGrace(ctx, fetchGrace)
+	defer stopCalls()
 	f.lookFirst(ctx)
 	for ctx.Err() == nil {
 		// The waker re-reads the pause state on a resubscription itself
@@ -156,7 +163,10 @@ func (f *fetcher) run(ctx context.Context) {
 				if adapt {
 					idle = c.idleHandlers()
 				}
-				began := time.Now()
+				var began time.Time
+				if adapt {
+					began = time.Now()
+				}
 				moved := f.fetch(ctx, reqs, free)
 				if c.merged {
 					f.observeYield(moved, free, len(reqs))
@@ -369,9 +379,7 @@ func (f *fetcher) fetch(ctx context.Context, reqs []fetchReq, total int) (moved 
 			reqs[i].checkDelayed = f.delayedDue(reqs[i].slot, nowMs)
 		}
 	}
-	callCtx, stop := withGrace(ctx, fetchGrace)
-	results := c.fetch(callCtx, reqs, total)
-	stop()
+	results := c.fetch(f.calls, reqs, total)
 	failed, missed := false, false
 	for _, r := range results {
 		if r.skipped {

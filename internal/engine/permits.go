@@ -81,7 +81,7 @@ func (p *permits) call(ctx context.Context, want, give, refund int) (scripts.Per
 	p.mu.Unlock()
 	if r.Woke {
 		// Wake every consumer of the topic: they all listen on slot 0.
-		if scripts.WakeCommand(p.c.rdb) == "SPUBLISH" {
+		if p.c.wakeCmd == "SPUBLISH" {
 			p.c.rdb.SPublish(ctx, p.c.keys[0].Wake, "f")
 		} else {
 			p.c.rdb.Publish(ctx, p.c.keys[0].Wake, "f")
