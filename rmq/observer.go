@@ -27,9 +27,17 @@ import (
 // observer delays other deliveries, and one that closes a topic or the
 // client may deadlock.
 //
-// An Observer may also implement the optional extensions TopicObserver,
-// ExpiryObserver, PauseObserver and FenceObserver; the client finds them
-// by type assertion.
+// An Observer may also implement any of six optional extensions, which
+// the client finds by type assertion:
+//
+//   - TopicObserver: each topic the client consumes, once, before its
+//     first delivery.
+//   - ExpiryObserver: messages dropped because their TTL or expiry passed.
+//   - PauseObserver: a consumed topic was paused or resumed.
+//   - FenceObserver: Redis refused a call of a stale slot owner
+//     (ZooKeeper mode).
+//   - ScheduleObserver: ticks the client's scheduler fired or skipped.
+//   - FlowObserver: a topic's adaptive concurrency limit changed.
 type Observer interface {
 	// Sent is told what a send did to its topic's slot, once per message.
 	Sent(t topic.Topic, result producer.SendResult)
@@ -200,7 +208,8 @@ func (o *observers) LeasesExpired(topic string, rolledBack, dead int) {
 }
 
 // Consumes, Expired, Paused and Fenced tell the observers that implement
-// the extension.
+// the extension (ConcurrencyLimit is in flow.go, the schedule calls in
+// schedule_client.go).
 
 func (o *observers) Consumes(t topic.Topic) {
 	for _, x := range o.list {
