@@ -1,9 +1,3 @@
-// Package luascripts holds every Lua script of RMQ, one .lua file each, and
-// the envelope format those scripts store. Scripts are the only code that
-// writes more than one key. Every key comes through KEYS, and the keys of
-// one topic slot share one hash tag. A call touches one topic slot, except
-// that sendbatch, fetch and ack take several slots' key groups in one call
-// on a single node, where no hash slot rule applies.
 package scripts
 
 import (
