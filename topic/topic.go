@@ -1,5 +1,3 @@
-// Package topic defines what a topic is: a name, a message type and a slot
-// amount. A Topic is an immutable value; build one with New.
 package topic
 
 import (
