@@ -11,14 +11,14 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Every relative link of README.md and docs/*.md names a file that exists
+// Every relative link of README.md, CHANGELOG.md and docs/*.md names a file that exists
 // and, after a #, a heading of it: pages moved to docs/ keep their links.
 func TestReadmeLinks(t *testing.T) {
 	root, err := Root()
 	require.NoError(t, err)
 	pages, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
 	require.NoError(t, err)
-	pages = append(pages, filepath.Join(root, "README.md"), filepath.Join(root, "cmd", "rmqd", "README.md"))
+	pages = append(pages, filepath.Join(root, "README.md"), filepath.Join(root, "CHANGELOG.md"), filepath.Join(root, "cmd", "rmqd", "README.md"))
 	link := regexp.MustCompile(`\]\(([^)\s]+)\)`)
 	checked := 0
 	for _, page := range pages {
