@@ -58,8 +58,9 @@
 //	return consumer.SkipRetry(err)               // to the dead queue at once (a poison message)
 //	return consumer.Snooze(10 * time.Second)     // again in 10 s, no attempt counted
 //
-// The Outcome (Acked, Retried, Dead, Superseded, Refused, LeaseLost,
-// Abandoned, Failed) is what an rmq.Observer is told of each delivery.
+// The Outcome of each delivery (Acked, Retried, Dead, Superseded, Refused,
+// LeaseLost, Abandoned, Failed, Fenced, Revoked, Expired, Snoozed) is what
+// an rmq.Observer's Finished is told.
 //
 // # Options
 //
