@@ -1,11 +1,3 @@
-// Package slots maps messages to topic slots and names the Redis keys of a
-// slot. Every key of one slot carries the hash tag {<topic>:<index>:<n>}, so
-// a script that touches one slot touches one Redis Cluster hash slot.
-//
-// Two hashes are involved and they are different: CRC32 (IEEE) of the slot
-// basis picks the topic slot; Redis's CRC16 of the "{topic:index:n}" tag
-// picks the cluster hash slot, hence the master that holds it, and n is
-// chosen so that a topic's slots spread evenly over the masters.
 package slots
 
 import (
