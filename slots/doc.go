@@ -15,8 +15,9 @@
 //
 // A slot's keys are Keys (store, prepare, dead, msg, deadmsg, wake,
 // delayed) and, for flow control, GroupKeys. A topic's fleet-wide flow state
-// (FlowKeys, AdaptiveKey) has a tag of its own, {<topic>}, and the keys of
-// the prefix (TopicsKey, PausedKey, LimitsKey, GroupedKey) none: no script
-// names them with a slot's keys. docs/design.md in the repository has the
-// whole layout.
+// (FlowKeys, AdaptiveKey) has a tag of its own, {<topic>}: on a cluster the
+// permit script names it alone, on a single node the fetch and ack scripts
+// name it with slot keys. The keys of the prefix (TopicsKey, PausedKey,
+// LimitsKey, GroupedKey) carry no tag, and no script names them.
+// docs/design.md in the repository has the whole layout.
 package slots
