@@ -187,8 +187,9 @@
 // more through its optional extensions (TopicObserver, ExpiryObserver,
 // PauseObserver, FenceObserver, ScheduleObserver, FlowObserver).
 // WithMiddleware wraps every listener; WithSendHook sees every outgoing
-// message and may add headers. The modules x/prometheus and x/otel
-// implement all three. Logging goes to the *slog.Logger of WithLogger.
+// message and may add headers. The module x/prometheus is an Observer;
+// x/otel provides all three. Logging goes to the *slog.Logger of
+// WithLogger.
 //
 // # Errors
 //
