@@ -48,4 +48,7 @@
 // ErrInvalidSlotAmount; ParseDefinition returns ErrInvalidDefinition, and
 // ParseType ErrInvalidType. A Topic is a value and safe to share between
 // goroutines.
+//
+// In the repository, docs/api.md has each type's rules and docs/cluster.md
+// where a topic's slots go on a Redis Cluster.
 package topic
