@@ -294,16 +294,18 @@
 // All keys start with the prefix (WithPrefix, default "rmq"). A topic
 // slot's keys share the hash tag {<topic>:<index>:<n>}, n placing the tag
 // on a chosen cluster hash slot (slots.KeysFor builds them). Every write of
-// more than one key is one Lua script (luascripts), and a script's keys are
-// those of one slot:
+// more than one key is one Lua script (luascripts) whose keys share one hash
+// tag (on a single node one call may carry several slots' key groups):
 //
 //	key                                     writers
 //	--------------------------------------  -----------------------------------------------
 //	<slot>:store, :msg, :delayed            producer (send1, sendbatch, gsend, remove),
-//	                                        engine (fetch, ack, rollback, sweep, release),
-//	                                        Inspector (requeue, remove), schedules
+//	                                        engine (fetch, ack, rollback, sweep, release,
+//	                                        takeover), Inspector (requeue, remove),
+//	                                        schedules
 //	<slot>:prepare                          engine (fetch, ack, rollback, extend, sweep,
-//	                                        confirm, release); remove leaves a tombstone
+//	                                        confirm, release, takeover); remove leaves a
+//	                                        tombstone
 //	<slot>:dead, :deadmsg                   engine (rollback and sweep, past the
 //	                                        retries), Inspector (requeue, deletedead)
 //	<slot>:wake (channel)                   published by the scripts that change a head;
