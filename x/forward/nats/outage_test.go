@@ -23,19 +23,27 @@ func TestServerDownTenSeconds(t *testing.T) {
 	s := b.stream(t, "OUTAGE", subjectOf(&consumer.Message{Topic: tp.Name()}))
 
 	const n = 300
+	const stopAfter = 30 // forwards seen before the broker stops
 	start := time.Now()
 	sent := e.SendDue(tp, n, start.Add(500*time.Millisecond), 3*time.Second)
 	fw := forwardtest.NewRecorder(rmqnats.Forwarder(b.js, subjectOf, rmqnats.WithPublishTimeout(time.Second)))
 	closeForwarder(t, fw.L)
-	e.Forward(tp, fw, consumer.WithConcurrency(64), consumer.WithMaxRetries(500),
+	calls := forwardtest.NewInFlight(fw)
+	e.Forward(tp, calls, consumer.WithConcurrency(64), consumer.WithMaxRetries(500),
 		consumer.WithRetryBackoff(func(int) time.Duration { return 300 * time.Millisecond }))
 
-	time.Sleep(time.Until(start.Add(1500 * time.Millisecond)))
+	// The server goes away mid-stream: some messages forwarded, most still
+	// to come due.
+	for range stopAfter {
+		fw.NextOK(t, forwardtest.WaitLong)
+	}
 	require.NoError(t, b.srv.Shutdown())
 	down := time.Now()
 	// Forwards in flight when the server went away end within the publish
-	// timeout; from then on nothing may be acked.
-	time.Sleep(1500 * time.Millisecond)
+	// timeout, and the acks of those that succeeded land; from then on
+	// nothing may be acked.
+	calls.WaitEnded(t, down, forwardtest.WaitLong)
+	e.WaitAcksLanded(tp, fw, n)
 	unacked := e.Unacked(tp)
 	failedBefore := fw.Failed()
 	t.Logf("server down; %d of %d messages not forwarded yet", unacked, n)
@@ -77,6 +85,7 @@ func TestStalledServerBoundsInFlight(t *testing.T) {
 	for time.Now().Before(end) {
 		peak = max(peak, b.js.PublishAsyncPending())
 		require.LessOrEqual(t, peak, window, "publishes awaiting a PubAck")
+		// Sampled through the stall: its 3 s are the behaviour under test.
 		time.Sleep(5 * time.Millisecond)
 	}
 	require.Equal(t, window, peak, "the window never filled; the test proves nothing")
