@@ -76,14 +76,13 @@ func (k *cluster) restart(t *testing.T) {
 	t.Helper()
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	// The port may linger for a moment, and nothing tells when it is
+	// free: the bind is retried.
 	var err error
-	for range 50 { // the port may linger for a moment
-		if k.c, err = kfake.NewCluster(kfake.Ports(k.port), kfake.DataDir(k.dir)); err == nil {
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	require.NoError(t, err)
+	forwardtest.Eventually(t, 5*time.Second, "kfake back on its port", func() bool {
+		k.c, err = kfake.NewCluster(kfake.Ports(k.port), kfake.DataDir(k.dir))
+		return err == nil
+	})
 }
 
 // forwarder is rmqkafka.Forwarder on a client of its own, closed when the

@@ -21,16 +21,26 @@ func TestBrokerDownTenSeconds(t *testing.T) {
 	k := startCluster(t, "fw-"+tp.Name())
 
 	const n = 300
+	const stopAfter = 30 // forwards seen before the broker stops
 	start := time.Now()
 	sent := e.SendDue(tp, n, start.Add(500*time.Millisecond), 3*time.Second)
 	fw := forwardtest.NewRecorder(k.forwarder(t, rmqkafka.WithPublishTimeout(time.Second)))
-	e.Forward(tp, fw, consumer.WithConcurrency(64), consumer.WithMaxRetries(500),
+	calls := forwardtest.NewInFlight(fw)
+	e.Forward(tp, calls, consumer.WithConcurrency(64), consumer.WithMaxRetries(500),
 		consumer.WithRetryBackoff(func(int) time.Duration { return 300 * time.Millisecond }))
 
-	time.Sleep(time.Until(start.Add(1500 * time.Millisecond)))
+	// The broker goes away mid-stream: some messages forwarded, most still
+	// to come due.
+	for range stopAfter {
+		fw.NextOK(t, forwardtest.WaitLong)
+	}
 	k.stop()
 	down := time.Now()
-	time.Sleep(1500 * time.Millisecond)
+	// Forwards in flight when the broker went away end within the publish
+	// timeout, and the acks of those that succeeded land; from then on
+	// nothing may be acked.
+	calls.WaitEnded(t, down, forwardtest.WaitLong)
+	e.WaitAcksLanded(tp, fw, n)
 	unacked := e.Unacked(tp)
 	failedBefore := fw.Failed()
 	t.Logf("broker down; %d of %d messages not forwarded yet", unacked, n)
