@@ -25,19 +25,28 @@ func TestBrokerDownTenSeconds(t *testing.T) {
 	b.queue(t, tp.Name())
 
 	const n = 300
+	const stopAfter = 30 // forwards seen before the broker stops
 	start := time.Now()
 	sent := e.SendDue(tp, n, start.Add(500*time.Millisecond), 3*time.Second)
 	fw := forwardtest.NewRecorder(b.forwarder(t, rmqamqp.WithPublishTimeout(time.Second)))
-	e.Forward(tp, fw, consumer.WithConcurrency(64), consumer.WithMaxRetries(500),
+	calls := forwardtest.NewInFlight(fw)
+	e.Forward(tp, calls, consumer.WithConcurrency(64), consumer.WithMaxRetries(500),
 		consumer.WithRetryBackoff(func(int) time.Duration { return 300 * time.Millisecond }))
 
-	time.Sleep(time.Until(start.Add(1500 * time.Millisecond)))
+	// The node goes away mid-stream: some messages forwarded, most still
+	// to come due.
+	for range stopAfter {
+		fw.NextOK(t, forwardtest.WaitLong)
+	}
 	stopping := time.Now()
 	require.NoError(t, srv.Shutdown())
-	t.Logf("node stopped in %v", time.Since(stopping))
+	down := time.Now()
+	t.Logf("node stopped in %v", down.Sub(stopping))
 	// Forwards in flight when the node went away end within the publish
-	// timeout; from then on nothing may be acked.
-	time.Sleep(1500 * time.Millisecond)
+	// timeout, and the acks of those that succeeded land; from then on
+	// nothing may be acked.
+	calls.WaitEnded(t, down, forwardtest.WaitLong)
+	e.WaitAcksLanded(tp, fw, n)
 	unacked := e.Unacked(tp)
 	failedBefore := fw.Failed()
 	t.Logf("node down; %d of %d messages not forwarded yet", unacked, n)
