@@ -67,9 +67,16 @@ func TestFlowAdaptiveConcurrencyFollowsLatency(t *testing.T) {
 		var latency atomic.Int64
 		latency.Store(int64(10 * time.Millisecond))
 		var done atomic.Int64
+		handled := make(chan struct{}, 1) // signalled, without blocking, after each message
 		require.NoError(t, c.Register(tp, consumer.ListenerFunc(func(ctx context.Context, m *consumer.Message) error {
+			// The handler latency the limit follows: the wait times the
+			// behaviour under test.
 			time.Sleep(time.Duration(latency.Load()))
 			done.Add(1)
+			select {
+			case handled <- struct{}{}:
+			default:
+			}
 			return nil
 		}), consumer.WithAdaptiveConcurrency(1, 32)))
 		e.start(c)
@@ -93,8 +100,13 @@ func TestFlowAdaptiveConcurrencyFollowsLatency(t *testing.T) {
 						return
 					}
 					sent += len(msgs)
+					continue
 				}
-				time.Sleep(20 * time.Millisecond)
+				// The backlog is full: look again once a message was handled.
+				select {
+				case <-handled:
+				case <-ctx.Done():
+				}
 			}
 		}()
 		defer func() { cancel(); feeding.Wait() }()

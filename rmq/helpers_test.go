@@ -247,7 +247,8 @@ func (r *recorder) none(t *testing.T, d time.Duration) {
 // quiet gives the library d to do what it must not (start a listener call
 // beyond its concurrency, fetch what is paused) where nothing observable
 // would tell that it will not; the caller then checks that it did not.
-// With recorder.none it is the only fixed wait of rmq's tests.
+// With recorder.none it is the only fixed wait of rmq's tests: d times
+// the behaviour under test.
 func quiet(d time.Duration) { time.Sleep(d) }
 
 func ack(context.Context, *consumer.Message) error { return nil }

@@ -240,7 +240,8 @@ func TestPriorityBackoffAndDelay(t *testing.T) {
 			}
 			return nil
 		})
-		c := e.client()
+		obs := &retriedObserver{retried: make(chan time.Time, 4)}
+		c := e.client(rmq.WithObserver(obs))
 		require.NoError(t, c.Register(tp, rec, consumer.WithConcurrency(1),
 			consumer.WithRetryBackoff(func(int) time.Duration { return 400 * time.Millisecond })))
 		e.start(c)
@@ -248,15 +249,18 @@ func TestPriorityBackoffAndDelay(t *testing.T) {
 		_, err := p.SendPriority(ctx, tp, []byte("j"), 1000, producer.WithKey("job"))
 		require.NoError(t, err)
 		first := rec.next(t, 5*time.Second)
-		// The handler was called; its rollback lands just after it
-		// returned, well inside the 400 ms backoff.
-		inDelayed := false
-		for until := time.Now().Add(350 * time.Millisecond); !inDelayed && time.Now().Before(until); time.Sleep(5 * time.Millisecond) {
-			st, err := c.Inspector().Stats(ctx, tp)
-			require.NoError(t, err)
-			inDelayed = st.Delayed == 1
+		// The handler failed; the observer hears of it once its rollback
+		// committed, well inside the 400 ms backoff.
+		var rolledBack time.Time
+		select {
+		case rolledBack = <-obs.retried:
+		case <-time.After(5 * time.Second):
+			t.Fatal("the failed delivery did not end")
 		}
-		assert.True(t, inDelayed, "the retry waits out its backoff in the delayed set")
+		st, err := c.Inspector().Stats(ctx, tp)
+		require.NoError(t, err)
+		assert.Equal(t, int64(1), st.Delayed, "the retry waits out its backoff in the delayed set (rolled back %v, read %v after the delivery)",
+			rolledBack.Sub(first.At), time.Since(first.At))
 		second := rec.next(t, 5*time.Second)
 		assert.Equal(t, 2, second.Attempt)
 		assert.GreaterOrEqual(t, second.At.Sub(first.At), 400*time.Millisecond, "the backoff is honoured")
@@ -427,4 +431,21 @@ func TestResentAckReportsAcked(t *testing.T) {
 	assert.Equal(t, consumer.Acked, <-outcomes, "the resent ack counts as acked")
 	assert.EqualValues(t, 1, proxy.Dropped(), "the fault happened")
 	e.eventuallyCounts(tp, counts{})
+}
+
+// retriedObserver tells, on retried, when a delivery ended in a retry:
+// the observer hears of it once the rollback committed, so the retry is
+// in Redis by then.
+type retriedObserver struct {
+	rmq.BaseObserver
+	retried chan time.Time
+}
+
+func (o *retriedObserver) Finished(_ *consumer.Message, _ time.Duration, out consumer.Outcome, _ error) {
+	if out == consumer.Retried {
+		select {
+		case o.retried <- time.Now():
+		default:
+		}
+	}
 }

@@ -55,7 +55,9 @@ func TestFailingListenerLosesNoLease(t *testing.T) {
 		_, err := p.SendFixedTime(context.Background(), tp, []byte("x"), time.Now(), producer.WithKey(strconv.Itoa(i)))
 		require.NoError(t, err)
 	}
-	// The load runs for a while: the races it provokes are what is tested.
+	// The load runs for a while, across several rounds of the lease
+	// keeper (a timer of its own): the races it provokes are what is
+	// tested, so the wait times the behaviour under test.
 	time.Sleep(3 * time.Second)
 	require.NoError(t, c.Close(context.Background()))
 

@@ -465,7 +465,8 @@ func testManyTopicsZK(t *testing.T, e *env, srv *zkserver.Server) {
 			zt.maxRun[client] = max(zt.maxRun[client], zt.running[client])
 			zt.mu.Unlock()
 			// Long enough for other deliveries of the slot to overlap if
-			// the slot were not serial.
+			// the slot were not serial: the wait times the behaviour under
+			// test.
 			time.Sleep(2 * time.Millisecond)
 			h.end = time.Now()
 			zt.mu.Lock()

@@ -31,7 +31,7 @@ func TestNoPollingSleepsUntilDue(t *testing.T) {
 		due := time.Now().Add(3 * time.Second)
 		_, err := c.Producer().SendFixedTime(ctx, tp, []byte("later"), due, producer.WithKey("later"))
 		require.NoError(t, err)
-		time.Sleep(2 * time.Second) // the idleness whose fetch calls are counted
+		time.Sleep(2 * time.Second) // the idleness whose fetch calls are counted: it times the behaviour under test
 		idle := fetches.N()
 		assert.LessOrEqual(t, idle, int64(3), "fetch script called %d times in 2 s of idleness", idle)
 
@@ -156,7 +156,12 @@ func TestWakeUpsAfterDeliveries(t *testing.T) {
 			d := rec.next(t, waitLong)
 			require.Equal(t, key, d.ID)
 			assert.Less(t, d.At.Sub(sent), time.Second)
-			time.Sleep(10 * time.Millisecond) // paced: wake-ups come while the fetcher applies earlier ones
+			// Every other send follows the delivery at once, so its
+			// wake-up comes while the fetcher still applies the last
+			// one's; the others find the fetcher asleep.
+			if i%2 == 1 {
+				e.waitFetchersAsleep(1)
+			}
 		}
 		e.eventuallyCounts(tp, counts{})
 	})

@@ -149,7 +149,7 @@ func TestPrefetchFetchesInLargeBatches(t *testing.T) {
 		const n, prefetch = 400, 32
 		c, fetches := e.clientCountingFetches()
 		rec := newRecorder(func(context.Context, *consumer.Message) error {
-			time.Sleep(200 * time.Microsecond) // a handler that works, so a backlog builds
+			time.Sleep(200 * time.Microsecond) // a handler that works, so fetched messages wait for it: the wait times the behaviour under test
 			return nil
 		})
 		require.NoError(t, c.Register(tp, rec, consumer.WithConcurrency(2), consumer.WithPrefetch(prefetch)))

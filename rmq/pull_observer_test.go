@@ -94,7 +94,7 @@ func TestPullObserverOutcomes(t *testing.T) {
 		for _, d := range ds {
 			byID[d.ID] = d
 		}
-		time.Sleep(50 * time.Millisecond) // the handler time below is at least this
+		time.Sleep(50 * time.Millisecond) // the handler time below is at least this: the wait times the behaviour under test
 		require.NoError(t, byID["a"].Ack(ctx))
 		require.NoError(t, byID["a"].Ack(ctx), "a resent ack succeeds")
 		require.NoError(t, byID["b"].Nack(ctx, time.Minute, errors.New("later")))

@@ -217,7 +217,8 @@ func testPullBurst(t *testing.T, typ topic.Type) {
 					if left.Add(-1) == 0 {
 						allTaken <- time.Now()
 					}
-					// Slow handling: the burst needs every waiter.
+					// Slow handling, so the burst needs every waiter: the
+					// wait times the behaviour under test.
 					time.Sleep(20 * time.Millisecond)
 					assert.NoError(t, d.Ack(ctx))
 				}

@@ -37,15 +37,18 @@ func TestRangeMergeDueAfterFirstSend(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, producer.BodyID([]byte("same body")), bodyID)
 
-		// Duplicates sent later (the behaviour under test): the due time
-		// must not move.
-		time.Sleep(300 * time.Millisecond)
-		_, err = p.SendRangeMerge(ctx, tp, []byte("v2"), 100*time.Millisecond, producer.WithKey("sku-1")) // shorter range: not earlier
+		// Duplicates with a shorter range: the due time must not come
+		// earlier (a due time of theirs would be far below timeRange).
+		_, err = p.SendRangeMerge(ctx, tp, []byte("v2"), 100*time.Millisecond, producer.WithKey("sku-1"))
 		require.NoError(t, err)
 		id, err := p.SendRangeMerge(ctx, tp, []byte("same body"), 0)
 		require.NoError(t, err)
 		require.Equal(t, bodyID, id)
-		time.Sleep(300 * time.Millisecond)
+		// Duplicates sent later, with a range as long or longer: the due
+		// time must not move later. The wait times the behaviour under
+		// test: a window that restarted at each duplicate would end 600 ms
+		// late.
+		time.Sleep(600 * time.Millisecond)
 		_, err = p.SendRangeMerge(ctx, tp, []byte("v3"), 10*time.Second, producer.WithKey("sku-1")) // longer range: not later
 		require.NoError(t, err)
 		_, err = p.SendRangeMerge(ctx, tp, []byte("same body"), timeRange)
@@ -92,7 +95,9 @@ func TestRangeMergeResendDuringHandling(t *testing.T) {
 				close(started)
 				<-resent
 				// Stay busy well past the duplicate's due time: a fetcher that
-				// ignored the in-flight delivery would hand it out now.
+				// ignored the in-flight delivery would hand it out now. No
+				// event shows a hand-out that does not happen: the wait times
+				// the behaviour under test.
 				time.Sleep(800 * time.Millisecond)
 				firstEnd <- time.Now()
 			}
@@ -146,7 +151,10 @@ func TestRangeMergeResendDuringFailedHandling(t *testing.T) {
 			if string(m.Body) == "v1" {
 				close(started)
 				<-resent
-				time.Sleep(300 * time.Millisecond) // the duplicate comes due meanwhile
+				// The duplicate (due 50 ms after its send) comes due and
+				// the fetcher finds its slot blocked meanwhile: the wait
+				// times the behaviour under test.
+				time.Sleep(300 * time.Millisecond)
 				failedAt <- time.Now()
 				return errors.New("handler failed")
 			}

@@ -46,8 +46,7 @@ func runSchedWorker() int {
 		return 2
 	}
 	fmt.Println("started")
-	time.Sleep(time.Hour) // until killed
-	return 3
+	select {} // until killed (SIGKILL): the client's timers keep the runtime from calling this a deadlock
 }
 
 // startSchedWorker starts a scheduler in a child process and returns a
