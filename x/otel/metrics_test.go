@@ -134,7 +134,7 @@ func TestMetricsCountExactScenario(t *testing.T) {
 	pr := mustTopic(t, "pr", topic.Priority, 2)
 	require.NoError(t, c.Register(rm, consumer.ListenerFunc(func(ctx context.Context, m *consumer.Message) error {
 		if m.ID == "b" {
-			time.Sleep(10 * time.Millisecond) // the handler time the histogram must show
+			time.Sleep(10 * time.Millisecond) // the handler time the histogram must show: the wait times the behaviour under test
 			return errors.New("b always fails")
 		}
 		return nil
@@ -327,6 +327,9 @@ func TestMetricsConcurrencyLimit(t *testing.T) {
 	c, _ := e.withTelemetry(m)
 	tp := mustTopic(t, "adaptive", topic.FixedTime, 1)
 	require.NoError(t, c.Register(tp, consumer.ListenerFunc(func(context.Context, *consumer.Message) error {
+		// A steady handler latency, which the limit grows under (with
+		// none, the handlers would never fill it): the wait times the
+		// behaviour under test.
 		time.Sleep(time.Millisecond)
 		return nil
 	}), consumer.WithAdaptiveConcurrency(2, 16)))

@@ -23,6 +23,8 @@ func TestScheduleMetrics(t *testing.T) {
 	tp := mustTopic(t, "ticks", topic.FixedTime, 1)
 	setter := e.Client(rmq.WithoutScheduler())
 	require.NoError(t, setter.Schedules().Set(ctx, rmq.Schedule{Name: "beat", Spec: "@every 1s", Topic: tp, Body: []byte("b")}))
+	// The ticks missed while no client runs are the behaviour under test:
+	// the wait times it.
 	time.Sleep(4500 * time.Millisecond)
 
 	m := newMeter(t)
