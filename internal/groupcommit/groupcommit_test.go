@@ -59,7 +59,7 @@ func TestEveryRequestRunsOnceWithinTheRoundLimit(t *testing.T) {
 	for _, inFlight := range []int{1, 2, 4} {
 		r := &recorder{}
 		g := groupcommit.New(inFlight, func(ctx context.Context, b []*req) {
-			time.Sleep(time.Millisecond) // a round that works, so rounds overlap with arrivals
+			time.Sleep(time.Millisecond) // a round that works, so rounds overlap with arrivals: the wait times the behaviour under test
 			r.run(ctx, b)
 		}, nil)
 		reqs := make([]*req, 2000)
@@ -132,7 +132,7 @@ func TestGoRunsEveryValueAndCallsBackAfterItsRound(t *testing.T) {
 	for _, inFlight := range []int{1, 2} {
 		r := &recorder{}
 		g := groupcommit.New(inFlight, func(ctx context.Context, b []*req) {
-			time.Sleep(time.Millisecond) // a round that works, so rounds overlap with arrivals
+			time.Sleep(time.Millisecond) // a round that works, so rounds overlap with arrivals: the wait times the behaviour under test
 			r.run(ctx, b)
 		}, nil)
 		reqs := make([]*req, 2000)
