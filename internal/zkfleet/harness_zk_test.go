@@ -356,21 +356,26 @@ func (f *fleet) waitBalanced(n int) {
 // off mid-way.
 func (w *worker) waitBusy(n int, within time.Duration) {
 	w.f.t.Helper()
+	// The worker is another process writing a file: the kernel tells of
+	// each write (inotify), at once, as the caller needs, since handlers
+	// run for a few ms and it means to catch them running. The watch is
+	// set before the file is read, so no write goes unseen.
+	writes := watchWrites(w.f.t, w.out)
+	defer writes.Close()
 	file, err := os.Open(w.out)
 	require.NoError(w.f.t, err)
 	defer file.Close()
 	r := bufio.NewReader(file)
 	open, partial := 0, ""
 	deadline := time.Now().Add(within)
+	events := make([]byte, 4096)
 	for {
 		line, err := r.ReadString('\n')
 		if err != nil { // at the end (possibly mid-line): wait for more
 			partial += line
-			require.True(w.f.t, time.Now().Before(deadline), "worker %s never had %d handlers running", w.name, n)
-			// The worker is another process writing a file, which tells no
-			// one: its end is polled, finely, since handlers run for a few
-			// ms and the caller means to catch them running.
-			time.Sleep(200 * time.Microsecond)
+			require.NoError(w.f.t, writes.SetReadDeadline(deadline))
+			_, err := writes.Read(events)
+			require.NoError(w.f.t, err, "worker %s never had %d handlers running", w.name, n)
 			continue
 		}
 		line, partial = partial+line, ""
@@ -384,6 +389,24 @@ func (w *worker) waitBusy(n int, within time.Duration) {
 			return
 		}
 	}
+}
+
+// watchWrites is an inotify instance told of every write to path, for a
+// read with a deadline: each read returns once the file was written to
+// since the last.
+func watchWrites(t *testing.T, path string) *os.File {
+	t.Helper()
+	fd, err := syscall.InotifyInit1(syscall.IN_NONBLOCK | syscall.IN_CLOEXEC)
+	require.NoError(t, err)
+	// Non-blocking, so os.NewFile puts it on the runtime's poller, where
+	// reads take deadlines.
+	f := os.NewFile(uintptr(fd), "inotify")
+	_, err = syscall.InotifyAddWatch(fd, path, syscall.IN_MODIFY)
+	if err != nil {
+		f.Close()
+		require.NoError(t, err)
+	}
+	return f
 }
 
 // stopAll ends every live worker with SIGTERM (a graceful Close).
