@@ -9,8 +9,9 @@
 --         or 2^53 - priority, so a group's messages sort in the topic's
 --         order and a group's head is one ZRANGE BYLEX away
 --   gocc  lex ZSET of 'group\0id': the messages that hold one of their
---         group's places (WithGroupConcurrency), from their first fetch
---         until acked, dead or gone (a retry keeps its place)
+--         group's places (WithGroupConcurrency): a delivery in flight, or
+--         a retry waiting for its backoff (it keeps its place); the script
+--         that ends that state (ack, death, expiry, removal) frees it
 --   gturn ZSET: group -> ms from which it may be served next (its head's
 --         due time, its rate's next start, or GBLOCKED + ms while at its
 --         place limit); the member '' is the turn of the slot's store
@@ -87,6 +88,29 @@ local function gfree(k, time_based, grp, id, now, held)
   local _, key = gparse(h[1])
   local ready = gready(time_based, key, now)
   redis.call('ZADD', k.gturn, ready > now and ready or now - 0.5, grp)
+  if time_based then return ready end
+  return 9007199254740992 - key
+end
+
+-- gfree_id frees the place id holds in group grp, if it holds one, for a
+-- script that ended the state holding it (remove.lua: a delivery removed
+-- while in flight, a retry removed while it waited), and returns the
+-- score to wake the slot with (gfree), or nil.
+local function gfree_id(k, time_based, grp, id, now)
+  if redis.call('ZREM', k.gocc, grp .. '\0' .. id) == 0 then return nil end
+  return gfree(k, time_based, grp, id, now, true)
+end
+
+-- gturn_head offers group grp a turn at its head's time (gturn_offer) and
+-- returns the score to wake the slot with, or nil: for a group whose head
+-- waited behind a removed delivery of its id, once that delivery's
+-- tombstone is gone (sweep.lua).
+local function gturn_head(k, time_based, grp, now)
+  local h = ghead(k.gq, grp)
+  if not h[1] then return nil end
+  local _, key = gparse(h[1])
+  local ready = gturn_offer(k.gturn, grp, gready(time_based, key, now), now)
+  if not ready then return nil end
   if time_based then return ready end
   return 9007199254740992 - key
 end
