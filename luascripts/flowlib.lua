@@ -117,8 +117,9 @@ end
 
 -- gfree_all frees the places of several ended deliveries at once: frees
 -- is a list of { group, id }. One ZREM takes every place, then each group
--- is looked at once, as gfree would for its last place (a group put back
--- in the rotation by its first freed place is not blocked for the next).
+-- at its place limit is looked at once, as gfree would for its last place
+-- (a group put back in the rotation by its first freed place is not
+-- blocked for the next).
 -- Returns the scores to wake the slot with (see gfree).
 local function gfree_all(k, time_based, frees, now)
   if #frees == 0 then return {} end
@@ -132,10 +133,15 @@ local function gfree_all(k, time_based, frees, now)
     end
   end
   mcall('ZREM', k.gocc, members)
+  -- One ZMSCORE finds the groups at their place limit: only those are
+  -- looked at further (most acks end a delivery of a group below it).
+  local cur = mcall('ZMSCORE', k.gturn, groups)
   local wakes = {}
-  for _, grp in ipairs(groups) do
-    local w = gfree(k, time_based, grp, nil, now, true)
-    if w then wakes[#wakes + 1] = w end
+  for i, grp in ipairs(groups) do
+    if cur[i] and tonumber(cur[i]) >= GBLOCKED then
+      local w = gfree(k, time_based, grp, nil, now, true)
+      if w then wakes[#wakes + 1] = w end
+    end
   end
   return wakes
 end
