@@ -191,10 +191,11 @@ end
 -- now_up the same rounded up. A new message waits in its group's queue
 -- (gq) and offers its group a turn; one whose id waits in store stays
 -- there (a fetch moves it to its group once due: it may be a retry that
--- must not go early), one whose id is in flight waits in store behind that
--- delivery (where ack.lua and rollback.lua look for a re-send), and a
--- priority message not to compete before a later time waits in the
--- delayed set. Returns the result code, the score to wake the slot with
+-- must not go early), one whose id waits in the delayed set goes to store
+-- (it may be a retry holding its group's place), one whose id is in flight
+-- waits in store behind that delivery (where ack.lua and rollback.lua look
+-- for a re-send), and a priority message not to compete before a later
+-- time waits in the delayed set. Returns the result code, the score to wake the slot with
 -- (nil: none), and the delayed due time when it went to the delayed set.
 local function gsend_one(k, typ, id, score_arg, nonce, body, now, now_up, opts)
   local time_based = typ ~= 2
@@ -249,9 +250,13 @@ local function gsend_one(k, typ, id, score_arg, nonce, body, now, now_up, opts)
     return result, nil, e.nbf
   end
   if where == 'd' then redis.call('ZREM', k.delayed, id) end
-  if where == 's' or where == 'p' then
+  -- A message merged into one that waited in the delayed set goes to
+  -- store, as a send without a group does, not straight to its group: it
+  -- may be a retry holding its group's place, which it keeps there (the
+  -- fetch delivers it as it is, or moves one that holds none to its group).
+  if where == 's' or where == 'p' or where == 'd' then
     if not (where == 's' and typ == 1) then redis.call('ZADD', k.store, e.score, id) end
-    if where == 's' and head_of(k.store, time_based) == id then return result, e.score end
+    if where ~= 'p' and head_of(k.store, time_based) == id then return result, e.score end
     return result
   end
   local key = gkey(time_based, e.orig)

@@ -213,3 +213,24 @@ func TestLateAckWhileTheIdWaitsInItsGroup(t *testing.T) {
 	require.EqualValues(t, 1, s.gack(again[0]))
 	assert.EqualValues(t, 2, s.gack(again[0]), "a second run of a done ack: gone")
 }
+
+// A priority retry waits for its backoff in the delayed set, holding its
+// group's place; a re-send of its id merges into it and puts it in its
+// group's queue, where it holds no place: validation drops the place, and
+// the merged message goes first (its group's head), its history kept.
+func TestPriorityRetryMergedByAResendGoes(t *testing.T) {
+	s := newFlowSlot(t, 2)
+	s.flow.GroupPlaces = 1
+	s.gsend("G", []string{"a"}, []float64{10})
+	_, got := s.gfetch(10)
+	require.Equal(t, []string{"a"}, ids(got))
+	require.EqualValues(t, 4, s.groll(got[0], 60000, ""), "a retry in a minute, in the delayed set")
+	require.Equal(t, []int64{3}, s.gsend("G", []string{"a"}, []float64{10}), "merged into the waiting retry")
+	s.gsend("G", []string{"b"}, []float64{5})
+	_, got = s.gfetch(10)
+	require.Equal(t, []string{"a"}, ids(got))
+	assert.Equal(t, 1, got[0].env.Failures, "the merged message keeps the retry's history")
+	require.EqualValues(t, 1, s.gack(got[0]))
+	_, got = s.gfetch(10)
+	require.Equal(t, []string{"b"}, ids(got))
+}
