@@ -107,7 +107,7 @@ end
 local function glimits(x, L)
   local f, b = x.flow, x.kb[L.g]
   L.croom, L.rroom = 1e18, 1e18
-  if f.gconc > 0 then
+  if f.gconc > 0 and not x.roomy[L.g] then
     local live = redis.call('ZLEXCOUNT', KEYS[b + 6], '[' .. L.grp .. '\0', '(' .. L.grp .. '\1')
     if live >= f.gconc then live = gvalidate(x, b, L.grp, f.gconc) end
     L.croom = f.gconc - live
@@ -330,9 +330,15 @@ local function gfetch(x)
   local nowi = string.format('%d', now)
   local h = { n = 0 }
   local lanes = {}
-  x.expired, x.picks, x.frees = 0, {}, {}
+  x.expired, x.picks, x.frees, x.roomy = 0, {}, {}, {}
   for g = x.g1, x.g2 do
     local b = x.kb[g]
+    -- A group holds at most the slot's places and takes at most x.max[g]
+    -- now: when they add up to no more than the limit, no group can reach
+    -- it in this call, and one ZCARD saves a count per group (glimits).
+    if x.flow.gconc > x.max[g] and redis.call('ZCARD', KEYS[b + 6]) + x.max[g] <= x.flow.gconc then
+      x.roomy[g] = true
+    end
     local ready = redis.call('ZRANGE', KEYS[b + 7], '-inf', nowi, 'BYSCORE', 'LIMIT', '0', string.format('%d', x.n + 1), 'WITHSCORES')
     local sturn = 0
     for j = 1, #ready, 2 do

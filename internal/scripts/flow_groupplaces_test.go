@@ -234,3 +234,23 @@ func TestPriorityRetryMergedByAResendGoes(t *testing.T) {
 	_, got = s.gfetch(10)
 	require.Equal(t, []string{"b"}, ids(got))
 }
+
+// A fetch whose slot holds so few places that no group can reach its
+// limit takes without counting each group's places; near the limit it
+// counts them, and never takes a place too many.
+func TestGroupPlacesNearAndFarFromTheLimit(t *testing.T) {
+	s := newFlowSlot(t, 3)
+	s.flow.GroupPlaces = 5
+	aIDs, aScores := seq("a", 10)
+	s.gsend("A", aIDs, aScores)
+	var all []delivered
+	for _, want := range []int{2, 2, 1, 0} {
+		_, got := s.gfetch(2)
+		require.Len(t, got, want, "after %d in flight", len(all))
+		all = append(all, got...)
+	}
+	assert.Len(t, s.places(), 5)
+	require.EqualValues(t, 1, s.gack(all[0]))
+	_, got := s.gfetch(2)
+	require.Equal(t, []string{"a005"}, ids(got))
+}
