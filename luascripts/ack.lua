@@ -31,9 +31,9 @@
 -- Returns: one integer per pair, in order: 1 acked, 0 refused (the delivery
 -- is no longer the current one: lease lost and swept, possibly into dead,
 -- or removed), 2 gone: refused, and the id is nowhere (not waiting in
--- store, delayed or its group, in flight, or dead), which is what a second run of an ack that
--- succeeded sees (go-redis resends a call whose reply was lost), so the
--- caller may count it as acked. A delivery removed by id (remove.lua)
+-- store, delayed or its group, in flight, or dead), which is what a second
+-- run of an ack that succeeded sees (go-redis resends a call whose reply
+-- was lost), so the caller may count it as acked. A delivery removed by id (remove.lua)
 -- leaves a tombstone in prepare for as long as its lease, so its late ack
 -- is 0, not 2; one whose lease ran out and that the sweeper moved to dead
 -- is 0 too. With the epoch key: an error reply RMQFENCED, and nothing

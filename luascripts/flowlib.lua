@@ -195,8 +195,9 @@ end
 -- (it may be a retry holding its group's place), one whose id is in flight
 -- waits in store behind that delivery (where ack.lua and rollback.lua look
 -- for a re-send), and a priority message not to compete before a later
--- time waits in the delayed set. Returns the result code, the score to wake the slot with
--- (nil: none), and the delayed due time when it went to the delayed set.
+-- time waits in the delayed set. Returns the result code, the score to
+-- wake the slot with (nil: none), and the delayed due time when it went to
+-- the delayed set.
 local function gsend_one(k, typ, id, score_arg, nonce, body, now, now_up, opts)
   local time_based = typ ~= 2
   local old, where, waiting

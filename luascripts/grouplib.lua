@@ -20,9 +20,9 @@ local GBUSY_RECHECK = 5000
 -- GBLOCK_RECHECK (ms): a group at its place limit comes back when the end
 -- of a delivery frees a place (gfree). A place no end frees (an ack that
 -- named no flow keys, one while the topic had no group places) is found
--- by gvalidate: a group blocked this long is looked at again, as every blocked
--- group is once the topic no longer limits places. (The fetcher looks at a
--- slot whose work is all blocked again after as long: engine's
+-- by gvalidate: a group blocked this long is looked at again, as every
+-- blocked group is once the topic no longer limits places. (The fetcher
+-- looks at a slot whose work is all blocked again after as long: engine's
 -- blockedRecheck.)
 local GBLOCK_RECHECK = 5000
 
