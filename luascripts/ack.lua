@@ -30,10 +30,10 @@
 -- ARGV[#ARGV] -> the caller's owner epoch, when KEYS[7] is given (after the pairs)
 -- Returns: one integer per pair, in order: 1 acked, 0 refused (the delivery
 -- is no longer the current one: lease lost and swept, possibly into dead,
--- or removed), 2 gone: refused, and the id is nowhere (not waiting, in
--- flight, stored or dead), which is what a second run of an ack that
--- succeeded sees (go-redis resends a call whose reply was lost), so the
--- caller may count it as acked. A delivery removed by id (remove.lua)
+-- or removed), 2 gone: refused, and the id is nowhere (not waiting in
+-- store, delayed or its group, in flight, or dead), which is what a second
+-- run of an ack that succeeded sees (go-redis resends a call whose reply
+-- was lost), so the caller may count it as acked. A delivery removed by id (remove.lua)
 -- leaves a tombstone in prepare for as long as its lease, so its late ack
 -- is 0, not 2; one whose lease ran out and that the sweeper moved to dead
 -- is 0 too. With the epoch key: an error reply RMQFENCED, and nothing
@@ -52,11 +52,18 @@ if used < #KEYS then
   local refused = fence(KEYS[#KEYS], ARGV[#ARGV])
   if refused then return refused end
 end
--- nowhere reports whether group g's id is neither waiting (store, delayed)
--- nor dead.
-local function nowhere(g, id)
-  return not redis.call('ZSCORE', KEYS[kb[g] + 1], id) and not redis.call('ZSCORE', KEYS[kb[g] + 5], id)
-    and not redis.call('ZSCORE', KEYS[kb[g] + 6], id)
+-- nowhere reports whether group g's id is neither waiting nor dead. For
+-- an id this call acked (acked_here) a re-send of it can only wait in
+-- store or the delayed set (one sent while it was in flight); for one not
+-- in prepare it may also wait in its message group's queue (gq, a fresh
+-- grouped send, which the call may not name), and an envelope exists
+-- exactly for a waiting id then.
+local function nowhere(g, id, acked_here)
+  if redis.call('ZSCORE', KEYS[kb[g] + 6], id) then return false end
+  if acked_here then
+    return not redis.call('ZSCORE', KEYS[kb[g] + 1], id) and not redis.call('ZSCORE', KEYS[kb[g] + 5], id)
+  end
+  return redis.call('HEXISTS', KEYS[kb[g] + 3], id) == 0
 end
 local now
 local res = {}
@@ -84,14 +91,14 @@ for g = 1, G do
       elseif seen[ids[j]] then
         -- Named again after this call acked it: as a second call would
         -- see it, gone unless a re-send of it waits.
-        res[#res + 1] = nowhere(g, ids[j]) and 2 or 0
+        res[#res + 1] = nowhere(g, ids[j], true) and 2 or 0
       elseif not cur[j] then
         -- Refused; tell "gone" apart (rare, so its reads cost nothing on
         -- the common path). An envelope exists exactly for a waiting,
         -- delayed or in-flight id, so the sets tell. A dead id is not
         -- gone: the sweeper dead-lettered this delivery after its lease
         -- ran out, so the ack is refused, not counted as done.
-        res[#res + 1] = nowhere(g, ids[j]) and 2 or 0
+        res[#res + 1] = nowhere(g, ids[j], false) and 2 or 0
       else
         res[#res + 1] = 0
       end

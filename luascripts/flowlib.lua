@@ -9,8 +9,9 @@
 --         or 2^53 - priority, so a group's messages sort in the topic's
 --         order and a group's head is one ZRANGE BYLEX away
 --   gocc  lex ZSET of 'group\0id': the messages that hold one of their
---         group's places (WithGroupConcurrency), from their first fetch
---         until acked, dead or gone (a retry keeps its place)
+--         group's places (WithGroupConcurrency): a delivery in flight, or
+--         a retry waiting for its backoff (it keeps its place); the script
+--         that ends that state (ack, death, expiry, removal) frees it
 --   gturn ZSET: group -> ms from which it may be served next (its head's
 --         due time, its rate's next start, or GBLOCKED + ms while at its
 --         place limit); the member '' is the turn of the slot's store
@@ -91,10 +92,34 @@ local function gfree(k, time_based, grp, id, now, held)
   return 9007199254740992 - key
 end
 
+-- gfree_id frees the place id holds in group grp, if it holds one, for a
+-- script that ended the state holding it (remove.lua: a delivery removed
+-- while in flight, a retry removed while it waited), and returns the
+-- score to wake the slot with (gfree), or nil.
+local function gfree_id(k, time_based, grp, id, now)
+  if redis.call('ZREM', k.gocc, grp .. '\0' .. id) == 0 then return nil end
+  return gfree(k, time_based, grp, id, now, true)
+end
+
+-- gturn_head offers group grp a turn at its head's time (gturn_offer) and
+-- returns the score to wake the slot with, or nil: for a group whose head
+-- waited behind a removed delivery of its id, once that delivery's
+-- tombstone is gone (sweep.lua).
+local function gturn_head(k, time_based, grp, now)
+  local h = ghead(k.gq, grp)
+  if not h[1] then return nil end
+  local _, key = gparse(h[1])
+  local ready = gturn_offer(k.gturn, grp, gready(time_based, key, now), now)
+  if not ready then return nil end
+  if time_based then return ready end
+  return 9007199254740992 - key
+end
+
 -- gfree_all frees the places of several ended deliveries at once: frees
 -- is a list of { group, id }. One ZREM takes every place, then each group
--- is looked at once, as gfree would for its last place (a group put back
--- in the rotation by its first freed place is not blocked for the next).
+-- at its place limit is looked at once, as gfree would for its last place
+-- (a group put back in the rotation by its first freed place is not
+-- blocked for the next).
 -- Returns the scores to wake the slot with (see gfree).
 local function gfree_all(k, time_based, frees, now)
   if #frees == 0 then return {} end
@@ -108,10 +133,15 @@ local function gfree_all(k, time_based, frees, now)
     end
   end
   mcall('ZREM', k.gocc, members)
+  -- One ZMSCORE finds the groups at their place limit: only those are
+  -- looked at further (most acks end a delivery of a group below it).
+  local cur = mcall('ZMSCORE', k.gturn, groups)
   local wakes = {}
-  for _, grp in ipairs(groups) do
-    local w = gfree(k, time_based, grp, nil, now, true)
-    if w then wakes[#wakes + 1] = w end
+  for i, grp in ipairs(groups) do
+    if cur[i] and tonumber(cur[i]) >= GBLOCKED then
+      local w = gfree(k, time_based, grp, nil, now, true)
+      if w then wakes[#wakes + 1] = w end
+    end
   end
   return wakes
 end
@@ -161,11 +191,13 @@ end
 -- now_up the same rounded up. A new message waits in its group's queue
 -- (gq) and offers its group a turn; one whose id waits in store stays
 -- there (a fetch moves it to its group once due: it may be a retry that
--- must not go early), one whose id is in flight waits in store behind that
--- delivery (where ack.lua and rollback.lua look for a re-send), and a
--- priority message not to compete before a later time waits in the
--- delayed set. Returns the result code, the score to wake the slot with
--- (nil: none), and the delayed due time when it went to the delayed set.
+-- must not go early), one whose id waits in the delayed set goes to store
+-- (it may be a retry holding its group's place), one whose id is in flight
+-- waits in store behind that delivery (where ack.lua and rollback.lua look
+-- for a re-send), and a priority message not to compete before a later
+-- time waits in the delayed set. Returns the result code, the score to
+-- wake the slot with (nil: none), and the delayed due time when it went to
+-- the delayed set.
 local function gsend_one(k, typ, id, score_arg, nonce, body, now, now_up, opts)
   local time_based = typ ~= 2
   local old, where, waiting
@@ -219,9 +251,13 @@ local function gsend_one(k, typ, id, score_arg, nonce, body, now, now_up, opts)
     return result, nil, e.nbf
   end
   if where == 'd' then redis.call('ZREM', k.delayed, id) end
-  if where == 's' or where == 'p' then
+  -- A message merged into one that waited in the delayed set goes to
+  -- store, as a send without a group does, not straight to its group: it
+  -- may be a retry holding its group's place, which it keeps there (the
+  -- fetch delivers it as it is, or moves one that holds none to its group).
+  if where == 's' or where == 'p' or where == 'd' then
     if not (where == 's' and typ == 1) then redis.call('ZADD', k.store, e.score, id) end
-    if where == 's' and head_of(k.store, time_based) == id then return result, e.score end
+    if where ~= 'p' and head_of(k.store, time_based) == id then return result, e.score end
     return result
   end
   local key = gkey(time_based, e.orig)

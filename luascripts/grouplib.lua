@@ -18,11 +18,11 @@
 -- re-send behind a removed delivery) is looked at again after it.
 local GBUSY_RECHECK = 5000
 -- GBLOCK_RECHECK (ms): a group at its place limit comes back when the end
--- of a delivery frees a place (gfree). A place no end frees (a message
--- removed while in flight, an ack that named no flow keys) is found by
--- gvalidate: a group blocked this long is looked at again, as every blocked
--- group is once the topic no longer limits places. (The fetcher looks at a
--- slot whose work is all blocked again after as long: engine's
+-- of a delivery frees a place (gfree). A place no end frees (an ack that
+-- named no flow keys, one while the topic had no group places) is found
+-- by gvalidate: a group blocked this long is looked at again, as every
+-- blocked group is once the topic no longer limits places. (The fetcher
+-- looks at a slot whose work is all blocked again after as long: engine's
 -- blockedRecheck.)
 local GBLOCK_RECHECK = 5000
 
@@ -66,18 +66,37 @@ end
 -- + 5 (gq), + 6 (gocc), + 7 (gturn) and + 8 (grate), b = x.kb[g]
 -- (fetch.lua's key bases).
 
--- gvalidate drops group grp's places whose message is gone (removed,
--- expired, acked elsewhere: no envelope) and returns how many are held.
-local function gvalidate(b, grp, limit)
+-- gvalidate drops group grp's places that no message holds and returns how
+-- many are held. A place is held by a delivery in flight (in prepare with a
+-- delivery's token: a removed delivery's tombstone, token 0, holds none)
+-- or by a retry waiting for its backoff (in store, or a priority one in
+-- the delayed set), of a message of group grp. Every script that ends such
+-- a state frees the place in the same call (ack, death, expiry, removal);
+-- this finds the ones ended by a caller that named no flow keys (an ack
+-- while the topic had no group places, a process with older limits). A
+-- message whose body exists is not enough: a removed or acked id may have
+-- been sent again and wait in its group, holding nothing.
+local function gvalidate(x, b, grp, limit)
   local held = redis.call('ZRANGE', KEYS[b + 6], '[' .. grp .. '\0', '(' .. grp .. '\1', 'BYLEX', 'LIMIT', '0', string.format('%d', limit + 64))
-  local live = 0
-  for _, m in ipairs(held) do
-    if redis.call('HEXISTS', KEYS[b + 3], string.sub(m, #grp + 2)) == 1 then
-      live = live + 1
-    else
-      redis.call('ZREM', KEYS[b + 6], m)
+  if #held == 0 then return 0 end
+  local ids = {}
+  for i, m in ipairs(held) do ids[i] = string.sub(m, #grp + 2) end
+  local pre = mcall('ZMSCORE', KEYS[b + 2], ids)
+  local envs = mcall('HMGET', KEYS[b + 3], ids)
+  local live, drop = 0, {}
+  for i, id in ipairs(ids) do
+    local env, holds = envs[i], false
+    if env and string.byte(env, 1) == 2 and string.byte(env, 2) >= 16 and env_decode(env).grp == grp then
+      if pre[i] then
+        holds = token_of(pre[i]) ~= 0
+      else
+        holds = redis.call('ZSCORE', KEYS[b + 1], id) ~= false
+          or (not x.time_based and redis.call('ZSCORE', KEYS[b + 4], id) ~= false)
+      end
     end
+    if holds then live = live + 1 else drop[#drop + 1] = held[i] end
   end
+  if #drop > 0 then mcall('ZREM', KEYS[b + 6], drop) end
   if #held == limit + 64 then
     return redis.call('ZLEXCOUNT', KEYS[b + 6], '[' .. grp .. '\0', '(' .. grp .. '\1')
   end
@@ -88,9 +107,9 @@ end
 local function glimits(x, L)
   local f, b = x.flow, x.kb[L.g]
   L.croom, L.rroom = 1e18, 1e18
-  if f.gconc > 0 then
+  if f.gconc > 0 and not x.roomy[L.g] then
     local live = redis.call('ZLEXCOUNT', KEYS[b + 6], '[' .. L.grp .. '\0', '(' .. L.grp .. '\1')
-    if live >= f.gconc then live = gvalidate(b, L.grp, f.gconc) end
+    if live >= f.gconc then live = gvalidate(x, b, L.grp, f.gconc) end
     L.croom = f.gconc - live
   end
   if f.giv > 0 then
@@ -226,6 +245,9 @@ local function commit(x, g, picks)
       if e and expired(e, now) then
         hdel[#hdel + 1] = p.id
         x.expired = x.expired + 1
+        -- A retry that kept its group's place expired while it waited:
+        -- the place frees with it (gfetch, after the turns are written).
+        if e.grp then x.frees[#x.frees + 1] = { g = g, grp = e.grp, id = p.id } end
       elseif e and e.grp and not (f.gconc > 0 and redis.call('ZSCORE', KEYS[b + 6], e.grp .. '\0' .. p.id)) then
         -- A grouped message back in store waits in its group again (a
         -- retry that kept its group's place is delivered as it is).
@@ -308,9 +330,15 @@ local function gfetch(x)
   local nowi = string.format('%d', now)
   local h = { n = 0 }
   local lanes = {}
-  x.expired, x.picks = 0, {}
+  x.expired, x.picks, x.frees, x.roomy = 0, {}, {}, {}
   for g = x.g1, x.g2 do
     local b = x.kb[g]
+    -- A group holds at most the slot's places and takes at most x.max[g]
+    -- now: when they add up to no more than the limit, no group can reach
+    -- it in this call, and one ZCARD saves a count per group (glimits).
+    if x.flow.gconc > x.max[g] and redis.call('ZCARD', KEYS[b + 6]) + x.max[g] <= x.flow.gconc then
+      x.roomy[g] = true
+    end
     local ready = redis.call('ZRANGE', KEYS[b + 7], '-inf', nowi, 'BYSCORE', 'LIMIT', '0', string.format('%d', x.n + 1), 'WITHSCORES')
     local sturn = 0
     for j = 1, #ready, 2 do
@@ -411,6 +439,15 @@ local function gfetch(x)
   for g, t in pairs(gadd) do mcall('ZADD', KEYS[x.kb[g] + 7], t, 2) end
   for g, t in pairs(grem) do mcall('ZREM', KEYS[x.kb[g] + 7], t) end
   for g, t in pairs(gtat) do mcall('HSET', KEYS[x.kb[g] + 8], t, 2) end
+  -- Places freed by commit (expired retries): after the lanes' turns, so
+  -- a group blocked by the place comes back into the rotation (gfree)
+  -- rather than being written back as blocked.
+  for _, fr in ipairs(x.frees) do
+    local b = x.kb[fr.g]
+    if redis.call('ZREM', KEYS[b + 6], fr.grp .. '\0' .. fr.id) == 1 then
+      gfree({ gq = KEYS[b + 5], gocc = KEYS[b + 6], gturn = KEYS[b + 7] }, x.time_based, fr.grp, fr.id, now, true)
+    end
+  end
   local gwait
   for g = x.g1, x.g2 do
     local hd, gw = ghead_of(x, g)

@@ -5,7 +5,14 @@
 -- KEYS[2] -> prepare ZSET
 -- KEYS[3] -> msg HASH
 -- KEYS[4] -> delayed ZSET
+-- KEYS[5] -> gq ZSET        \ the slot's group keys (flowlib.lua) and wake
+-- KEYS[6] -> gocc ZSET       | channel, optional: with them a removed
+-- KEYS[7] -> gturn ZSET      | message that held its group's place (in
+-- KEYS[8] -> wake channel   /  flight, or a retry waiting for its backoff)
+--                              frees it, and a group that waited at its
+--                              place limit comes back, its slot woken
 -- ARGV[1] -> id
+-- ARGV[2] -> wake command, with KEYS[5..8]: PUBLISH, SPUBLISH or ''
 -- Returns: what was removed, a sum of 1 (waiting in store), 2 (waiting in
 -- the delayed set) and 4 (in flight); 0 when the id is in none of them
 -- (unknown, acked or dead). A removed in-flight delivery's prepare entry
@@ -19,4 +26,12 @@
 -- for its instant (a held token, lib.lua) never ran: it counts as waiting
 -- (1), its prepare entry goes with no tombstone, and its holder's confirm
 -- finds it gone. Running twice removes nothing more.
-return remove_id(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[1])
+local id = ARGV[1]
+local grp, tb
+if #KEYS >= 8 then grp, tb = flow_group(KEYS[3], id) end
+local what = remove_id(KEYS[1], KEYS[2], KEYS[3], KEYS[4], id)
+if grp and what > 0 then
+  local w = gfree_id({ gq = KEYS[5], gocc = KEYS[6], gturn = KEYS[7] }, tb, grp, id, now_ms())
+  if w and ARGV[2] ~= '' then redis.call(ARGV[2], KEYS[8], fmt_score(w)) end
+end
+return what

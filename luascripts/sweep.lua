@@ -29,8 +29,11 @@
 -- live lease. With KEYS[8]: an error reply RMQFENCED, and nothing changed,
 -- when the epoch is not the slot's current owner epoch (only a slot's owner
 -- sweeps it in ZooKeeper mode). Under flow control a message that leaves
--- its group frees its place (rollback.lua), and a sweep that ended leases
--- wakes a topic found at its concurrency limit.
+-- its group frees its place (rollback.lua), a sweep that ended leases
+-- wakes a topic found at its concurrency limit, and a removed delivery's
+-- tombstone that goes frees a place the removal left and lets a re-send of
+-- its id at its group's head go (its group comes back into the rotation,
+-- its slot woken).
 if #KEYS == 8 or #KEYS == 12 then
   local refused = fence(KEYS[#KEYS], ARGV[#ARGV])
   if refused then return refused end
@@ -52,6 +55,15 @@ for i = 1, #leases, 2 do
   if flow and KEYS[9] ~= KEYS[1] then grp, tb = flow_group(k.msg, id) end
   local r = rollback_one(k, id, token, 'rmq: lease expired', now, max_retries, backoff, dead_max, dead_age, ARGV[1], '', now_up)
   if flow then flow_ended(fk, KEYS[11], KEYS[1], ARGV[1], k.wake, tb, grp, id, r, now) end
+  if grp and token == 0 then
+    -- A removed delivery's tombstone is gone (grp is a re-send's: the
+    -- removal deleted the envelope). A place of the id is the removed
+    -- delivery's (a removal that named no group keys left it): it frees.
+    -- A re-send of the id that waits at its group's head (which the
+    -- tombstone held back) may go now.
+    local w = gfree_id(fk, tb, grp, id, now) or gturn_head(fk, tb, grp, now)
+    if w and ARGV[1] ~= '' then redis.call(ARGV[1], k.wake, fmt_score(w)) end
+  end
   if r == 5 then
     out[3] = out[3] + 1
   elseif r ~= 0 then

@@ -370,7 +370,12 @@ func (p *Producer) remove(ctx context.Context, t topic.Topic, id string, opts []
 
 func (p *Producer) removeAt(ctx context.Context, t topic.Topic, slot int, id string) (Removed, error) {
 	k := slots.KeysFor(p.prefix, t, slot)
-	n, err := scripts.Remove.Run(ctx, p.rdb, []string{k.Store, k.Prepare, k.Msg, k.Delayed}, id).Int64()
+	g := slots.GroupKeysFor(p.prefix, t, slot)
+	// With the slot's group keys: a removed message that held its group's
+	// place (WithGroupConcurrency) frees it in the same call, whatever the
+	// consumers' limits, and the group's next message may go.
+	n, err := scripts.Remove.Run(ctx, p.rdb, []string{k.Store, k.Prepare, k.Msg, k.Delayed, g.Queue, g.Places, g.Turn, k.Wake},
+		id, p.wakeCmd).Int64()
 	if err != nil {
 		return NotFound, fmt.Errorf("rmq: remove from %s: %w", t.Name(), err)
 	}
@@ -379,7 +384,6 @@ func (p *Producer) removeAt(ctx context.Context, t topic.Topic, slot int, id str
 	}
 	// Not in store, delayed or prepare: it may wait in its group
 	// (WithGroup), which remove.lua does not look at.
-	g := slots.GroupKeysFor(p.prefix, t, slot)
 	n, err = scripts.GRemove.Run(ctx, p.rdb, []string{k.Msg, g.Queue}, id).Int64()
 	if err != nil {
 		return NotFound, fmt.Errorf("rmq: remove from %s: %w", t.Name(), err)

@@ -351,8 +351,9 @@ func TestPermitsShareTheTopicConcurrency(t *testing.T) {
 }
 
 // A place that no end of a delivery frees (its message removed while in
-// flight) is found when the group has been blocked for a while, and a
-// blocked group goes on at once when the topic no longer limits places.
+// flight by a caller that names no group keys) is found when the group has
+// been blocked for a while, and a blocked group goes on at once when the
+// topic no longer limits places.
 func TestBlockedGroupsAreLookedAtAgain(t *testing.T) {
 	s := newFlowSlot(t, 3)
 	s.flow.GroupPlaces = 1
