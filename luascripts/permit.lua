@@ -40,8 +40,8 @@
 -- free while some client waited for one (the caller wakes the topic's
 -- slots); expiry, with wait -1, is the Redis ms at which the first place
 -- lapses (a killed client's, with nobody to say so: the caller looks again
--- then); now is this node's Redis ms: the caller's fetches use the starts
--- granted only shortly after it (fetch.lua's permit deadline). With a
+-- then); now is this node's Redis ms (the caller reads wait and expiry as
+-- durations from it, never against another node's clock). With a
 -- concurrency the reservations granted are 'r:' call id ':' 1..granted.
 local id = ARGV[1]
 local kept = redis.call('HGET', KEYS[3], id)

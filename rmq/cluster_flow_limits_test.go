@@ -1,19 +1,26 @@
 package rmq_test
 
 import (
+	"context"
+	"net"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/rmq-go/rmq/consumer"
+	"github.com/rmq-go/rmq/internal/faultproxy"
+	"github.com/rmq-go/rmq/internal/redistest"
 	"github.com/rmq-go/rmq/rmq"
 	"github.com/rmq-go/rmq/topic"
 )
 
 // A cluster's topic-wide limits (docs/flow-control.md, "Redis Cluster:
 // topic-wide state on one node"): the places of a topic concurrency are
-// per delivery on the topic's own node.
+// per delivery on the topic's own node, and a rate's starts are used by
+// the fetch that follows their grant whatever the nodes' clocks say.
 
 // pullN pulls up to n of tp from c, without waiting, each leased for 2
 // minutes.
@@ -91,4 +98,60 @@ func TestClusterLimitSetWhileInFlightKeepsItsCount(t *testing.T) {
 	require.Empty(t, pullN(t, a, tp, 2), "the delivery taken under the limit still holds the place")
 	require.NoError(t, under[0].Ack(ctxT(t)))
 	require.Len(t, pullN(t, a, tp, 2), 1)
+}
+
+// latencyCluster returns a cluster client of e's cluster whose every
+// connection goes through a proxy adding up and down latency.
+func latencyCluster(t *testing.T, e *env, up, down time.Duration) *redis.ClusterClient {
+	t.Helper()
+	proxies := map[string]*faultproxy.Proxy{}
+	for _, addr := range e.cl.Addrs() {
+		p, err := faultproxy.Start(addr)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = p.Close() })
+		p.SetDelay(up, down)
+		proxies[addr] = p
+	}
+	return redistest.ClusterClient(t, e.cl, func(o *redis.ClusterOptions) {
+		o.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			if p := proxies[addr]; p != nil {
+				addr = p.Addr()
+			}
+			var d net.Dialer
+			return d.DialContext(ctx, network, addr)
+		}
+	})
+}
+
+// A rate of 100/s (one start every 10 ms) is served when a round trip to
+// the nodes takes longer than that interval: the fetch uses the starts its
+// permit call granted, however late it reaches its slot's node.
+func TestClusterRateLimitWithLatencyAboveItsInterval(t *testing.T) {
+	e := newEnvFor(t, cluster)
+	tp := mustTopic(t, "ratelag", topic.FixedTime, 4)
+	const n = 50
+	sendBacklog(t, e, tp, "r", n, noGroup)
+	rdb := latencyCluster(t, e, 6*time.Millisecond, 6*time.Millisecond)
+	var got atomic.Int64
+	var first, last atomic.Int64 // UnixNano of the first and the last start
+	all := make(chan struct{})
+	c := e.clientOn(rdb)
+	require.NoError(t, c.Register(tp, consumer.ListenerFunc(func(context.Context, *consumer.Message) error {
+		now := time.Now().UnixNano()
+		first.CompareAndSwap(0, now)
+		last.Store(now)
+		if got.Add(1) == n {
+			close(all)
+		}
+		return nil
+	}), consumer.WithRateLimit(100, time.Second), consumer.WithConcurrency(10)))
+	e.start(c)
+	select {
+	case <-all:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("%d of %d delivered in 5 s at 100/s", got.Load(), n)
+	}
+	// And the rate still holds: after the burst (10), one start per 10 ms.
+	took := time.Duration(last.Load() - first.Load())
+	require.GreaterOrEqual(t, took, 300*time.Millisecond, "50 starts at 100/s")
 }

@@ -17,12 +17,13 @@ import (
 	"github.com/rmq-go/rmq/slots"
 )
 
-// permitValidity is how long after their grant a cluster's rate starts may
-// be used by the fetch that follows (permit.lua): one interval of the rate,
-// 5 to 50 ms. A client that stalls longer between the two calls (a pause,
-// a starved CPU) takes nothing and gives them back, so its starts cannot
-// bunch up: in any window of one period at most n + the burst + one start
-// go, by the Redis clocks of the nodes (kept in step by NTP).
+// permitValidity is how long after their grant reached the client a
+// cluster's rate starts may still be sent to a fetch (permit.lua): one
+// interval of the rate, 5 to 50 ms, by the client's own monotonic clock.
+// A client that stalls longer between the two calls (a pause, a starved
+// CPU) fetches nothing and gives them back, so its starts cannot bunch up.
+// The nodes' clocks are never compared: a fetch takes what was granted
+// however long the network takes to carry it.
 func permitValidity(l options.Limits) time.Duration {
 	iv := l.RatePer / time.Duration(max(l.Rate, 1))
 	return min(max(iv, 5*time.Millisecond), 50*time.Millisecond)

@@ -118,22 +118,12 @@ func (c *Engine) fetchLease(ctx context.Context, reqs []fetchReq, total int, lea
 	var topicWait, recheck int64
 	if pm != nil && pm.limited() {
 		var err error
-		var until int64
-		if reqs, g, topicWait, recheck, until, err = c.takePermits(ctx, reqs); err != nil {
+		if reqs, g, topicWait, recheck, err = c.takePermits(ctx, reqs); err != nil {
 			out := make([]fetchResult, 0, len(reqs)+len(skipped))
 			for _, r := range reqs {
 				out = append(out, fetchResult{slot: r.slot, head: -1, epoch: r.epoch, delayedHead: -3, err: err})
 			}
 			return append(out, skipped...)
-		}
-		if until > 0 {
-			// The rate's starts are to be used at once (permit.lua).
-			f := scripts.Flow{}
-			if fl != nil {
-				f = *fl
-			}
-			f.PermitUntil = until
-			fl = &f
 		}
 	}
 	sent := time.Now()
@@ -169,30 +159,43 @@ func (c *Engine) fetchLease(ctx context.Context, reqs []fetchReq, total int, lea
 // takePermits asks a cluster's permits for what reqs want and cuts reqs
 // down to what was granted, best slot first: it returns them, the grant
 // (nil when nothing was asked), and the wait and recheck time the permits
-// reported (fetchResult.topicWait, topicRecheck).
-func (c *Engine) takePermits(ctx context.Context, reqs []fetchReq) (out []fetchReq, g *grant, wait, recheck, until int64, err error) {
+// reported (fetchResult.topicWait, topicRecheck), moved onto this
+// engine's clock as durations from the flow node's own: the two nodes'
+// clocks are never compared. A grant that reached the client longer ago
+// than permitValidity by the time the fetch is to go is not used (the
+// client stalled: its rate starts would bunch up); it goes back whole.
+func (c *Engine) takePermits(ctx context.Context, reqs []fetchReq) (out []fetchReq, g *grant, wait, recheck int64, err error) {
 	want := 0
 	for _, r := range reqs {
 		want += r.n
 	}
 	if want == 0 {
-		return reqs, nil, 0, 0, 0, nil
+		return reqs, nil, 0, 0, nil
 	}
 	r, err := c.flow.permits.take(ctx, want)
 	if err != nil {
-		return reqs, nil, 0, 0, 0, fmt.Errorf("rmq: permits of %s: %w", c.topic.Name(), err)
+		return reqs, nil, 0, 0, fmt.Errorf("rmq: permits of %s: %w", c.topic.Name(), err)
 	}
-	if l := c.flow.current(); l.Rate > 0 && r.Granted > 0 {
-		until = r.NowMs + permitValidity(l).Milliseconds()
+	nowMs := c.clock.now().UnixMilli()
+	if r.Wait > 0 {
+		wait = nowMs + max(r.Wait-r.NowMs, 1)
+	} else {
+		wait = r.Wait
+	}
+	if r.Expiry > 0 {
+		recheck = nowMs + max(r.Expiry-r.NowMs, 1)
 	}
 	left := r.Granted
+	if l := c.flow.current(); l.Rate > 0 && time.Since(r.at) > permitValidity(l) {
+		left = 0
+	}
 	out = reqs[:0:0]
 	for _, q := range reqs {
 		q.n = min(q.n, left)
 		left -= q.n
 		out = append(out, q)
 	}
-	return out, &r, r.Wait, r.Expiry, until, nil
+	return out, &r, wait, recheck, nil
 }
 
 func parseFetch(cmd *redis.Cmd) (scripts.FetchReply, error) {

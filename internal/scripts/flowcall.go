@@ -130,7 +130,8 @@ type PermitReply struct {
 	// Expiry, with Wait -1: the Redis ms at which the first place lapses
 	// (a killed client's places free then).
 	Expiry int64
-	// NowMs is the flow node's clock (Flow.PermitUntil counts from it).
+	// NowMs is the flow node's clock: Wait and Expiry are read as
+	// durations from it, never against another node's clock.
 	NowMs int64
 }
 
