@@ -13,7 +13,9 @@ import (
 	"github.com/rmq-go/rmq/consumer"
 	"github.com/rmq-go/rmq/internal/faultproxy"
 	"github.com/rmq-go/rmq/internal/redistest"
+	"github.com/rmq-go/rmq/producer"
 	"github.com/rmq-go/rmq/rmq"
+	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
 )
 
@@ -104,12 +106,22 @@ func TestClusterLimitSetWhileInFlightKeepsItsCount(t *testing.T) {
 // connection goes through a proxy adding up and down latency.
 func latencyCluster(t *testing.T, e *env, up, down time.Duration) *redis.ClusterClient {
 	t.Helper()
+	rdb, proxies := proxiedCluster(t, e)
+	for _, p := range proxies {
+		p.SetDelay(up, down)
+	}
+	return rdb
+}
+
+// proxiedCluster returns a cluster client of e's cluster whose every
+// connection goes through a proxy of its node, and the proxies.
+func proxiedCluster(t *testing.T, e *env) (*redis.ClusterClient, map[string]*faultproxy.Proxy) {
+	t.Helper()
 	proxies := map[string]*faultproxy.Proxy{}
 	for _, addr := range e.cl.Addrs() {
 		p, err := faultproxy.Start(addr)
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = p.Close() })
-		p.SetDelay(up, down)
 		proxies[addr] = p
 	}
 	return redistest.ClusterClient(t, e.cl, func(o *redis.ClusterOptions) {
@@ -120,7 +132,7 @@ func latencyCluster(t *testing.T, e *env, up, down time.Duration) *redis.Cluster
 			var d net.Dialer
 			return d.DialContext(ctx, network, addr)
 		}
-	})
+	}), proxies
 }
 
 // A rate of 100/s (one start every 10 ms) is served when a round trip to
@@ -154,4 +166,53 @@ func TestClusterRateLimitWithLatencyAboveItsInterval(t *testing.T) {
 	// And the rate still holds: after the burst (10), one start per 10 ms.
 	took := time.Duration(last.Load() - first.Load())
 	require.GreaterOrEqual(t, took, 300*time.Millisecond, "50 starts at 100/s")
+}
+
+// A place whose give-back never comes (the delivery was removed while in
+// flight and its puller never ends it) is found by a client that has
+// waited at the limit for a while: it checks the places against the
+// slots' prepare sets.
+func TestClusterLostGiveBackHeals(t *testing.T) {
+	e := newEnvFor(t, cluster)
+	tp := mustTopic(t, "heal", topic.FixedTime, 4)
+	require.NoError(t, e.client().Inspector().SetLimits(ctxT(t), tp, rmq.Limits{Concurrency: 1}))
+	sendBacklog(t, e, tp, "h", 3, noGroup)
+	a, b := e.client(), e.client()
+	e.start(a)
+	e.start(b)
+	held := pullN(t, a, tp, 1)
+	require.Len(t, held, 1)
+	r, err := producerOn(t, e.rdb, e.prefix).Remove(ctxT(t), tp, held[0].ID)
+	require.NoError(t, err)
+	require.NotEqual(t, producer.NotFound, r)
+	require.Empty(t, pullN(t, b, tp, 1), "the place is still held")
+	// The behaviour under test is a duration: B checks the places once it
+	// has waited at the limit for 5 s.
+	time.Sleep(5100 * time.Millisecond)
+	require.Len(t, pullN(t, b, tp, 1), 1, "the removed delivery's place was found and given back")
+}
+
+// A permit call whose reply is lost is sent again by go-redis; the places
+// it reserved are granted once: a limit of 2 with one delivery in flight
+// leaves one place for another client.
+func TestClusterResentPermitCallGrantsOnce(t *testing.T) {
+	e := newEnvFor(t, cluster)
+	tp := mustTopic(t, "resend", topic.FixedTime, 4)
+	require.NoError(t, e.client().Inspector().SetLimits(ctxT(t), tp, rmq.Limits{Concurrency: 2}))
+	sendBacklog(t, e, tp, "s", 4, noGroup)
+	rdb, proxies := proxiedCluster(t, e)
+	// The first call naming the topic's places is a permit call's take.
+	for _, p := range proxies {
+		p.DropReplyTo([]byte(slots.FlowKeysFor(e.prefix, tp).Places))
+	}
+	a, b := e.clientOn(rdb), e.client()
+	e.start(a)
+	e.start(b)
+	require.Len(t, pullN(t, a, tp, 1), 1)
+	var dropped int64
+	for _, p := range proxies {
+		dropped += p.Dropped()
+	}
+	require.EqualValues(t, 1, dropped, "one permit reply was lost, and the call sent again")
+	require.Len(t, pullN(t, b, tp, 2), 1, "one place left")
 }

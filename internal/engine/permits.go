@@ -163,13 +163,27 @@ func (p *permits) call(ctx context.Context, want int, renew bool) (grant, error)
 }
 
 // take asks for want permits before a fetch, carrying what is queued. A
-// failed call grants nothing and keeps what it carried.
+// failed call grants nothing and keeps what it carried. A client that has
+// found no place free for healAfter checks the places (heal), and asks
+// again when that gave some back.
 func (p *permits) take(ctx context.Context, want int) (grant, error) {
 	g, err := p.call(ctx, want, false)
-	if err == nil && want > 0 {
-		p.noteBlocked(ctx, g.Wait == -1)
+	if err != nil || want == 0 {
+		return g, err
 	}
-	return g, err
+	if p.noteBlocked(g.Wait == -1) {
+		n, herr := p.heal(ctx)
+		if herr != nil {
+			p.c.log.WarnContext(ctx, "rmq: check the topic's places", "err", herr)
+		}
+		if n > 0 {
+			// The first grant found no place free, so it granted nothing.
+			if g2, err := p.call(ctx, want, false); err == nil {
+				return g2, nil
+			}
+		}
+	}
+	return g, nil
 }
 
 // fetched settles a grant after its fetch moved msgs: each delivery takes
@@ -208,7 +222,7 @@ func (p *permits) fetched(ctx context.Context, g grant, msgs []*consumer.Message
 	if l := p.f.current(); l.Rate > 0 && g.Granted > len(msgs) {
 		p.refund += g.Granted - len(msgs)
 	}
-	now := pulled || len(p.release) > 0 || p.refund > 0
+	now := (pulled && len(msgs) > 0 && g.conc) || len(p.release) > 0 || p.refund > 0
 	p.mu.Unlock()
 	if !now {
 		return
@@ -328,29 +342,25 @@ func (p *permits) flush(ctx context.Context) {
 	}
 }
 
-// noteBlocked follows how long this client has found no place free; past
-// healAfter it checks the places (heal), then again every healAfter.
-func (p *permits) noteBlocked(ctx context.Context, blocked bool) {
+// noteBlocked follows how long this client has found no place free, and
+// reports whether it is time to check the places (past healAfter, then
+// every healAfter).
+func (p *permits) noteBlocked(blocked bool) bool {
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	if !blocked {
 		p.blockedSince = time.Time{}
-		p.mu.Unlock()
-		return
+		return false
 	}
 	now := time.Now()
 	if p.blockedSince.IsZero() {
 		p.blockedSince = now
 	}
-	due := now.Sub(p.blockedSince) >= healAfter
-	if due {
-		p.blockedSince = now
+	if now.Sub(p.blockedSince) < healAfter {
+		return false
 	}
-	p.mu.Unlock()
-	if due {
-		if err := p.heal(ctx); err != nil {
-			p.c.log.WarnContext(ctx, "rmq: check the topic's places", "err", err)
-		}
-	}
+	p.blockedSince = now
+	return true
 }
 
 // heal drops the places of deliveries that are no longer in their slot's
@@ -359,10 +369,12 @@ func (p *permits) noteBlocked(ctx context.Context, blocked bool) {
 // no limit, a write the flow node lost in a failover). A delivery that is
 // still leased keeps its place; one that ended gave it back already or
 // gives it now (the end is by token, so once).
-func heal(ctx context.Context, rdb redis.UniversalClient, fk slots.FlowKeys, prepares []string, run func(scripts.PermitCall) error) error {
+//
+// It returns how many places it gave back.
+func heal(ctx context.Context, rdb redis.UniversalClient, fk slots.FlowKeys, prepares []string, run func(scripts.PermitCall) error) (int, error) {
 	members, err := rdb.ZRange(ctx, fk.Places, 0, -1).Result()
 	if err != nil {
-		return err
+		return 0, err
 	}
 	var ds []string
 	for _, m := range members {
@@ -372,11 +384,11 @@ func heal(ctx context.Context, rdb redis.UniversalClient, fk slots.FlowKeys, pre
 		ds = append(ds, m)
 	}
 	if len(ds) == 0 {
-		return nil
+		return 0, nil
 	}
 	toks, err := rdb.HMGet(ctx, fk.Tokens, ds...).Result()
 	if err != nil {
-		return err
+		return 0, err
 	}
 	pipe := rdb.Pipeline()
 	type check struct {
@@ -398,10 +410,10 @@ func heal(ctx context.Context, rdb redis.UniversalClient, fk slots.FlowKeys, pre
 		cs = append(cs, check{member: m, token: tok, score: pipe.ZScore(ctx, prepares[slot], id)})
 	}
 	if len(cs) == 0 {
-		return nil
+		return 0, nil
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return err
+		return 0, err
 	}
 	var ends []scripts.PlaceEnd
 	for _, c := range cs {
@@ -415,13 +427,13 @@ func heal(ctx context.Context, rdb redis.UniversalClient, fk slots.FlowKeys, pre
 		ends = append(ends, scripts.PlaceEnd{Member: c.member, Token: c.token})
 	}
 	if len(ends) == 0 {
-		return nil
+		return 0, nil
 	}
-	return run(scripts.PermitCall{Keys: fk, End: ends})
+	return len(ends), run(scripts.PermitCall{Keys: fk, End: ends})
 }
 
 // heal is heal for this engine's topic.
-func (p *permits) heal(ctx context.Context) error {
+func (p *permits) heal(ctx context.Context) (int, error) {
 	return heal(ctx, p.c.rdb, p.f.fkeys, p.f.prepares, func(pc scripts.PermitCall) error {
 		pc.ID = p.client + ":" + strconv.FormatUint(p.seq.Add(1), 36)
 		_, err := runPermit(ctx, p.c.rdb, p.c.wakeCmd, p.c.keys[0].Wake, pc)
