@@ -216,3 +216,23 @@ func TestClusterResentPermitCallGrantsOnce(t *testing.T) {
 	require.EqualValues(t, 1, dropped, "one permit reply was lost, and the call sent again")
 	require.Len(t, pullN(t, b, tp, 2), 1, "one place left")
 }
+
+// Extending a pulled delivery's lease extends its place with it.
+func TestClusterExtendedPullKeepsItsPlace(t *testing.T) {
+	e := newEnvFor(t, cluster)
+	tp := mustTopic(t, "extend", topic.FixedTime, 4)
+	require.NoError(t, e.client().Inspector().SetLimits(ctxT(t), tp, rmq.Limits{Concurrency: 1}))
+	sendBacklog(t, e, tp, "x", 3, noGroup)
+	a, b := e.client(), e.client()
+	e.start(a)
+	e.start(b)
+	held, err := a.Pull(ctxT(t), []topic.Topic{tp}, 1, rmq.WithLease(time.Second))
+	require.NoError(t, err)
+	require.Len(t, held, 1)
+	require.NoError(t, held[0].Extend(ctxT(t), 2*time.Minute))
+	// The behaviour under test is a duration: the first lease (1 s) ran out.
+	time.Sleep(1500 * time.Millisecond)
+	require.Empty(t, pullN(t, b, tp, 1), "the extended delivery still holds the one place")
+	require.NoError(t, held[0].Ack(ctxT(t)))
+	require.Len(t, pullN(t, b, tp, 1), 1)
+}
