@@ -129,7 +129,7 @@ func runPermit(ctx context.Context, rdb redis.UniversalClient, wakeCmd, wake str
 // effects by name).
 func (p *permits) call(ctx context.Context, want int, renew bool) (grant, error) {
 	l := p.f.current()
-	id := p.client + ":" + strconv.FormatUint(p.seq.Add(1), 36)
+	id := p.nextID()
 	pc := scripts.PermitCall{Keys: p.f.fkeys, ID: id, Want: want, ReserveMs: p.lease().Milliseconds(), Concurrency: l.Concurrency}
 	pc.RateIv, pc.RateTol = options.GCRA(l.Rate, l.RatePer)
 	p.mu.Lock()
@@ -188,50 +188,92 @@ func (p *permits) take(ctx context.Context, want int) (grant, error) {
 
 // fetched settles a grant after its fetch moved msgs: each delivery takes
 // one of the reservations (bound under leaseMs), the reservations and
-// rate starts left over go back. A pull (pulled) settles at once, before
-// its deliveries are handed out, so that an end by another process never
-// comes before its binding; a push fetch that used its whole grant leaves
-// the bindings to the next call (its own ends come after them).
+// rate starts left over go back. A pull (pulled) settles at once, in a
+// call of its own, before its deliveries are handed out, so that an end
+// by another process never comes before its binding; a push fetch that
+// used its whole grant leaves the bindings to the next call (its own ends
+// come after them).
 func (p *permits) fetched(ctx context.Context, g grant, msgs []*consumer.Message, leaseMs int64, pulled bool) {
-	p.mu.Lock()
+	var ops placeOps
 	if g.conc {
-		now := time.Now()
-		if pulled {
-			for m, pp := range p.pulled {
-				if now.After(pp.until) {
-					delete(p.pulled, m)
-				}
-			}
-		}
 		for i, m := range msgs {
 			b := scripts.PlaceBind{Member: scripts.PlaceMember(m.Slot, m.ID), Token: m.Token, LeaseMs: leaseMs}
 			if i < g.Granted {
 				b.Reservation = scripts.Reservation(g.id, i+1)
 			}
-			p.binds = append(p.binds, b)
-			if pulled {
-				p.pulled[b.Member] = pulledPlace{token: m.Token, until: now.Add(time.Duration(leaseMs) * time.Millisecond)}
-			} else {
-				p.pushed[b.Member] = m.Token
-			}
+			ops.binds = append(ops.binds, b)
 		}
 		for i := len(msgs) + 1; i <= g.Granted; i++ {
-			p.release = append(p.release, scripts.Reservation(g.id, i))
+			ops.release = append(ops.release, scripts.Reservation(g.id, i))
 		}
 	}
 	if l := p.f.current(); l.Rate > 0 && g.Granted > len(msgs) {
-		p.refund += g.Granted - len(msgs)
+		ops.refund = g.Granted - len(msgs)
 	}
-	now := (pulled && len(msgs) > 0 && g.conc) || len(p.release) > 0 || p.refund > 0
+	p.mu.Lock()
+	now := time.Now()
+	if pulled {
+		for m, pp := range p.pulled {
+			if now.After(pp.until) {
+				delete(p.pulled, m)
+			}
+		}
+	}
+	for _, b := range ops.binds {
+		if pulled {
+			p.pulled[b.Member] = pulledPlace{token: b.Token, until: now.Add(time.Duration(leaseMs) * time.Millisecond)}
+		} else {
+			p.pushed[b.Member] = b.Token
+		}
+	}
+	if !pulled {
+		p.binds = append(p.binds, ops.binds...)
+		ops.binds = nil
+	}
 	p.mu.Unlock()
-	if !now {
+	if ops.empty() {
 		return
 	}
-	if _, err := p.call(ctx, 0, false); err != nil {
+	if err := p.send(ctx, ops); err != nil {
 		// Kept for the next call.
 		p.c.log.WarnContext(ctx, "rmq: settle permits", "err", err)
 	}
 }
+
+// placeOps are changes to the places (and rate refunds) one call carries.
+type placeOps struct {
+	release []string
+	binds   []scripts.PlaceBind
+	ends    []scripts.PlaceEnd
+	refund  int
+}
+
+func (o placeOps) empty() bool {
+	return len(o.release) == 0 && len(o.binds) == 0 && len(o.ends) == 0 && o.refund == 0
+}
+
+// send runs a call that carries ops and nothing else, so its caller knows
+// they were applied when it returns nil; a failed call queues them for the
+// next call (each may be applied twice: permit.lua keys them by name).
+func (p *permits) send(ctx context.Context, ops placeOps) error {
+	l := p.f.current()
+	pc := scripts.PermitCall{Keys: p.f.fkeys, ID: p.nextID(), Concurrency: l.Concurrency,
+		Release: ops.release, Bind: ops.binds, End: ops.ends, Refund: ops.refund}
+	pc.RateIv, pc.RateTol = options.GCRA(l.Rate, l.RatePer)
+	if _, err := runPermit(ctx, p.c.rdb, p.c.wakeCmd, p.c.keys[0].Wake, pc); err != nil {
+		p.mu.Lock()
+		p.release = append(p.release, ops.release...)
+		p.binds = append(p.binds, ops.binds...)
+		p.ends = append(p.ends, ops.ends...)
+		p.refund += ops.refund
+		p.mu.Unlock()
+		return err
+	}
+	return nil
+}
+
+// nextID names a call of this engine.
+func (p *permits) nextID() string { return p.client + ":" + strconv.FormatUint(p.seq.Add(1), 36) }
 
 // ended notes that a push delivery ended: its place goes back with the
 // next call (the fetcher is woken for it). A delivery that holds none (it
@@ -256,13 +298,12 @@ func (p *permits) endPulled(ctx context.Context, m *consumer.Message) {
 	ok = ok && pp.token == m.Token
 	if ok {
 		delete(p.pulled, member)
-		p.ends = append(p.ends, scripts.PlaceEnd{Member: member, Token: m.Token})
 	}
 	p.mu.Unlock()
 	if !ok {
 		return
 	}
-	if _, err := p.call(ctx, 0, false); err != nil {
+	if err := p.send(ctx, placeOps{ends: []scripts.PlaceEnd{{Member: member, Token: m.Token}}}); err != nil {
 		p.c.log.WarnContext(ctx, "rmq: give back a place", "err", err)
 	}
 }
@@ -281,13 +322,11 @@ func (p *permits) endByID(ctx context.Context, slot int, id string) {
 	} else {
 		tok = -1
 	}
+	p.mu.Unlock()
 	if !mine && p.f.current().Concurrency == 0 {
-		p.mu.Unlock()
 		return
 	}
-	p.ends = append(p.ends, scripts.PlaceEnd{Member: member, Token: tok})
-	p.mu.Unlock()
-	if _, err := p.call(ctx, 0, false); err != nil {
+	if err := p.send(ctx, placeOps{ends: []scripts.PlaceEnd{{Member: member, Token: tok}}}); err != nil {
 		p.c.log.WarnContext(ctx, "rmq: give back a place", "err", err)
 	}
 }
@@ -316,7 +355,7 @@ func (p *permits) extended(ctx context.Context, m *consumer.Message, dur time.Du
 		return
 	}
 	l := p.f.current()
-	pc := scripts.PermitCall{Keys: p.f.fkeys, ID: p.client + ":" + strconv.FormatUint(p.seq.Add(1), 36), Concurrency: l.Concurrency,
+	pc := scripts.PermitCall{Keys: p.f.fkeys, ID: p.nextID(), Concurrency: l.Concurrency,
 		Renew: []scripts.PlaceRenew{{Member: member, LeaseMs: dur.Milliseconds()}}}
 	if _, err := runPermit(ctx, p.c.rdb, p.c.wakeCmd, p.c.keys[0].Wake, pc); err != nil {
 		p.c.log.WarnContext(ctx, "rmq: renew a place", "err", err)
@@ -435,7 +474,7 @@ func heal(ctx context.Context, rdb redis.UniversalClient, fk slots.FlowKeys, pre
 // heal is heal for this engine's topic.
 func (p *permits) heal(ctx context.Context) (int, error) {
 	return heal(ctx, p.c.rdb, p.f.fkeys, p.f.prepares, func(pc scripts.PermitCall) error {
-		pc.ID = p.client + ":" + strconv.FormatUint(p.seq.Add(1), 36)
+		pc.ID = p.nextID()
 		_, err := runPermit(ctx, p.c.rdb, p.c.wakeCmd, p.c.keys[0].Wake, pc)
 		return err
 	})
