@@ -312,9 +312,6 @@ local function section(g1, g2, a, kbase)
     if room < n then n = room end
     if room == 0 then out[NOUT + 1] = math.ceil(nx / 1000) end
   end
-  -- A cluster's permits were granted for a fetch right after: one that
-  -- comes later takes nothing (its caller gives them back).
-  if fl and fl.until_ms > 0 and now > fl.until_ms then n = 0 end
   if fl and fl.tconc > 0 then
     local inflight = 0
     for i = 1, fl.nprep do inflight = inflight + redis.call('ZCARD', KEYS[tk + 1 + i]) end

@@ -172,16 +172,13 @@ end
 -- flow_parse reads a fetch section's flow descriptor: '' for none, else
 -- space-separated numbers: grouped (0/1), group places (0: none), group
 -- rate interval and tolerance (µs; 0: none), topic rate interval and
--- tolerance (µs; 0: none), topic concurrency (0: none), the number of
--- prepare keys that follow the tflow key (every slot of the topic), and
--- the Redis ms after which the starts a cluster's permits granted may no
--- longer be used (0: none; permit.lua).
+-- tolerance (µs; 0: none), topic concurrency (0: none) and the number of
+-- prepare keys that follow the tflow key (every slot of the topic).
 local function flow_parse(s)
   if s == '' then return nil end
   local v = {}
   for x in string.gmatch(s, '%S+') do v[#v + 1] = tonumber(x) end
-  return { grouped = v[1] == 1, gconc = v[2], giv = v[3], gtol = v[4], tiv = v[5], ttol = v[6], tconc = v[7], nprep = v[8],
-    until_ms = v[9] or 0 }
+  return { grouped = v[1] == 1, gconc = v[2], giv = v[3], gtol = v[4], tiv = v[5], ttol = v[6], tconc = v[7], nprep = v[8] }
 end
 
 -- gsend_one stores one message that carries a group (its options block

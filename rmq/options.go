@@ -24,6 +24,9 @@ type config struct {
 	middleware  []consumer.Middleware // WithMiddleware
 	sendHooks   []SendHook            // WithSendHook
 	noScheduler bool                  // WithoutScheduler
+	// pullOptions are the consumer options of the client's pull engines
+	// (none outside tests: export_test.go's PullEngineOptions).
+	pullOptions []consumer.Option
 }
 
 func defaultConfig() config {

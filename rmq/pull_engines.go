@@ -99,7 +99,7 @@ func (c *Client) startPuller(ctx context.Context, e *pullEntry) {
 
 func (c *Client) newPuller(ctx context.Context, e *pullEntry) (*engine.Engine, error) {
 	t := e.topic
-	settings, err := engine.TopicSettings(nil)
+	settings, err := engine.TopicSettings(c.cfg.pullOptions)
 	if err != nil {
 		return nil, err
 	}

@@ -25,15 +25,17 @@ func GroupKeysFor(prefix string, t topic.Topic, index int) GroupKeys {
 // reads the concurrency itself; on a cluster the node of this tag hands
 // out permits (luascripts/permit.lua).
 type FlowKeys struct {
-	Flow    string // HASH: the rate's state, places held, blocked
-	Holders string // ZSET client -> lease expiry of its places (cluster)
-	Permits string // HASH client -> places it holds (cluster)
+	Flow    string // HASH: the rate's state, blocked
+	Holders string // ZSET permit call id -> when its kept reply goes (cluster)
+	Permits string // HASH permit call id -> its kept reply (cluster)
+	Places  string // ZSET place -> when it lapses: reservations and deliveries (cluster)
+	Tokens  string // HASH delivery holding a place -> its delivery token (cluster)
 }
 
 // FlowKeysFor returns the topic-wide flow keys of topic t.
 func FlowKeysFor(prefix string, t topic.Topic) FlowKeys {
 	base := prefix + ":{" + t.Name() + "}:"
-	return FlowKeys{Flow: base + "flow", Holders: base + "holders", Permits: base + "permits"}
+	return FlowKeys{Flow: base + "flow", Holders: base + "holders", Permits: base + "permits", Places: base + "places", Tokens: base + "ptokens"}
 }
 
 // LimitsKey is the HASH of topics' stored flow limits: name -> limits

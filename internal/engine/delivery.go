@@ -377,7 +377,7 @@ func (c *Engine) forget(d *delivery) {
 		c.own.slotIdleLocked(d.msg.Slot)
 	}
 	c.mu.Unlock()
-	c.flow.ended()
+	c.flow.ended(d.msg)
 	c.wakeFetcher()
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/rmq-go/rmq/consumer"
 	"github.com/rmq-go/rmq/internal/options"
 	"github.com/rmq-go/rmq/internal/scripts"
 	"github.com/rmq-go/rmq/slots"
@@ -123,10 +124,27 @@ func (c *Engine) endFlowKeys(slot int) (keys [4]string, ok bool) {
 	return keys, places || tflow
 }
 
-// ended tells a cluster's permits that a delivery ended (permits.go).
-func (f *flowState) ended() {
+// ended tells a cluster's permits that a push delivery ended
+// (permits.go).
+func (f *flowState) ended(m *consumer.Message) {
 	if f.permits != nil {
-		f.permits.ended()
+		f.permits.ended(m)
+	}
+}
+
+// endedPulled tells a cluster's permits that a pulled delivery of this
+// engine ended (permits.go): its place goes back at once.
+func (f *flowState) endedPulled(ctx context.Context, m *consumer.Message) {
+	if f.permits != nil {
+		f.permits.endPulled(ctx, m)
+	}
+}
+
+// endedByID tells a cluster's permits that whatever delivery of id in
+// slot was current ended by id (permits.go).
+func (f *flowState) endedByID(ctx context.Context, slot int, id string) {
+	if f.permits != nil {
+		f.permits.endByID(ctx, slot, id)
 	}
 }
 
@@ -291,3 +309,6 @@ func (f *fetcher) permitWait(wait time.Duration) time.Duration {
 	}
 	return wait
 }
+
+// Limits returns the limits the engine has in force (the stored ones).
+func (c *Engine) Limits() options.Limits { return c.flow.current() }

@@ -212,5 +212,8 @@ func (h *Hub) AckByID(ctx context.Context, prefix string, t topic.Topic, slot in
 	if err := h.acks.do(ctx, r); err != nil {
 		return false, err
 	}
+	if r.code == ackDone {
+		h.endedByID(ctx, prefix, t, slot, id)
+	}
 	return r.code == ackDone, nil
 }

@@ -1,6 +1,17 @@
 package engine
 
-import "sync"
+import (
+	"context"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/rmq-go/rmq/internal/scripts"
+	"github.com/rmq-go/rmq/slots"
+	"github.com/rmq-go/rmq/topic"
+)
 
 // flowEngines lets the hub find an engine of a topic for the acks that do
 // not come from an engine (AckByID: rmqd acks a pulled job by id), so they
@@ -55,4 +66,37 @@ func (h *Hub) flowEngine(prefix, topicName string) *Engine {
 		return es[0]
 	}
 	return nil
+}
+
+// byIDCalls numbers the permit calls of ends by id made without an engine.
+var byIDCalls atomic.Uint64
+
+// endedByID gives back the place of a cluster's topic concurrency that
+// whatever delivery of id in slot held, once an ack by id ended it: an
+// engine of the topic here gives it (and the engines that pulled it
+// forget it); without one, the place is given back by name all the same
+// (rmqd behind a load balancer acks jobs other processes pulled, whose
+// places must come back; a topic without limits has none to give).
+func (h *Hub) endedByID(ctx context.Context, prefix string, t topic.Topic, slot int, id string) {
+	if _, single := h.rdb.(*redis.Client); single {
+		return
+	}
+	f := &h.flows
+	f.mu.Lock()
+	es := append([]*Engine(nil), f.by[flowKey(prefix, t.Name())]...)
+	f.mu.Unlock()
+	if len(es) > 0 {
+		for _, e := range es[1:] {
+			if pm := e.flow.permits; pm != nil {
+				pm.forget(slot, id)
+			}
+		}
+		es[0].flow.endedByID(ctx, slot, id)
+		return
+	}
+	pc := scripts.PermitCall{Keys: slots.FlowKeysFor(prefix, t), ID: h.id + ":" + strconv.FormatUint(byIDCalls.Add(1), 36),
+		End: []scripts.PlaceEnd{{Member: scripts.PlaceMember(slot, id), Token: -1}}}
+	if _, err := runPermit(ctx, h.rdb, scripts.WakeCommand(h.rdb), slots.KeysFor(prefix, t, 0).Wake, pc); err != nil {
+		h.cfg.Logger.WarnContext(ctx, "rmq: give back a place", "topic", t.Name(), "err", err)
+	}
 }

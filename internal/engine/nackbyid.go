@@ -35,6 +35,9 @@ func (c *Engine) NackByID(ctx context.Context, id string, retryAfter time.Durati
 	if res[0] == rollbackExpired {
 		expired(c.cfg.observer, c.topic.Name(), 1)
 	}
+	if res[0] != rollbackStale {
+		c.flow.endedByID(ctx, slot, id)
+	}
 	return res[0] != rollbackStale, nil
 }
 

@@ -2,49 +2,74 @@ package engine
 
 import (
 	"context"
+	"errors"
+	"math"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
+	"github.com/rmq-go/rmq/consumer"
 	"github.com/rmq-go/rmq/internal/options"
 	"github.com/rmq-go/rmq/internal/scripts"
+	"github.com/rmq-go/rmq/slots"
 )
 
-// permitValidity is how long after their grant a cluster's rate starts may
-// be used by the fetch that follows (permit.lua): one interval of the rate,
-// 5 to 50 ms. A client that stalls longer between the two calls (a pause,
-// a starved CPU) takes nothing and gives them back, so its starts cannot
-// bunch up: in any window of one period at most n + the burst + one start
-// go, by the Redis clocks of the nodes (kept in step by NTP).
+// permitValidity is how long after their grant reached the client a
+// cluster's rate starts may still be sent to a fetch (permit.lua): one
+// interval of the rate, 5 to 50 ms, by the client's own monotonic clock.
+// A client that stalls longer between the two calls (a pause, a starved
+// CPU) fetches nothing and gives them back, so its starts cannot bunch up.
+// The nodes' clocks are never compared: a fetch takes what was granted
+// however long the network takes to carry it.
 func permitValidity(l options.Limits) time.Duration {
 	iv := l.RatePer / time.Duration(max(l.Rate, 1))
 	return min(max(iv, 5*time.Millisecond), 50*time.Millisecond)
 }
 
+// healAfter is how long a client waits at a cluster's concurrency limit
+// before it checks the places against the slots' prepare sets (heal).
+const healAfter = 5 * time.Second
+
 // permits is an engine's share of its topic's topic-wide limits on a Redis
 // Cluster (docs/flow-control.md). The topic's slots lie on several nodes,
 // so no slot's fetch can see the whole topic: the rate and the places
 // live on the node of the topic's own hash tag (slots.FlowKeys), and the
-// engine takes permits there (permit.lua) before it fetches, gives back at
-// once what the fetch did not use, and gives a place back when a delivery
-// ends. Places are held per engine under a lease renewed by every call
-// (and by the fetcher while it holds some: keepAlive), so a killed
-// process's places come free when its lease runs out. It costs a round
-// trip to that node before each fetch of a limited topic, one after a
-// fetch that used fewer than it took, and one per fetcher wake-up that
-// gives places back.
+// engine takes permits there (permit.lua) before it fetches. A place is
+// first a reservation of the call that granted it, then the delivery the
+// fetch leased with it (bind), held under that delivery's lease: a push
+// delivery's is renewed by the fetcher while it runs (keepAlive), a
+// pulled one's is the pull's lease (Extend renews it). Ending a delivery
+// gives its place back by name, whichever process ends it. It costs a
+// round trip to that node before each fetch of a limited topic, one after
+// a fetch that used fewer than it took (or after every pull: its
+// deliveries are bound before they are handed out), one per fetcher
+// wake-up that gives places back, and one per end of a pulled delivery.
 type permits struct {
 	c      *Engine
 	f      *flowState
 	client string
+	seq    atomic.Uint64
 
-	mu   sync.Mutex
-	held int // places held (topic concurrency)
-	give int // places of ended deliveries not given back yet
-	last time.Time
+	mu      sync.Mutex
+	release []string            // reservations not used
+	binds   []scripts.PlaceBind // deliveries to bind to their reservations
+	ends    []scripts.PlaceEnd  // push deliveries that ended
+	refund  int                 // rate starts not used
+	// pushed and pulled are the deliveries of this engine that hold a
+	// place (bound, or to be with the next call): member -> token; pushed
+	// ones are renewed with the fetcher's keepalive, pulled ones are
+	// forgotten once their lease ran out (their place lapsed with it).
+	pushed       map[string]int64
+	pulled       map[string]pulledPlace
+	renewed      time.Time // the last call that renewed the pushed ones
+	blockedSince time.Time // the first of the grants that found no place
 }
 
 func newPermits(c *Engine, f *flowState) *permits {
-	return &permits{c: c, f: f, client: "e" + scripts.Nonce()}
+	return &permits{c: c, f: f, client: "e" + scripts.Nonce(), pushed: map[string]int64{}, pulled: map[string]pulledPlace{}}
 }
 
 // limited reports whether the topic has topic-wide limits.
@@ -53,19 +78,33 @@ func (p *permits) limited() bool {
 	return l.Rate > 0 || l.Concurrency > 0
 }
 
-// lease is how long the engine's places outlive its last call.
+// pulledPlace is a pulled delivery's place: its token, and when its lease
+// runs out (by this client's clock; renewed with Extend).
+type pulledPlace struct {
+	token int64
+	until time.Time
+}
+
+// lease is how long a reservation, and a push delivery's place, outlive
+// the call that last renewed them.
 func (p *permits) lease() time.Duration { return max(p.c.cfg.prepareTimeout, time.Second) }
 
-// call runs permit.lua: take want, give back give places and refund
-// unused rate starts. A reply that says places came free while someone
-// waited wakes the topic's consumers.
-func (p *permits) call(ctx context.Context, want, give, refund int) (scripts.PermitReply, error) {
-	l := p.f.current()
-	pc := scripts.PermitCall{Flow: p.f.fkeys.Flow, Holders: p.f.fkeys.Holders, Permits: p.f.fkeys.Permits, Client: p.client,
-		Want: want, Give: give, Refund: refund, LeaseMs: p.lease().Milliseconds(), Concurrency: l.Concurrency}
-	pc.RateIv, pc.RateTol = options.GCRA(l.Rate, l.RatePer)
+// grant is what take got: the reply, the call's id (its reservations are
+// scripts.Reservation(id, 1..Granted) with a concurrency) and when the
+// reply came (the client's monotonic clock: permitValidity).
+type grant struct {
+	scripts.PermitReply
+	id   string
+	at   time.Time
+	conc bool
+}
+
+// runPermit runs one permit.lua call; a reply that says places came free
+// while someone waited wakes the topic's consumers (they all listen on
+// slot 0's channel, wake).
+func runPermit(ctx context.Context, rdb redis.UniversalClient, wakeCmd, wake string, pc scripts.PermitCall) (scripts.PermitReply, error) {
 	keys, args := pc.Args()
-	vals, err := scripts.Permit.Run(ctx, p.c.rdb, keys, args...).Slice()
+	vals, err := scripts.Permit.Run(ctx, rdb, keys, args...).Slice()
 	if err != nil {
 		return scripts.PermitReply{}, err
 	}
@@ -73,86 +112,381 @@ func (p *permits) call(ctx context.Context, want, give, refund int) (scripts.Per
 	if err != nil {
 		return r, err
 	}
-	p.mu.Lock()
-	p.last = time.Now()
-	if l.Concurrency > 0 {
-		p.held = max(p.held-give+r.Granted, 0)
-	}
-	p.mu.Unlock()
 	if r.Woke {
-		// Wake every consumer of the topic: they all listen on slot 0.
-		if p.c.wakeCmd == "SPUBLISH" {
-			p.c.rdb.SPublish(ctx, p.c.keys[0].Wake, "f")
+		if wakeCmd == "SPUBLISH" {
+			rdb.SPublish(ctx, wake, "f")
 		} else {
-			p.c.rdb.Publish(ctx, p.c.keys[0].Wake, "f")
+			rdb.Publish(ctx, wake, "f")
 		}
 	}
 	return r, nil
 }
 
-// take asks for want permits before a fetch, giving back the places of
-// deliveries that ended meanwhile. A failed call grants nothing and keeps
-// what was to be given back.
-func (p *permits) take(ctx context.Context, want int) (scripts.PermitReply, error) {
+// call runs permit.lua for this engine: take want, with what is queued
+// (reservations not used, bindings, ends, refunds) and, when due or asked,
+// the renewal of the pushed places. What it carried is queued again when
+// it fails (every part of a call may be sent twice: permit.lua keys its
+// effects by name).
+func (p *permits) call(ctx context.Context, want int, renew bool) (grant, error) {
+	l := p.f.current()
+	id := p.nextID()
+	pc := scripts.PermitCall{Keys: p.f.fkeys, ID: id, Want: want, ReserveMs: p.lease().Milliseconds(), Concurrency: l.Concurrency}
+	pc.RateIv, pc.RateTol = options.GCRA(l.Rate, l.RatePer)
 	p.mu.Lock()
-	give := p.give
-	p.give = 0
+	pc.Release, pc.Bind, pc.End, pc.Refund = p.release, p.binds, p.ends, p.refund
+	p.release, p.binds, p.ends, p.refund = nil, nil, nil, 0
+	now := time.Now()
+	if renew || (len(p.pushed) > 0 && !now.Before(p.renewed.Add(p.lease()/3))) {
+		renew = true
+		ms := p.lease().Milliseconds()
+		for m := range p.pushed {
+			pc.Renew = append(pc.Renew, scripts.PlaceRenew{Member: m, LeaseMs: ms})
+		}
+	}
 	p.mu.Unlock()
-	return p.callGiving(ctx, want, give, 0)
-}
-
-// callGiving is call, the places it gives back counted again to give
-// with the next call when it fails.
-func (p *permits) callGiving(ctx context.Context, want, give, unused int) (scripts.PermitReply, error) {
-	r, err := p.call(ctx, want, give, unused)
+	r, err := runPermit(ctx, p.c.rdb, p.c.wakeCmd, p.c.keys[0].Wake, pc)
+	at := time.Now()
+	p.mu.Lock()
 	if err != nil {
-		p.mu.Lock()
-		p.give += give
-		p.mu.Unlock()
+		p.release = append(pc.Release, p.release...)
+		p.binds = append(pc.Bind, p.binds...)
+		p.ends = append(pc.End, p.ends...)
+		p.refund += pc.Refund
+	} else if renew {
+		p.renewed = now
 	}
-	return r, err
+	p.mu.Unlock()
+	if err != nil {
+		return grant{}, err
+	}
+	return grant{PermitReply: r, id: id, at: at, conc: l.Concurrency > 0}, nil
 }
 
-// unused gives back n permits a fetch took and did not use.
-func (p *permits) unused(ctx context.Context, n int) {
-	if n <= 0 {
-		return
+// take asks for want permits before a fetch, carrying what is queued. A
+// failed call grants nothing and keeps what it carried. A client that has
+// found no place free for healAfter checks the places (heal), and asks
+// again when that gave some back.
+func (p *permits) take(ctx context.Context, want int) (grant, error) {
+	g, err := p.call(ctx, want, false)
+	if err != nil || want == 0 {
+		return g, err
 	}
-	give := 0
-	if p.f.current().Concurrency > 0 {
-		give = n
+	if p.noteBlocked(g.Wait == -1) {
+		n, herr := p.heal(ctx)
+		if herr != nil {
+			p.c.log.WarnContext(ctx, "rmq: check the topic's places", "err", herr)
+		}
+		if n > 0 {
+			// The first grant found no place free, so it granted nothing.
+			if g2, err := p.call(ctx, want, false); err == nil {
+				return g2, nil
+			}
+		}
 	}
-	if _, err := p.callGiving(ctx, 0, give, n); err != nil {
-		// The places stay counted until given back: next time.
-		p.c.log.WarnContext(ctx, "rmq: give back unused permits", "err", err)
-	}
+	return g, nil
 }
 
-// ended notes that a delivery ended: its place goes back with the next
-// call (the fetcher is woken for it).
-func (p *permits) ended() {
-	if p.f.current().Concurrency == 0 {
-		return
+// fetched settles a grant after its fetch moved msgs: each delivery takes
+// one of the reservations (bound under leaseMs), the reservations and
+// rate starts left over go back. A pull (pulled) settles at once, in a
+// call of its own, before its deliveries are handed out, so that an end
+// by another process never comes before its binding; a push fetch that
+// used its whole grant leaves the bindings to the next call (its own ends
+// come after them).
+func (p *permits) fetched(ctx context.Context, g grant, msgs []*consumer.Message, leaseMs int64, pulled bool) {
+	var ops placeOps
+	if g.conc {
+		for i, m := range msgs {
+			b := scripts.PlaceBind{Member: scripts.PlaceMember(m.Slot, m.ID), Token: m.Token, LeaseMs: leaseMs}
+			if i < g.Granted {
+				b.Reservation = scripts.Reservation(g.id, i+1)
+			}
+			ops.binds = append(ops.binds, b)
+		}
+		for i := len(msgs) + 1; i <= g.Granted; i++ {
+			ops.release = append(ops.release, scripts.Reservation(g.id, i))
+		}
+	}
+	if l := p.f.current(); l.Rate > 0 && g.Granted > len(msgs) {
+		ops.refund = g.Granted - len(msgs)
 	}
 	p.mu.Lock()
-	p.give++
+	now := time.Now()
+	if pulled {
+		for m, pp := range p.pulled {
+			if now.After(pp.until) {
+				delete(p.pulled, m)
+			}
+		}
+	}
+	for _, b := range ops.binds {
+		if pulled {
+			p.pulled[b.Member] = pulledPlace{token: b.Token, until: now.Add(time.Duration(leaseMs) * time.Millisecond)}
+		} else {
+			p.pushed[b.Member] = b.Token
+		}
+	}
+	if !pulled {
+		p.binds = append(p.binds, ops.binds...)
+		ops.binds = nil
+	}
+	p.mu.Unlock()
+	if ops.empty() {
+		return
+	}
+	if err := p.send(ctx, ops); err != nil {
+		// Kept for the next call.
+		p.c.log.WarnContext(ctx, "rmq: settle permits", "err", err)
+	}
+}
+
+// placeOps are changes to the places (and rate refunds) one call carries.
+type placeOps struct {
+	release []string
+	binds   []scripts.PlaceBind
+	ends    []scripts.PlaceEnd
+	refund  int
+}
+
+func (o placeOps) empty() bool {
+	return len(o.release) == 0 && len(o.binds) == 0 && len(o.ends) == 0 && o.refund == 0
+}
+
+// send runs a call that carries ops and nothing else, so its caller knows
+// they were applied when it returns nil; a failed call queues them for the
+// next call (each may be applied twice: permit.lua keys them by name).
+func (p *permits) send(ctx context.Context, ops placeOps) error {
+	l := p.f.current()
+	pc := scripts.PermitCall{Keys: p.f.fkeys, ID: p.nextID(), Concurrency: l.Concurrency,
+		Release: ops.release, Bind: ops.binds, End: ops.ends, Refund: ops.refund}
+	pc.RateIv, pc.RateTol = options.GCRA(l.Rate, l.RatePer)
+	if _, err := runPermit(ctx, p.c.rdb, p.c.wakeCmd, p.c.keys[0].Wake, pc); err != nil {
+		p.mu.Lock()
+		p.release = append(p.release, ops.release...)
+		p.binds = append(p.binds, ops.binds...)
+		p.ends = append(p.ends, ops.ends...)
+		p.refund += ops.refund
+		p.mu.Unlock()
+		return err
+	}
+	return nil
+}
+
+// nextID names a call of this engine.
+func (p *permits) nextID() string { return p.client + ":" + strconv.FormatUint(p.seq.Add(1), 36) }
+
+// ended notes that a push delivery ended: its place goes back with the
+// next call (the fetcher is woken for it). A delivery that holds none (it
+// was leased before the topic had a concurrency limit) gives nothing.
+func (p *permits) ended(m *consumer.Message) {
+	member := scripts.PlaceMember(m.Slot, m.ID)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if tok, ok := p.pushed[member]; ok && tok == m.Token {
+		delete(p.pushed, member)
+		p.ends = append(p.ends, scripts.PlaceEnd{Member: member, Token: m.Token})
+	}
+}
+
+// endPulled gives back the place of a pulled delivery of this engine that
+// ended (acked or nacked, or found no longer its), at once: the caller
+// may pull again through another process next.
+func (p *permits) endPulled(ctx context.Context, m *consumer.Message) {
+	member := scripts.PlaceMember(m.Slot, m.ID)
+	p.mu.Lock()
+	pp, ok := p.pulled[member]
+	ok = ok && pp.token == m.Token
+	if ok {
+		delete(p.pulled, member)
+	}
+	p.mu.Unlock()
+	if !ok {
+		return
+	}
+	if err := p.send(ctx, placeOps{ends: []scripts.PlaceEnd{{Member: member, Token: m.Token}}}); err != nil {
+		p.c.log.WarnContext(ctx, "rmq: give back a place", "err", err)
+	}
+}
+
+// endByID gives back the place of whatever delivery of id in slot holds
+// one: an ack or nack by id (rmqd's DELETE job, maybe of a job another
+// process pulled). Without a concurrency limit and no place of its own
+// there is nothing to give.
+func (p *permits) endByID(ctx context.Context, slot int, id string) {
+	member := scripts.PlaceMember(slot, id)
+	p.mu.Lock()
+	pp, mine := p.pulled[member]
+	tok := pp.token
+	if mine {
+		delete(p.pulled, member)
+	} else {
+		tok = -1
+	}
+	p.mu.Unlock()
+	if !mine && p.f.current().Concurrency == 0 {
+		return
+	}
+	if err := p.send(ctx, placeOps{ends: []scripts.PlaceEnd{{Member: member, Token: tok}}}); err != nil {
+		p.c.log.WarnContext(ctx, "rmq: give back a place", "err", err)
+	}
+}
+
+// forget drops a pulled delivery that another engine of the topic gave
+// back by id.
+func (p *permits) forget(slot int, id string) {
+	p.mu.Lock()
+	delete(p.pulled, scripts.PlaceMember(slot, id))
 	p.mu.Unlock()
 }
 
-// pending reports whether places wait to be given back, and when the
-// lease of the places held must be renewed (zero: none held).
+// extended renews the place of a pulled delivery whose lease was extended
+// to dur from now.
+func (p *permits) extended(ctx context.Context, m *consumer.Message, dur time.Duration) {
+	member := scripts.PlaceMember(m.Slot, m.ID)
+	p.mu.Lock()
+	pp, ok := p.pulled[member]
+	ok = ok && pp.token == m.Token
+	if ok {
+		pp.until = time.Now().Add(dur)
+		p.pulled[member] = pp
+	}
+	p.mu.Unlock()
+	if !ok {
+		return
+	}
+	l := p.f.current()
+	pc := scripts.PermitCall{Keys: p.f.fkeys, ID: p.nextID(), Concurrency: l.Concurrency,
+		Renew: []scripts.PlaceRenew{{Member: member, LeaseMs: dur.Milliseconds()}}}
+	if _, err := runPermit(ctx, p.c.rdb, p.c.wakeCmd, p.c.keys[0].Wake, pc); err != nil {
+		p.c.log.WarnContext(ctx, "rmq: renew a place", "err", err)
+	}
+}
+
+// pending reports whether something waits to be given back, and when the
+// places of the push deliveries (and reservations waiting for their
+// binding) must be renewed (zero: none).
 func (p *permits) pending() (give bool, renew time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.held > 0 {
-		renew = p.last.Add(p.lease() / 3)
+	if len(p.pushed) > 0 || len(p.binds) > 0 {
+		renew = p.renewed.Add(p.lease() / 3)
 	}
-	return p.give > 0, renew
+	return len(p.ends) > 0 || len(p.release) > 0 || p.refund > 0, renew
 }
 
-// flush gives back what ended and renews the lease of the places held.
+// flush gives back what ended and renews the places held.
 func (p *permits) flush(ctx context.Context) {
-	if _, err := p.take(ctx, 0); err != nil {
+	if _, err := p.call(ctx, 0, true); err != nil {
 		p.c.log.WarnContext(ctx, "rmq: give back permits", "err", err)
 	}
+}
+
+// noteBlocked follows how long this client has found no place free, and
+// reports whether it is time to check the places (past healAfter, then
+// every healAfter).
+func (p *permits) noteBlocked(blocked bool) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !blocked {
+		p.blockedSince = time.Time{}
+		return false
+	}
+	now := time.Now()
+	if p.blockedSince.IsZero() {
+		p.blockedSince = now
+	}
+	if now.Sub(p.blockedSince) < healAfter {
+		return false
+	}
+	p.blockedSince = now
+	return true
+}
+
+// heal drops the places of deliveries that are no longer in their slot's
+// prepare set under the token they were bound with: a give-back that was
+// lost (a failed call never sent again, an end by a process that knew of
+// no limit, a write the flow node lost in a failover). A delivery that is
+// still leased keeps its place; one that ended gave it back already or
+// gives it now (the end is by token, so once).
+//
+// It returns how many places it gave back.
+func heal(ctx context.Context, rdb redis.UniversalClient, fk slots.FlowKeys, prepares []string, run func(scripts.PermitCall) error) (int, error) {
+	members, err := rdb.ZRange(ctx, fk.Places, 0, -1).Result()
+	if err != nil {
+		return 0, err
+	}
+	var ds []string
+	for _, m := range members {
+		if len(m) > 2 && m[:2] == "r:" {
+			continue // a reservation: it lapses by itself
+		}
+		ds = append(ds, m)
+	}
+	if len(ds) == 0 {
+		return 0, nil
+	}
+	toks, err := rdb.HMGet(ctx, fk.Tokens, ds...).Result()
+	if err != nil {
+		return 0, err
+	}
+	pipe := rdb.Pipeline()
+	type check struct {
+		member string
+		token  int64
+		score  *redis.FloatCmd
+	}
+	var cs []check
+	for i, m := range ds {
+		s, ok := toks[i].(string)
+		if !ok {
+			continue
+		}
+		tok, err1 := strconv.ParseInt(s, 10, 64)
+		slot, id, ok := splitPlace(m)
+		if err1 != nil || !ok || slot >= len(prepares) {
+			continue
+		}
+		cs = append(cs, check{member: m, token: tok, score: pipe.ZScore(ctx, prepares[slot], id)})
+	}
+	if len(cs) == 0 {
+		return 0, nil
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return 0, err
+	}
+	var ends []scripts.PlaceEnd
+	for _, c := range cs {
+		sc, err := c.score.Result()
+		if err == nil && int64(math.Mod(sc, 1e6)) == c.token {
+			continue // still leased by that delivery
+		}
+		if err != nil && !errors.Is(err, redis.Nil) {
+			continue
+		}
+		ends = append(ends, scripts.PlaceEnd{Member: c.member, Token: c.token})
+	}
+	if len(ends) == 0 {
+		return 0, nil
+	}
+	return len(ends), run(scripts.PermitCall{Keys: fk, End: ends})
+}
+
+// heal is heal for this engine's topic.
+func (p *permits) heal(ctx context.Context) (int, error) {
+	return heal(ctx, p.c.rdb, p.f.fkeys, p.f.prepares, func(pc scripts.PermitCall) error {
+		pc.ID = p.nextID()
+		_, err := runPermit(ctx, p.c.rdb, p.c.wakeCmd, p.c.keys[0].Wake, pc)
+		return err
+	})
+}
+
+// splitPlace reads a delivery's place member: slot ":" id.
+func splitPlace(m string) (int, string, bool) {
+	for i := 0; i < len(m); i++ {
+		if m[i] == ':' {
+			slot, err := strconv.Atoi(m[:i])
+			return slot, m[i+1:], err == nil
+		}
+	}
+	return 0, "", false
 }

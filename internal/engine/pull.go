@@ -52,6 +52,9 @@ func (d *Pulled) Ack(ctx context.Context) error {
 		d.finish(consumer.Failed, nil)
 		return fmt.Errorf("rmq: ack %s on %s: %w", d.ID, d.Topic, err)
 	}
+	// Its place of a cluster's topic concurrency goes back (acked, or no
+	// longer this delivery's).
+	d.e.flow.endedPulled(ctx, d.Message)
 	if r.refused() {
 		d.finish(consumer.Refused, nil)
 		return consumer.ErrLeaseLost
@@ -66,7 +69,6 @@ func (d *Pulled) finish(outcome consumer.Outcome, err error) {
 	if d.finished.Swap(true) {
 		return
 	}
-	d.e.flow.ended()
 	finished(d.e.cfg.observer, d.Message, time.Since(d.FetchedAt), outcome, err)
 }
 
@@ -86,6 +88,7 @@ func (d *Pulled) Nack(ctx context.Context, retryAfter time.Duration, cause error
 		d.finish(consumer.Failed, cause)
 		return err
 	}
+	d.e.flow.endedPulled(ctx, d.Message)
 	if res[0] == rollbackExpired {
 		expired(d.e.cfg.observer, d.e.topic.Name(), 1)
 	}
@@ -107,6 +110,10 @@ func (d *Pulled) Extend(ctx context.Context, dur time.Duration) error {
 	}
 	if len(res) != 1 || res[0] != 1 {
 		return consumer.ErrLeaseLost
+	}
+	// Its place of a cluster's topic concurrency is held as long.
+	if pm := d.e.flow.permits; pm != nil {
+		pm.extended(ctx, d.Message, time.Duration(sec)*time.Second)
 	}
 	return nil
 }

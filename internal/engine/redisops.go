@@ -113,25 +113,17 @@ func (c *Engine) fetchLease(ctx context.Context, reqs []fetchReq, total int, lea
 	// ZooKeeper mode: only owned slots, each naming its term's epoch.
 	reqs, skipped := c.own.fetchable(reqs)
 	// A cluster's topic-wide limits: permits first (permits.go).
-	granted, topicWait, recheck, pm := 0, int64(0), int64(0), c.flow.permits
+	pm := c.flow.permits
+	var g *grant
+	var topicWait, recheck int64
 	if pm != nil && pm.limited() {
 		var err error
-		var until int64
-		if reqs, granted, topicWait, recheck, until, err = c.takePermits(ctx, reqs); err != nil {
+		if reqs, g, topicWait, recheck, err = c.takePermits(ctx, reqs); err != nil {
 			out := make([]fetchResult, 0, len(reqs)+len(skipped))
 			for _, r := range reqs {
 				out = append(out, fetchResult{slot: r.slot, head: -1, epoch: r.epoch, delayedHead: -3, err: err})
 			}
 			return append(out, skipped...)
-		}
-		if until > 0 {
-			// The rate's starts are to be used at once (permit.lua).
-			f := scripts.Flow{}
-			if fl != nil {
-				f = *fl
-			}
-			f.PermitUntil = until
-			fl = &f
 		}
 	}
 	sent := time.Now()
@@ -146,51 +138,64 @@ func (c *Engine) fetchLease(ctx context.Context, reqs []fetchReq, total int, lea
 	})
 	received := time.Now()
 	out := make([]fetchResult, 0, len(reqs)+len(skipped))
-	moved := 0
+	var moved []*consumer.Message
 	for i, cmd := range cmds {
 		reply, err := parseFetch(cmd)
 		rs := c.decodeFetch(reqs[i:i+1], reply, err, sent, received)
 		for j := range rs {
-			moved += len(rs[j].msgs)
+			moved = append(moved, rs[j].msgs...)
 			if topicWait != 0 {
 				rs[j].topicWait, rs[j].topicRecheck = topicWait, recheck
 			}
 		}
 		out = append(out, rs...)
 	}
-	if pm != nil && granted > moved {
-		pm.unused(ctx, granted-moved)
+	if g != nil {
+		pm.fetched(ctx, *g, moved, lease*1000, c.pull)
 	}
 	return append(out, skipped...)
 }
 
 // takePermits asks a cluster's permits for what reqs want and cuts reqs
-// down to what was granted, best slot first: it returns them, the grant,
-// and the wait and recheck time the permits reported
-// (fetchResult.topicWait, topicRecheck).
-func (c *Engine) takePermits(ctx context.Context, reqs []fetchReq) (out []fetchReq, granted int, wait, recheck, until int64, err error) {
+// down to what was granted, best slot first: it returns them, the grant
+// (nil when nothing was asked), and the wait and recheck time the permits
+// reported (fetchResult.topicWait, topicRecheck), moved onto this
+// engine's clock as durations from the flow node's own: the two nodes'
+// clocks are never compared. A grant that reached the client longer ago
+// than permitValidity by the time the fetch is to go is not used (the
+// client stalled: its rate starts would bunch up); it goes back whole.
+func (c *Engine) takePermits(ctx context.Context, reqs []fetchReq) (out []fetchReq, g *grant, wait, recheck int64, err error) {
 	want := 0
 	for _, r := range reqs {
 		want += r.n
 	}
 	if want == 0 {
-		return reqs, 0, 0, 0, 0, nil
+		return reqs, nil, 0, 0, nil
 	}
 	r, err := c.flow.permits.take(ctx, want)
 	if err != nil {
-		return reqs, 0, 0, 0, 0, fmt.Errorf("rmq: permits of %s: %w", c.topic.Name(), err)
+		return reqs, nil, 0, 0, fmt.Errorf("rmq: permits of %s: %w", c.topic.Name(), err)
 	}
-	if l := c.flow.current(); l.Rate > 0 && r.Granted > 0 {
-		until = r.NowMs + permitValidity(l).Milliseconds()
+	nowMs := c.clock.now().UnixMilli()
+	if r.Wait > 0 {
+		wait = nowMs + max(r.Wait-r.NowMs, 1)
+	} else {
+		wait = r.Wait
+	}
+	if r.Expiry > 0 {
+		recheck = nowMs + max(r.Expiry-r.NowMs, 1)
 	}
 	left := r.Granted
+	if l := c.flow.current(); l.Rate > 0 && time.Since(r.at) > permitValidity(l) {
+		left = 0
+	}
 	out = reqs[:0:0]
 	for _, q := range reqs {
 		q.n = min(q.n, left)
 		left -= q.n
 		out = append(out, q)
 	}
-	return out, r.Granted, r.Wait, r.Expiry, until, nil
+	return out, &r, wait, recheck, nil
 }
 
 func parseFetch(cmd *redis.Cmd) (scripts.FetchReply, error) {

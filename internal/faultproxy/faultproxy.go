@@ -8,6 +8,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Proxy forwards connections from its loopback address to a target.
@@ -21,6 +22,8 @@ type Proxy struct {
 	wg      sync.WaitGroup
 
 	dropped atomic.Int64
+	// up and down are the latencies added to each direction (ns).
+	up, down atomic.Int64
 }
 
 // Start listens on 127.0.0.1 (a free port) and forwards to target.
@@ -45,6 +48,15 @@ func (p *Proxy) DropReplyTo(pattern []byte) {
 	p.mu.Lock()
 	p.pattern = append([]byte(nil), pattern...)
 	p.mu.Unlock()
+}
+
+// SetDelay adds latency to each direction from now on: up to what the
+// client sends, down to what the server answers. Each chunk read is
+// written that much later, chunks in order (a latency, not a bandwidth:
+// chunks in flight overlap). Zero removes it.
+func (p *Proxy) SetDelay(up, down time.Duration) {
+	p.up.Store(int64(up))
+	p.down.Store(int64(down))
 }
 
 // Dropped counts the replies dropped so far.
@@ -108,6 +120,8 @@ func (p *Proxy) accept() {
 // connection so its next reply is dropped.
 func (p *Proxy) upstream(client, server net.Conn, armed *atomic.Bool) {
 	defer p.closePair(client, server)
+	w := p.delayed(server, &p.up)
+	defer w.close()
 	buf := make([]byte, 64<<10)
 	for {
 		n, err := client.Read(buf)
@@ -118,7 +132,7 @@ func (p *Proxy) upstream(client, server net.Conn, armed *atomic.Bool) {
 				armed.Store(true)
 			}
 			p.mu.Unlock()
-			if _, werr := server.Write(buf[:n]); werr != nil {
+			if werr := w.write(buf[:n]); werr != nil {
 				return
 			}
 		}
@@ -130,6 +144,8 @@ func (p *Proxy) upstream(client, server net.Conn, armed *atomic.Bool) {
 
 func (p *Proxy) downstream(server, client net.Conn, armed *atomic.Bool) {
 	defer p.closePair(client, server)
+	w := p.delayed(client, &p.down)
+	defer w.close()
 	buf := make([]byte, 64<<10)
 	for {
 		n, err := server.Read(buf)
@@ -138,7 +154,7 @@ func (p *Proxy) downstream(server, client net.Conn, armed *atomic.Bool) {
 				p.dropped.Add(1)
 				return
 			}
-			if _, werr := client.Write(buf[:n]); werr != nil {
+			if werr := w.write(buf[:n]); werr != nil {
 				return
 			}
 		}
@@ -153,4 +169,61 @@ func (p *Proxy) closePair(a, b net.Conn) {
 	_ = b.Close()
 	p.track(a, false)
 	p.track(b, false)
+}
+
+// delayedWriter writes chunks to a connection, each delay after it was
+// read, in order; without a delay it writes at once.
+type delayedWriter struct {
+	to    net.Conn
+	delay *atomic.Int64
+	ch    chan chunk
+	done  chan struct{}
+	err   atomic.Bool // a write failed: the reader stops
+	// queued: chunks went through ch, so later ones must too (in order);
+	// only the reading goroutine calls write.
+	queued bool
+}
+
+type chunk struct {
+	b  []byte
+	at time.Time
+}
+
+func (p *Proxy) delayed(to net.Conn, delay *atomic.Int64) *delayedWriter {
+	w := &delayedWriter{to: to, delay: delay, ch: make(chan chunk, 1024), done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		for c := range w.ch {
+			if w.err.Load() {
+				continue
+			}
+			// The delay is the behaviour the proxy adds.
+			time.Sleep(time.Until(c.at))
+			if _, err := w.to.Write(c.b); err != nil {
+				w.err.Store(true)
+				_ = w.to.Close()
+			}
+		}
+	}()
+	return w
+}
+
+func (w *delayedWriter) write(b []byte) error {
+	d := time.Duration(w.delay.Load())
+	if d <= 0 && !w.queued {
+		_, err := w.to.Write(b)
+		return err
+	}
+	w.queued = true
+	if w.err.Load() {
+		return net.ErrClosed
+	}
+	w.ch <- chunk{b: append([]byte(nil), b...), at: time.Now().Add(d)}
+	return nil
+}
+
+// close stops the writer once what it holds is written (or failed).
+func (w *delayedWriter) close() {
+	close(w.ch)
+	<-w.done
 }

@@ -45,10 +45,6 @@ type Flow struct {
 	// node only; a cluster takes permits from permit.lua instead).
 	TopicFlow string
 	Prepares  []string
-	// PermitUntil (Redis ms, 0: none): a cluster's permits were granted
-	// for this fetch only until then (permit.lua): a fetch that runs later
-	// takes nothing.
-	PermitUntil int64
 }
 
 // topicKeys reports whether the fetch names the topic's keys.
@@ -71,8 +67,7 @@ func (f *Flow) descriptor() string {
 		nprep = len(f.Prepares)
 	}
 	return strconv.Itoa(grouped) + " " + strconv.Itoa(f.GroupPlaces) + " " + num(f.GroupRateIv) + " " + num(f.GroupTol) + " " +
-		num(f.TopicRateIv) + " " + num(f.TopicTol) + " " + strconv.Itoa(f.TopicConcurrency) + " " + strconv.Itoa(nprep) + " " +
-		strconv.FormatInt(f.PermitUntil, 10)
+		num(f.TopicRateIv) + " " + num(f.TopicTol) + " " + strconv.Itoa(f.TopicConcurrency) + " " + strconv.Itoa(nprep)
 }
 
 // FetchGroup is one slot of a FetchCall.

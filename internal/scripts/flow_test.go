@@ -322,32 +322,99 @@ func TestGroupedMessageInStoreGoesBackToItsGroup(t *testing.T) {
 	assert.EqualValues(t, 0, n)
 }
 
-// permit.lua: places are shared out up to the limit, given back, and lost
-// with a client's lease.
+// permit.lua: places are shared out up to the limit as reservations,
+// bound to the deliveries that took them, given back by name, and lost
+// when their lease runs out.
 func TestPermitsShareTheTopicConcurrency(t *testing.T) {
 	s := newFlowSlot(t, 3)
-	call := func(client string, want, give int, lease int64) scripts.PermitReply {
+	seq := 0
+	call := func(pc scripts.PermitCall) (scripts.PermitReply, string) {
 		t.Helper()
-		keys, args := scripts.PermitCall{Flow: s.f.Flow, Holders: s.f.Holders, Permits: s.f.Permits, Client: client,
-			Want: want, Give: give, LeaseMs: lease, Concurrency: 5}.Args()
+		seq++
+		pc.Keys, pc.Concurrency = s.f, 5
+		if pc.ID == "" {
+			pc.ID = fmt.Sprintf("c%d", seq)
+		}
+		if pc.ReserveMs == 0 {
+			pc.ReserveMs = 60000
+		}
+		keys, args := pc.Args()
+		vals, err := scripts.Permit.Run(s.ctx, s.rdb, keys, args...).Slice()
+		require.NoError(t, err)
+		r, err := scripts.ParsePermitReply(vals)
+		require.NoError(t, err)
+		return r, pc.ID
+	}
+	a, aid := call(scripts.PermitCall{Want: 3})
+	assert.Equal(t, 3, a.Granted)
+	b, bid := call(scripts.PermitCall{Want: 3, ReserveMs: 100})
+	assert.Equal(t, 2, b.Granted)
+	r, _ := call(scripts.PermitCall{Want: 1})
+	assert.Equal(t, 0, r.Granted)
+	assert.EqualValues(t, -1, r.Wait)
+	assert.Positive(t, r.Expiry, "b's reservations lapse first")
+	// a's fetch leased two: they take two reservations, the third goes back.
+	r, _ = call(scripts.PermitCall{Release: []string{scripts.Reservation(aid, 3)}, Bind: []scripts.PlaceBind{
+		{Reservation: scripts.Reservation(aid, 1), Member: scripts.PlaceMember(0, "m1"), Token: 7, LeaseMs: 60000},
+		{Reservation: scripts.Reservation(aid, 2), Member: scripts.PlaceMember(1, "m2"), Token: 8, LeaseMs: 60000}}})
+	assert.True(t, r.Woke)
+	r, _ = call(scripts.PermitCall{Want: 2})
+	assert.Equal(t, 1, r.Granted)
+	// The end of another delivery of m1 (another token) frees nothing; m1's
+	// own does, once.
+	end := func(tok int64) scripts.PermitCall {
+		return scripts.PermitCall{End: []scripts.PlaceEnd{{Member: scripts.PlaceMember(0, "m1"), Token: tok}}}
+	}
+	call(end(6))
+	r, _ = call(scripts.PermitCall{Want: 1})
+	assert.Equal(t, 0, r.Granted)
+	call(end(7))
+	call(end(7))
+	r, _ = call(scripts.PermitCall{Want: 5})
+	assert.Equal(t, 1, r.Granted, "one place came back, once")
+	// b's reservations lapse: their two places come free.
+	_ = bid
+	time.Sleep(150 * time.Millisecond) // the behaviour under test is a lease's duration
+	r, _ = call(scripts.PermitCall{Want: 5})
+	assert.Equal(t, 2, r.Granted)
+	n, err := s.rdb.ZCard(s.ctx, s.f.Places).Result()
+	require.NoError(t, err)
+	assert.EqualValues(t, 5, n)
+}
+
+// A permit call go-redis sends again after a lost reply (same call id)
+// gets the first run's reply and changes nothing twice: its places are
+// not granted again, its rate starts not taken again, its refund not
+// given again.
+func TestPermitCallSentTwiceCountsOnce(t *testing.T) {
+	s := newFlowSlot(t, 3)
+	iv, tol := 100000.0, 500000.0 // 10/s, a burst of 5
+	run := func(id string, want, refund int) scripts.PermitReply {
+		t.Helper()
+		keys, args := scripts.PermitCall{Keys: s.f, ID: id, Want: want, Refund: refund, ReserveMs: 60000, RateIv: iv, RateTol: tol, Concurrency: 3}.Args()
 		vals, err := scripts.Permit.Run(s.ctx, s.rdb, keys, args...).Slice()
 		require.NoError(t, err)
 		r, err := scripts.ParsePermitReply(vals)
 		require.NoError(t, err)
 		return r
 	}
-	assert.Equal(t, 3, call("a", 3, 0, 60000).Granted)
-	assert.Equal(t, 2, call("b", 3, 0, 100).Granted)
-	r := call("c", 1, 0, 60000)
-	assert.Equal(t, 0, r.Granted)
-	assert.EqualValues(t, -1, r.Wait)
-	assert.Positive(t, r.Expiry, "b's lease runs out first")
-	r = call("a", 0, 1, 60000)
-	assert.True(t, r.Woke)
-	assert.Equal(t, 1, call("c", 1, 0, 60000).Granted)
-	// b's lease runs out: its two places come free.
-	time.Sleep(150 * time.Millisecond)
-	assert.Equal(t, 2, call("c", 5, 0, 60000).Granted)
+	first := run("x1", 2, 0)
+	assert.Equal(t, 2, first.Granted)
+	again := run("x1", 2, 0)
+	assert.Equal(t, first, again, "a resend gets the first reply")
+	n, err := s.rdb.ZCard(s.ctx, s.f.Places).Result()
+	require.NoError(t, err)
+	assert.EqualValues(t, 2, n, "two places reserved")
+	tat1, err := s.rdb.HGet(s.ctx, s.f.Flow, "tat").Result()
+	require.NoError(t, err)
+	// A refund sent twice gives one start back.
+	run("x2", 0, 1)
+	run("x2", 0, 1)
+	tat2, err := s.rdb.HGet(s.ctx, s.f.Flow, "tat").Result()
+	require.NoError(t, err)
+	t1, _ := strconv.ParseFloat(tat1, 64)
+	t2, _ := strconv.ParseFloat(tat2, 64)
+	assert.InDelta(t, t1-iv, t2, 1, "one interval refunded")
 }
 
 // A place that no end of a delivery frees (its message removed while in

@@ -3,6 +3,8 @@ package scripts
 import (
 	"fmt"
 	"strconv"
+
+	"github.com/rmq-go/rmq/slots"
 )
 
 // GSendGroup is one slot's part of a gsend.lua call: messages of one
@@ -48,34 +50,88 @@ func GSendArgs(wakeCmd string, groups []GSendGroup) ([]string, []any) {
 // PermitCall is one permit.lua call: a client's permits of a topic's
 // limits on a cluster.
 type PermitCall struct {
-	Flow, Holders, Permits string // slots.FlowKeys
-	Client                 string
-	Want, Give, Refund     int
-	LeaseMs                int64
-	RateIv, RateTol        float64 // µs; 0: no rate
-	Concurrency            int     // 0: none
+	Keys slots.FlowKeys
+	// ID names the call: unique per call, the same when go-redis sends it
+	// again, so a resent call changes nothing twice.
+	ID          string
+	Want        int
+	Refund      int   // rate starts taken and not used
+	ReserveMs   int64 // the lease of the reservations granted
+	RateIv      float64
+	RateTol     float64     // µs; 0: no rate
+	Concurrency int         // 0: none
+	Release     []string    // reservations not used
+	Bind        []PlaceBind // deliveries that took a reservation
+	End         []PlaceEnd  // deliveries that ended
+	Renew       []PlaceRenew
 }
+
+// PlaceBind binds a leased delivery to the reservation it used ("" for
+// none): it holds the place under its own lease from then on.
+type PlaceBind struct {
+	Reservation, Member string
+	Token               int64
+	LeaseMs             int64
+}
+
+// PlaceEnd gives back the place of a delivery that ended; Token -1 for
+// whichever delivery of Member holds one (an ack by id).
+type PlaceEnd struct {
+	Member string
+	Token  int64
+}
+
+// PlaceRenew extends the lease of a delivery's place to LeaseMs from now.
+type PlaceRenew struct {
+	Member  string
+	LeaseMs int64
+}
+
+// PlaceMember is the member of a delivery's place: its slot and id.
+func PlaceMember(slot int, id string) string { return strconv.Itoa(slot) + ":" + id }
+
+// Reservation is the member of the i-th (from 1) place a call reserved.
+func Reservation(callID string, i int) string { return "r:" + callID + ":" + strconv.Itoa(i) }
 
 // Args returns the call's KEYS and ARGV.
 func (p PermitCall) Args() ([]string, []any) {
 	num := func(x float64) string { return strconv.FormatFloat(x, 'f', -1, 64) }
-	return []string{p.Flow, p.Holders, p.Permits},
-		[]any{p.Client, p.Want, p.Give, p.Refund, p.LeaseMs, num(p.RateIv), num(p.RateTol), p.Concurrency}
+	args := make([]any, 0, 11+len(p.Release)+4*len(p.Bind)+2*len(p.End)+2*len(p.Renew))
+	args = append(args, p.ID, p.Want, p.Refund, p.ReserveMs, num(p.RateIv), num(p.RateTol), p.Concurrency,
+		len(p.Release), len(p.Bind), len(p.End), len(p.Renew))
+	for _, r := range p.Release {
+		args = append(args, r)
+	}
+	for _, b := range p.Bind {
+		args = append(args, b.Reservation, b.Member, strconv.FormatInt(b.Token, 10), b.LeaseMs)
+	}
+	for _, e := range p.End {
+		tok := ""
+		if e.Token >= 0 {
+			tok = strconv.FormatInt(e.Token, 10)
+		}
+		args = append(args, e.Member, tok)
+	}
+	for _, r := range p.Renew {
+		args = append(args, r.Member, r.LeaseMs)
+	}
+	k := p.Keys
+	return []string{k.Flow, k.Holders, k.Permits, k.Places, k.Tokens}, args
 }
 
 // PermitReply is permit.lua's answer.
 type PermitReply struct {
 	Granted int
-	// Wait is 0, the Redis ms from which the rate allows the next start,
-	// or -1: no place was free.
+	// Wait is 0, the Redis ms (of the flow node) from which the rate
+	// allows the next start, or -1: no place was free.
 	Wait int64
 	// Woke: places came free while a client waited for one.
 	Woke bool
-	// Expiry, with Wait -1: the Redis ms at which the first lease of the
-	// places held runs out (a killed client's places free then).
+	// Expiry, with Wait -1: the Redis ms at which the first place lapses
+	// (a killed client's places free then).
 	Expiry int64
-	// NowMs is Redis's clock where the permits live (Flow.PermitUntil
-	// counts from it).
+	// NowMs is the flow node's clock: Wait and Expiry are read as
+	// durations from it, never against another node's clock.
 	NowMs int64
 }
 
