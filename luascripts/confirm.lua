@@ -9,8 +9,18 @@
 -- runs out counts no attempt, so what happened meanwhile is what would
 -- have happened in store.
 --
--- KEYS[g] -> prepare ZSET of slot group g (a single node: groups may be of
---            different topics)
+-- A call that hands something over records its answer under its record
+-- key, named by a nonce the client draws for the call, for RECORD_MS: a
+-- second run of the same call (go-redis resends one whose reply was lost)
+-- finds it and answers the same, changing nothing. Nothing else can make a
+-- call believe it ran before: tokens are not unique per delivery (a salt of
+-- 500 values and the attempt), so the token another delivery of the id got
+-- from a fetch, or from another holder's confirm, may be the very one this
+-- call would have given; only this call's own record says it handed over.
+--
+-- KEYS[g] -> prepare ZSET of slot group g (a single node: groups may be
+--            of different topics)
+-- KEYS[G+1] -> the call's record STRING (in group 1's hash tag)
 -- ARGV[1] -> G, the number of groups; then per group: k, then k triples of
 --            id, held delivery token, store score (the due ms the fetch
 --            took)
@@ -22,11 +32,23 @@
 --     gave it back; whatever holds the id there now is another delivery's,
 --     left as it is); nothing is to be delivered
 --   1 deliver it, with the token that follows: the held token less
---     HELD_TOKEN. A second run of the call (go-redis resends one whose
---     reply was lost) finds that token and answers 1 with it again.
+--     HELD_TOKEN
 --   2 not due yet by Redis's clock: hold it on (never delivered early)
+-- A second run of a call answers what its record says (with this run's
+-- nowUs).
+local RECORD_MS = 60000
 local G = tonumber(ARGV[1])
 local now, now_us = now_ms()
+local record = KEYS[G + 1]
+local done = redis.call('GET', record)
+if done then
+  -- This call ran before: its codes (one digit each), then its tokens.
+  local sep = string.find(done, ':', 1, true)
+  local codes, tokens = {}, {}
+  for i = 1, sep - 1 do codes[i] = string.byte(done, i) - 48 end
+  for t in string.gmatch(string.sub(done, sep + 1), '%d+') do tokens[#tokens + 1] = tonumber(t) end
+  return { now_us, codes, tokens }
+end
 local codes, tokens = {}, {}
 local a = 2
 for g = 1, G do
@@ -39,10 +61,7 @@ for g = 1, G do
     local s = redis.call('ZSCORE', prepare, id)
     local cur = s and token_of(s)
     local code = 0
-    if cur == token - HELD_TOKEN then
-      -- This call's earlier run handed it over.
-      code = 1
-    elseif cur == token and score > now then
+    if cur == token and score > now then
       code = 2
     elseif cur == token then
       -- The lease deadline stays; the token says it was handed over.
@@ -53,5 +72,8 @@ for g = 1, G do
     codes[#codes + 1] = code
     if code == 1 then tokens[#tokens + 1] = cur end
   end
+end
+if #tokens > 0 then
+  redis.call('SET', record, table.concat(codes) .. ':' .. table.concat(tokens, ','), 'PX', RECORD_MS)
 end
 return { now_us, codes, tokens }
