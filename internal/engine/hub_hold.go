@@ -240,6 +240,9 @@ func (k *holder) confirm(ctx context.Context, batch []*heldMsg) (again []*heldMs
 		n := min(len(batch), heldCallMax)
 		groups, order := heldGroups(batch[:n])
 		batch = batch[n:]
+		// Built once per call, with the call's nonce: a resend by go-redis
+		// after a lost reply carries the same, so its rerun finds the
+		// record of the first run and answers the same (confirm.lua).
 		keys, args := scripts.ConfirmArgs(groups)
 		calls = append(calls, &call{order: order, keys: keys, args: args})
 	}
