@@ -135,16 +135,18 @@ func (f *fetcher) run(ctx context.Context) {
 		// the read wakes this loop.
 		c.wantRelease.Store(true)
 		free := c.freeCapacity()
-		// The limits a wake-up said changed are read before the lookahead
-		// is decided on (fetch reads them again: the read is once only).
-		c.ensureLimits(ctx)
-		f.ahead = c.lookaheadMs()
 		ahead := f.ahead
 		// A paused topic (Inspector.Pause) fetches nothing; the resume
 		// arrives as a wake-up. Nor does one held back by a topic limit:
 		// its rate's timer or a wake-up (flowWait) ends that.
 		f.flowHousekeeping(ctx)
 		if free > 0 && !c.paused.Load() && !f.flowWait(&wait) {
+			// The limits a wake-up said changed are read before the
+			// lookahead is decided on (fetch would read them only after
+			// the plan; the read is once per change).
+			c.ensureLimits(ctx)
+			f.ahead = c.lookaheadMs()
+			ahead = f.ahead
 			nowMs := c.clock.now().UnixMilli()
 			f.applyDelayed(nowMs)
 			if unknown := f.unknownSlots(); len(unknown) > 0 {
