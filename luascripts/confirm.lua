@@ -9,21 +9,26 @@
 -- runs out counts no attempt, so what happened meanwhile is what would
 -- have happened in store.
 --
--- A call that hands something over records its answer under its record
--- key, named by a nonce the client draws for the call, for RECORD_MS: a
--- second run of the same call (go-redis resends one whose reply was lost)
--- finds it and answers the same, changing nothing. Nothing else can make a
--- call believe it ran before: tokens are not unique per delivery (a salt of
--- 500 values and the attempt), so the token another delivery of the id got
--- from a fetch, or from another holder's confirm, may be the very one this
--- call would have given; only this call's own record says it handed over.
+-- What a call hands over it records, per group, under the call's record
+-- key (named by a nonce the client draws for the call) for RECORD_MS: each
+-- id with the prepare score it left. A delivery is this client's to hand
+-- over again only when a record it names says so and the score is still
+-- that one: a second run of the same call (go-redis resends one whose
+-- reply was lost), or a later call of the client after one that failed
+-- (the client names the failed call's records). Nothing else can make a
+-- call believe the delivery is its own: tokens are not unique per
+-- delivery (a salt of 500 values and the attempt), so the token another
+-- delivery of the id got from a fetch, or from another client's confirm,
+-- may be the very one this call would have given.
 --
--- KEYS[g] -> prepare ZSET of slot group g (a single node: groups may be
---            of different topics)
--- KEYS[G+1] -> the call's record STRING (in group 1's hash tag)
--- ARGV[1] -> G, the number of groups; then per group: k, then k triples of
---            id, held delivery token, store score (the due ms the fetch
---            took)
+-- KEYS[g] -> prepare ZSET of slot group g, g = 1..G (a single node: groups
+--            may be of different topics)
+-- KEYS[G+g] -> the call's record STRING of group g (in its hash tag)
+-- KEYS[2G+1...] -> the records of earlier calls named by group g (r of
+--            them, below), group 1's first
+-- ARGV[1] -> G, the number of groups; then per group: k, r, then k
+--            triples of id, held delivery token, store score (the due ms
+--            the fetch took)
 -- Returns: { nowUs, { code, ... }, { token, ... } }: one code per held
 -- delivery, in order, and per code 1 the token it is delivered with, in
 -- order:
@@ -32,48 +37,59 @@
 --     gave it back; whatever holds the id there now is another delivery's,
 --     left as it is); nothing is to be delivered
 --   1 deliver it, with the token that follows: the held token less
---     HELD_TOKEN
+--     HELD_TOKEN (or the one a record names)
 --   2 not due yet by Redis's clock: hold it on (never delivered early)
--- A second run of a call answers what its record says (with this run's
--- nowUs).
 local RECORD_MS = 60000
 local G = tonumber(ARGV[1])
 local now, now_us = now_ms()
-local record = KEYS[G + 1]
-local done = redis.call('GET', record)
-if done then
-  -- This call ran before: its codes (one digit each), then its tokens.
-  local sep = string.find(done, ':', 1, true)
-  local codes, tokens = {}, {}
-  for i = 1, sep - 1 do codes[i] = string.byte(done, i) - 48 end
-  for t in string.gmatch(string.sub(done, sep + 1), '%d+') do tokens[#tokens + 1] = tonumber(t) end
-  return { now_us, codes, tokens }
-end
 local codes, tokens = {}, {}
 local a = 2
+local ko = 2 * G
 for g = 1, G do
-  local prepare = KEYS[g]
-  local k = tonumber(ARGV[a])
-  a = a + 1
+  local prepare, record = KEYS[g], KEYS[G + g]
+  local k, r = tonumber(ARGV[a]), tonumber(ARGV[a + 1])
+  a = a + 2
+  -- handed[id]: the prepare score a named record left it with.
+  local handed = {}
+  for j = 0, r do
+    local v = redis.call('GET', j == 0 and record or KEYS[ko + j])
+    if v then
+      local pos = 1
+      while pos <= #v do
+        local n, m, at = struct.unpack('>I4I4', v, pos)
+        handed[string.sub(v, at, at + n - 1)] = string.sub(v, at + n, at + n + m - 1)
+        pos = at + n + m
+      end
+    end
+  end
+  ko = ko + r
+  local rec = {}
   for _ = 1, k do
     local id, token, score = ARGV[a], tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
     a = a + 3
     local s = redis.call('ZSCORE', prepare, id)
     local cur = s and token_of(s)
     local code = 0
-    if cur == token and score > now then
+    if s and handed[id] and tonumber(handed[id]) == tonumber(s) then
+      -- This client handed it over, and it is still that delivery.
+      code = 1
+    elseif cur == token and score > now then
       code = 2
     elseif cur == token then
       -- The lease deadline stays; the token says it was handed over.
       cur = token - HELD_TOKEN
-      redis.call('ZADD', prepare, string.format('%d', math.floor(tonumber(s) / TOKEN_MOD)) .. string.format('%06d', cur), id)
+      s = string.format('%d', math.floor(tonumber(s) / TOKEN_MOD)) .. string.format('%06d', cur)
+      redis.call('ZADD', prepare, s, id)
       code = 1
     end
     codes[#codes + 1] = code
-    if code == 1 then tokens[#tokens + 1] = cur end
+    if code == 1 then
+      tokens[#tokens + 1] = cur
+      rec[#rec + 1] = struct.pack('>I4I4', #id, #s) .. id .. s
+    end
   end
-end
-if #tokens > 0 then
-  redis.call('SET', record, table.concat(codes) .. ':' .. table.concat(tokens, ','), 'PX', RECORD_MS)
+  if #rec > 0 then
+    redis.call('SET', record, table.concat(rec), 'PX', RECORD_MS)
+  end
 end
 return { now_us, codes, tokens }

@@ -11,6 +11,10 @@ import (
 type HeldGroup struct {
 	Store, Prepare, Msg, Wake string
 	Items                     []HeldItem
+	// Records (Confirm only) are the record keys (ConfirmRecordKey) of
+	// earlier Confirm calls over some of Items that failed, which may have
+	// run: what they handed over is handed over again.
+	Records []string
 }
 
 // HeldItem is one held delivery: its id, its held delivery token and the
@@ -25,39 +29,53 @@ type HeldItem struct {
 // ahead of its instant by a lookahead fetch carries one until Confirm hands
 // it over with the token HeldToken lower. A token is no delivery's identity
 // (another delivery of the id may get the same one): a Confirm call knows
-// its own earlier run by its record key (ConfirmArgs), never by a token.
+// what the client handed over before by its records (ConfirmArgs), never
+// by a token.
 const HeldToken = 500000
 
 // IsHeld reports whether token is a held delivery's.
 func IsHeld(token int64) bool { return token >= HeldToken }
 
-// ConfirmArgs returns the KEYS and ARGV of one Confirm call, with a nonce
-// of its own: go-redis resends these same arguments when a reply was lost,
-// and the resent call recognises its earlier run by them (confirm.lua's
-// record). Every call is a new one: build the arguments once per call.
-func ConfirmArgs(groups []HeldGroup) ([]string, []any) {
-	return ConfirmArgsNonce(strconv.FormatUint(rand.Uint64(), 36)+strconv.FormatUint(rand.Uint64(), 36), groups)
+// ConfirmNonce draws the nonce of one Confirm call.
+func ConfirmNonce() string {
+	return strconv.FormatUint(rand.Uint64(), 36) + strconv.FormatUint(rand.Uint64(), 36)
 }
 
-// ConfirmArgsNonce is ConfirmArgs with the call's nonce given (tests run a
-// call twice, as go-redis does when it resends one).
+// ConfirmArgs returns the KEYS and ARGV of one Confirm call, with a nonce
+// of its own: go-redis resends these same arguments when a reply was lost,
+// and the resent call finds what its earlier run handed over in its
+// records (confirm.lua). Every call is a new one: build the arguments once
+// per call.
+func ConfirmArgs(groups []HeldGroup) ([]string, []any) {
+	return ConfirmArgsNonce(ConfirmNonce(), groups)
+}
+
+// ConfirmArgsNonce is ConfirmArgs with the call's nonce given: a caller
+// that names this call's records in a later call (HeldGroup.Records) if it
+// fails, and tests that run a call twice, as go-redis does.
 func ConfirmArgsNonce(nonce string, groups []HeldGroup) ([]string, []any) {
-	keys := make([]string, 0, len(groups)+1)
-	args := heldItemArgs(groups)
+	n := 0
+	for _, g := range groups {
+		n += len(g.Records)
+	}
+	keys := make([]string, 0, 2*len(groups)+n)
 	for _, g := range groups {
 		keys = append(keys, g.Prepare)
 	}
-	return append(keys, ConfirmRecordKey(groups, nonce)), args
+	for _, g := range groups {
+		keys = append(keys, ConfirmRecordKey(g.Prepare, nonce))
+	}
+	for _, g := range groups {
+		keys = append(keys, g.Records...)
+	}
+	return keys, heldItemArgs(groups, true)
 }
 
-// ConfirmRecordKey is the key under which a Confirm call with nonce records
-// its answer (confirm.lua): in the first group's hash tag, after its
-// prepare key's name.
-func ConfirmRecordKey(groups []HeldGroup, nonce string) string {
-	if len(groups) == 0 {
-		return "rmq:confirm:" + nonce
-	}
-	return groups[0].Prepare + ":confirm:" + nonce
+// ConfirmRecordKey is the key under which a Confirm call with nonce
+// records what it handed over of the group whose prepare key is prepare
+// (confirm.lua): in the group's hash tag, after its prepare key's name.
+func ConfirmRecordKey(prepare, nonce string) string {
+	return prepare + ":confirm:" + nonce
 }
 
 // ReleaseArgs returns the KEYS and ARGV of a Release call.
@@ -66,19 +84,23 @@ func ReleaseArgs(wakeCmd string, groups []HeldGroup) ([]string, []any) {
 	for _, g := range groups {
 		keys = append(keys, g.Store, g.Prepare, g.Msg, g.Wake)
 	}
-	return keys, append([]any{wakeCmd}, heldItemArgs(groups)...)
+	return keys, append([]any{wakeCmd}, heldItemArgs(groups, false)...)
 }
 
-// heldItemArgs is G, then per group k and k triples of id, token, score.
-func heldItemArgs(groups []HeldGroup) []any {
+// heldItemArgs is G, then per group k (and with records, the number of
+// its records) and k triples of id, token, score.
+func heldItemArgs(groups []HeldGroup, records bool) []any {
 	n := 0
 	for _, g := range groups {
 		n += len(g.Items)
 	}
-	args := make([]any, 0, 1+len(groups)+3*n)
+	args := make([]any, 0, 1+2*len(groups)+3*n)
 	args = append(args, len(groups))
 	for _, g := range groups {
 		args = append(args, len(g.Items))
+		if records {
+			args = append(args, len(g.Records))
+		}
 		for _, it := range g.Items {
 			args = append(args, it.ID, it.Token, it.Score)
 		}
@@ -89,7 +111,7 @@ func heldItemArgs(groups []HeldGroup) []any {
 // Confirm's codes, one per held delivery (confirm.lua).
 const (
 	HeldGone    = 0 // not this delivery's any more: drop it
-	HeldDeliver = 1 // hand it to its listener, with its new token (a resent call: the same answer)
+	HeldDeliver = 1 // hand it to its listener, with its new token (or the one a record names)
 	HeldNotYet  = 2 // not due by Redis's clock: hold it on
 )
 

@@ -140,10 +140,54 @@ func TestConfirmRerunAnswersTheSame(t *testing.T) {
 	assert.Equal(t, []int64{scripts.HeldGone}, other.Codes, "another call: handed over already")
 
 	// The record is the call's alone, and it does not stay.
-	ttl, err := s.rdb.PTTL(s.ctx, scripts.ConfirmRecordKey(s.heldGroup(nil), "n1")).Result()
+	ttl, err := s.rdb.PTTL(s.ctx, scripts.ConfirmRecordKey(s.k.Prepare, "n1")).Result()
 	require.NoError(t, err)
 	assert.Positive(t, ttl)
-	n, err := s.rdb.Exists(s.ctx, scripts.ConfirmRecordKey(s.heldGroup(nil), "n2")).Result()
+	n, err := s.rdb.Exists(s.ctx, scripts.ConfirmRecordKey(s.k.Prepare, "n2")).Result()
 	require.NoError(t, err)
 	assert.Zero(t, n, "a call that handed nothing over records nothing")
+}
+
+// A call that names the record of an earlier call, one that failed on the
+// client's side after Redis ran it, hands over again what that call handed
+// over, with its token; a call that does not name it finds it gone. A
+// record of a delivery that is not current any more names nothing.
+func TestConfirmNamesAFailedCallsRecord(t *testing.T) {
+	s := newSlot(t, 3)
+	now := s.redisNowMs()
+	due := now + 200
+	require.EqualValues(t, 1, s.send("a", float64(due), "a"))
+	r := s.fetchMode(1, due+1_000, true)
+	require.Len(t, r.Msgs, 1)
+	held := heldItems(r)["a"]
+	s.sleepPast(due)
+
+	c := s.confirmNonce("failed", held)
+	require.Equal(t, []int64{scripts.HeldDeliver}, c.Codes)
+	assert.Equal(t, []int64{scripts.HeldGone}, s.confirmNonce("forgot", held).Codes)
+
+	named := func(nonce string) scripts.ConfirmReply {
+		g := s.heldGroup([]scripts.HeldItem{held})
+		g[0].Records = []string{scripts.ConfirmRecordKey(s.k.Prepare, "failed")}
+		keys, args := scripts.ConfirmArgsNonce(nonce, g)
+		vals, err := scripts.Confirm.Run(s.ctx, s.rdb, keys, args...).Slice()
+		require.NoError(t, err)
+		rep, err := scripts.ParseConfirmReply(vals, 1)
+		require.NoError(t, err)
+		return rep
+	}
+	st := s.state()
+	again := named("retry")
+	assert.Equal(t, c.Codes, again.Codes)
+	assert.Equal(t, c.Tokens, again.Tokens)
+	assert.Equal(t, st, s.state())
+
+	// Acked, sent again and fetched: another delivery, whose prepare score
+	// (a lease of 60 s here, 30 s and the lookahead there) the record does
+	// not name, whatever its token.
+	require.EqualValues(t, 1, s.ack("a", c.Tokens[0]))
+	require.EqualValues(t, 1, s.send("a", past(), "a2"))
+	_, got := s.fetch(1, 60)
+	require.Len(t, got, 1)
+	assert.Equal(t, []int64{scripts.HeldGone}, named("late").Codes)
 }
