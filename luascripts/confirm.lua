@@ -9,26 +9,25 @@
 -- runs out counts no attempt, so what happened meanwhile is what would
 -- have happened in store.
 --
--- What a call hands over it records, per group, under the call's record
--- key (named by a nonce the client draws for the call) for RECORD_MS: each
--- id with the prepare score it left. A delivery is this client's to hand
--- over again only when a record it names says so and the score is still
--- that one: a second run of the same call (go-redis resends one whose
--- reply was lost), or a later call of the client after one that failed
--- (the client names the failed call's records). Nothing else can make a
--- call believe the delivery is its own: tokens are not unique per
--- delivery (a salt of 500 values and the attempt), so the token another
--- delivery of the id got from a fetch, or from another client's confirm,
--- may be the very one this call would have given.
+-- What a call hands over it records under its record key (named by a
+-- nonce the client draws for the call) for RECORD_MS: each delivery's
+-- prepare key, id and the prepare score it left. A delivery is this
+-- client's to hand over again only when a record the call names says so
+-- and its score is still that one: a second run of the same call (go-redis
+-- resends one whose reply was lost), or a later call of the client after
+-- one that failed (the client names the failed call's record). Nothing
+-- else can make a call believe the delivery is its own: tokens are not
+-- unique per delivery (a salt of 500 values and the attempt), so the token
+-- another delivery of the id got from a fetch, or from another client's
+-- confirm, may be the very one this call would have given.
 --
 -- KEYS[g] -> prepare ZSET of slot group g, g = 1..G (a single node: groups
 --            may be of different topics)
--- KEYS[G+g] -> the call's record STRING of group g (in its hash tag)
--- KEYS[2G+1...] -> the records of earlier calls named by group g (r of
---            them, below), group 1's first
--- ARGV[1] -> G, the number of groups; then per group: k, r, then k
---            triples of id, held delivery token, store score (the due ms
---            the fetch took)
+-- KEYS[G+1] -> the call's record STRING (in group 1's hash tag)
+-- KEYS[G+2...] -> the records of earlier calls of the client that failed
+-- ARGV[1] -> G, the number of groups; then per group: k, then k triples of
+--            id, held delivery token, store score (the due ms the fetch
+--            took)
 -- Returns: { nowUs, { code, ... }, { token, ... } }: one code per held
 -- delivery, in order, and per code 1 the token it is delivered with, in
 -- order:
@@ -42,35 +41,36 @@
 local RECORD_MS = 60000
 local G = tonumber(ARGV[1])
 local now, now_us = now_ms()
-local codes, tokens = {}, {}
-local a = 2
-local ko = 2 * G
-for g = 1, G do
-  local prepare, record = KEYS[g], KEYS[G + g]
-  local k, r = tonumber(ARGV[a]), tonumber(ARGV[a + 1])
-  a = a + 2
-  -- handed[id]: the prepare score a named record left it with.
-  local handed = {}
-  for j = 0, r do
-    local v = redis.call('GET', j == 0 and record or KEYS[ko + j])
-    if v then
-      local pos = 1
-      while pos <= #v do
-        local n, m, at = struct.unpack('>I4I4', v, pos)
-        handed[string.sub(v, at, at + n - 1)] = string.sub(v, at + n, at + n + m - 1)
-        pos = at + n + m
-      end
+local record = KEYS[G + 1]
+-- handed[#prepare .. ':' .. prepare .. id]: the prepare score a record
+-- left it with.
+local handed = {}
+for j = G + 1, #KEYS do
+  local v = redis.call('GET', KEYS[j])
+  if v then
+    local pos = 1
+    while pos <= #v do
+      local np, ni, ns, at = struct.unpack('>I4I4I4', v, pos)
+      handed[np .. ':' .. string.sub(v, at, at + np + ni - 1)] = string.sub(v, at + np + ni, at + np + ni + ns - 1)
+      pos = at + np + ni + ns
     end
   end
-  ko = ko + r
-  local rec = {}
+end
+local recorded = next(handed) ~= nil
+local codes, tokens, rec = {}, {}, {}
+local a = 2
+for g = 1, G do
+  local prepare = KEYS[g]
+  local k = tonumber(ARGV[a])
+  a = a + 1
   for _ = 1, k do
     local id, token, score = ARGV[a], tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
     a = a + 3
     local s = redis.call('ZSCORE', prepare, id)
     local cur = s and token_of(s)
+    local was = recorded and s and handed[#prepare .. ':' .. prepare .. id]
     local code = 0
-    if s and handed[id] and tonumber(handed[id]) == tonumber(s) then
+    if was and tonumber(was) == tonumber(s) then
       -- This client handed it over, and it is still that delivery.
       code = 1
     elseif cur == token and score > now then
@@ -85,11 +85,11 @@ for g = 1, G do
     codes[#codes + 1] = code
     if code == 1 then
       tokens[#tokens + 1] = cur
-      rec[#rec + 1] = struct.pack('>I4I4', #id, #s) .. id .. s
+      rec[#rec + 1] = struct.pack('>I4I4I4', #prepare, #id, #s) .. prepare .. id .. s
     end
   end
-  if #rec > 0 then
-    redis.call('SET', record, table.concat(rec), 'PX', RECORD_MS)
-  end
+end
+if #rec > 0 then
+  redis.call('SET', record, table.concat(rec), 'PX', RECORD_MS)
 end
 return { now_us, codes, tokens }

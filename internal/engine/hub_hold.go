@@ -72,8 +72,8 @@ type heldMsg struct {
 	// handler goroutine waits for it (engine.awaitHandOver).
 	ready   chan struct{}
 	deliver bool
-	// records are the record keys (scripts.ConfirmRecordKey) of this
-	// message's confirm calls that failed (the holder's goroutine only):
+	// records are the record keys (scripts.ConfirmRecordKey) of the
+	// confirm calls of this message that failed (the holder's goroutine only):
 	// one may have run and handed it over, so the next call names them
 	// and hands it over again if so. Cleared once a call answered.
 	records []string
@@ -222,7 +222,7 @@ func (k *holder) round(ctx context.Context, batch []*heldMsg) {
 // while Redis runs the next.
 func (k *holder) confirm(ctx context.Context, batch []*heldMsg) (again []*heldMsg) {
 	type call struct {
-		nonce          string
+		record         string // its record key (confirm.lua)
 		order          []*heldMsg
 		keys           []string
 		args           []any
@@ -258,8 +258,16 @@ func (k *holder) confirm(ctx context.Context, batch []*heldMsg) (again []*heldMs
 		// after a lost reply carries the same, so its rerun finds the
 		// record of the first run (confirm.lua).
 		nonce := scripts.ConfirmNonce()
-		keys, args := scripts.ConfirmArgsNonce(nonce, groups)
-		calls = append(calls, &call{nonce: nonce, order: order, keys: keys, args: args})
+		var records []string
+		for _, x := range order {
+			for _, rk := range x.records {
+				if !slices.Contains(records, rk) {
+					records = append(records, rk)
+				}
+			}
+		}
+		keys, args := scripts.ConfirmArgsNonce(nonce, groups, records...)
+		calls = append(calls, &call{record: scripts.ConfirmRecordKey(groups, nonce), order: order, keys: keys, args: args})
 	}
 	// Sent at the instant (by the lower bound of Redis's clock): confirm
 	// would only answer "not yet" before it.
@@ -297,11 +305,10 @@ func (k *holder) confirm(ctx context.Context, batch []*heldMsg) (again []*heldMs
 			}
 			// The call may have run: the next one names its records.
 			for _, x := range cl.order {
-				rk := scripts.ConfirmRecordKey(x.c.keys[x.m.Slot].Prepare, cl.nonce)
 				if len(x.records) == heldRecordsMax {
 					x.records = append(x.records[:0], x.records[1:]...)
 				}
-				x.records = append(x.records, rk)
+				x.records = append(x.records, cl.record)
 			}
 			again = append(again, cl.order...)
 			continue
@@ -454,11 +461,6 @@ func heldGroups(batch []*heldMsg) (groups []scripts.HeldGroup, order []*heldMsg)
 			members = append(members, nil)
 		}
 		groups[i].Items = append(groups[i].Items, scripts.HeldItem{ID: x.m.ID, Token: x.m.Token, Score: x.due})
-		for _, rk := range x.records {
-			if !slices.Contains(groups[i].Records, rk) {
-				groups[i].Records = append(groups[i].Records, rk)
-			}
-		}
 		members[i] = append(members[i], x)
 	}
 	for _, ms := range members {

@@ -11,10 +11,6 @@ import (
 type HeldGroup struct {
 	Store, Prepare, Msg, Wake string
 	Items                     []HeldItem
-	// Records (Confirm only) are the record keys (ConfirmRecordKey) of
-	// earlier Confirm calls over some of Items that failed, which may have
-	// run: what they handed over is handed over again.
-	Records []string
 }
 
 // HeldItem is one held delivery: its id, its held delivery token and the
@@ -50,32 +46,28 @@ func ConfirmArgs(groups []HeldGroup) ([]string, []any) {
 	return ConfirmArgsNonce(ConfirmNonce(), groups)
 }
 
-// ConfirmArgsNonce is ConfirmArgs with the call's nonce given: a caller
-// that names this call's records in a later call (HeldGroup.Records) if it
-// fails, and tests that run a call twice, as go-redis does.
-func ConfirmArgsNonce(nonce string, groups []HeldGroup) ([]string, []any) {
-	n := 0
-	for _, g := range groups {
-		n += len(g.Records)
-	}
-	keys := make([]string, 0, 2*len(groups)+n)
+// ConfirmArgsNonce is ConfirmArgs with the call's nonce given, naming
+// records, the record keys (ConfirmRecordKey) of earlier calls over some
+// of the items that failed on the client's side and may have run: what
+// they handed over is handed over again. (Tests also run one call twice
+// with it, as go-redis does.)
+func ConfirmArgsNonce(nonce string, groups []HeldGroup, records ...string) ([]string, []any) {
+	keys := make([]string, 0, len(groups)+1+len(records))
 	for _, g := range groups {
 		keys = append(keys, g.Prepare)
 	}
-	for _, g := range groups {
-		keys = append(keys, ConfirmRecordKey(g.Prepare, nonce))
-	}
-	for _, g := range groups {
-		keys = append(keys, g.Records...)
-	}
-	return keys, heldItemArgs(groups, true)
+	keys = append(keys, ConfirmRecordKey(groups, nonce))
+	return append(keys, records...), heldItemArgs(groups)
 }
 
-// ConfirmRecordKey is the key under which a Confirm call with nonce
-// records what it handed over of the group whose prepare key is prepare
-// (confirm.lua): in the group's hash tag, after its prepare key's name.
-func ConfirmRecordKey(prepare, nonce string) string {
-	return prepare + ":confirm:" + nonce
+// ConfirmRecordKey is the key under which a Confirm call with nonce over
+// groups records what it handed over (confirm.lua): in the first group's
+// hash tag, after its prepare key's name.
+func ConfirmRecordKey(groups []HeldGroup, nonce string) string {
+	if len(groups) == 0 {
+		return "confirm:" + nonce
+	}
+	return groups[0].Prepare + ":confirm:" + nonce
 }
 
 // ReleaseArgs returns the KEYS and ARGV of a Release call.
@@ -84,23 +76,19 @@ func ReleaseArgs(wakeCmd string, groups []HeldGroup) ([]string, []any) {
 	for _, g := range groups {
 		keys = append(keys, g.Store, g.Prepare, g.Msg, g.Wake)
 	}
-	return keys, append([]any{wakeCmd}, heldItemArgs(groups, false)...)
+	return keys, append([]any{wakeCmd}, heldItemArgs(groups)...)
 }
 
-// heldItemArgs is G, then per group k (and with records, the number of
-// its records) and k triples of id, token, score.
-func heldItemArgs(groups []HeldGroup, records bool) []any {
+// heldItemArgs is G, then per group k and k triples of id, token, score.
+func heldItemArgs(groups []HeldGroup) []any {
 	n := 0
 	for _, g := range groups {
 		n += len(g.Items)
 	}
-	args := make([]any, 0, 1+2*len(groups)+3*n)
+	args := make([]any, 0, 1+len(groups)+3*n)
 	args = append(args, len(groups))
 	for _, g := range groups {
 		args = append(args, len(g.Items))
-		if records {
-			args = append(args, len(g.Records))
-		}
 		for _, it := range g.Items {
 			args = append(args, it.ID, it.Token, it.Score)
 		}

@@ -140,10 +140,10 @@ func TestConfirmRerunAnswersTheSame(t *testing.T) {
 	assert.Equal(t, []int64{scripts.HeldGone}, other.Codes, "another call: handed over already")
 
 	// The record is the call's alone, and it does not stay.
-	ttl, err := s.rdb.PTTL(s.ctx, scripts.ConfirmRecordKey(s.k.Prepare, "n1")).Result()
+	ttl, err := s.rdb.PTTL(s.ctx, scripts.ConfirmRecordKey(s.heldGroup(nil), "n1")).Result()
 	require.NoError(t, err)
 	assert.Positive(t, ttl)
-	n, err := s.rdb.Exists(s.ctx, scripts.ConfirmRecordKey(s.k.Prepare, "n2")).Result()
+	n, err := s.rdb.Exists(s.ctx, scripts.ConfirmRecordKey(s.heldGroup(nil), "n2")).Result()
 	require.NoError(t, err)
 	assert.Zero(t, n, "a call that handed nothing over records nothing")
 }
@@ -168,8 +168,7 @@ func TestConfirmNamesAFailedCallsRecord(t *testing.T) {
 
 	named := func(nonce string) scripts.ConfirmReply {
 		g := s.heldGroup([]scripts.HeldItem{held})
-		g[0].Records = []string{scripts.ConfirmRecordKey(s.k.Prepare, "failed")}
-		keys, args := scripts.ConfirmArgsNonce(nonce, g)
+		keys, args := scripts.ConfirmArgsNonce(nonce, g, scripts.ConfirmRecordKey(g, "failed"))
 		vals, err := scripts.Confirm.Run(s.ctx, s.rdb, keys, args...).Slice()
 		require.NoError(t, err)
 		rep, err := scripts.ParseConfirmReply(vals, 1)
@@ -190,4 +189,41 @@ func TestConfirmNamesAFailedCallsRecord(t *testing.T) {
 	_, got := s.fetch(1, 60)
 	require.Len(t, got, 1)
 	assert.Equal(t, []int64{scripts.HeldGone}, named("late").Codes)
+}
+
+// A record names each delivery by its slot and id: a later call over
+// groups of two topics that both hold an id "x", naming the record of a
+// failed call that handed both over, hands each over again with its own
+// token; one that does not name it finds both gone.
+func TestConfirmRecordAcrossGroups(t *testing.T) {
+	ft := newSlot(t, 3)
+	rm := newSlot(t, 1)
+	now := ft.redisNowMs()
+	require.EqualValues(t, 1, ft.send("x", float64(now+150), "f"))
+	require.EqualValues(t, 1, rm.send("x", 150, "r"))
+	fh := heldItems(ft.fetchMode(1, now+1_000, true))["x"]
+	rh := heldItems(rm.fetchMode(1, now+1_000, true))["x"]
+	require.True(t, scripts.IsHeld(fh.Token))
+	require.True(t, scripts.IsHeld(rh.Token))
+	ft.sleepPast(max(fh.Score, rh.Score))
+
+	fg := scripts.HeldGroup{Store: ft.k.Store, Prepare: ft.k.Prepare, Msg: ft.k.Msg, Wake: ft.k.Wake, Items: []scripts.HeldItem{fh}}
+	rg := scripts.HeldGroup{Store: rm.k.Store, Prepare: rm.k.Prepare, Msg: rm.k.Msg, Wake: rm.k.Wake, Items: []scripts.HeldItem{rh}}
+	run := func(nonce string, groups []scripts.HeldGroup, records ...string) scripts.ConfirmReply {
+		keys, args := scripts.ConfirmArgsNonce(nonce, groups, records...)
+		vals, err := scripts.Confirm.Run(ft.ctx, ft.rdb, keys, args...).Slice()
+		require.NoError(t, err)
+		r, err := scripts.ParseConfirmReply(vals, 2)
+		require.NoError(t, err)
+		return r
+	}
+	first := run("failed", []scripts.HeldGroup{rg, fg})
+	require.Equal(t, []int64{1, 1}, first.Codes)
+	// The next call, naming the failed one's record, groups them in the
+	// other order (its record lies in another group's hash tag).
+	swapped := []scripts.HeldGroup{fg, rg}
+	c := run("next", swapped, scripts.ConfirmRecordKey([]scripts.HeldGroup{rg, fg}, "failed"))
+	assert.Equal(t, []int64{1, 1}, c.Codes)
+	assert.Equal(t, []int64{first.Tokens[1], first.Tokens[0]}, c.Tokens)
+	assert.Equal(t, []int64{scripts.HeldGone, scripts.HeldGone}, run("unnamed", swapped).Codes)
 }
