@@ -85,7 +85,9 @@ for g = 1, G do
     codes[#codes + 1] = code
     if code == 1 then
       tokens[#tokens + 1] = cur
-      rec[#rec + 1] = struct.pack('>I4I4I4', #prepare, #id, #s) .. prepare .. id .. s
+      -- Parts, not one string each: table.concat joins them once.
+      local n = #rec
+      rec[n + 1], rec[n + 2], rec[n + 3], rec[n + 4] = struct.pack('>I4I4I4', #prepare, #id, #s), prepare, id, s
     end
   end
 end
