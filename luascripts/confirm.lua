@@ -73,9 +73,12 @@ for g = 1, G do
     if was and tonumber(was) == tonumber(s) then
       -- This client handed it over, and it is still that delivery.
       code = 1
-    elseif cur == token and score > now then
+    elseif cur ~= token or not is_held(token) then
+      -- Not this held delivery (a token that is no held one names none).
+      code = 0
+    elseif score > now then
       code = 2
-    elseif cur == token then
+    else
       -- The lease deadline stays; the token says it was handed over.
       cur = token - HELD_TOKEN
       s = string.format('%d', math.floor(tonumber(s) / TOKEN_MOD)) .. string.format('%06d', cur)

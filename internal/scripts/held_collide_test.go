@@ -68,6 +68,11 @@ func TestConfirmIgnoresAFetchWithTheSameToken(t *testing.T) {
 	assert.Equal(t, []int64{scripts.HeldGone}, c.Codes, "another delivery's: not handed over again")
 	assert.Empty(t, c.Tokens)
 	assert.Equal(t, st, s.state(), "the fetch's delivery is left as it is")
+	// Nor is an ordinary token a held delivery's, even the current one.
+	ordinary := held
+	ordinary.Token = token
+	assert.Equal(t, []int64{scripts.HeldGone}, s.confirmHeld(ordinary).Codes)
+	assert.Equal(t, st, s.state())
 	assert.EqualValues(t, 1, s.ack("m", token), "the fetch's delivery acks")
 }
 
