@@ -73,9 +73,9 @@ type heldMsg struct {
 	ready   chan struct{}
 	deliver bool
 	// records are the record keys (scripts.ConfirmRecordKey) of the
-	// confirm calls of this message that failed (the holder's goroutine only):
-	// one may have run and handed it over, so the next call names them
-	// and hands it over again if so. Cleared once a call answered.
+	// confirm calls of this message that failed (the holder's goroutine
+	// only): one may have run and handed it over, so the next call names
+	// them and hands it over again if so. Cleared once a call answered.
 	records []string
 }
 
