@@ -9,8 +9,22 @@
 -- runs out counts no attempt, so what happened meanwhile is what would
 -- have happened in store.
 --
--- KEYS[g] -> prepare ZSET of slot group g (a single node: groups may be of
---            different topics)
+-- What a call hands over it records under its record key (named by a
+-- nonce the client draws for the call) for RECORD_MS: each delivery's
+-- prepare key, id and the prepare score it left. A delivery is this
+-- client's to hand over again only when a record the call names says so
+-- and its score is still that one: a second run of the same call (go-redis
+-- resends one whose reply was lost), or a later call of the client after
+-- one that failed (the client names the failed call's record). Nothing
+-- else can make a call believe the delivery is its own: tokens are not
+-- unique per delivery (a salt of 500 values and the attempt), so the token
+-- another delivery of the id got from a fetch, or from another client's
+-- confirm, may be the very one this call would have given.
+--
+-- KEYS[g] -> prepare ZSET of slot group g, g = 1..G (a single node: groups
+--            may be of different topics)
+-- KEYS[G+1] -> the call's record STRING (in group 1's hash tag)
+-- KEYS[G+2...] -> the records of earlier calls of the client that failed
 -- ARGV[1] -> G, the number of groups; then per group: k, then k triples of
 --            id, held delivery token, store score (the due ms the fetch
 --            took)
@@ -22,12 +36,28 @@
 --     gave it back; whatever holds the id there now is another delivery's,
 --     left as it is); nothing is to be delivered
 --   1 deliver it, with the token that follows: the held token less
---     HELD_TOKEN. A second run of the call (go-redis resends one whose
---     reply was lost) finds that token and answers 1 with it again.
+--     HELD_TOKEN (or the one a record names)
 --   2 not due yet by Redis's clock: hold it on (never delivered early)
+local RECORD_MS = 60000
 local G = tonumber(ARGV[1])
 local now, now_us = now_ms()
-local codes, tokens = {}, {}
+local record = KEYS[G + 1]
+-- handed[#prepare .. ':' .. prepare .. id]: the prepare score a record
+-- left it with.
+local handed = {}
+for j = G + 1, #KEYS do
+  local v = redis.call('GET', KEYS[j])
+  if v then
+    local pos = 1
+    while pos <= #v do
+      local np, ni, ns, at = struct.unpack('>I4I4I4', v, pos)
+      handed[np .. ':' .. string.sub(v, at, at + np + ni - 1)] = string.sub(v, at + np + ni, at + np + ni + ns - 1)
+      pos = at + np + ni + ns
+    end
+  end
+end
+local recorded = next(handed) ~= nil
+local codes, tokens, rec = {}, {}, {}
 local a = 2
 for g = 1, G do
   local prepare = KEYS[g]
@@ -38,20 +68,33 @@ for g = 1, G do
     a = a + 3
     local s = redis.call('ZSCORE', prepare, id)
     local cur = s and token_of(s)
+    local was = recorded and s and handed[#prepare .. ':' .. prepare .. id]
     local code = 0
-    if cur == token - HELD_TOKEN then
-      -- This call's earlier run handed it over.
+    if was and tonumber(was) == tonumber(s) then
+      -- This client handed it over, and it is still that delivery.
       code = 1
-    elseif cur == token and score > now then
+    elseif cur ~= token or not is_held(token) then
+      -- Not this held delivery (a token that is no held one names none).
+      code = 0
+    elseif score > now then
       code = 2
-    elseif cur == token then
+    else
       -- The lease deadline stays; the token says it was handed over.
       cur = token - HELD_TOKEN
-      redis.call('ZADD', prepare, string.format('%d', math.floor(tonumber(s) / TOKEN_MOD)) .. string.format('%06d', cur), id)
+      s = string.format('%d', math.floor(tonumber(s) / TOKEN_MOD)) .. string.format('%06d', cur)
+      redis.call('ZADD', prepare, s, id)
       code = 1
     end
     codes[#codes + 1] = code
-    if code == 1 then tokens[#tokens + 1] = cur end
+    if code == 1 then
+      tokens[#tokens + 1] = cur
+      -- Parts, not one string each: table.concat joins them once.
+      local n = #rec
+      rec[n + 1], rec[n + 2], rec[n + 3], rec[n + 4] = struct.pack('>I4I4I4', #prepare, #id, #s), prepare, id, s
+    end
   end
+end
+if #rec > 0 then
+  redis.call('SET', record, table.concat(rec), 'PX', RECORD_MS)
 end
 return { now_us, codes, tokens }

@@ -31,6 +31,10 @@
 -- Tokens from HELD_TOKEN up (salt 500 to 999) mark a message taken ahead of
 -- its instant (fetch.lua mode 3) and held by its client, not handed to a
 -- listener yet; confirm.lua hands it over with the token HELD_TOKEN lower.
+-- A token is not unique to a delivery (two deliveries of an id with the
+-- same salt and attempt share one): it fences a delivery against the
+-- deliveries before and after it, but it is no proof of a script's own
+-- earlier run (confirm.lua keeps a record per call for that).
 -- Until then it counts as waiting in store: a send merges into it or
 -- replaces it, a remove finds it waiting (remove.lua), and a lease that
 -- runs out while it is held counts no attempt: the lookahead is an

@@ -55,7 +55,11 @@ type fetcher struct {
 	dheads []float64
 	// ahead (ms, 0 none) is how long before their instant messages are
 	// taken (engine.lookaheadMs): those not due yet are held by the hub
-	// and handed over at their instant (hub_hold.go).
+	// and handed over at their instant (hub_hold.go). It is decided again
+	// before each fetch, with the limits then in force: a topic that gains
+	// a limit (Inspector.SetLimits at run time) stops taking messages
+	// early, since a held message would be charged to the rate at its
+	// fetch, not at its instant; one that loses it takes them again.
 	ahead int64
 	// Flow control (flow.go): the topic's rate allows the next start from
 	// Redis ms flowUntil; flowBlocked: the topic is at its concurrency
@@ -73,7 +77,7 @@ type fetcher struct {
 }
 
 func newFetcher(c *Engine) *fetcher {
-	f := &fetcher{c: c, heads: make([]slotHead, c.topic.SlotAmount()), ahead: c.lookaheadMs()}
+	f := &fetcher{c: c, heads: make([]slotHead, c.topic.SlotAmount())}
 	if !c.topic.Type().TimeBased() {
 		f.dheads = make([]float64, c.topic.SlotAmount())
 		for i := range f.dheads {
@@ -137,6 +141,12 @@ func (f *fetcher) run(ctx context.Context) {
 		// its rate's timer or a wake-up (flowWait) ends that.
 		f.flowHousekeeping(ctx)
 		if free > 0 && !c.paused.Load() && !f.flowWait(&wait) {
+			// The limits a wake-up said changed are read before the
+			// lookahead is decided on (fetch would read them only after
+			// the plan; the read is once per change).
+			c.ensureLimits(ctx)
+			f.ahead = c.lookaheadMs()
+			ahead = f.ahead
 			nowMs := c.clock.now().UnixMilli()
 			f.applyDelayed(nowMs)
 			if unknown := f.unknownSlots(); len(unknown) > 0 {

@@ -3,6 +3,7 @@ package engine
 import (
 	"container/heap"
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -29,7 +30,10 @@ import (
 // store, or its lease ran out and the sweeper did: confirm.lua answers
 // gone), given back to store (its topic is paused, or its engine closes:
 // release.lua, no attempt counted), or, when Redis stays away, it stays
-// queued and is confirmed once Redis answers.
+// queued and is confirmed once Redis answers: the next call names the
+// records of the failed ones (heldMsg.records), so what one of them handed
+// over before its reply was lost is handed over then, not left to its
+// lease.
 type holder struct {
 	h *Hub
 
@@ -68,7 +72,16 @@ type heldMsg struct {
 	// handler goroutine waits for it (engine.awaitHandOver).
 	ready   chan struct{}
 	deliver bool
+	// records are the record keys (scripts.ConfirmRecordKey) of the
+	// confirm calls of this message that failed (the holder's goroutine
+	// only): one may have run and handed it over, so the next call names
+	// them and hands it over again if so. Cleared once a call answered.
+	records []string
 }
+
+// heldRecordsMax bounds a message's records: confirm.lua keeps one for a
+// minute, so after many failed calls in a row the oldest are gone anyway.
+const heldRecordsMax = 8
 
 // decide tells x's waiting handler goroutine whether to deliver it.
 func (x *heldMsg) decide(deliver bool) {
@@ -209,6 +222,7 @@ func (k *holder) round(ctx context.Context, batch []*heldMsg) {
 // while Redis runs the next.
 func (k *holder) confirm(ctx context.Context, batch []*heldMsg) (again []*heldMsg) {
 	type call struct {
+		record         string // its record key (confirm.lua)
 		order          []*heldMsg
 		keys           []string
 		args           []any
@@ -240,8 +254,20 @@ func (k *holder) confirm(ctx context.Context, batch []*heldMsg) (again []*heldMs
 		n := min(len(batch), heldCallMax)
 		groups, order := heldGroups(batch[:n])
 		batch = batch[n:]
-		keys, args := scripts.ConfirmArgs(groups)
-		calls = append(calls, &call{order: order, keys: keys, args: args})
+		// Built once per call, with the call's nonce: a resend by go-redis
+		// after a lost reply carries the same, so its rerun finds the
+		// record of the first run (confirm.lua).
+		nonce := scripts.ConfirmNonce()
+		var records []string
+		for _, x := range order {
+			for _, rk := range x.records {
+				if !slices.Contains(records, rk) {
+					records = append(records, rk)
+				}
+			}
+		}
+		keys, args := scripts.ConfirmArgsNonce(nonce, groups, records...)
+		calls = append(calls, &call{record: scripts.ConfirmRecordKey(groups, nonce), order: order, keys: keys, args: args})
 	}
 	// Sent at the instant (by the lower bound of Redis's clock): confirm
 	// would only answer "not yet" before it.
@@ -277,8 +303,18 @@ func (k *holder) confirm(ctx context.Context, batch []*heldMsg) (again []*heldMs
 			if ctx.Err() == nil {
 				k.failed(err, cl.order[0].c)
 			}
+			// The call may have run: the next one names its records.
+			for _, x := range cl.order {
+				if len(x.records) == heldRecordsMax {
+					x.records = append(x.records[:0], x.records[1:]...)
+				}
+				x.records = append(x.records, cl.record)
+			}
 			again = append(again, cl.order...)
 			continue
+		}
+		for _, x := range cl.order {
+			x.records = nil
 		}
 		k.mu.Lock()
 		k.errWait = 0

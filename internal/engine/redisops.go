@@ -87,7 +87,11 @@ func (c *Engine) fetchLease(ctx context.Context, reqs []fetchReq, total int, lea
 		return g
 	}
 	if c.merged && (len(reqs) > 1 || c.hub.calls.serves(c)) {
-		call := scripts.FetchCall{TimeBased: timeBased, N: total, LeaseSec: lease, Window: mergedWindow(total, len(reqs)), Bound: reqs[0].bound, Lookahead: reqs[0].ahead, Flow: fl}
+		// Under a flow, never a lookahead (engine.lookaheadMs): limits
+		// that changed since the fetch was planned take effect with this
+		// call, which then takes only what is due (mode 1 ignores a bound
+		// after Redis's clock).
+		call := scripts.FetchCall{TimeBased: timeBased, N: total, LeaseSec: lease, Window: mergedWindow(total, len(reqs)), Bound: reqs[0].bound, Lookahead: reqs[0].ahead && fl == nil, Flow: fl}
 		if call.Lookahead {
 			// A held message's lease runs from its fetch; its listener's
 			// time must not be shortened by the wait for its instant.

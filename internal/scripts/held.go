@@ -1,6 +1,10 @@
 package scripts
 
-import "fmt"
+import (
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+)
 
 // HeldGroup is one slot's deliveries held since a lookahead fetch, for a
 // Confirm or Release call (a single node: groups of any topics share one).
@@ -19,20 +23,51 @@ type HeldItem struct {
 
 // HeldToken is the least held delivery token (lib.lua): a message taken
 // ahead of its instant by a lookahead fetch carries one until Confirm hands
-// it over with the token HeldToken lower.
+// it over with the token HeldToken lower. A token is no delivery's identity
+// (another delivery of the id may get the same one): a Confirm call knows
+// what the client handed over before by its records (ConfirmArgs), never
+// by a token.
 const HeldToken = 500000
 
 // IsHeld reports whether token is a held delivery's.
 func IsHeld(token int64) bool { return token >= HeldToken }
 
-// ConfirmArgs returns the KEYS and ARGV of a Confirm call.
+// ConfirmNonce draws the nonce of one Confirm call.
+func ConfirmNonce() string {
+	return strconv.FormatUint(rand.Uint64(), 36) + strconv.FormatUint(rand.Uint64(), 36)
+}
+
+// ConfirmArgs returns the KEYS and ARGV of one Confirm call, with a nonce
+// of its own: go-redis resends these same arguments when a reply was lost,
+// and the resent call finds what its earlier run handed over in its
+// records (confirm.lua). Every call is a new one: build the arguments once
+// per call.
 func ConfirmArgs(groups []HeldGroup) ([]string, []any) {
-	keys := make([]string, 0, len(groups))
-	args := heldItemArgs(groups)
+	return ConfirmArgsNonce(ConfirmNonce(), groups)
+}
+
+// ConfirmArgsNonce is ConfirmArgs with the call's nonce given, naming
+// records, the record keys (ConfirmRecordKey) of earlier calls over some
+// of the items that failed on the client's side and may have run: what
+// they handed over is handed over again. (Tests also run one call twice
+// with it, as go-redis does.)
+func ConfirmArgsNonce(nonce string, groups []HeldGroup, records ...string) ([]string, []any) {
+	keys := make([]string, 0, len(groups)+1+len(records))
 	for _, g := range groups {
 		keys = append(keys, g.Prepare)
 	}
-	return keys, args
+	keys = append(keys, ConfirmRecordKey(groups, nonce))
+	return append(keys, records...), heldItemArgs(groups)
+}
+
+// ConfirmRecordKey is the key under which a Confirm call with nonce over
+// groups records what it handed over (confirm.lua): in the first group's
+// hash tag, after its prepare key's name.
+func ConfirmRecordKey(groups []HeldGroup, nonce string) string {
+	if len(groups) == 0 {
+		return "confirm:" + nonce
+	}
+	return groups[0].Prepare + ":confirm:" + nonce
 }
 
 // ReleaseArgs returns the KEYS and ARGV of a Release call.
@@ -64,7 +99,7 @@ func heldItemArgs(groups []HeldGroup) []any {
 // Confirm's codes, one per held delivery (confirm.lua).
 const (
 	HeldGone    = 0 // not this delivery's any more: drop it
-	HeldDeliver = 1 // hand it to its listener, with its new token
+	HeldDeliver = 1 // hand it to its listener, with its new token (or the one a record names)
 	HeldNotYet  = 2 // not due by Redis's clock: hold it on
 )
 

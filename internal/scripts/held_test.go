@@ -252,7 +252,7 @@ func TestConfirmCodes(t *testing.T) {
 	// a is due: delivered with the handed-over token, same lease.
 	dl, _ := scripts.SplitPrepareScore(s.zscore(s.k.Prepare, "a"))
 	envA := s.rawEnvelope("a")
-	c = s.confirmHeld(held["a"])
+	c = s.confirmNonce("a-call", held["a"])
 	assert.Equal(t, []int64{scripts.HeldDeliver}, c.Codes)
 	assert.GreaterOrEqual(t, c.NowUs, due*1000)
 	require.Len(t, c.Tokens, 1)
@@ -263,11 +263,15 @@ func TestConfirmCodes(t *testing.T) {
 	assert.Equal(t, dl, dl2, "the lease stays")
 	assert.Equal(t, handed, tok)
 	assert.Equal(t, envA, s.rawEnvelope("a"))
-	// A rerun (its first reply lost) answers the same, changing nothing.
+	// A rerun (its first reply lost) answers the same, changing nothing;
+	// another call finds it handed over: gone.
 	st := s.state()
-	c = s.confirmHeld(held["a"])
+	c = s.confirmNonce("a-call", held["a"])
 	assert.Equal(t, []int64{scripts.HeldDeliver}, c.Codes)
 	assert.Equal(t, []int64{handed}, c.Tokens)
+	assert.Equal(t, st, s.state())
+	c = s.confirmHeld(held["a"])
+	assert.Equal(t, []int64{scripts.HeldGone}, c.Codes)
 	assert.Equal(t, st, s.state())
 
 	// b was removed while held: gone.
