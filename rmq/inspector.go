@@ -7,7 +7,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/rmq-go/rmq/internal/options"
 	"github.com/rmq-go/rmq/internal/scripts"
 	"github.com/rmq-go/rmq/internal/topicstore"
 	"github.com/rmq-go/rmq/producer"
@@ -131,7 +130,11 @@ func (i *Inspector) Remove(ctx context.Context, t topic.Topic, id string) (bool,
 	if err := i.check(ctx, t); err != nil {
 		return false, err
 	}
-	r, err := producer.New(i.rdb, options.Producer{Prefix: i.prefix}).Remove(ctx, t, id)
+	p, err := producer.New(i.rdb, producer.WithPrefix(i.prefix))
+	if err != nil {
+		return false, err
+	}
+	r, err := p.Remove(ctx, t, id)
 	return r != producer.NotFound, err
 }
 
