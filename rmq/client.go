@@ -67,7 +67,10 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 	}
 	cfg := defaultConfig()
 	for _, o := range opts {
-		o(&cfg)
+		if o == nil {
+			return nil, fmt.Errorf("%w: nil option", ErrInvalidOption)
+		}
+		o.applyClient(&cfg)
 	}
 	if err := slots.ValidatePrefix(cfg.prefix); err != nil {
 		return nil, err

@@ -44,16 +44,25 @@ type Inspector struct {
 func (c *Client) Inspector() *Inspector { return newInspector(c.rdb, c.cfg.prefix) }
 
 // NewInspector returns an inspector on rdb (a *redis.Client or
-// *redis.ClusterClient). Of the options only WithPrefix matters; a bad
-// option is reported by every later call.
-func NewInspector(rdb redis.UniversalClient, opts ...Option) *Inspector {
-	cfg := defaultConfig()
+// *redis.ClusterClient) that needs no client. Its one option is the key
+// prefix (WithPrefix; default "rmq"); see InspectorOption. A nil rdb, a nil
+// option or a bad prefix is reported by every later call.
+func NewInspector(rdb redis.UniversalClient, opts ...InspectorOption) *Inspector {
+	cfg := inspectorConfig{prefix: slots.DefaultPrefix}
+	var bad error
 	for _, o := range opts {
-		o(&cfg)
+		if o == nil {
+			bad = fmt.Errorf("%w: nil inspector option", ErrInvalidOption)
+			continue
+		}
+		o.applyInspector(&cfg)
 	}
 	i := newInspector(rdb, cfg.prefix)
-	if rdb == nil {
+	switch {
+	case rdb == nil:
 		i.err = fmt.Errorf("%w: nil Redis client", ErrInvalidOption)
+	case bad != nil:
+		i.err = bad
 	}
 	return i
 }

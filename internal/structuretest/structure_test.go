@@ -68,6 +68,23 @@ func goList(t *testing.T, args ...string) []listed {
 	return pkgs
 }
 
+// exportImporter imports pkgs and their dependencies from the compiler's
+// export data, which go list -export builds.
+func exportImporter(t *testing.T, fset *token.FileSet, pkgs ...string) types.Importer {
+	t.Helper()
+	exports := map[string]string{}
+	for _, p := range goList(t, append([]string{"-export", "-deps"}, pkgs...)...) {
+		exports[p.ImportPath] = p.Export
+	}
+	return importer.ForCompiler(fset, "gc", func(path string) (io.ReadCloser, error) {
+		f, ok := exports[path]
+		if !ok || f == "" {
+			return nil, fmt.Errorf("no export data for %s", path)
+		}
+		return os.Open(f)
+	})
+}
+
 func isInternal(path string) bool {
 	return strings.HasPrefix(path, module+"/internal/") || path == module+"/internal"
 }
@@ -81,18 +98,7 @@ func isInternal(path string) bool {
 // sealed interface (one whose only method is an unexported one of an
 // internal package) passes.
 func TestPublicSignaturesNameNoInternalType(t *testing.T) {
-	exports := map[string]string{}
-	for _, p := range goList(t, append([]string{"-export", "-deps"}, publicPackages...)...) {
-		exports[p.ImportPath] = p.Export
-	}
-	fset := token.NewFileSet()
-	imp := importer.ForCompiler(fset, "gc", func(path string) (io.ReadCloser, error) {
-		f, ok := exports[path]
-		if !ok || f == "" {
-			return nil, fmt.Errorf("no export data for %s", path)
-		}
-		return os.Open(f)
-	})
+	imp := exportImporter(t, token.NewFileSet(), publicPackages...)
 	var found []string
 	for _, path := range publicPackages {
 		pkg, err := imp.Import(path)
