@@ -8,7 +8,8 @@ import (
 var (
 	// ErrInvalidOption is returned for an option out of range: by
 	// rmq.Client.Register for a consumer option, by rmq.New for a client
-	// option (rmq.ErrInvalidOption is this same error).
+	// option, by producer.New for a producer option (rmq.ErrInvalidOption
+	// is this same error).
 	ErrInvalidOption = errors.New("rmq: invalid option")
 	// ErrLeaseLost is the cause of a handler context cancelled because its
 	// delivery is no longer the current one (the lease ran out and the

@@ -25,12 +25,12 @@ import (
 // tenth of n (at least 1) may start at once: in any window of length per
 // at most n plus that burst start, and a backlog drains at n per per.
 func WithRateLimit(n int, per time.Duration) Option {
-	return func(c *options.Topic) {
+	return options.TopicFunc(func(c *options.Topic) {
 		c.Limits.Rate, c.Limits.RatePer = n, per
 		if n < 1 || per <= 0 {
 			c.Bad = append(c.Bad, fmt.Sprintf("rate limit %d per %v", n, per))
 		}
-	}
+	})
 }
 
 // WithGlobalConcurrency allows at most n deliveries of the topic in flight
@@ -38,12 +38,12 @@ func WithRateLimit(n int, per time.Duration) Option {
 // back (a prefetched or pulled one counts). A consumer killed while it
 // holds some frees them when their leases run out.
 func WithGlobalConcurrency(n int) Option {
-	return func(c *options.Topic) {
+	return options.TopicFunc(func(c *options.Topic) {
 		c.Limits.Concurrency = n
 		if n < 1 {
 			c.Bad = append(c.Bad, fmt.Sprintf("global concurrency %d (want at least 1)", n))
 		}
-	}
+	})
 }
 
 // WithGroupConcurrency allows at most n messages of one group
@@ -55,24 +55,24 @@ func WithGlobalConcurrency(n int) Option {
 // holds the next until it is retried and acked, or dead. Messages without
 // a group are not limited by it.
 func WithGroupConcurrency(n int) Option {
-	return func(c *options.Topic) {
+	return options.TopicFunc(func(c *options.Topic) {
 		c.Limits.GroupConcurrency = n
 		if n < 1 {
 			c.Bad = append(c.Bad, fmt.Sprintf("group concurrency %d (want at least 1)", n))
 		}
-	}
+	})
 }
 
 // WithGroupRateLimit lets at most n deliveries of one group start per
 // `per` across the fleet (as WithRateLimit, per group); other groups go
 // on at full speed. A retry that kept its group's place is not held by it.
 func WithGroupRateLimit(n int, per time.Duration) Option {
-	return func(c *options.Topic) {
+	return options.TopicFunc(func(c *options.Topic) {
 		c.Limits.GroupRate, c.Limits.GroupRatePer = n, per
 		if n < 1 || per <= 0 {
 			c.Bad = append(c.Bad, fmt.Sprintf("group rate limit %d per %v", n, per))
 		}
-	}
+	})
 }
 
 // WithAdaptiveConcurrency lets this process's concurrency of the topic
@@ -85,10 +85,10 @@ func WithGroupRateLimit(n int, per time.Duration) Option {
 // rmqctl, the dashboard and the metrics modules. A per-process setting: it
 // is not stored with the topic.
 func WithAdaptiveConcurrency(min, max int) Option {
-	return func(c *options.Topic) {
+	return options.TopicFunc(func(c *options.Topic) {
 		c.AdaptiveMin, c.AdaptiveMax = min, max
 		if min < 1 || max < min {
 			c.Bad = append(c.Bad, fmt.Sprintf("adaptive concurrency %d..%d (want 1 <= min <= max)", min, max))
 		}
-	}
+	})
 }

@@ -37,23 +37,37 @@ func DefaultBackoff(attempt int) time.Duration {
 // Option configures the consumer of one topic (rmq.Client.Register). What
 // a client sets for all its topics (key prefix, logger, observer,
 // middleware) is an rmq.Option instead, so a topic cannot contradict it.
-type Option func(*options.Topic)
+//
+// Options are made by the With functions of this package only: the
+// interface is sealed (its one method is unexported), so a program passes
+// them on and combines them in slices but cannot implement its own. A nil
+// Option makes Register fail with ErrInvalidOption.
+type Option interface{ topicOption }
+
+// topicOption seals Option: only the internal options type implements it,
+// and the engine applies it through the compiler-checked
+// options.ApplyTopic, so no public signature names the internal type.
+type topicOption = options.TopicOption
 
 // WithMaxRetries sets how many retries follow the first attempt before a
 // message moves to the dead queue (default 16, at most 998): n+1 attempts.
-func WithMaxRetries(n int) Option { return func(c *options.Topic) { c.MaxRetries = n } }
+func WithMaxRetries(n int) Option {
+	return options.TopicFunc(func(c *options.Topic) { c.MaxRetries = n })
+}
 
 // WithPrepareTimeout sets the lease of a delivery (default 30s, whole
 // seconds, at least 1s). The lease is extended while the handler runs; a
 // delivery whose consumer died is rolled back once it runs out.
 func WithPrepareTimeout(d time.Duration) Option {
-	return func(c *options.Topic) { c.PrepareTimeout = d }
+	return options.TopicFunc(func(c *options.Topic) { c.PrepareTimeout = d })
 }
 
 // WithConcurrency sets how many handlers run at once (default 32). Fetches
 // never take more messages than there are free handlers, plus the
 // prefetch (WithPrefetch).
-func WithConcurrency(n int) Option { return func(c *options.Topic) { c.Concurrency = n } }
+func WithConcurrency(n int) Option {
+	return options.TopicFunc(func(c *options.Topic) { c.Concurrency = n })
+}
 
 // WithPrefetch lets fetches take up to n messages beyond the free handlers.
 // By default a fixed-time or range-merge topic takes such a prefetch only
@@ -72,7 +86,7 @@ func WithConcurrency(n int) Option { return func(c *options.Topic) { c.Concurren
 // with a higher priority, after the prefetch was taken waits behind it, and
 // one consumer holds more messages than it is running. A Close that gives
 // up (its context ends) rolls the waiting ones back with the running ones.
-func WithPrefetch(n int) Option { return func(c *options.Topic) { c.Prefetch = n } }
+func WithPrefetch(n int) Option { return options.TopicFunc(func(c *options.Topic) { c.Prefetch = n }) }
 
 // WithLookahead sets how long before its instant a fixed-time or
 // range-merge message may be taken from store (default DefaultLookahead;
@@ -93,7 +107,9 @@ func WithPrefetch(n int) Option { return func(c *options.Topic) { c.Prefetch = n
 // stats count it in flight while it is held. A single node without
 // ZooKeeper only: on a cluster and with serial slots messages are taken at
 // their instant.
-func WithLookahead(d time.Duration) Option { return func(c *options.Topic) { c.Lookahead = d } }
+func WithLookahead(d time.Duration) Option {
+	return options.TopicFunc(func(c *options.Topic) { c.Lookahead = d })
+}
 
 // WithRetryBackoff sets how long a failed message waits before its next
 // attempt (attempt is the attempt that failed, from 1). A zero backoff
@@ -101,23 +117,25 @@ func WithLookahead(d time.Duration) Option { return func(c *options.Topic) { c.L
 // set and then rank below every fresh message (RMQ's rule); the handler
 // can ask for another delay with RetryAfter.
 func WithRetryBackoff(f func(attempt int) time.Duration) Option {
-	return func(c *options.Topic) { c.Backoff = f }
+	return options.TopicFunc(func(c *options.Topic) { c.Backoff = f })
 }
 
 // WithHandlerTimeout bounds one handler call (default: none). Past it the
 // handler's context is cancelled, its lease is no longer extended, and the
 // delivery is rolled back with ErrHandlerTimeout.
 func WithHandlerTimeout(d time.Duration) Option {
-	return func(c *options.Topic) { c.HandlerTimeout = d }
+	return options.TopicFunc(func(c *options.Topic) { c.HandlerTimeout = d })
 }
 
 // WithSweepInterval sets how often expired leases are looked for (default
 // half the prepare timeout, between 0.5s and 10s).
-func WithSweepInterval(d time.Duration) Option { return func(c *options.Topic) { c.SweepInterval = d } }
+func WithSweepInterval(d time.Duration) Option {
+	return options.TopicFunc(func(c *options.Topic) { c.SweepInterval = d })
+}
 
 // WithDeadRetention bounds each slot's dead queue by count and age; the
 // oldest go first, bodies with them. Zero means unbounded. Defaults: 100,000
 // messages per topic (divided evenly among its slots) and 30 days.
 func WithDeadRetention(maxLen int, maxAge time.Duration) Option {
-	return func(c *options.Topic) { c.DeadMaxLen, c.DeadMaxAge = maxLen, maxAge }
+	return options.TopicFunc(func(c *options.Topic) { c.DeadMaxLen, c.DeadMaxAge = maxLen, maxAge })
 }

@@ -36,7 +36,6 @@ type Producer struct {
 	prefix      string
 	maxBodySize int
 	notify      options.SendNotifier // nil: none
-	err         error                // a configuration error, returned by every call
 	wakeCmd     string
 	defined     sync.Map // topic name -> *definedTopic (define.go)
 	// redefineEvery is redefineInterval; tests shorten it.
@@ -44,24 +43,6 @@ type Producer struct {
 	gc            *groupcommit.Group[*pending]
 	// merged: one script call may name several slots (a single node).
 	merged bool
-}
-
-// New is package rmq's: a program takes the producer of its client,
-// rmq.Client.Producer, which the client's options configure (a producer
-// alone is rmq.New(rdb, opts...).Producer(): it holds no goroutines). Its
-// settings are of an internal type, so no other package can call it.
-func New(rdb redis.UniversalClient, s options.Producer) *Producer {
-	if s.MaxBodySize <= 0 {
-		s.MaxBodySize = DefaultMaxBodySize
-	}
-	_, single := rdb.(*redis.Client)
-	p := &Producer{
-		rdb: rdb, prefix: s.Prefix, maxBodySize: s.MaxBodySize, notify: s.Notify,
-		wakeCmd: scripts.WakeCommand(rdb), merged: single, redefineEvery: redefineInterval,
-	}
-	p.gc = newGroupCommit(p)
-	p.err = slots.ValidatePrefix(s.Prefix)
-	return p
 }
 
 // Prefix returns the key prefix.
@@ -211,11 +192,8 @@ func (p *Producer) item(t topic.Topic, body []byte, score float64, sc sendConfig
 	return it, nil
 }
 
-// checkTopic validates the producer, the topic and the send method.
+// checkTopic validates the topic and the send method.
 func (p *Producer) checkTopic(t topic.Topic, typ topic.Type) error {
-	if p.err != nil {
-		return p.err
-	}
 	if t.IsZero() {
 		return fmt.Errorf("%w: zero Topic (use topic.New)", topic.ErrInvalidName)
 	}
@@ -322,9 +300,6 @@ func (p *Producer) Remove(ctx context.Context, t topic.Topic, id string, opts ..
 }
 
 func (p *Producer) remove(ctx context.Context, t topic.Topic, id string, opts []SendOption) (Removed, error) {
-	if p.err != nil {
-		return NotFound, p.err
-	}
 	if t.IsZero() {
 		return NotFound, fmt.Errorf("%w: zero Topic", topic.ErrInvalidName)
 	}

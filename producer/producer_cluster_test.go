@@ -69,7 +69,7 @@ func (h *clusterHook) verify(t *testing.T) {
 	assert.Empty(t, h.bad, "script calls whose KEYS span hash slots")
 }
 
-func clusterSetup(t *testing.T, opts ...setting) (*producer.Producer, *redis.ClusterClient, *clusterHook, string) {
+func clusterSetup(t *testing.T, opts ...producer.Option) (*producer.Producer, *redis.ClusterClient, *clusterHook, string) {
 	t.Helper()
 	p, rdb, h, prefix := setupHooked(t, "cluster", opts...)
 	return p, rdb.(*redis.ClusterClient), h, prefix

@@ -26,7 +26,7 @@ import (
 // shared single server and the shared 3-master cluster.
 var backends = []string{"single", "cluster"}
 
-func setup(t *testing.T, backend string, opts ...setting) (*producer.Producer, redis.UniversalClient, string) {
+func setup(t *testing.T, backend string, opts ...producer.Option) (*producer.Producer, redis.UniversalClient, string) {
 	t.Helper()
 	p, rdb, _, prefix := setupHooked(t, backend, opts...)
 	return p, rdb, prefix
@@ -34,7 +34,7 @@ func setup(t *testing.T, backend string, opts ...setting) (*producer.Producer, r
 
 // setupHooked is setup, also returning the hook that checks key slots and
 // counts NOSCRIPT replies.
-func setupHooked(t *testing.T, backend string, opts ...setting) (*producer.Producer, redis.UniversalClient, *clusterHook, string) {
+func setupHooked(t *testing.T, backend string, opts ...producer.Option) (*producer.Producer, redis.UniversalClient, *clusterHook, string) {
 	t.Helper()
 	var rdb redis.UniversalClient
 	if backend == "cluster" {
@@ -50,21 +50,18 @@ func setupHooked(t *testing.T, backend string, opts ...setting) (*producer.Produ
 	return newProducer(rdb, prefix, opts...), rdb, h, prefix
 }
 
-// setting changes what a test's producer is made with (what rmq.Option
-// sets for a client's producer).
-type setting func(*options.Producer)
-
-func withMaxBodySize(n int) setting { return func(s *options.Producer) { s.MaxBodySize = n } }
-
-func withNotify(n options.SendNotifier) setting { return func(s *options.Producer) { s.Notify = n } }
+// withMaxBodySize and withNotify change what a test's producer is made
+// with (what rmq.Option sets for a client's producer).
+func withMaxBodySize(n int) producer.Option             { return producer.WithMaxBodySize(n) }
+func withNotify(n options.SendNotifier) producer.Option { return options.WithNotify(n) }
 
 // newProducer makes a producer under prefix, as rmq.New makes a client's.
-func newProducer(rdb redis.UniversalClient, prefix string, opts ...setting) *producer.Producer {
-	s := options.Producer{Prefix: prefix}
-	for _, o := range opts {
-		o(&s)
+func newProducer(rdb redis.UniversalClient, prefix string, opts ...producer.Option) *producer.Producer {
+	p, err := producer.New(rdb, append([]producer.Option{producer.WithPrefix(prefix)}, opts...)...)
+	if err != nil {
+		panic(err)
 	}
-	return producer.New(rdb, s)
+	return p
 }
 
 // forEachBackend runs f as a subtest on each backend.
@@ -128,8 +125,7 @@ func TestBadInputWritesNothing(t *testing.T) {
 		}
 		assert.Empty(t, keysOf(t, rdb, prefix))
 
-		bad := newProducer(rdb, "a{b}")
-		_, err := bad.SendFixedTime(ctx, ft, []byte("x"), soon)
+		_, err := producer.New(rdb, producer.WithPrefix("a{b}"))
 		assert.ErrorIs(t, err, slots.ErrInvalidPrefix)
 	})
 }

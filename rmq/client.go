@@ -67,7 +67,10 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 	}
 	cfg := defaultConfig()
 	for _, o := range opts {
-		o(&cfg)
+		if o == nil {
+			return nil, fmt.Errorf("%w: nil option", ErrInvalidOption)
+		}
+		o.applyClient(&cfg)
 	}
 	if err := slots.ValidatePrefix(cfg.prefix); err != nil {
 		return nil, err
@@ -82,9 +85,13 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 		return nil, fmt.Errorf("%w: max body size %d", ErrInvalidOption, cfg.maxBodySize)
 	}
 	obs := &observers{list: cfg.observers, hooks: cfg.sendHooks}
-	ps := options.Producer{Prefix: cfg.prefix, MaxBodySize: cfg.maxBodySize}
+	popts := []producer.Option{producer.WithPrefix(cfg.prefix), producer.WithMaxBodySize(cfg.maxBodySize)}
 	if len(obs.list) > 0 || len(obs.hooks) > 0 {
-		ps.Notify = obs
+		popts = append(popts, options.WithNotify(obs))
+	}
+	p, err := producer.New(rdb, popts...)
+	if err != nil {
+		return nil, err
 	}
 	hc := engine.HubConfig{Prefix: cfg.prefix, Logger: cfg.logger, Middleware: cfg.middleware}
 	if len(obs.list) > 0 {
@@ -94,7 +101,7 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 		rdb:      rdb,
 		cfg:      cfg,
 		log:      cfg.logger,
-		producer: producer.New(rdb, ps),
+		producer: p,
 		topics:   map[string]topic.Topic{},
 		hub:      engine.NewHub(rdb, hc),
 		obs:      obs,

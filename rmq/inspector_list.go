@@ -1,13 +1,13 @@
 package rmq
 
 import (
-	"fmt"
+	"github.com/rmq-go/rmq/internal/inspect"
 )
 
 // Page sizes of Inspector listings.
 const (
-	DefaultListLimit = 100
-	MaxListLimit     = 10_000
+	DefaultListLimit = inspect.DefaultListLimit
+	MaxListLimit     = inspect.MaxListLimit
 )
 
 // ListOption configures one listing (Inspector.Dead).
@@ -27,20 +27,12 @@ func WithLimit(n int) ListOption { return func(c *listConfig) { c.limit = n } }
 // at the beginning.
 func WithCursor(cursor string) ListOption { return func(c *listConfig) { c.cursor = cursor } }
 
-func listOptions(opts []ListOption) (listConfig, error) {
+// listOptions applies opts to the default page; the listing checks the
+// limit before anything else.
+func listOptions(opts []ListOption) inspect.ListConfig {
 	c := listConfig{limit: DefaultListLimit}
 	for _, o := range opts {
 		o(&c)
 	}
-	if err := checkLimit(c.limit); err != nil {
-		return c, err
-	}
-	return c, nil
-}
-
-func checkLimit(n int) error {
-	if n < 1 || n > MaxListLimit {
-		return fmt.Errorf("%w: %d (want 1..%d)", ErrInvalidLimit, n, MaxListLimit)
-	}
-	return nil
+	return inspect.ListConfig{Limit: c.limit, Cursor: c.cursor}
 }

@@ -2,13 +2,9 @@ package rmq
 
 import (
 	"context"
-	"fmt"
-	"strconv"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
-	"github.com/rmq-go/rmq/slots"
+	"github.com/rmq-go/rmq/internal/inspect"
 	"github.com/rmq-go/rmq/topic"
 )
 
@@ -81,105 +77,16 @@ func (s Stats) Lag() time.Duration {
 // limits and its consumers' adaptive limits. It reads eleven values per
 // slot in pipelines; it writes nothing.
 func (i *Inspector) Stats(ctx context.Context, t topic.Topic) (Stats, error) {
-	if err := i.check(ctx, t); err != nil {
+	in, err := i.in.Stats(ctx, t)
+	if err != nil {
 		return Stats{}, err
 	}
-	now, err := i.rdb.Time(ctx).Result()
-	if err != nil {
-		return Stats{}, fmt.Errorf("rmq: stats of %s: %w", t.Name(), err)
-	}
-	st := Stats{Topic: t, Now: now, Slots: make([]SlotStats, t.SlotAmount())}
-	timeBased := t.Type().TimeBased()
-	nowMs := strconv.FormatInt(now.UnixMilli(), 10)
-	type slotCmds struct {
-		store, prepare, dead, due, delayed *redis.IntCmd
-		head, oldest, newest               *redis.ZSliceCmd
-		gq, gturn                          *redis.IntCmd
-		storeTurn                          *redis.FloatCmd
-	}
-	cmds := make([]slotCmds, t.SlotAmount())
-	err = i.pipelined(ctx, t.SlotAmount(), func(pipe redis.Pipeliner, s int) {
-		k := i.keys(t, s)
-		c := &cmds[s]
-		c.store = pipe.ZCard(ctx, k.Store)
-		c.prepare = pipe.ZCard(ctx, k.Prepare)
-		c.dead = pipe.ZCard(ctx, k.Dead)
-		c.delayed = pipe.ZCard(ctx, k.Delayed)
-		if timeBased {
-			c.due = pipe.ZCount(ctx, k.Store, "-inf", nowMs)
-			c.head = pipe.ZRangeWithScores(ctx, k.Store, 0, 0)
-		} else {
-			c.head = pipe.ZRangeWithScores(ctx, k.Store, -1, -1)
-		}
-		c.oldest = pipe.ZRangeWithScores(ctx, k.Dead, 0, 0)
-		c.newest = pipe.ZRangeWithScores(ctx, k.Dead, -1, -1)
-		g := slots.GroupKeysFor(i.prefix, t, s)
-		c.gq = pipe.ZCard(ctx, g.Queue)
-		c.gturn = pipe.ZCard(ctx, g.Turn)
-		c.storeTurn = pipe.ZScore(ctx, g.Turn, "")
-	})
-	if err != nil {
-		return Stats{}, fmt.Errorf("rmq: stats of %s: %w", t.Name(), err)
-	}
-	if st.Paused, err = i.Paused(ctx, t); err != nil {
-		return Stats{}, err
-	}
+	st := statsOf(in)
 	if st.Limits, err = i.Limits(ctx, t); err != nil {
 		return Stats{}, err
 	}
-	if st.Adaptive, err = i.adaptiveLimits(ctx, t, now); err != nil {
+	if st.Adaptive, err = i.adaptiveLimits(ctx, t, in.Now); err != nil {
 		return Stats{}, err
-	}
-	first := func(c *redis.ZSliceCmd) (float64, bool) {
-		if v := c.Val(); len(v) > 0 {
-			return v[0].Score, true
-		}
-		return 0, false
-	}
-	for s := range cmds {
-		c := &cmds[s]
-		ss := SlotStats{Slot: s, Store: c.store.Val(), Prepare: c.prepare.Val(), Dead: c.dead.Val(), Delayed: c.delayed.Val(),
-			Grouped: c.gq.Val(), Groups: c.gturn.Val()}
-		if c.storeTurn.Err() == nil {
-			ss.Groups-- // the store's own turn is no group
-		}
-		ss.Store += ss.Grouped
-		if head, ok := first(c.head); ok {
-			if timeBased {
-				ss.NextDue = time.UnixMilli(int64(head))
-				if st.NextDue.IsZero() || ss.NextDue.Before(st.NextDue) {
-					st.NextDue = ss.NextDue
-				}
-			} else {
-				ss.TopPriority = int64(head)
-				st.TopPriority = max(st.TopPriority, ss.TopPriority)
-			}
-		}
-		if timeBased {
-			ss.Due = c.due.Val()
-		} else {
-			ss.Due = ss.Store
-		}
-		if d, ok := first(c.oldest); ok {
-			ss.OldestDeath = time.UnixMilli(int64(d))
-			if st.OldestDeath.IsZero() || ss.OldestDeath.Before(st.OldestDeath) {
-				st.OldestDeath = ss.OldestDeath
-			}
-		}
-		if d, ok := first(c.newest); ok {
-			ss.NewestDeath = time.UnixMilli(int64(d))
-			if ss.NewestDeath.After(st.NewestDeath) {
-				st.NewestDeath = ss.NewestDeath
-			}
-		}
-		st.Store += ss.Store
-		st.Prepare += ss.Prepare
-		st.Dead += ss.Dead
-		st.Delayed += ss.Delayed
-		st.Due += ss.Due
-		st.Grouped += ss.Grouped
-		st.Groups += ss.Groups
-		st.Slots[s] = ss
 	}
 	return st, nil
 }
@@ -202,4 +109,18 @@ func (i *Inspector) AllStats(ctx context.Context) ([]Stats, error) {
 		out = append(out, st)
 	}
 	return out, nil
+}
+
+// statsOf is in with this package's types; the limits are not in it.
+func statsOf(in inspect.Stats) Stats {
+	st := Stats{
+		Topic: in.Topic, Now: in.Now, Store: in.Store, Prepare: in.Prepare, Dead: in.Dead,
+		Delayed: in.Delayed, Paused: in.Paused, Due: in.Due, NextDue: in.NextDue,
+		TopPriority: in.TopPriority, OldestDeath: in.OldestDeath, NewestDeath: in.NewestDeath,
+		Grouped: in.Grouped, Groups: in.Groups, Slots: make([]SlotStats, len(in.Slots)),
+	}
+	for j, s := range in.Slots {
+		st.Slots[j] = SlotStats(s)
+	}
+	return st
 }

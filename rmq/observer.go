@@ -109,7 +109,7 @@ func (BaseObserver) LeasesExpired(string, int, int) {}
 // every topic (default: none). Several observers may be attached; each is
 // told, in the order given. A nil o makes New fail with ErrInvalidOption.
 func WithObserver(o Observer) Option {
-	return func(c *config) { c.observers = append(c.observers, o) }
+	return clientOption(func(c *config) { c.observers = append(c.observers, o) })
 }
 
 // Outgoing is a message on its way to Redis, as a SendHook sees it.
@@ -134,11 +134,11 @@ type SendHook func(ctx context.Context, m *Outgoing) (after func(id string, err 
 // WithSendHook adds a hook the client's producer runs for every message it
 // sends. A nil h is ignored.
 func WithSendHook(h SendHook) Option {
-	return func(c *config) {
+	return clientOption(func(c *config) {
 		if h != nil {
 			c.sendHooks = append(c.sendHooks, h)
 		}
-	}
+	})
 }
 
 // observers fans the client's observers out: it is the engine's Observer

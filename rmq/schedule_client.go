@@ -15,7 +15,7 @@ import (
 // WithoutScheduler keeps the client out of firing schedules: it manages
 // them (Client.Schedules) but never rolls one forward. By default every
 // started client takes part, and each tick fires once across all of them.
-func WithoutScheduler() Option { return func(c *config) { c.noScheduler = true } }
+func WithoutScheduler() Option { return clientOption(func(c *config) { c.noScheduler = true }) }
 
 // ScheduleObserver is an optional extension of Observer: an observer given
 // to WithObserver that also implements it is told what the client's

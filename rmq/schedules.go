@@ -94,12 +94,20 @@ func (c *Client) Schedules() *Schedules { return newSchedules(c.rdb, c.cfg) }
 // bounds the bodies it accepts, WithObserver is told of triggers.
 func NewSchedules(rdb redis.UniversalClient, opts ...Option) *Schedules {
 	cfg := defaultConfig()
+	var bad error
 	for _, o := range opts {
-		o(&cfg)
+		if o == nil {
+			bad = fmt.Errorf("%w: nil option", ErrInvalidOption)
+			continue
+		}
+		o.applyClient(&cfg)
 	}
 	s := newSchedules(rdb, cfg)
-	if rdb == nil {
+	switch {
+	case rdb == nil:
 		s.err = fmt.Errorf("%w: nil Redis client", ErrInvalidOption)
+	case bad != nil:
+		s.err = bad
 	}
 	return s
 }

@@ -43,13 +43,13 @@ type zkOptions struct {
 // Without WithZooKeeper every client consumes every slot (competing
 // consumers). Do not mix the two modes on one key prefix.
 func WithZooKeeper(servers []string, opts ...ZooKeeperOption) Option {
-	return func(c *config) {
+	return clientOption(func(c *config) {
 		z := &zkOptions{servers: append([]string(nil), servers...)}
 		for _, o := range opts {
 			o(z)
 		}
 		c.zk = z
-	}
+	})
 }
 
 // ZKSessionTimeout sets the ZooKeeper session timeout asked for (default

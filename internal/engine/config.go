@@ -49,7 +49,7 @@ func TopicSettings(opts []consumer.Option) (options.Topic, error) {
 		if o == nil {
 			return t, fmt.Errorf("%w: nil consumer option", consumer.ErrInvalidOption)
 		}
-		o(&t)
+		options.ApplyTopic(&t, o)
 	}
 	switch {
 	case t.MaxRetries < 0 || t.MaxRetries > consumer.MaxMaxRetries:

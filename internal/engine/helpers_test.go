@@ -6,7 +6,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rmq-go/rmq/consumer"
-	"github.com/rmq-go/rmq/internal/options"
 	"github.com/rmq-go/rmq/internal/redistest"
 	"github.com/rmq-go/rmq/producer"
 	"github.com/rmq-go/rmq/topic"
@@ -57,7 +56,11 @@ func (h *Hub) newPuller(tp topic.Topic, onWake func(), opts ...consumer.Option) 
 
 // newProducer is the producer of a client under prefix.
 func newProducer(rdb redis.UniversalClient, prefix string) *producer.Producer {
-	return producer.New(rdb, options.Producer{Prefix: prefix})
+	p, err := producer.New(rdb, producer.WithPrefix(prefix))
+	if err != nil {
+		panic(err) // the tests' prefixes are valid
+	}
+	return p
 }
 
 // fetcherRun is the fetcher's loop, whose one select is where it sleeps.

@@ -1,7 +1,8 @@
 // Package options holds the plain settings that the public options of
 // package consumer write into and the engine (internal/engine) reads: a
-// consumer.Option is a func(*options.Topic). Defaults and validation are
-// the engine's (engine.TopicSettings), so this package holds data only.
+// consumer.Option is a TopicFunc, seen from outside the module as a sealed
+// interface (TopicOption). Defaults and validation are the engine's
+// (engine.TopicSettings), so this package holds data and the seams only.
 package options
 
 import "time"
@@ -33,3 +34,18 @@ type Topic struct {
 	// the first.
 	Bad []string
 }
+
+// TopicOption is what consumer.Option is: an interface whose one method is
+// unexported here, so only this package's TopicFunc implements it. Package
+// consumer embeds it through an unexported alias, which keeps its public
+// signatures free of this package's types while the engine, which applies
+// the options, is checked by the compiler (no init() hook, no any).
+type TopicOption interface{ applyTopic(*Topic) }
+
+// TopicFunc is a consumer option: it writes into the settings of a topic.
+type TopicFunc func(*Topic)
+
+func (f TopicFunc) applyTopic(t *Topic) { f(t) }
+
+// ApplyTopic applies o to t; o is not nil (the caller checks).
+func ApplyTopic(t *Topic, o TopicOption) { o.applyTopic(t) }

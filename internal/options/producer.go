@@ -6,8 +6,8 @@ import (
 	"github.com/rmq-go/rmq/topic"
 )
 
-// Producer is what a client's producer is made with (producer.New, which
-// only package rmq calls): the client-scope settings of sending, set by
+// Producer is what a producer is made with (producer.New): the settings of
+// sending, set by producer.Option; a client's producer has them from
 // rmq.Option.
 type Producer struct {
 	// Prefix is the Redis key prefix of every topic.
@@ -31,4 +31,24 @@ type SendNotifier interface {
 	Sent(t topic.Topic, result int)
 	// Removed is told whether a remove found its message.
 	Removed(t topic.Topic, removed bool)
+}
+
+// ProducerOption is what producer.Option is: sealed as TopicOption is (its
+// one method is unexported here), so a program holds the producer's public
+// options and package rmq adds the client's notifier (WithNotify), both
+// checked by the compiler, while no public signature names this package.
+type ProducerOption interface{ applyProducer(*Producer) }
+
+// ProducerFunc is a producer option: it writes into a producer's settings.
+type ProducerFunc func(*Producer)
+
+func (f ProducerFunc) applyProducer(s *Producer) { f(s) }
+
+// ApplyProducer applies o to s; o is not nil (the caller checks).
+func ApplyProducer(s *Producer, o ProducerOption) { o.applyProducer(s) }
+
+// WithNotify is the option by which package rmq gives its client's
+// producer the client's send hooks and observer.
+func WithNotify(n SendNotifier) ProducerOption {
+	return ProducerFunc(func(s *Producer) { s.Notify = n })
 }
