@@ -17,7 +17,7 @@ func ZKDialer(dial func(network, address string, timeout time.Duration) (net.Con
 // PullEngineOptions gives the client's pull engines consumer options (a
 // shorter prepare timeout, say). Test-only, so it is no part of the API.
 func PullEngineOptions(opts ...consumer.Option) Option {
-	return func(c *config) { c.pullOptions = append(c.pullOptions, opts...) }
+	return clientOption(func(c *config) { c.pullOptions = append(c.pullOptions, opts...) })
 }
 
 // PullLimits returns the limits c's pull engine of topicName has in force
