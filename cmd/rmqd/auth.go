@@ -57,6 +57,14 @@ func requestToken(r *http.Request) string {
 // request that ends with another status than 200/201 gives its unit back.
 func (s *service) queueRoute(o routeOpts, h queueHandler) queueRoute {
 	return func(w http.ResponseWriter, r *http.Request, ns, q, id string) {
+		if o.consume && r.Method == http.MethodHead {
+			// The router answers HEAD on GET routes; a consume is not a
+			// read: it would lease jobs (and spend their tries) to answer
+			// a request that gets no body.
+			w.Header().Set("Allow", http.MethodGet)
+			writeError(w, http.StatusMethodNotAllowed, "method not allowed")
+			return
+		}
 		if o.consume {
 			if msg := consumeNameErr(ns, q); msg != "" {
 				writeError(w, http.StatusBadRequest, msg)
