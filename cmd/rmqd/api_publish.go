@@ -62,6 +62,9 @@ func parsePublish(r *http.Request) (publishParams, string) {
 	if !ok {
 		return p, "invalid ttl"
 	}
+	if ttl > maxSpan {
+		return p, errTTLTooLong
+	}
 	p.ttl = time.Duration(ttl) * time.Second
 	if p.ttl > 0 && p.ttl < p.delay {
 		return p, "ttl is shorter than delay"

@@ -130,6 +130,9 @@ func parseSchedule(r *http.Request, sc *rmq.Schedule) string {
 	if !ok {
 		return "invalid ttl"
 	}
+	if ttl > maxSpan {
+		return errTTLTooLong
+	}
 	tries, ok := queryUint(q, "tries", defaultTries, maxTries)
 	if !ok || tries == 0 {
 		return "invalid tries"
