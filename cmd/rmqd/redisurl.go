@@ -75,24 +75,8 @@ func loadRoots(file string) (*x509.CertPool, error) {
 // length.
 func urlError(u string, err error) error {
 	msg := err.Error()
-	for _, pass := range urlPassword(u) {
+	for _, pass := range urlSecrets(u) {
 		msg = strings.ReplaceAll(msg, pass, "***")
 	}
 	return fmt.Errorf("redis URL %q: %s", redact(u), msg)
-}
-
-// redact hides a URL's password in messages.
-func redact(url string) string {
-	scheme, rest, ok := strings.Cut(url, "://")
-	if !ok {
-		return url
-	}
-	cred, host, ok := strings.Cut(rest, "@")
-	if !ok {
-		return url
-	}
-	if user, _, hasPass := strings.Cut(cred, ":"); hasPass {
-		return scheme + "://" + user + ":***@" + host
-	}
-	return url
 }
