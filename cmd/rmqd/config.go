@@ -81,7 +81,7 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (conf
 	fs := flag.NewFlagSet("rmqd", flag.ContinueOnError)
 	fs.SetOutput(out)
 	fs.StringVar(&c.redisURL, "redis-url", "redis://127.0.0.1:6379/0",
-		"the default pool: redis://[user:pass@]host:port/db (rediss:// for TLS); a comma-separated list of URLs is a cluster")
+		"the default pool: redis://[user:pass@]host:port/db (rediss:// for TLS) or a bare host:port; a comma-separated list of them is a cluster")
 	fs.BoolVar(&c.redisCluster, "redis-cluster", false, "treat every Redis URL as a cluster seed (redis://host:port?addr=host2:port2...)")
 	fs.StringVar(&c.redisTLSCA, "redis-tls-ca", "", "PEM `FILE` of the CA that signed the Redis servers' certificates, for rediss:// URLs (default: the system's roots)")
 	fs.StringVar(&c.listen, "listen", "127.0.0.1:7777", "address of the API listener")
