@@ -219,12 +219,14 @@ func (s *service) getSchedule(w http.ResponseWriter, r *http.Request, qr *queueR
 
 func (s *service) listSchedules(w http.ResponseWriter, r *http.Request, qr *queueReq) {
 	tn := topicName(qr.ns, qr.q)
-	all, err := qr.pool.client.Schedules().List(r.Context())
+	prefix := schedulePrefix(tn)
+	// Only this queue's schedules are read: List would load every
+	// schedule of the pool, other tenants' bodies too.
+	all, err := qr.pool.client.Schedules().ListPrefix(r.Context(), prefix)
 	if err != nil {
 		s.scheduleError(w, r, err)
 		return
 	}
-	prefix := schedulePrefix(tn)
 	out := []scheduleJSON{}
 	for _, info := range all {
 		if info.Topic.Name() == tn && strings.HasPrefix(info.Name, prefix) {
