@@ -19,13 +19,16 @@ import (
 
 // scheduleRoutes adds the schedule routes to the API router.
 func (s *service) scheduleRoutes(q func(pattern string, o routeOpts, h queueHandler)) {
+	// Every route that writes takes a unit of the token's write limit,
+	// as a publish does: a trigger publishes a job, a set replaces one.
+	w := routeOpts{throttle: throttleWrite}
 	q("GET /api/{ns}/{q}/schedules", routeOpts{}, s.listSchedules)
-	q("PUT /api/{ns}/{q}/schedule/{name}", routeOpts{}, s.setSchedule)
+	q("PUT /api/{ns}/{q}/schedule/{name}", w, s.setSchedule)
 	q("GET /api/{ns}/{q}/schedule/{name}", routeOpts{}, s.getSchedule)
-	q("DELETE /api/{ns}/{q}/schedule/{name}", routeOpts{}, s.removeSchedule)
-	q("POST /api/{ns}/{q}/schedule/{name}/pause", routeOpts{}, s.pauseSchedule)
-	q("POST /api/{ns}/{q}/schedule/{name}/resume", routeOpts{}, s.resumeSchedule)
-	q("POST /api/{ns}/{q}/schedule/{name}/trigger", routeOpts{}, s.triggerSchedule)
+	q("DELETE /api/{ns}/{q}/schedule/{name}", w, s.removeSchedule)
+	q("POST /api/{ns}/{q}/schedule/{name}/pause", w, s.pauseSchedule)
+	q("POST /api/{ns}/{q}/schedule/{name}/resume", w, s.resumeSchedule)
+	q("POST /api/{ns}/{q}/schedule/{name}/trigger", w, s.triggerSchedule)
 }
 
 // scheduleJSON is a schedule as the routes answer it.
@@ -184,9 +187,25 @@ func (s *service) setSchedule(w http.ResponseWriter, r *http.Request, qr *queueR
 		writeError(w, http.StatusBadRequest, bad)
 		return
 	}
+	if bad := s.cfg.Quotas.checkInterval(sc, time.Now()); bad != "" {
+		writeError(w, http.StatusBadRequest, bad)
+		return
+	}
 	sc.Name, sc.Topic, sc.Body = name, t, body
+	added, err := qr.pool.reserveSchedule(r.Context(), qr.ns, name, s.cfg.Quotas.MaxSchedules)
+	if errors.Is(err, errTooManySchedules) {
+		writeQuota(w, "too many schedules in the namespace", s.cfg.Quotas.MaxSchedules, "max-schedules")
+		return
+	}
+	if err != nil {
+		s.writeInternal(w, r, err)
+		return
+	}
 	ss := qr.pool.client.Schedules()
 	if err := ss.Set(r.Context(), sc); err != nil {
+		if added {
+			qr.pool.unreserveSchedule(qr.ns, name)
+		}
 		s.scheduleError(w, r, err)
 		return
 	}
@@ -243,7 +262,11 @@ func (s *service) removeSchedule(w http.ResponseWriter, r *http.Request, qr *que
 	if !ok {
 		return
 	}
-	if err := qr.pool.client.Schedules().Remove(r.Context(), name); err != nil {
+	err := qr.pool.client.Schedules().Remove(r.Context(), name)
+	if err == nil || errors.Is(err, rmq.ErrScheduleNotFound) {
+		qr.pool.unreserveSchedule(qr.ns, name)
+	}
+	if err != nil {
 		s.scheduleError(w, r, err)
 		return
 	}

@@ -69,14 +69,14 @@ func TestBinaryForwardTokenURLRedacted(t *testing.T) {
 // by redact, and found by urlSecrets for the log redactor.
 func TestRedactEveryURLForm(t *testing.T) {
 	for in, want := range map[string]string{
-		"redis://u:secret@h:1/0":                          "redis://u:***@h:1/0",
-		"redis://:secret@h:1/0":                           "redis://:***@h:1/0",
-		"redis://h:1/0":                                   "redis://h:1/0",
-		"nats://s3cr3tTok@h:4222/a.b":                     "nats://***@h:4222/a.b",
-		"amqp://u:p@h:5672/v?exchange=e&password=hunter2": "amqp://u:***@h:5672/v?exchange=e&password=***",
-		"nats://h:1/s?token=abcd&routing_key=k#f":         "nats://h:1/s?token=***&routing_key=k#f",
+		"redis://u:secret@h:1/0":                                           "redis://u:***@h:1/0",
+		"redis://:secret@h:1/0":                                            "redis://:***@h:1/0",
+		"redis://h:1/0":                                                    "redis://h:1/0",
+		"nats://s3cr3tTok@h:4222/a.b":                                      "nats://***@h:4222/a.b",
+		"amqp://u:p@h:5672/v?exchange=e&password=hunter2":                  "amqp://u:***@h:5672/v?exchange=e&password=***",
+		"nats://h:1/s?token=abcd&routing_key=k#f":                          "nats://h:1/s?token=***&routing_key=k#f",
 		"dial nats://tok1234@h:1: refused, retry amqp://h/?auth_token=zz9": "dial nats://***@h:1: refused, retry amqp://h/?auth_token=***",
-		"no url here": "no url here",
+		"no url here":                                                      "no url here",
 	} {
 		require.Equal(t, want, redact(in), in)
 	}

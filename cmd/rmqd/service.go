@@ -58,6 +58,9 @@ type serviceConfig struct {
 	Secrets []string
 	// Forwards send queues' jobs to brokers when due (forward.go).
 	Forwards []forwardSpec
+	// Quotas bound what one tenant may hold or keep busy (quotas.go);
+	// the zero value bounds nothing.
+	Quotas quotas
 }
 
 type versionInfo struct {
@@ -182,7 +185,7 @@ func (s *service) apiHandler() http.Handler {
 	q := func(pattern string, o routeOpts, h queueHandler) { rt.handle(pattern, s.queueRoute(o, h)) }
 	q("PUT /api/{ns}/{q}", routeOpts{throttle: throttleWrite}, s.publish)
 	q("PUT /api/{ns}/{q}/bulk", routeOpts{throttle: throttleWrite}, s.publishBulk)
-	q("PUT /api/{ns}/{q}/job/{id}", routeOpts{}, s.republish)
+	q("PUT /api/{ns}/{q}/job/{id}", routeOpts{throttle: throttleWrite}, s.republish) // a publish too
 	q("GET /api/{ns}/{q}", routeOpts{consume: true, throttle: throttleRead}, s.refuseForwarded(s.consume))
 	q("DELETE /api/{ns}/{q}/job/{id}", routeOpts{}, s.ackJob)
 	q("POST /api/{ns}/{q}/job/{id}/nack", routeOpts{}, s.nackJob)

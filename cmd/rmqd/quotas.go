@@ -1,0 +1,128 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/rmq-go/rmq/rmq"
+)
+
+// quotas bound what one tenant (a namespace's token) may make rmqd and
+// Redis hold or do. lmstfy has none of them; each is a flag, and 0 turns
+// it off (the zero value bounds nothing, as the tests' services use).
+type quotas struct {
+	// MaxSchedules is the most schedules one namespace may have through
+	// rmqd (per pool).
+	MaxSchedules int
+	// MinScheduleInterval is the shortest time between two ticks of a
+	// schedule set through rmqd.
+	MinScheduleInterval time.Duration
+}
+
+// Defaults of the flags.
+const (
+	defaultMaxSchedules        = 100
+	defaultMinScheduleInterval = time.Minute
+)
+
+func (q *quotas) flags(fs *flag.FlagSet) {
+	fs.IntVar(&q.MaxSchedules, "max-schedules", defaultMaxSchedules, "most schedules one namespace may have (per pool; 0: no bound); beyond: 403")
+	fs.DurationVar(&q.MinScheduleInterval, "min-schedule-interval", defaultMinScheduleInterval, "shortest time between two ticks of a schedule (0: no bound); a spec that ticks more often answers 400")
+}
+
+// scheduleTicksChecked is how many ticks of a spec are looked at for the
+// shortest gap: a cron spec repeats within a year, and a burst of ticks
+// close together (0,1 * * * * *) shows in its first ticks.
+const scheduleTicksChecked = 64
+
+// checkInterval returns the 400 text for a spec that ticks more often
+// than q allows, or "".
+func (q quotas) checkInterval(sc rmq.Schedule, now time.Time) string {
+	if q.MinScheduleInterval <= 0 {
+		return ""
+	}
+	ticks, err := rmq.NextTicks(sc.Spec, sc.Location, now, scheduleTicksChecked)
+	if err != nil {
+		return "" // Set answers the spec's error
+	}
+	for i := 1; i < len(ticks); i++ {
+		if ticks[i].Sub(ticks[i-1]) < q.MinScheduleInterval {
+			return "invalid spec: ticks less than " + q.MinScheduleInterval.String() + " apart (--min-schedule-interval)"
+		}
+	}
+	return ""
+}
+
+// errTooManySchedules: the namespace holds MaxSchedules already.
+var errTooManySchedules = errors.New("too many schedules")
+
+// scheduleIndex is the SET of the library names of the schedules a
+// namespace made through rmqd: it counts them per namespace without
+// reading the schedules (a queue's name may be hashed into its topic's,
+// so the namespace cannot be read back from a schedule's name).
+func (p *pool) scheduleIndex(ns string) string { return p.prefix + ":rmqd:schedules:" + ns }
+
+// reserveSchedule adds name to ns's schedules before it is set, refusing
+// it beyond max. added says whether name is new there (to be dropped again
+// by unreserveSchedule when the set fails). Names whose schedule is gone
+// (removed by another program) are dropped from the count first.
+func (p *pool) reserveSchedule(ctx context.Context, ns, name string, max int) (added bool, err error) {
+	if max <= 0 {
+		return false, nil
+	}
+	key := p.scheduleIndex(ns)
+	n, err := p.rdb.SAdd(ctx, key, name).Result()
+	if err != nil || n == 0 {
+		return false, err
+	}
+	count, err := p.rdb.SCard(ctx, key).Result()
+	if err != nil {
+		p.unreserveSchedule(ns, name)
+		return false, err
+	}
+	if count <= int64(max) {
+		return true, nil
+	}
+	members, err := p.rdb.SMembers(ctx, key).Result()
+	if err == nil {
+		var exist []bool
+		if exist, err = p.client.Schedules().Exist(ctx, members...); err == nil {
+			var gone []any
+			for i, m := range members {
+				if !exist[i] && m != name {
+					gone = append(gone, m)
+				}
+			}
+			if len(gone) > 0 {
+				err = p.rdb.SRem(ctx, key, gone...).Err()
+			}
+			count -= int64(len(gone))
+		}
+	}
+	if err != nil || count > int64(max) {
+		p.unreserveSchedule(ns, name)
+		if err == nil {
+			err = errTooManySchedules
+		}
+		return false, err
+	}
+	return true, nil
+}
+
+// unreserveSchedule drops name from ns's schedules (a failed set, a
+// removal). It runs on its own context: the request's may be gone.
+func (p *pool) unreserveSchedule(ns, name string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = p.rdb.SRem(ctx, p.scheduleIndex(ns), name).Err()
+}
+
+// writeQuota answers 403 for a quota reached.
+func writeQuota(w http.ResponseWriter, what string, max int, flagName string) {
+	writeError(w, http.StatusForbidden, fmt.Sprintf("%s: at most %s (--%s)", what, strconv.Itoa(max), flagName))
+}
