@@ -210,42 +210,71 @@ func (s *service) publish(w http.ResponseWriter, r *http.Request, qr *queueReq) 
 	s.publishOne(w, r, qr)
 }
 
-// republish deletes the old job first, unconditionally (even when the rest
-// then fails, as lmstfy does), then publishes like publish.
+// republish deletes the old job, then publishes like publish. Everything
+// that can be checked before is (the parameters, the body, the queue's
+// type): a bad request answers 400 and leaves the job as it was. Once the
+// request is good the old job goes unconditionally, as in lmstfy.
 func (s *service) republish(w http.ResponseWriter, r *http.Request, qr *queueReq) {
-	t, _, err := qr.pool.queueTopic(r.Context(), qr.ns, qr.q)
+	p, body, ok := readPublish(w, r)
+	if !ok {
+		return
+	}
+	t, found, err := qr.pool.queueTopic(r.Context(), qr.ns, qr.q)
 	if err != nil {
 		s.writeInternal(w, r, err)
 		return
+	}
+	if found {
+		if p.typ != 0 && p.typ != t.Type() {
+			s.libError(w, r, errTypeConflict)
+			return
+		}
+		if bad := p.checkType(t); bad != "" {
+			writeError(w, http.StatusBadRequest, bad)
+			return
+		}
 	}
 	if err := qr.pool.ack(r.Context(), t, qr.id); err != nil {
 		s.libError(w, r, err)
 		return
 	}
-	s.publishOne(w, r, qr)
+	s.publishParsed(w, r, qr, p, body)
 }
 
 func (s *service) publishOne(w http.ResponseWriter, r *http.Request, qr *queueReq) {
+	if p, body, ok := readPublish(w, r); ok {
+		s.publishParsed(w, r, qr, p, body)
+	}
+}
+
+// readPublish reads a publish's parameters, attributes and body; ok false
+// means the answer (400, 413) was written.
+func readPublish(w http.ResponseWriter, r *http.Request) (p publishParams, body []byte, ok bool) {
 	p, bad := parsePublish(r)
 	if bad != "" {
 		writeError(w, http.StatusBadRequest, bad)
-		return
+		return p, nil, false
 	}
 	body, err := readBody(w, r, maxJobSize)
 	if err != nil {
 		if isTooLarge(err) {
 			writeError(w, http.StatusRequestEntityTooLarge, "body too large")
-			return
+			return p, nil, false
 		}
 		writeError(w, http.StatusBadRequest, "invalid body")
-		return
+		return p, nil, false
 	}
 	attrs, ok := attributes(r, p.version)
 	if !ok {
 		writeError(w, http.StatusBadRequest, "too many attributes, cannot exceed 16")
-		return
+		return p, nil, false
 	}
 	p.attrs = attrs
+	return p, body, true
+}
+
+// publishParsed publishes a checked publish's job.
+func (s *service) publishParsed(w http.ResponseWriter, r *http.Request, qr *queueReq, p publishParams, body []byte) {
 	t, err := qr.pool.publishTopic(r.Context(), qr.ns, qr.q, p.typ)
 	if err != nil {
 		s.libError(w, r, err)
