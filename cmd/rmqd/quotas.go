@@ -22,6 +22,9 @@ type quotas struct {
 	// MinScheduleInterval is the shortest time between two ticks of a
 	// schedule set through rmqd.
 	MinScheduleInterval time.Duration
+	// PrivateInfo puts /info (every namespace and queue of a pool) behind
+	// the admin accounts; lmstfy serves it to anyone, the default here.
+	PrivateInfo bool
 }
 
 // Defaults of the flags.
@@ -32,6 +35,7 @@ const (
 
 func (q *quotas) flags(fs *flag.FlagSet) {
 	fs.IntVar(&q.MaxSchedules, "max-schedules", defaultMaxSchedules, "most schedules one namespace may have (per pool; 0: no bound); beyond: 403")
+	fs.BoolVar(&q.PrivateInfo, "private-info", false, "serve /info (every namespace and queue) only behind --admin-account; lmstfy serves it to anyone, the default")
 	fs.DurationVar(&q.MinScheduleInterval, "min-schedule-interval", defaultMinScheduleInterval, "shortest time between two ticks of a schedule (0: no bound); a spec that ticks more often answers 400")
 }
 

@@ -224,7 +224,11 @@ func (s *service) adminHandler() http.Handler {
 	mux.Handle("DELETE /queue/{ns}/{q}/limits", auth(s.queueLimitsRoute))
 	mux.HandleFunc("GET /version", s.version)
 	mux.HandleFunc("GET /pools", s.listPools)
-	mux.HandleFunc("GET /info", s.info)
+	if s.cfg.Quotas.PrivateInfo {
+		mux.Handle("GET /info", auth(s.info))
+	} else {
+		mux.HandleFunc("GET /info", s.info) // as lmstfy: open
+	}
 	mux.HandleFunc("GET /metrics", s.serveMetrics)
 	mux.HandleFunc("GET /accesslog", s.getAccessLog)
 	mux.Handle("POST /accesslog", auth(s.setAccessLog))
