@@ -208,11 +208,16 @@ func (s *service) requireAccount(h http.Handler) http.Handler {
 				return
 			}
 			addr := s.guard.clientAddr(r)
-			if refused, retry := s.guard.refused(guardLogin, addr); refused {
+			ok := s.accountOK(user, pass)
+			known := loginRef(user, pass)
+			if refused, retry := s.guard.refused(guardLogin, addr); refused && !(ok && s.guard.tokenKnown(addr, known)) {
 				writeGuessRefused(w, guardLogin, retry)
 				return
 			}
-			if !s.accountOK(user, pass) {
+			if ok {
+				s.guard.tokenOK(addr, known)
+			}
+			if !ok {
 				refuse, retry, err := s.guard.failed(r.Context(), guardLogin, addr)
 				switch {
 				case err != nil:
@@ -227,6 +232,18 @@ func (s *service) requireAccount(h http.Handler) http.Handler {
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// loginRef names an account's credentials in the guard's memory of what
+// succeeded from an address (as a token is named there): while an address
+// is refused for failed logins, credentials that succeeded from it in the
+// last knownTTL still open (a browser sends them with every request, so an
+// admin at work keeps working while someone behind the same address
+// guesses); any other login from it, right or wrong, waits. Only a digest
+// of the password is kept.
+func loginRef(user, pass string) tokenRef {
+	sum := sha256.Sum256([]byte(user + "\x00" + pass))
+	return tokenRef{pool: "\x00login", ns: user, token: string(sum[:])}
 }
 
 // askForLogin answers 401 with an empty body, as lmstfy does (§8.4).
