@@ -101,7 +101,11 @@ func (s *service) consume(w http.ResponseWriter, r *http.Request, qr *queueReq) 
 		defer stop()
 		s.log.DebugContext(ctx, "rmqd: long poll", "request_id", requestID(w), "wait", wait)
 	}
-	jobs, queueOf, err := s.pullQueues(ctx, qr.pool, qr.ns, names, int(count), lease, time.Now().Add(wait))
+	jobs, queueOf, err := s.pullQueues(ctx, qr, names, int(count), lease, time.Now().Add(wait))
+	if errors.Is(err, errTooManyWatched) {
+		writePollRefused(w, err)
+		return
+	}
 	if err != nil && !(ctx.Err() != nil && errors.Is(err, context.Canceled)) {
 		s.libError(w, r, err)
 		return
@@ -133,7 +137,12 @@ const maxConsumeQueues = 100
 // (queueWatch) and then pulls it too. queueOf maps the topics' names to
 // their queues. The definitions of the names not yet known are read in one
 // HMGET per pass (pool.lookupAll).
-func (s *service) pullQueues(ctx context.Context, p *pool, ns string, names []string, n int, lease time.Duration, deadline time.Time) (jobs []job, queueOf map[string]string, err error) {
+//
+// The names a long poll watches count against its token's and the
+// process's bounds (pollcap.go): beyond them it ends with
+// errTooManyWatched.
+func (s *service) pullQueues(ctx context.Context, qr *queueReq, names []string, n int, lease time.Duration, deadline time.Time) (jobs []job, queueOf map[string]string, err error) {
+	p, ns := qr.pool, qr.ns
 	queueOf = make(map[string]string, len(names))
 	tnames := make([]string, 0, len(names))
 	for _, q := range names {
@@ -172,7 +181,14 @@ func (s *service) pullQueues(ctx context.Context, p *pool, ns string, names []st
 		var appeared chan struct{}
 		var unwatch func()
 		if len(missing) > 0 && wait > 0 {
+			release, err := s.pollCaps.watch(qr.ref, len(missing))
+			if err != nil {
+				return nil, nil, err
+			}
 			appeared, unwatch = p.watch.wait(missing)
+			unwatch = func(unwait func()) func() {
+				return func() { unwait(); release() }
+			}(unwatch)
 		}
 		jobs, err = pullOrWait(ctx, p, topics, n, lease, max(wait, 0), appeared)
 		if unwatch != nil {

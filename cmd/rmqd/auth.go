@@ -13,9 +13,10 @@ import (
 // queueReq is a queue route's request after the common checks.
 type queueReq struct {
 	pool  *pool
-	ns, q string // q is the raw queue part on the consume route ("q1,q2")
-	token string // without its pool prefix; "" on public routes
-	id    string // the {id} of the job routes
+	ns, q string   // q is the raw queue part on the consume route ("q1,q2")
+	token string   // without its pool prefix; "" on public routes
+	ref   tokenRef // the token's; zero on public routes
+	id    string   // the {id} of the job routes
 }
 
 type queueHandler func(w http.ResponseWriter, r *http.Request, qr *queueReq)
@@ -92,10 +93,17 @@ func (s *service) queueRoute(o routeOpts, h queueHandler) queueRoute {
 				return
 			}
 			qr.token = token
+			qr.ref = ref
 			if o.consume && longPoll(r) {
-				// A long poll ends when its token is deleted (tokenwatch.go).
-				ctx, release := s.watch.watch(r.Context(), ref)
+				release, err := s.pollCaps.poll(ref)
+				if err != nil {
+					writePollRefused(w, err)
+					return
+				}
 				defer release()
+				// A long poll ends when its token is deleted (tokenwatch.go).
+				ctx, unwatch := s.watch.watch(r.Context(), ref)
+				defer unwatch()
 				r = r.WithContext(ctx)
 			}
 		}

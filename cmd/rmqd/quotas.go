@@ -25,6 +25,12 @@ type quotas struct {
 	// PrivateInfo puts /info (every namespace and queue of a pool) behind
 	// the admin accounts; lmstfy serves it to anyone, the default here.
 	PrivateInfo bool
+	// MaxLongPolls and MaxLongPollsPerToken bound the long polls waiting
+	// at once in this process, and per token; MaxWatched and
+	// MaxWatchedPerToken the names of queues that do not exist yet that
+	// they wait on (pollcap.go).
+	MaxLongPolls, MaxLongPollsPerToken int
+	MaxWatched, MaxWatchedPerToken     int
 }
 
 // Defaults of the flags.
@@ -36,6 +42,10 @@ const (
 func (q *quotas) flags(fs *flag.FlagSet) {
 	fs.IntVar(&q.MaxSchedules, "max-schedules", defaultMaxSchedules, "most schedules one namespace may have (per pool; 0: no bound); beyond: 403")
 	fs.BoolVar(&q.PrivateInfo, "private-info", false, "serve /info (every namespace and queue) only behind --admin-account; lmstfy serves it to anyone, the default")
+	fs.IntVar(&q.MaxLongPolls, "max-long-polls", defaultMaxLongPolls, "long polls (consumes with a timeout) waiting at once in this process (0: no bound); beyond: 429")
+	fs.IntVar(&q.MaxLongPollsPerToken, "max-long-polls-per-token", defaultMaxLongPollsPerToken, "long polls waiting at once per token in this process (0: no bound); beyond: 429")
+	fs.IntVar(&q.MaxWatched, "max-watched-queues", defaultMaxWatched, "names of queues that do not exist yet that long polls wait on in this process, summed over the polls (0: no bound); beyond: 429")
+	fs.IntVar(&q.MaxWatchedPerToken, "max-watched-queues-per-token", defaultMaxWatchedPerToken, "names of queues that do not exist yet that one token's long polls wait on, summed over its polls (0: no bound); beyond: 429")
 	fs.DurationVar(&q.MinScheduleInterval, "min-schedule-interval", defaultMinScheduleInterval, "shortest time between two ticks of a schedule (0: no bound); a spec that ticks more often answers 400")
 }
 

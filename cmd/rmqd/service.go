@@ -84,6 +84,7 @@ type service struct {
 	guard     *authGuard
 	watch     *tokenWatch
 	redact    *redactor
+	pollCaps  *pollCaps // long polls per token and process (pollcap.go)
 	// adminHosts are the Host names the admin listener answers.
 	adminHosts hostPolicy
 	accessLog  atomic.Bool
@@ -119,6 +120,7 @@ func newService(ctx context.Context, cfg serviceConfig, clients map[string]redis
 		counters: dashboard.NewCounters(dashboard.LatenessFromFired()),
 		guard:    newAuthGuard(def, cfg.Prefix, cfg.MaxAuthFailures, cfg.TrustedProxies, log),
 		redact:   newRedactor(cfg.Secrets),
+		pollCaps: newPollCaps(cfg.Quotas),
 
 		adminHosts: newHostPolicy(cfg.AdminHosts),
 	}
