@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/rmq-go/rmq/consumer"
 	"github.com/rmq-go/rmq/topic"
 )
 
@@ -123,7 +124,45 @@ func (s *service) consume(w http.ResponseWriter, r *http.Request, qr *queueReq) 
 	for i, j := range jobs {
 		out[i] = j.answer(qr.ns, queueOf[j.topic.Name()], "new job", now)
 	}
-	writeRawJSON(w, http.StatusOK, jobsJSON(out, count > 1))
+	if r.Context().Err() != nil {
+		// The client went away (or its token was deleted) while the jobs
+		// were taken: nobody will get them.
+		s.releaseJobs(r, jobs)
+		return
+	}
+	w.Header()[headerContentType] = jsonContentType
+	w.WriteHeader(http.StatusOK)
+	_, err = w.Write(jobsJSON(out, count > 1))
+	if err == nil {
+		err = http.NewResponseController(w).Flush()
+	}
+	if err != nil {
+		s.releaseJobs(r, jobs)
+	}
+}
+
+// releaseJobs gives consumed jobs whose answer could not be written back
+// at once without counting an attempt (a snooze of 0): left to their
+// lease, they came back only after ttr with a try spent, and with lmstfy's
+// default of one try went dead unprocessed. A job the client got after
+// all (the write failed late) is delivered again: at least once, as after
+// a lost ack.
+func (s *service) releaseJobs(r *http.Request, jobs []job) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Second)
+	defer cancel()
+	released := 0
+	for _, j := range jobs {
+		if j.delivery == nil {
+			continue
+		}
+		if err := j.delivery.Nack(ctx, 0, consumer.Snooze(0)); err != nil {
+			s.log.WarnContext(ctx, "rmqd: could not release a job its client did not get; it comes back after its ttr",
+				"topic", j.topic.Name(), "job_id", j.id, "err", err)
+			continue
+		}
+		released++
+	}
+	s.log.DebugContext(ctx, "rmqd: released the jobs of a consume whose answer could not be written", "jobs", released)
 }
 
 // maxConsumeQueues bounds the queues one consume names (lmstfy has no

@@ -105,6 +105,7 @@ type job struct {
 	dueAt       time.Time // consumed jobs of time-based queues: when it was due
 	remainTries int
 	headers     map[string]string // emptyHeader already applied and removed
+	delivery    *rmq.Delivery     // a consumed job's delivery (release)
 }
 
 // pull hands out up to n due jobs of the topics (first topic first),
@@ -123,7 +124,7 @@ func (p *pool) pull(ctx context.Context, topics []topic.Topic, n int, lease, wai
 			}
 		}
 		jobs[i] = job{topic: t, id: d.ID, body: d.Body, expiresAt: d.ExpiresAt, firstSentAt: d.FirstSentAt, dueAt: d.DueAt,
-			remainTries: triesLeft(d.MaxRetries, d.Attempt), headers: d.Headers}.fromStored()
+			remainTries: triesLeft(d.MaxRetries, d.Attempt), headers: d.Headers, delivery: d}.fromStored()
 	}
 	return jobs, nil
 }
