@@ -275,6 +275,9 @@ func readPublish(w http.ResponseWriter, r *http.Request) (p publishParams, body 
 
 // publishParsed publishes a checked publish's job.
 func (s *service) publishParsed(w http.ResponseWriter, r *http.Request, qr *queueReq, p publishParams, body []byte) {
+	if !s.queueAllowed(w, r, qr) {
+		return
+	}
 	t, err := qr.pool.publishTopic(r.Context(), qr.ns, qr.q, p.typ)
 	if err != nil {
 		s.libError(w, r, err)
@@ -340,6 +343,9 @@ func (s *service) publishBulk(w http.ResponseWriter, r *http.Request, qr *queueR
 		return
 	}
 	p.attrs = attrs
+	if !s.queueAllowed(w, r, qr) {
+		return
+	}
 	t, err := qr.pool.publishTopic(r.Context(), qr.ns, qr.q, p.typ)
 	if err != nil {
 		s.libError(w, r, err)

@@ -177,6 +177,9 @@ func (s *service) setSchedule(w http.ResponseWriter, r *http.Request, qr *queueR
 		writeError(w, http.StatusBadRequest, "invalid body")
 		return
 	}
+	if !s.queueAllowed(w, r, qr) {
+		return
+	}
 	t, err := qr.pool.publishTopic(r.Context(), qr.ns, qr.q, 0)
 	if err != nil {
 		s.libError(w, r, err)

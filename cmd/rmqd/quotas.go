@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -31,10 +33,14 @@ type quotas struct {
 	// they wait on (pollcap.go).
 	MaxLongPolls, MaxLongPollsPerToken int
 	MaxWatched, MaxWatchedPerToken     int
+	// MaxQueuesPerToken is the most queues one token may create (its
+	// first publish or schedule on a name nobody used).
+	MaxQueuesPerToken int
 }
 
 // Defaults of the flags.
 const (
+	defaultMaxQueuesPerToken   = 1000
 	defaultMaxSchedules        = 100
 	defaultMinScheduleInterval = time.Minute
 )
@@ -46,6 +52,7 @@ func (q *quotas) flags(fs *flag.FlagSet) {
 	fs.IntVar(&q.MaxLongPollsPerToken, "max-long-polls-per-token", defaultMaxLongPollsPerToken, "long polls waiting at once per token in this process (0: no bound); beyond: 429")
 	fs.IntVar(&q.MaxWatched, "max-watched-queues", defaultMaxWatched, "names of queues that do not exist yet that long polls wait on in this process, summed over the polls (0: no bound); beyond: 429")
 	fs.IntVar(&q.MaxWatchedPerToken, "max-watched-queues-per-token", defaultMaxWatchedPerToken, "names of queues that do not exist yet that one token's long polls wait on, summed over its polls (0: no bound); beyond: 429")
+	fs.IntVar(&q.MaxQueuesPerToken, "max-queues-per-token", defaultMaxQueuesPerToken, "queues one token may create (0: no bound); a publish or schedule that would create one more answers 403")
 	fs.DurationVar(&q.MinScheduleInterval, "min-schedule-interval", defaultMinScheduleInterval, "shortest time between two ticks of a schedule (0: no bound); a spec that ticks more often answers 400")
 }
 
@@ -139,4 +146,55 @@ func (p *pool) unreserveSchedule(ns, name string) {
 // writeQuota answers 403 for a quota reached.
 func writeQuota(w http.ResponseWriter, what string, max int, flagName string) {
 	writeError(w, http.StatusForbidden, fmt.Sprintf("%s: at most %s (--%s)", what, strconv.Itoa(max), flagName))
+}
+
+// errTooManyQueues: the token created MaxQueuesPerToken queues already.
+var errTooManyQueues = errors.New("too many queues")
+
+// tokenQueues is the SET of the queues (topic names) a token created. The
+// token appears only as its SHA-256, as in the token store.
+func (p *pool) tokenQueues(ns, token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return p.prefix + ":rmqd:queues:" + ns + ":" + hex.EncodeToString(sum[:16])
+}
+
+// reserveQueue counts the queue (ns, q) against the token of qr when it
+// does not exist yet, refusing it (errTooManyQueues) beyond max. A queue
+// that exists costs one cached lookup.
+func (p *pool) reserveQueue(ctx context.Context, qr *queueReq, max int) error {
+	if max <= 0 || qr.token == "" {
+		return nil
+	}
+	name := topicName(qr.ns, qr.q)
+	if _, found, err := p.lookup(ctx, name); err != nil || found {
+		return err
+	}
+	key := p.tokenQueues(qr.ns, qr.token)
+	added, err := p.rdb.SAdd(ctx, key, name).Result()
+	if err != nil || added == 0 {
+		return err
+	}
+	n, err := p.rdb.SCard(ctx, key).Result()
+	if err != nil {
+		return err
+	}
+	if n > int64(max) {
+		_ = p.rdb.SRem(context.WithoutCancel(ctx), key, name).Err()
+		return errTooManyQueues
+	}
+	return nil
+}
+
+// queueAllowed is reserveQueue with its answer: false means answered.
+func (s *service) queueAllowed(w http.ResponseWriter, r *http.Request, qr *queueReq) bool {
+	err := qr.pool.reserveQueue(r.Context(), qr, s.cfg.Quotas.MaxQueuesPerToken)
+	switch {
+	case errors.Is(err, errTooManyQueues):
+		writeQuota(w, "too many queues created by this token", s.cfg.Quotas.MaxQueuesPerToken, "max-queues-per-token")
+		return false
+	case err != nil:
+		s.writeInternal(w, r, err)
+		return false
+	}
+	return true
 }
