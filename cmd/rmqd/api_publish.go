@@ -1,9 +1,7 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -309,7 +307,17 @@ func (s *service) publishBulk(w http.ResponseWriter, r *http.Request, qr *queueR
 		writeError(w, http.StatusBadRequest, bad)
 		return
 	}
-	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBulkBody))
+	// The body counts against the bulk bodies in progress (bulkbody.go)
+	// from before it is read until its jobs are stored.
+	hold := r.ContentLength
+	if hold < 0 || hold > maxBulkBody {
+		hold = maxBulkBody
+	}
+	if err := s.bodies.acquire(r.Context(), hold); err != nil {
+		return // the client went away while it waited
+	}
+	defer s.bodies.release(hold)
+	raw, err := readBody(w, r, maxBulkBody)
 	if err != nil {
 		if isTooLarge(err) {
 			writeError(w, http.StatusRequestEntityTooLarge, "body too large")
@@ -318,8 +326,8 @@ func (s *service) publishBulk(w http.ResponseWriter, r *http.Request, qr *queueR
 		writeError(w, http.StatusBadRequest, "invalid body")
 		return
 	}
-	var elems []json.RawMessage
-	if err := json.Unmarshal(raw, &elems); err != nil || elems == nil { // "null" decodes to nil
+	elems, err := splitArray(raw)
+	if err != nil {
 		writeError(w, http.StatusBadRequest, "request body should be an array of objects")
 		return
 	}
@@ -358,7 +366,7 @@ func (s *service) publishBulk(w http.ResponseWriter, r *http.Request, qr *queueR
 	jobs := make([]jobSpec, len(elems))
 	ids := make([]string, len(elems))
 	for i, e := range elems {
-		jobs[i] = p.spec([]byte(e), t.Type())
+		jobs[i] = p.spec(e, t.Type())
 		ids[i] = jobs[i].id
 	}
 	if err := qr.pool.publishBatch(r.Context(), t, jobs); err != nil {

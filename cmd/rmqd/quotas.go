@@ -36,11 +36,15 @@ type quotas struct {
 	// MaxQueuesPerToken is the most queues one token may create (its
 	// first publish or schedule on a name nobody used).
 	MaxQueuesPerToken int
+	// MaxBulkMemory bounds the bytes of bulk publish bodies handled at
+	// once (bulkbody.go).
+	MaxBulkMemory int64
 }
 
 // Defaults of the flags.
 const (
 	defaultMaxQueuesPerToken   = 1000
+	defaultMaxBulkMemory       = 128 << 20
 	defaultMaxSchedules        = 100
 	defaultMinScheduleInterval = time.Minute
 )
@@ -53,6 +57,7 @@ func (q *quotas) flags(fs *flag.FlagSet) {
 	fs.IntVar(&q.MaxWatched, "max-watched-queues", defaultMaxWatched, "names of queues that do not exist yet that long polls wait on in this process, summed over the polls (0: no bound); beyond: 429")
 	fs.IntVar(&q.MaxWatchedPerToken, "max-watched-queues-per-token", defaultMaxWatchedPerToken, "names of queues that do not exist yet that one token's long polls wait on, summed over its polls (0: no bound); beyond: 429")
 	fs.IntVar(&q.MaxQueuesPerToken, "max-queues-per-token", defaultMaxQueuesPerToken, "queues one token may create (0: no bound); a publish or schedule that would create one more answers 403")
+	fs.Int64Var(&q.MaxBulkMemory, "max-bulk-memory", defaultMaxBulkMemory, "bytes of bulk publish bodies handled at once (up to 64 MiB each; 0: no bound); more wait for their turn")
 	fs.DurationVar(&q.MinScheduleInterval, "min-schedule-interval", defaultMinScheduleInterval, "shortest time between two ticks of a schedule (0: no bound); a spec that ticks more often answers 400")
 }
 

@@ -84,7 +84,8 @@ type service struct {
 	guard     *authGuard
 	watch     *tokenWatch
 	redact    *redactor
-	pollCaps  *pollCaps // long polls per token and process (pollcap.go)
+	pollCaps  *pollCaps   // long polls per token and process (pollcap.go)
+	bodies    *bodyBudget // bulk bodies in progress (bulkbody.go)
 	// adminHosts are the Host names the admin listener answers.
 	adminHosts hostPolicy
 	accessLog  atomic.Bool
@@ -121,6 +122,7 @@ func newService(ctx context.Context, cfg serviceConfig, clients map[string]redis
 		guard:    newAuthGuard(def, cfg.Prefix, cfg.MaxAuthFailures, cfg.TrustedProxies, log),
 		redact:   newRedactor(cfg.Secrets),
 		pollCaps: newPollCaps(cfg.Quotas),
+		bodies:   newBodyBudget(cfg.Quotas.MaxBulkMemory),
 
 		adminHosts: newHostPolicy(cfg.AdminHosts),
 	}
