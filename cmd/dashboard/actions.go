@@ -154,7 +154,7 @@ func (h *handler) action(w http.ResponseWriter, r *http.Request) {
 	if strings.Contains(ret, "?") {
 		sep = "&"
 	}
-	seeOther(w, ret+sep+url.Values{"flash": {done}}.Encode())
+	seeOther(w, ret+sep+h.flashQuery(done))
 }
 
 // safeReturn accepts only a page of the dashboard as the place to go back
@@ -167,6 +167,7 @@ func safeReturn(ret, topicName string) string {
 		case "topic", "message", "./", "schedules":
 			q := u.Query()
 			q.Del("flash")
+			q.Del(flashSigField)
 			return u.Path + "?" + q.Encode()
 		}
 	}

@@ -126,13 +126,19 @@ func (e *env) post(form url.Values) (int, http.Header, string) {
 // it redirects to.
 func (e *env) act(form url.Values) string {
 	e.t.Helper()
+	return e.actLoc(form).Query().Get("flash")
+}
+
+// actLoc is act's redirect: the page the action goes back to.
+func (e *env) actLoc(form url.Values) *url.URL {
+	e.t.Helper()
 	form.Set("confirm", "yes")
 	code, hdr, body := e.post(form)
 	require.Equal(e.t, http.StatusSeeOther, code, body)
 	loc, err := url.Parse(hdr.Get("Location"))
 	require.NoError(e.t, err)
 	require.False(e.t, loc.IsAbs(), "redirect %s must be relative", loc)
-	return loc.Query().Get("flash")
+	return loc
 }
 
 func (e *env) topic(name string, typ topic.Type, slotAmount int) topic.Topic {

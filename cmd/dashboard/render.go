@@ -37,7 +37,7 @@ func (h *handler) render(w http.ResponseWriter, r *http.Request, status int, nam
 		PauseAvailable: pauseAvailable,
 		ZooKeeper:      h.cfg.zk != nil,
 		NavLinks:       h.cfg.navLinks,
-		Flash:          r.URL.Query().Get("flash"),
+		Flash:          h.flashOf(r),
 		Now:            time.Now(),
 		D:              d,
 	}

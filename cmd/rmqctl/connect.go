@@ -13,6 +13,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/rmq-go/rmq/cmd/internal/redisaddr"
+
 	"github.com/rmq-go/rmq/rmq"
 )
 
@@ -88,42 +90,44 @@ func (f *connFlags) resolveTarget(getenv func(string) string) (*target, error) {
 	return t, f.applyTLS(t)
 }
 
-// redisURL reads $REDIS_URL as rmqd reads it: one URL is one server, a
-// comma-separated list of URLs (or HOST:PORTs after the first) is a
-// cluster's seeds; a bare HOST:PORT is taken as well.
+// redisURL reads $REDIS_URL with the parser rmqd reads it with
+// (redisaddr): one URL or a bare HOST:PORT is one server, a
+// comma-separated list of them is a cluster's seeds. A single address
+// goes through singleAddr for rmqctl's own scheme checks and messages.
 func redisURL(from, v string) (*target, error) {
 	if !strings.Contains(v, ",") {
 		return singleAddr(from, v)
 	}
-	parts := strings.Split(v, ",")
-	first := strings.TrimSpace(parts[0])
-	if !strings.Contains(first, "://") {
-		// HOST:PORT,HOST:PORT: the --cluster form.
-		return clusterSeeds(from, v)
-	}
-	t, err := clusterSeeds(from, first)
-	if err != nil {
-		return nil, err
-	}
-	for _, p := range parts[1:] {
-		if p = strings.TrimSpace(p); p == "" {
+	for i, p := range strings.Split(v, ",") {
+		if p = strings.TrimSpace(p); !strings.Contains(p, "://") {
 			continue
 		}
-		addr := p
-		if strings.Contains(p, "://") {
-			u, err := parseURL(from, p)
-			if err != nil {
-				return nil, err
-			}
-			addr = u.Host
-		}
-		if _, _, err := net.SplitHostPort(addr); err != nil {
+		u, err := parseURL(from, p)
+		switch {
+		case err != nil:
+			return nil, err
+		case u.Scheme == "unix":
+			return nil, usagef("", "%s: a cluster URL is redis:// or rediss://", from)
+		case i > 0 && u.Port() == "":
 			return nil, usagef("", "%s: a seed after the first is HOST:PORT or redis[s]://HOST:PORT", from)
 		}
-		t.cluster.Addrs = append(t.cluster.Addrs, addr)
-		t.where += "," + addr
 	}
-	return t, nil
+	_, opts, err := redisaddr.Parse(v, false)
+	if err != nil {
+		return nil, usagef("", "%s: %v", from, err)
+	}
+	where := make([]string, 0, len(opts.Addrs))
+	for i, a := range opts.Addrs {
+		if i == 0 {
+			first := strings.TrimSpace(strings.Split(v, ",")[0])
+			if u, err := url.Parse(first); err == nil && strings.Contains(first, "://") {
+				where = append(where, u.Redacted())
+				continue
+			}
+		}
+		where = append(where, a)
+	}
+	return &target{cluster: opts, where: strings.Join(where, ",")}, nil
 }
 
 // singleAddr reads --redis: HOST:PORT, or a URL given there by habit

@@ -141,6 +141,14 @@ func (s *service) getLimit(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, l)
 }
 
+// The bounds of a limit's numbers (lmstfy has none, and overflowed too):
+// an interval of at most a year, at most 2^31-1 requests in it.
+const (
+	maxLimitInterval = 365 * 24 * 3600
+	maxLimitCount    = 1<<31 - 1
+	errLimitTooLarge = "invalid limiter: interval at most 31536000 (a year), read and write at most 2147483647"
+)
+
 type limiterBody struct {
 	Limiter limit `json:"limiter"`
 }
@@ -164,6 +172,10 @@ func readLimit(w http.ResponseWriter, r *http.Request) (limit, bool) {
 		writeError(w, http.StatusInternalServerError, "limiter interval should be > 0")
 	case l.Read <= 0 && l.Write <= 0:
 		writeError(w, http.StatusInternalServerError, "the read and write of limiter can't be <= 0 at the same time")
+	case l.Interval > maxLimitInterval || l.Read > maxLimitCount || l.Write > maxLimitCount:
+		// Larger numbers overflowed the throttle's arithmetic (an interval
+		// of 2^63-1 s became a negative period: no limit at all).
+		writeError(w, http.StatusBadRequest, errLimitTooLarge)
 	default:
 		return l, true
 	}

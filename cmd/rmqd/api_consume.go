@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/rmq-go/rmq/consumer"
 	"github.com/rmq-go/rmq/topic"
 )
 
@@ -101,7 +102,11 @@ func (s *service) consume(w http.ResponseWriter, r *http.Request, qr *queueReq) 
 		defer stop()
 		s.log.DebugContext(ctx, "rmqd: long poll", "request_id", requestID(w), "wait", wait)
 	}
-	jobs, queueOf, err := s.pullQueues(ctx, qr.pool, qr.ns, names, int(count), lease, time.Now().Add(wait))
+	jobs, queueOf, err := s.pullQueues(ctx, qr, names, int(count), lease, time.Now().Add(wait))
+	if errors.Is(err, errTooManyWatched) {
+		writePollRefused(w, err)
+		return
+	}
 	if err != nil && !(ctx.Err() != nil && errors.Is(err, context.Canceled)) {
 		s.libError(w, r, err)
 		return
@@ -119,7 +124,45 @@ func (s *service) consume(w http.ResponseWriter, r *http.Request, qr *queueReq) 
 	for i, j := range jobs {
 		out[i] = j.answer(qr.ns, queueOf[j.topic.Name()], "new job", now)
 	}
-	writeRawJSON(w, http.StatusOK, jobsJSON(out, count > 1))
+	if r.Context().Err() != nil {
+		// The client went away (or its token was deleted) while the jobs
+		// were taken: nobody will get them.
+		s.releaseJobs(r, jobs)
+		return
+	}
+	w.Header()[headerContentType] = jsonContentType
+	w.WriteHeader(http.StatusOK)
+	_, err = w.Write(jobsJSON(out, count > 1))
+	if err == nil {
+		err = http.NewResponseController(w).Flush()
+	}
+	if err != nil {
+		s.releaseJobs(r, jobs)
+	}
+}
+
+// releaseJobs gives consumed jobs whose answer could not be written back
+// at once without counting an attempt (a snooze of 0): left to their
+// lease, they came back only after ttr with a try spent, and with lmstfy's
+// default of one try went dead unprocessed. A job the client got after
+// all (the write failed late) is delivered again: at least once, as after
+// a lost ack.
+func (s *service) releaseJobs(r *http.Request, jobs []job) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Second)
+	defer cancel()
+	released := 0
+	for _, j := range jobs {
+		if j.delivery == nil {
+			continue
+		}
+		if err := j.delivery.Nack(ctx, 0, consumer.Snooze(0)); err != nil {
+			s.log.WarnContext(ctx, "rmqd: could not release a job its client did not get; it comes back after its ttr",
+				"topic", j.topic.Name(), "job_id", j.id, "err", err)
+			continue
+		}
+		released++
+	}
+	s.log.DebugContext(ctx, "rmqd: released the jobs of a consume whose answer could not be written", "jobs", released)
 }
 
 // maxConsumeQueues bounds the queues one consume names (lmstfy has no
@@ -133,7 +176,12 @@ const maxConsumeQueues = 100
 // (queueWatch) and then pulls it too. queueOf maps the topics' names to
 // their queues. The definitions of the names not yet known are read in one
 // HMGET per pass (pool.lookupAll).
-func (s *service) pullQueues(ctx context.Context, p *pool, ns string, names []string, n int, lease time.Duration, deadline time.Time) (jobs []job, queueOf map[string]string, err error) {
+//
+// The names a long poll watches count against its token's and the
+// process's bounds (pollcap.go): beyond them it ends with
+// errTooManyWatched.
+func (s *service) pullQueues(ctx context.Context, qr *queueReq, names []string, n int, lease time.Duration, deadline time.Time) (jobs []job, queueOf map[string]string, err error) {
+	p, ns := qr.pool, qr.ns
 	queueOf = make(map[string]string, len(names))
 	tnames := make([]string, 0, len(names))
 	for _, q := range names {
@@ -172,7 +220,14 @@ func (s *service) pullQueues(ctx context.Context, p *pool, ns string, names []st
 		var appeared chan struct{}
 		var unwatch func()
 		if len(missing) > 0 && wait > 0 {
+			release, err := s.pollCaps.watch(qr.ref, len(missing))
+			if err != nil {
+				return nil, nil, err
+			}
 			appeared, unwatch = p.watch.wait(missing)
+			unwatch = func(unwait func()) func() {
+				return func() { unwait(); release() }
+			}(unwatch)
 		}
 		jobs, err = pullOrWait(ctx, p, topics, n, lease, max(wait, 0), appeared)
 		if unwatch != nil {

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -61,6 +59,9 @@ func parsePublish(r *http.Request) (publishParams, string) {
 	ttl, ok := queryUint(q, "ttl", defaultTTL, maxUint32)
 	if !ok {
 		return p, "invalid ttl"
+	}
+	if ttl > maxSpan {
+		return p, errTTLTooLong
 	}
 	p.ttl = time.Duration(ttl) * time.Second
 	if p.ttl > 0 && p.ttl < p.delay {
@@ -207,42 +208,74 @@ func (s *service) publish(w http.ResponseWriter, r *http.Request, qr *queueReq) 
 	s.publishOne(w, r, qr)
 }
 
-// republish deletes the old job first, unconditionally (even when the rest
-// then fails, as lmstfy does), then publishes like publish.
+// republish deletes the old job, then publishes like publish. Everything
+// that can be checked before is (the parameters, the body, the queue's
+// type): a bad request answers 400 and leaves the job as it was. Once the
+// request is good the old job goes unconditionally, as in lmstfy.
 func (s *service) republish(w http.ResponseWriter, r *http.Request, qr *queueReq) {
-	t, _, err := qr.pool.queueTopic(r.Context(), qr.ns, qr.q)
+	p, body, ok := readPublish(w, r)
+	if !ok {
+		return
+	}
+	t, found, err := qr.pool.queueTopic(r.Context(), qr.ns, qr.q)
 	if err != nil {
 		s.writeInternal(w, r, err)
 		return
+	}
+	if found {
+		if p.typ != 0 && p.typ != t.Type() {
+			s.libError(w, r, errTypeConflict)
+			return
+		}
+		if bad := p.checkType(t); bad != "" {
+			writeError(w, http.StatusBadRequest, bad)
+			return
+		}
 	}
 	if err := qr.pool.ack(r.Context(), t, qr.id); err != nil {
 		s.libError(w, r, err)
 		return
 	}
-	s.publishOne(w, r, qr)
+	s.publishParsed(w, r, qr, p, body)
 }
 
 func (s *service) publishOne(w http.ResponseWriter, r *http.Request, qr *queueReq) {
+	if p, body, ok := readPublish(w, r); ok {
+		s.publishParsed(w, r, qr, p, body)
+	}
+}
+
+// readPublish reads a publish's parameters, attributes and body; ok false
+// means the answer (400, 413) was written.
+func readPublish(w http.ResponseWriter, r *http.Request) (p publishParams, body []byte, ok bool) {
 	p, bad := parsePublish(r)
 	if bad != "" {
 		writeError(w, http.StatusBadRequest, bad)
-		return
+		return p, nil, false
 	}
 	body, err := readBody(w, r, maxJobSize)
 	if err != nil {
 		if isTooLarge(err) {
 			writeError(w, http.StatusRequestEntityTooLarge, "body too large")
-			return
+			return p, nil, false
 		}
 		writeError(w, http.StatusBadRequest, "invalid body")
-		return
+		return p, nil, false
 	}
 	attrs, ok := attributes(r, p.version)
 	if !ok {
 		writeError(w, http.StatusBadRequest, "too many attributes, cannot exceed 16")
-		return
+		return p, nil, false
 	}
 	p.attrs = attrs
+	return p, body, true
+}
+
+// publishParsed publishes a checked publish's job.
+func (s *service) publishParsed(w http.ResponseWriter, r *http.Request, qr *queueReq, p publishParams, body []byte) {
+	if !s.queueAllowed(w, r, qr) {
+		return
+	}
 	t, err := qr.pool.publishTopic(r.Context(), qr.ns, qr.q, p.typ)
 	if err != nil {
 		s.libError(w, r, err)
@@ -274,7 +307,17 @@ func (s *service) publishBulk(w http.ResponseWriter, r *http.Request, qr *queueR
 		writeError(w, http.StatusBadRequest, bad)
 		return
 	}
-	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBulkBody))
+	// The body counts against the bulk bodies in progress (bulkbody.go)
+	// from before it is read until its jobs are stored.
+	hold := r.ContentLength
+	if hold < 0 || hold > maxBulkBody {
+		hold = maxBulkBody
+	}
+	if err := s.bodies.acquire(r.Context(), hold); err != nil {
+		return // the client went away while it waited
+	}
+	defer s.bodies.release(hold)
+	raw, err := readBody(w, r, maxBulkBody)
 	if err != nil {
 		if isTooLarge(err) {
 			writeError(w, http.StatusRequestEntityTooLarge, "body too large")
@@ -283,8 +326,8 @@ func (s *service) publishBulk(w http.ResponseWriter, r *http.Request, qr *queueR
 		writeError(w, http.StatusBadRequest, "invalid body")
 		return
 	}
-	var elems []json.RawMessage
-	if err := json.Unmarshal(raw, &elems); err != nil || elems == nil { // "null" decodes to nil
+	elems, err := splitArray(raw)
+	if err != nil {
 		writeError(w, http.StatusBadRequest, "request body should be an array of objects")
 		return
 	}
@@ -308,6 +351,9 @@ func (s *service) publishBulk(w http.ResponseWriter, r *http.Request, qr *queueR
 		return
 	}
 	p.attrs = attrs
+	if !s.queueAllowed(w, r, qr) {
+		return
+	}
 	t, err := qr.pool.publishTopic(r.Context(), qr.ns, qr.q, p.typ)
 	if err != nil {
 		s.libError(w, r, err)
@@ -320,7 +366,7 @@ func (s *service) publishBulk(w http.ResponseWriter, r *http.Request, qr *queueR
 	jobs := make([]jobSpec, len(elems))
 	ids := make([]string, len(elems))
 	for i, e := range elems {
-		jobs[i] = p.spec([]byte(e), t.Type())
+		jobs[i] = p.spec(e, t.Type())
 		ids[i] = jobs[i].id
 	}
 	if err := qr.pool.publishBatch(r.Context(), t, jobs); err != nil {

@@ -19,13 +19,16 @@ import (
 
 // scheduleRoutes adds the schedule routes to the API router.
 func (s *service) scheduleRoutes(q func(pattern string, o routeOpts, h queueHandler)) {
+	// Every route that writes takes a unit of the token's write limit,
+	// as a publish does: a trigger publishes a job, a set replaces one.
+	w := routeOpts{throttle: throttleWrite}
 	q("GET /api/{ns}/{q}/schedules", routeOpts{}, s.listSchedules)
-	q("PUT /api/{ns}/{q}/schedule/{name}", routeOpts{}, s.setSchedule)
+	q("PUT /api/{ns}/{q}/schedule/{name}", w, s.setSchedule)
 	q("GET /api/{ns}/{q}/schedule/{name}", routeOpts{}, s.getSchedule)
-	q("DELETE /api/{ns}/{q}/schedule/{name}", routeOpts{}, s.removeSchedule)
-	q("POST /api/{ns}/{q}/schedule/{name}/pause", routeOpts{}, s.pauseSchedule)
-	q("POST /api/{ns}/{q}/schedule/{name}/resume", routeOpts{}, s.resumeSchedule)
-	q("POST /api/{ns}/{q}/schedule/{name}/trigger", routeOpts{}, s.triggerSchedule)
+	q("DELETE /api/{ns}/{q}/schedule/{name}", w, s.removeSchedule)
+	q("POST /api/{ns}/{q}/schedule/{name}/pause", w, s.pauseSchedule)
+	q("POST /api/{ns}/{q}/schedule/{name}/resume", w, s.resumeSchedule)
+	q("POST /api/{ns}/{q}/schedule/{name}/trigger", w, s.triggerSchedule)
 }
 
 // scheduleJSON is a schedule as the routes answer it.
@@ -130,6 +133,9 @@ func parseSchedule(r *http.Request, sc *rmq.Schedule) string {
 	if !ok {
 		return "invalid ttl"
 	}
+	if ttl > maxSpan {
+		return errTTLTooLong
+	}
 	tries, ok := queryUint(q, "tries", defaultTries, maxTries)
 	if !ok || tries == 0 {
 		return "invalid tries"
@@ -171,6 +177,9 @@ func (s *service) setSchedule(w http.ResponseWriter, r *http.Request, qr *queueR
 		writeError(w, http.StatusBadRequest, "invalid body")
 		return
 	}
+	if !s.queueAllowed(w, r, qr) {
+		return
+	}
 	t, err := qr.pool.publishTopic(r.Context(), qr.ns, qr.q, 0)
 	if err != nil {
 		s.libError(w, r, err)
@@ -181,9 +190,25 @@ func (s *service) setSchedule(w http.ResponseWriter, r *http.Request, qr *queueR
 		writeError(w, http.StatusBadRequest, bad)
 		return
 	}
+	if bad := s.cfg.Quotas.checkInterval(sc, time.Now()); bad != "" {
+		writeError(w, http.StatusBadRequest, bad)
+		return
+	}
 	sc.Name, sc.Topic, sc.Body = name, t, body
+	added, err := qr.pool.reserveSchedule(r.Context(), qr.ns, name, s.cfg.Quotas.MaxSchedules)
+	if errors.Is(err, errTooManySchedules) {
+		writeQuota(w, "too many schedules in the namespace", s.cfg.Quotas.MaxSchedules, "max-schedules")
+		return
+	}
+	if err != nil {
+		s.writeInternal(w, r, err)
+		return
+	}
 	ss := qr.pool.client.Schedules()
 	if err := ss.Set(r.Context(), sc); err != nil {
+		if added {
+			qr.pool.unreserveSchedule(qr.ns, name)
+		}
 		s.scheduleError(w, r, err)
 		return
 	}
@@ -216,12 +241,14 @@ func (s *service) getSchedule(w http.ResponseWriter, r *http.Request, qr *queueR
 
 func (s *service) listSchedules(w http.ResponseWriter, r *http.Request, qr *queueReq) {
 	tn := topicName(qr.ns, qr.q)
-	all, err := qr.pool.client.Schedules().List(r.Context())
+	prefix := schedulePrefix(tn)
+	// Only this queue's schedules are read: List would load every
+	// schedule of the pool, other tenants' bodies too.
+	all, err := qr.pool.client.Schedules().ListPrefix(r.Context(), prefix)
 	if err != nil {
 		s.scheduleError(w, r, err)
 		return
 	}
-	prefix := schedulePrefix(tn)
 	out := []scheduleJSON{}
 	for _, info := range all {
 		if info.Topic.Name() == tn && strings.HasPrefix(info.Name, prefix) {
@@ -238,7 +265,11 @@ func (s *service) removeSchedule(w http.ResponseWriter, r *http.Request, qr *que
 	if !ok {
 		return
 	}
-	if err := qr.pool.client.Schedules().Remove(r.Context(), name); err != nil {
+	err := qr.pool.client.Schedules().Remove(r.Context(), name)
+	if err == nil || errors.Is(err, rmq.ErrScheduleNotFound) {
+		qr.pool.unreserveSchedule(qr.ns, name)
+	}
+	if err != nil {
 		s.scheduleError(w, r, err)
 		return
 	}

@@ -13,9 +13,10 @@ import (
 // queueReq is a queue route's request after the common checks.
 type queueReq struct {
 	pool  *pool
-	ns, q string // q is the raw queue part on the consume route ("q1,q2")
-	token string // without its pool prefix; "" on public routes
-	id    string // the {id} of the job routes
+	ns, q string   // q is the raw queue part on the consume route ("q1,q2")
+	token string   // without its pool prefix; "" on public routes
+	ref   tokenRef // the token's; zero on public routes
+	id    string   // the {id} of the job routes
 }
 
 type queueHandler func(w http.ResponseWriter, r *http.Request, qr *queueReq)
@@ -57,6 +58,14 @@ func requestToken(r *http.Request) string {
 // request that ends with another status than 200/201 gives its unit back.
 func (s *service) queueRoute(o routeOpts, h queueHandler) queueRoute {
 	return func(w http.ResponseWriter, r *http.Request, ns, q, id string) {
+		if o.consume && r.Method == http.MethodHead {
+			// The router answers HEAD on GET routes; a consume is not a
+			// read: it would lease jobs (and spend their tries) to answer
+			// a request that gets no body.
+			w.Header().Set("Allow", http.MethodGet)
+			writeError(w, http.StatusMethodNotAllowed, "method not allowed")
+			return
+		}
 		if o.consume {
 			if msg := consumeNameErr(ns, q); msg != "" {
 				writeError(w, http.StatusBadRequest, msg)
@@ -84,10 +93,17 @@ func (s *service) queueRoute(o routeOpts, h queueHandler) queueRoute {
 				return
 			}
 			qr.token = token
+			qr.ref = ref
 			if o.consume && longPoll(r) {
-				// A long poll ends when its token is deleted (tokenwatch.go).
-				ctx, release := s.watch.watch(r.Context(), ref)
+				release, err := s.pollCaps.poll(ref)
+				if err != nil {
+					writePollRefused(w, err)
+					return
+				}
 				defer release()
+				// A long poll ends when its token is deleted (tokenwatch.go).
+				ctx, unwatch := s.watch.watch(r.Context(), ref)
+				defer unwatch()
 				r = r.WithContext(ctx)
 			}
 		}
@@ -200,11 +216,16 @@ func (s *service) requireAccount(h http.Handler) http.Handler {
 				return
 			}
 			addr := s.guard.clientAddr(r)
-			if refused, retry := s.guard.refused(guardLogin, addr); refused {
+			ok := s.accountOK(user, pass)
+			known := loginRef(user, pass)
+			if refused, retry := s.guard.refused(guardLogin, addr); refused && !(ok && s.guard.tokenKnown(addr, known)) {
 				writeGuessRefused(w, guardLogin, retry)
 				return
 			}
-			if !s.accountOK(user, pass) {
+			if ok {
+				s.guard.tokenOK(addr, known)
+			}
+			if !ok {
 				refuse, retry, err := s.guard.failed(r.Context(), guardLogin, addr)
 				switch {
 				case err != nil:
@@ -219,6 +240,18 @@ func (s *service) requireAccount(h http.Handler) http.Handler {
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// loginRef names an account's credentials in the guard's memory of what
+// succeeded from an address (as a token is named there): while an address
+// is refused for failed logins, credentials that succeeded from it in the
+// last knownTTL still open (a browser sends them with every request, so an
+// admin at work keeps working while someone behind the same address
+// guesses); any other login from it, right or wrong, waits. Only a digest
+// of the password is kept.
+func loginRef(user, pass string) tokenRef {
+	sum := sha256.Sum256([]byte(user + "\x00" + pass))
+	return tokenRef{pool: "\x00login", ns: user, token: string(sum[:])}
 }
 
 // askForLogin answers 401 with an empty body, as lmstfy does (§8.4).

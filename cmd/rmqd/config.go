@@ -39,6 +39,7 @@ type config struct {
 	adminHosts      hostFlags
 	authFailures    int
 	trustedProxies  prefixFlags
+	quotas          quotas
 }
 
 const usageHead = `rmqd serves RMQ for Go over HTTP, wire-compatible with lmstfy's API:
@@ -81,7 +82,7 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (conf
 	fs := flag.NewFlagSet("rmqd", flag.ContinueOnError)
 	fs.SetOutput(out)
 	fs.StringVar(&c.redisURL, "redis-url", "redis://127.0.0.1:6379/0",
-		"the default pool: redis://[user:pass@]host:port/db (rediss:// for TLS); a comma-separated list of URLs is a cluster")
+		"the default pool: redis://[user:pass@]host:port/db (rediss:// for TLS) or a bare host:port; a comma-separated list of them is a cluster")
 	fs.BoolVar(&c.redisCluster, "redis-cluster", false, "treat every Redis URL as a cluster seed (redis://host:port?addr=host2:port2...)")
 	fs.StringVar(&c.redisTLSCA, "redis-tls-ca", "", "PEM `FILE` of the CA that signed the Redis servers' certificates, for rediss:// URLs (default: the system's roots)")
 	fs.StringVar(&c.listen, "listen", "127.0.0.1:7777", "address of the API listener")
@@ -101,6 +102,7 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (conf
 	fs.Var(&c.adminHosts, "admin-host", "a `NAME` the admin listener answers to besides IP addresses, localhost and the host of --admin-listen: the name a proxy or browser uses (repeatable or comma-separated; * answers any name)")
 	fs.IntVar(&c.authFailures, "max-auth-failures", 30, "failed basic-auth logins, and API requests with an invalid token, allowed per client address and minute (each kind; 0: unlimited); beyond: 429")
 	fs.Var(&c.trustedProxies, "trusted-proxy", "`CIDR` of a proxy in front of rmqd: a request from it is counted against the client address its X-Forwarded-For names (repeatable or comma-separated)")
+	c.quotas.flags(fs)
 	fs.BoolVar(&c.dev, "dev", false, "start a throwaway redis-server for the default pool (installed from the OS packages if missing); nothing is kept")
 
 	// Usage strings get their variable; variables become the defaults.

@@ -6,10 +6,14 @@ package main
 import (
 	"context"
 	"errors"
+	"strconv"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/rmq-go/rmq/producer"
 	"github.com/rmq-go/rmq/rmq"
+	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
 )
 
@@ -105,6 +109,7 @@ type job struct {
 	dueAt       time.Time // consumed jobs of time-based queues: when it was due
 	remainTries int
 	headers     map[string]string // emptyHeader already applied and removed
+	delivery    *rmq.Delivery     // a consumed job's delivery (release)
 }
 
 // pull hands out up to n due jobs of the topics (first topic first),
@@ -123,7 +128,7 @@ func (p *pool) pull(ctx context.Context, topics []topic.Topic, n int, lease, wai
 			}
 		}
 		jobs[i] = job{topic: t, id: d.ID, body: d.Body, expiresAt: d.ExpiresAt, firstSentAt: d.FirstSentAt, dueAt: d.DueAt,
-			remainTries: triesLeft(d.MaxRetries, d.Attempt), headers: d.Headers}.fromStored()
+			remainTries: triesLeft(d.MaxRetries, d.Attempt), headers: d.Headers, delivery: d}.fromStored()
 	}
 	return jobs, nil
 }
@@ -154,19 +159,18 @@ func (p *pool) ack(ctx context.Context, t topic.Topic, id string) error {
 }
 
 // destroy removes every ready job of t (lmstfy's DELETE queue): delayed
-// and in-flight jobs and the dead letter are left alone.
+// and in-flight jobs and the dead letter are left alone. It reads ids
+// only (destroyIDs), never a body: reading the ready jobs with their
+// bodies (the inspector's Peek) held up to 500 bodies of 1 MiB at once.
 func (p *pool) destroy(ctx context.Context, t topic.Topic) error {
 	for {
-		ws, err := p.readyIDs(ctx, t, 500)
-		if err != nil || len(ws) == 0 {
+		ids, err := p.destroyIDs(ctx, t, destroyBatch)
+		if err != nil || len(ids) == 0 {
 			return err
 		}
 		progress := false
-		for _, w := range ws {
-			if w.InFlight {
-				continue // a re-send waiting behind a running delivery: leave both
-			}
-			removed, err := p.prod.Remove(ctx, t, w.ID)
+		for _, id := range ids {
+			removed, err := p.prod.Remove(ctx, t, id)
 			if err != nil {
 				return err
 			}
@@ -176,6 +180,53 @@ func (p *pool) destroy(ctx context.Context, t topic.Topic) error {
 			return nil
 		}
 	}
+}
+
+// destroyBatch is how many ids destroy reads per slot and pass.
+const destroyBatch = 100
+
+// destroyIDs returns up to n ids per slot of t's ready jobs (due by now
+// for a time-based queue), ids only, leaving out those with a delivery in
+// flight (a re-send waiting behind a running delivery: destroy leaves
+// both).
+func (p *pool) destroyIDs(ctx context.Context, t topic.Topic, n int) ([]string, error) {
+	now := strconv.FormatInt(time.Now().UnixMilli(), 10)
+	pipe := p.rdb.Pipeline()
+	cmds := make([]*redis.StringSliceCmd, t.SlotAmount())
+	for i := range cmds {
+		k := slots.KeysFor(p.prefix, t, i)
+		if t.Type().TimeBased() {
+			cmds[i] = pipe.ZRangeByScore(ctx, k.Store, &redis.ZRangeBy{Min: "-inf", Max: now, Count: int64(n)})
+		} else {
+			cmds[i] = pipe.ZRange(ctx, k.Store, 0, int64(n-1))
+		}
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, err
+	}
+	var ids []string
+	var inflight []*redis.FloatCmd
+	pipe = p.rdb.Pipeline()
+	for i, c := range cmds {
+		k := slots.KeysFor(p.prefix, t, i)
+		for _, id := range c.Val() {
+			ids = append(ids, id)
+			inflight = append(inflight, pipe.ZScore(ctx, k.Prepare, id))
+		}
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, err
+	}
+	out := ids[:0]
+	for j, id := range ids {
+		if inflight[j].Err() != nil { // redis.Nil: not in flight
+			out = append(out, id)
+		}
+	}
+	return out, nil
 }
 
 // nack ends an in-flight delivery as failed, to be delivered again after

@@ -33,8 +33,10 @@ import (
 // that succeeded from that address in the last knownTTL: a fleet of
 // clients behind one NAT keeps working while one of them retries a
 // deleted token. Tokens are 128 random bits, so this answers no guess.
-// Admin logins have no such exemption (a password may be guessable): an
-// admin sharing an address with a guesser waits until it refills.
+// Admin logins have the same exemption for the credentials that succeeded
+// from the address (auth.go, loginRef); any other login from a refused
+// address, right or wrong, waits until it refills, so a right guess is
+// refused like a wrong one.
 //
 // The client address is the connection's peer, or, when that peer is one
 // of --trusted-proxy, the rightmost X-Forwarded-For entry that is not a

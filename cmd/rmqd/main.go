@@ -126,7 +126,7 @@ func serve(ctx context.Context, cfg config, log, access *slog.Logger, stdout io.
 		Accounts: cfg.accounts.m, AccessLog: cfg.accessLog, AccessLogger: access, Version: readVersion(), Dashboard: cfg.dashboard,
 		Pprof: cfg.pprof, AdminHosts: append(listenHost(cfg.adminListen), cfg.adminHosts...),
 		MaxAuthFailures: cfg.authFailures, TrustedProxies: cfg.trustedProxies, Secrets: cfg.secrets(),
-		Forwards: cfg.forwards.list,
+		Forwards: cfg.forwards.list, Quotas: cfg.quotas,
 	}, clients, log)
 	cancel()
 	if err != nil {

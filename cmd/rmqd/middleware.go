@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	pathpkg "path"
 	"strings"
 	"time"
 )
@@ -119,30 +120,37 @@ func (s *service) finish(listener, pattern string, rec *recorder, r *http.Reques
 
 // logPath is r's path as log lines show it: a token in the path (the
 // admin routes /token/{ns}/{token}…) is replaced by its fingerprint.
-// The query is never logged: it may hold a token too.
+// The path is cleaned first, as the mux cleans it before routing (doubled
+// slashes, "." and ".." segments, escaped dots), and "token" is matched in
+// any case: a path that reaches the token routes only after a redirect,
+// or does not reach them at all, still holds a token a client sent there.
+// Every segment after the namespace is fingerprinted but the literal
+// "limit" (a namespace with an escaped "/" shifts the token right). The
+// query is never logged: it may hold a token too.
 func logPath(r *http.Request) string {
-	rest, ok := strings.CutPrefix(r.URL.EscapedPath(), "/token/")
-	if !ok {
+	raw := r.URL.EscapedPath()
+	dec := raw
+	if u, err := url.PathUnescape(raw); err == nil {
+		dec = u
+	}
+	clean := pathpkg.Clean("/" + dec)
+	first, rest, _ := strings.Cut(clean[1:], "/")
+	if !strings.EqualFold(first, "token") {
 		return r.URL.Path
 	}
-	ns, rest, ok := strings.Cut(rest, "/")
-	if !ok {
-		return r.URL.Path
+	segs := strings.Split(rest, "/")
+	for i := 1; i < len(segs); i++ {
+		if segs[i] == "limit" && i == len(segs)-1 {
+			continue
+		}
+		pool, bare := splitToken(segs[i])
+		fp := fingerprint(bare)
+		if strings.Contains(segs[i], ":") {
+			fp = pool + ":" + fp
+		}
+		segs[i] = fp
 	}
-	tok, rest, _ := strings.Cut(rest, "/")
-	if u, err := url.PathUnescape(tok); err == nil {
-		tok = u
-	}
-	pool, bare := splitToken(tok)
-	fp := fingerprint(bare)
-	if strings.Contains(tok, ":") {
-		fp = pool + ":" + fp
-	}
-	out := "/token/" + ns + "/" + fp
-	if rest != "" {
-		out += "/" + rest
-	}
-	return out
+	return "/" + first + "/" + strings.Join(segs, "/")
 }
 
 // serve wraps the admin listener's mux: a request the admin gate refuses

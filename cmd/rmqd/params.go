@@ -32,6 +32,11 @@ const (
 	// slow request) means "now"; one further back is a mistake (a zero
 	// or uninitialised time, a unit error) and answers 400.
 	maxAtPast = 24 * time.Hour
+	// maxSpan is the longest ttl or delay in seconds: the library's bound
+	// on a message's expiry and due range (100 years). lmstfy takes any
+	// uint32 (136 years); a larger one answers 400 here rather than 500
+	// from the library.
+	maxSpan = 100 * 365 * 24 * 3600
 )
 
 // The 400 texts of the bounds, prefixed like lmstfy's so that a client
@@ -40,6 +45,8 @@ const (
 	errTTRTooLong = "invalid ttr: at most 86400 (24 h)"
 	errAtTooEarly = "invalid at: more than 24 h in the past"
 	errAtTooLate  = "invalid at: more than 4294967295 s ahead"
+	errTTLTooLong = "invalid ttl: at most 3153600000 (100 years)"
+	errDelayLong  = "invalid delay: at most 3153600000 s (100 years)"
 )
 
 // parseAt reads ?at= (RFC 3339, RMQ's absolute due time) at now. A time

@@ -26,25 +26,146 @@ func redactURLs(v string) string {
 	return strings.Join(parts, ",")
 }
 
-// urlPassword returns the password of a Redis URL as written and as
-// decoded ("" when it has none).
-func urlPassword(u string) []string {
-	_, rest, ok := strings.Cut(u, "://")
-	if !ok {
-		return nil
+// redact hides the credentials of every URL in s, whatever the scheme:
+// the password of user:password@, a user without a password (NATS takes
+// a token as nats://TOKEN@host), and the value of a query parameter that
+// names a secret (password=, token=, ...; see secretParam). It is the one
+// redaction of URLs: the routes and pages that show a forward or a pool,
+// the errors and log lines that quote a URL, pprof's command line.
+// Text without "://" comes back as it is.
+func redact(s string) string {
+	if !strings.Contains(s, "://") {
+		return s
 	}
-	cred, _, ok := strings.Cut(rest, "@")
-	if !ok {
-		return nil
+	var b strings.Builder
+	forEachURL(s, func(text, rest string) {
+		b.WriteString(text)
+		b.WriteString(redactOne(rest))
+	})
+	return b.String()
+}
+
+// urlEnd are the bytes that end a URL quoted in text (a message, a list).
+const urlEnd = " \t\r\n\"'<>`,;"
+
+// forEachURL calls f for each stretch of s: text up to and including a
+// "://", then the URL's rest up to the next urlEnd byte ("" for the
+// text after the last URL).
+func forEachURL(s string, f func(text, rest string)) {
+	for {
+		i := strings.Index(s, "://")
+		if i < 0 {
+			f(s, "")
+			return
+		}
+		text := s[:i+3]
+		s = s[i+3:]
+		end := strings.IndexAny(s, urlEnd)
+		if end < 0 {
+			end = len(s)
+		}
+		f(text, s[:end])
+		s = s[end:]
 	}
-	_, pass, ok := strings.Cut(cred, ":")
-	if !ok || pass == "" {
-		return nil
+}
+
+// urlParts splits the rest of a URL after "://" into its credentials
+// (what precedes the last "@" of the authority, "" without one), the host
+// part, and what follows (path, query, fragment).
+func urlParts(rest string) (cred, host, tail string, hasCred bool) {
+	authEnd := strings.IndexAny(rest, "/?#")
+	if authEnd < 0 {
+		authEnd = len(rest)
 	}
-	out := []string{pass}
-	if dec, err := url.PathUnescape(pass); err == nil && dec != pass {
-		out = append(out, dec)
+	authority, tail := rest[:authEnd], rest[authEnd:]
+	at := strings.LastIndexByte(authority, '@')
+	if at < 0 {
+		return "", authority, tail, false
 	}
+	return authority[:at], authority[at+1:], tail, true
+}
+
+// secretParam reports whether a query parameter's name names a secret.
+func secretParam(name string) bool {
+	n := strings.ToLower(name)
+	for _, w := range []string{"pass", "pwd", "token", "secret", "key", "auth", "cred", "jwt", "seed"} {
+		if strings.Contains(n, w) && n != "routing_key" {
+			return true
+		}
+	}
+	return false
+}
+
+// redactOne is redact for one URL's rest after "://".
+func redactOne(rest string) string {
+	cred, host, tail, hasCred := urlParts(rest)
+	out := host
+	if hasCred {
+		if user, _, hasPass := strings.Cut(cred, ":"); hasPass {
+			out = user + ":***@" + host
+		} else {
+			out = "***@" + host
+		}
+	}
+	path, query, hasQuery := strings.Cut(tail, "?")
+	if !hasQuery {
+		return out + tail
+	}
+	query, frag, hasFrag := strings.Cut(query, "#")
+	params := strings.Split(query, "&")
+	for i, p := range params {
+		if name, v, ok := strings.Cut(p, "="); ok && v != "" && secretParam(unescapeOrSelf(name)) {
+			params[i] = name + "=***"
+		}
+	}
+	out += path + "?" + strings.Join(params, "&")
+	if hasFrag {
+		out += "#" + frag
+	}
+	return out
+}
+
+func unescapeOrSelf(s string) string {
+	if u, err := url.QueryUnescape(s); err == nil {
+		return u
+	}
+	return s
+}
+
+// urlSecrets returns the secrets redact hides in the URLs of u, each as
+// written and as decoded, for the log redactor.
+func urlSecrets(u string) []string {
+	var out []string
+	add := func(v string, unescape func(string) (string, error)) {
+		if v == "" {
+			return
+		}
+		out = append(out, v)
+		if dec, err := unescape(v); err == nil && dec != v {
+			out = append(out, dec)
+		}
+	}
+	forEachURL(u, func(_, rest string) {
+		if rest == "" {
+			return
+		}
+		cred, _, tail, hasCred := urlParts(rest)
+		if hasCred {
+			if _, pass, hasPass := strings.Cut(cred, ":"); hasPass {
+				add(pass, url.PathUnescape)
+			} else {
+				add(cred, url.PathUnescape)
+			}
+		}
+		if _, query, ok := strings.Cut(tail, "?"); ok {
+			query, _, _ = strings.Cut(query, "#")
+			for _, p := range strings.Split(query, "&") {
+				if name, v, ok := strings.Cut(p, "="); ok && secretParam(unescapeOrSelf(name)) {
+					add(v, url.QueryUnescape)
+				}
+			}
+		}
+	})
 	return out
 }
 
@@ -52,15 +173,15 @@ func urlPassword(u string) []string {
 func (c config) secrets() []string {
 	var out []string
 	for _, u := range strings.Split(c.redisURL, ",") {
-		out = append(out, urlPassword(strings.TrimSpace(u))...)
+		out = append(out, urlSecrets(strings.TrimSpace(u))...)
 	}
 	for _, p := range c.pools.list {
 		for _, u := range strings.Split(p.url, ",") {
-			out = append(out, urlPassword(strings.TrimSpace(u))...)
+			out = append(out, urlSecrets(strings.TrimSpace(u))...)
 		}
 	}
 	for _, f := range c.forwards.list {
-		out = append(out, urlPassword(f.raw)...)
+		out = append(out, urlSecrets(f.raw)...)
 	}
 	for _, pass := range c.accounts.m {
 		out = append(out, pass)

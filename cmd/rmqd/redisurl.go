@@ -9,43 +9,33 @@ import (
 	"strings"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/rmq-go/rmq/cmd/internal/redisaddr"
 )
 
-// newRedis opens a client for a pool URL: redis:// or rediss:// (TLS) for
-// one node; a comma-separated list of URLs, or any URL when cluster is
-// set, for a cluster (ParseClusterURL: extra seeds as ?addr=host:port).
-// roots, if not nil, verify the servers of rediss:// URLs.
+// newRedis opens a client for a pool's address as every program reads
+// it (redisaddr): redis:// or rediss:// (TLS) URL or a bare HOST:PORT for
+// one node; a comma-separated list, or any address when cluster is set,
+// for a cluster (extra seeds also as ?addr=host:port). roots, if not nil,
+// verify the servers of rediss:// URLs.
 func newRedis(url string, cluster bool, roots *x509.CertPool) (redis.UniversalClient, error) {
-	if strings.Contains(url, ",") || cluster {
-		parts := strings.Split(url, ",")
-		opts, err := redis.ParseClusterURL(strings.TrimSpace(parts[0]))
-		if err != nil {
-			return nil, urlError(parts[0], err)
+	single, opts, err := redisaddr.Parse(url, cluster)
+	if err != nil {
+		var pe *redisaddr.PartError
+		if errors.As(err, &pe) {
+			return nil, urlError(pe.Part, pe.Err)
 		}
-		for _, p := range parts[1:] {
-			p = strings.TrimSpace(p)
-			if !strings.Contains(p, "://") {
-				opts.Addrs = append(opts.Addrs, p)
-				continue
-			}
-			o, err := redis.ParseURL(p)
-			if err != nil {
-				return nil, urlError(p, err)
-			}
-			opts.Addrs = append(opts.Addrs, o.Addr)
-		}
+		return nil, err
+	}
+	if opts != nil {
 		opts.DisableIdentity = true
 		withRoots(opts.TLSConfig, roots)
 		return redis.NewClusterClient(opts), nil
 	}
-	opts, err := redis.ParseURL(url)
-	if err != nil {
-		return nil, urlError(url, err)
-	}
 	// Redis 7.0 does not know CLIENT SETINFO; skip it.
-	opts.DisableIdentity = true
-	withRoots(opts.TLSConfig, roots)
-	return redis.NewClient(opts), nil
+	single.DisableIdentity = true
+	withRoots(single.TLSConfig, roots)
+	return redis.NewClient(single), nil
 }
 
 func withRoots(tc *tls.Config, roots *x509.CertPool) {
@@ -75,24 +65,8 @@ func loadRoots(file string) (*x509.CertPool, error) {
 // length.
 func urlError(u string, err error) error {
 	msg := err.Error()
-	for _, pass := range urlPassword(u) {
+	for _, pass := range urlSecrets(u) {
 		msg = strings.ReplaceAll(msg, pass, "***")
 	}
 	return fmt.Errorf("redis URL %q: %s", redact(u), msg)
-}
-
-// redact hides a URL's password in messages.
-func redact(url string) string {
-	scheme, rest, ok := strings.Cut(url, "://")
-	if !ok {
-		return url
-	}
-	cred, host, ok := strings.Cut(rest, "@")
-	if !ok {
-		return url
-	}
-	if user, _, hasPass := strings.Cut(cred, ":"); hasPass {
-		return scheme + "://" + user + ":***@" + host
-	}
-	return url
 }

@@ -12,7 +12,8 @@ import (
 // handler its segments directly: ServeMux, behind the wrapper that needs
 // the pattern before the handler runs, matched every request twice. It
 // never redirects and never answers 405: whatever does not match is the
-// listener's 404, as in lmstfy.
+// listener's 404, as in lmstfy. (The consume route refuses HEAD with a
+// 405 itself, auth.go: a consume is not a read.)
 type apiRouter struct {
 	routes []apiRoute
 }

@@ -58,6 +58,9 @@ type serviceConfig struct {
 	Secrets []string
 	// Forwards send queues' jobs to brokers when due (forward.go).
 	Forwards []forwardSpec
+	// Quotas bound what one tenant may hold or keep busy (quotas.go);
+	// the zero value bounds nothing.
+	Quotas quotas
 }
 
 type versionInfo struct {
@@ -81,6 +84,8 @@ type service struct {
 	guard     *authGuard
 	watch     *tokenWatch
 	redact    *redactor
+	pollCaps  *pollCaps   // long polls per token and process (pollcap.go)
+	bodies    *bodyBudget // bulk bodies in progress (bulkbody.go)
 	// adminHosts are the Host names the admin listener answers.
 	adminHosts hostPolicy
 	accessLog  atomic.Bool
@@ -116,6 +121,8 @@ func newService(ctx context.Context, cfg serviceConfig, clients map[string]redis
 		counters: dashboard.NewCounters(dashboard.LatenessFromFired()),
 		guard:    newAuthGuard(def, cfg.Prefix, cfg.MaxAuthFailures, cfg.TrustedProxies, log),
 		redact:   newRedactor(cfg.Secrets),
+		pollCaps: newPollCaps(cfg.Quotas),
+		bodies:   newBodyBudget(cfg.Quotas.MaxBulkMemory),
 
 		adminHosts: newHostPolicy(cfg.AdminHosts),
 	}
@@ -182,7 +189,7 @@ func (s *service) apiHandler() http.Handler {
 	q := func(pattern string, o routeOpts, h queueHandler) { rt.handle(pattern, s.queueRoute(o, h)) }
 	q("PUT /api/{ns}/{q}", routeOpts{throttle: throttleWrite}, s.publish)
 	q("PUT /api/{ns}/{q}/bulk", routeOpts{throttle: throttleWrite}, s.publishBulk)
-	q("PUT /api/{ns}/{q}/job/{id}", routeOpts{}, s.republish)
+	q("PUT /api/{ns}/{q}/job/{id}", routeOpts{throttle: throttleWrite}, s.republish) // a publish too
 	q("GET /api/{ns}/{q}", routeOpts{consume: true, throttle: throttleRead}, s.refuseForwarded(s.consume))
 	q("DELETE /api/{ns}/{q}/job/{id}", routeOpts{}, s.ackJob)
 	q("POST /api/{ns}/{q}/job/{id}/nack", routeOpts{}, s.nackJob)
@@ -221,7 +228,11 @@ func (s *service) adminHandler() http.Handler {
 	mux.Handle("DELETE /queue/{ns}/{q}/limits", auth(s.queueLimitsRoute))
 	mux.HandleFunc("GET /version", s.version)
 	mux.HandleFunc("GET /pools", s.listPools)
-	mux.HandleFunc("GET /info", s.info)
+	if s.cfg.Quotas.PrivateInfo {
+		mux.Handle("GET /info", auth(s.info))
+	} else {
+		mux.HandleFunc("GET /info", s.info) // as lmstfy: open
+	}
 	mux.HandleFunc("GET /metrics", s.serveMetrics)
 	mux.HandleFunc("GET /accesslog", s.getAccessLog)
 	mux.Handle("POST /accesslog", auth(s.setAccessLog))
