@@ -1,10 +1,12 @@
 package main
 
 import (
+	"io"
 	"net"
 	"net/http"
 	"net/http/pprof"
 	"net/netip"
+	"os"
 	"strings"
 
 	"github.com/rmq-go/rmq/cmd/dashboard"
@@ -113,4 +115,12 @@ func (s *service) registerPprof(mux *http.ServeMux) {
 	mux.Handle("GET /debug/pprof/symbol", auth(pprof.Symbol))
 	mux.Handle("POST /debug/pprof/symbol", auth(pprof.Symbol))
 	mux.Handle("GET /debug/pprof/trace", auth(pprof.Trace))
+}
+
+// serveCmdline is pprof's /debug/pprof/cmdline with the credentials
+// redacted: the arguments, NUL-separated.
+func (s *service) serveCmdline(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	_, _ = io.WriteString(w, s.redact.string(strings.Join(redactArgs(os.Args), "\x00")))
 }

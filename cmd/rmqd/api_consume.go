@@ -14,20 +14,6 @@ import (
 // 1-second tick: the library's leases are whole seconds, at least one.
 const minLease = time.Second
 
-// jobBody is a job as consume and peek answer it. data is standard base64;
-// nil encodes as null (a peeked head whose data is gone), empty as "".
-type jobBody struct {
-	Msg         string            `json:"msg,omitempty"`
-	Namespace   string            `json:"namespace"`
-	Queue       string            `json:"queue"`
-	JobID       string            `json:"job_id"`
-	Data        []byte            `json:"data"`
-	TTL         int64             `json:"ttl"`
-	ElapsedMS   int64             `json:"elapsed_ms"`
-	RemainTries int               `json:"remain_tries"`
-	Attributes  map[string]string `json:"attributes"`
-}
-
 func (j job) answer(ns, q, msg string, now time.Time) jobBody {
 	b := jobBody{Msg: msg, Namespace: ns, Queue: q, JobID: j.id, Data: j.body, RemainTries: j.remainTries}
 	if j.gone {

@@ -35,14 +35,6 @@ type routeOpts struct {
 	throttle throttleKind
 }
 
-// splitToken splits "[pool:]token"; without a prefix the pool is default.
-func splitToken(s string) (pool, token string) {
-	if p, t, ok := strings.Cut(s, ":"); ok {
-		return p, t
-	}
-	return defaultPool, s
-}
-
 // requestToken is X-Token, or ?token= only when the header is absent or
 // empty (a wrong header is not rescued by a right query).
 func requestToken(r *http.Request) string {

@@ -145,7 +145,7 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (conf
 	if err := errors.Join(c.pools.err, c.accounts.err, c.forwards.err); err != nil {
 		return c, err
 	}
-	if err := c.forwards.checkPools(c.pools.list); err != nil {
+	if err := checkForwardPools(&c.forwards, c.pools.list); err != nil {
 		return c, err
 	}
 	if fs.NArg() > 0 {
@@ -330,3 +330,37 @@ func (p *prefixFlags) Set(v string) error {
 }
 
 func (p *prefixFlags) setAll(v string) error { return p.Set(v) }
+
+// secrets lists every password of c.
+func (c config) secrets() []string {
+	var out []string
+	for _, u := range strings.Split(c.redisURL, ",") {
+		out = append(out, urlSecrets(strings.TrimSpace(u))...)
+	}
+	for _, p := range c.pools.list {
+		for _, u := range strings.Split(p.url, ",") {
+			out = append(out, urlSecrets(strings.TrimSpace(u))...)
+		}
+	}
+	for _, f := range c.forwards.list {
+		out = append(out, urlSecrets(f.raw)...)
+	}
+	for _, pass := range c.accounts.m {
+		out = append(out, pass)
+	}
+	return out
+}
+
+// checkForwardPools refuses a forward of a pool that --pool did not define.
+func checkForwardPools(f *forwardFlags, pools []poolFlag) error {
+	for _, s := range f.list {
+		known := s.pool == defaultPool
+		for _, p := range pools {
+			known = known || p.name == s.pool
+		}
+		if !known {
+			return fmt.Errorf("--forward %s: no pool %q (define it with --pool)", s.name(), s.pool)
+		}
+	}
+	return nil
+}

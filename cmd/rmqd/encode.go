@@ -153,3 +153,17 @@ func jobsJSON(jobs []jobBody, array bool) []byte {
 	}
 	return append(b, ']')
 }
+
+// jobBody is a job as consume and peek answer it. data is standard base64;
+// nil encodes as null (a peeked head whose data is gone), empty as "".
+type jobBody struct {
+	Msg         string            `json:"msg,omitempty"`
+	Namespace   string            `json:"namespace"`
+	Queue       string            `json:"queue"`
+	JobID       string            `json:"job_id"`
+	Data        []byte            `json:"data"`
+	TTL         int64             `json:"ttl"`
+	ElapsedMS   int64             `json:"elapsed_ms"`
+	RemainTries int               `json:"remain_tries"`
+	Attributes  map[string]string `json:"attributes"`
+}

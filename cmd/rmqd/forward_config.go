@@ -81,20 +81,6 @@ func (f *forwardFlags) add(v string) error {
 	return nil
 }
 
-// checkPools refuses a forward of a pool that --pool did not define.
-func (f *forwardFlags) checkPools(pools []poolFlag) error {
-	for _, s := range f.list {
-		known := s.pool == defaultPool
-		for _, p := range pools {
-			known = known || p.name == s.pool
-		}
-		if !known {
-			return fmt.Errorf("--forward %s: no pool %q (define it with --pool)", s.name(), s.pool)
-		}
-	}
-	return nil
-}
-
 // errForwardSyntax is the shape every --forward takes.
 var errForwardSyntax = errors.New("want [POOL:]NAMESPACE/QUEUE=URL with a nats://, amqp://, amqps:// or kafka:// URL")
 

@@ -1,80 +1,11 @@
 package main
 
 import (
-	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
-	"net/url"
-	pathpkg "path"
-	"strings"
 	"time"
 )
-
-// recorder wraps every answer: it carries the request's id and start, and
-// remembers the status and size of the answer for the access log, the
-// metrics and the throttle's give-back (statusOf).
-type recorder struct {
-	http.ResponseWriter
-	id     string
-	start  time.Time
-	status int
-	bytes  int64
-}
-
-func (r *recorder) WriteHeader(code int) {
-	if r.status == 0 {
-		r.status = code
-	}
-	r.ResponseWriter.WriteHeader(code)
-}
-
-func (r *recorder) Write(p []byte) (int, error) {
-	if r.status == 0 {
-		r.status = http.StatusOK
-	}
-	n, err := r.ResponseWriter.Write(p)
-	r.bytes += int64(n)
-	return n, err
-}
-
-// Unwrap lets http.ResponseController reach the connection.
-func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
-
-// statusOf is the status written so far through w (0: nothing yet).
-func statusOf(w http.ResponseWriter) int {
-	if r, ok := w.(*recorder); ok {
-		return r.status
-	}
-	return 0
-}
-
-// requestID returns the id the middleware gave the request answered
-// through w. It travels with the writer rather than in the request's
-// context: a context value would cost every request a copy of the request.
-func requestID(w http.ResponseWriter) string {
-	if r, ok := w.(*recorder); ok {
-		return r.id
-	}
-	return ""
-}
-
-// The canonical header names set on every answer, written into the header
-// map directly (Header.Set canonicalizes its key on every call).
-const (
-	headerRequestID   = "X-Request-Id"
-	headerContentType = "Content-Type"
-)
-
-// begin starts an answer: every answer carries a fresh X-Request-ID (a
-// ULID, see newRequestID; an incoming one is ignored, as lmstfy does).
-func begin(w http.ResponseWriter) *recorder {
-	now := time.Now()
-	rec := &recorder{ResponseWriter: w, id: newRequestID(now), start: now}
-	w.Header()[headerRequestID] = []string{rec.id}
-	return rec
-}
 
 // recoverPanic, deferred around a handler, turns its panic into a 500.
 func (s *service) recoverPanic(rec *recorder, r *http.Request) {
@@ -116,41 +47,6 @@ func (s *service) finish(listener, pattern string, rec *recorder, r *http.Reques
 			slog.String("remote", r.RemoteAddr),
 		)
 	}
-}
-
-// logPath is r's path as log lines show it: a token in the path (the
-// admin routes /token/{ns}/{token}…) is replaced by its fingerprint.
-// The path is cleaned first, as the mux cleans it before routing (doubled
-// slashes, "." and ".." segments, escaped dots), and "token" is matched in
-// any case: a path that reaches the token routes only after a redirect,
-// or does not reach them at all, still holds a token a client sent there.
-// Every segment after the namespace is fingerprinted but the literal
-// "limit" (a namespace with an escaped "/" shifts the token right). The
-// query is never logged: it may hold a token too.
-func logPath(r *http.Request) string {
-	raw := r.URL.EscapedPath()
-	dec := raw
-	if u, err := url.PathUnescape(raw); err == nil {
-		dec = u
-	}
-	clean := pathpkg.Clean("/" + dec)
-	first, rest, _ := strings.Cut(clean[1:], "/")
-	if !strings.EqualFold(first, "token") {
-		return r.URL.Path
-	}
-	segs := strings.Split(rest, "/")
-	for i := 1; i < len(segs); i++ {
-		if segs[i] == "limit" && i == len(segs)-1 {
-			continue
-		}
-		pool, bare := splitToken(segs[i])
-		fp := fingerprint(bare)
-		if strings.Contains(segs[i], ":") {
-			fp = pool + ":" + fp
-		}
-		segs[i] = fp
-	}
-	return "/" + first + "/" + strings.Join(segs, "/")
 }
 
 // serve wraps the admin listener's mux: a request the admin gate refuses
@@ -201,23 +97,15 @@ func (s *service) runRoute(route *apiRoute, rec *recorder, r *http.Request, ns, 
 	route.h(rec, r, ns, q, id)
 }
 
-// isTooLarge reports whether err comes from an http.MaxBytesReader.
-func isTooLarge(err error) bool {
-	var mbe *http.MaxBytesError
-	return errors.As(err, &mbe)
-}
-
-// readBody reads a request body of at most limit bytes; a longer one is an
-// *http.MaxBytesError (see isTooLarge). A body of known length is read
-// into a buffer of its size.
-func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
-	if n := r.ContentLength; n >= 0 && n <= limit {
-		// The body reader stops at the declared length.
-		b := make([]byte, n)
-		if _, err := io.ReadFull(r.Body, b); err != nil {
-			return nil, err
-		}
-		return b, nil
-	}
-	return io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+// writeInternal answers 500 {"error":"internal error","request_id":...}
+// and logs the cause with the same request id, so an operator can find
+// the one from the other. lmstfy's body has no request_id; the extra field
+// is harmless to its clients.
+func (s *service) writeInternal(w http.ResponseWriter, r *http.Request, err error) {
+	id := requestID(w)
+	s.log.ErrorContext(r.Context(), "rmqd: request failed", "request_id", id, "method", r.Method, "path", logPath(r), "err", err)
+	writeJSON(w, http.StatusInternalServerError, struct {
+		Error     string `json:"error"`
+		RequestID string `json:"request_id"`
+	}{"internal error", id})
 }

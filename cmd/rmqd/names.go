@@ -108,3 +108,11 @@ func splitTopicName(name string) (ns, q string, ok bool) {
 
 // isLongTopicName reports whether name is a hashed topicName.
 func isLongTopicName(name string) bool { return strings.HasPrefix(name, ".") }
+
+// splitToken splits "[pool:]token"; without a prefix the pool is default.
+func splitToken(s string) (pool, token string) {
+	if p, t, ok := strings.Cut(s, ":"); ok {
+		return p, t
+	}
+	return defaultPool, s
+}

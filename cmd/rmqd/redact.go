@@ -3,9 +3,7 @@ package main
 import (
 	"bytes"
 	"io"
-	"net/http"
 	"net/url"
-	"os"
 	"sort"
 	"strings"
 )
@@ -169,26 +167,6 @@ func urlSecrets(u string) []string {
 	return out
 }
 
-// secrets lists every password of c.
-func (c config) secrets() []string {
-	var out []string
-	for _, u := range strings.Split(c.redisURL, ",") {
-		out = append(out, urlSecrets(strings.TrimSpace(u))...)
-	}
-	for _, p := range c.pools.list {
-		for _, u := range strings.Split(p.url, ",") {
-			out = append(out, urlSecrets(strings.TrimSpace(u))...)
-		}
-	}
-	for _, f := range c.forwards.list {
-		out = append(out, urlSecrets(f.raw)...)
-	}
-	for _, pass := range c.accounts.m {
-		out = append(out, pass)
-	}
-	return out
-}
-
 // minRedacted is the shortest password the redactor looks for in log
 // lines: a shorter one would blank out ordinary words ("rmq") without
 // protecting much. The routes and messages that print a URL or an
@@ -289,12 +267,4 @@ func redactArgs(args []string) []string {
 		}
 	}
 	return out
-}
-
-// serveCmdline is pprof's /debug/pprof/cmdline with the credentials
-// redacted: the arguments, NUL-separated.
-func (s *service) serveCmdline(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	_, _ = io.WriteString(w, s.redact.string(strings.Join(redactArgs(os.Args), "\x00")))
 }
