@@ -17,12 +17,6 @@ import (
 	"github.com/rmq-go/rmq/topic"
 )
 
-// emptyHeader marks a job whose body is empty: the library refuses empty
-// bodies and lmstfy allows them, so rmqd stores one space and this header.
-// HTTP header names cannot contain ':', so no Job-Attr-* attribute can
-// collide with it; it is never shown as an attribute.
-const emptyHeader = "rmqd:empty"
-
 // jobSpec is everything a publish says about one job.
 type jobSpec struct {
 	id      string

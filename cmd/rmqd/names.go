@@ -116,3 +116,11 @@ func splitToken(s string) (pool, token string) {
 	}
 	return defaultPool, s
 }
+
+const defaultPool = "default"
+
+// emptyHeader marks a job whose body is empty: the library refuses empty
+// bodies and lmstfy allows them, so rmqd stores one space and this header.
+// HTTP header names cannot contain ':', so no Job-Attr-* attribute can
+// collide with it; it is never shown as an attribute.
+const emptyHeader = "rmqd:empty"

@@ -18,8 +18,6 @@ import (
 	"github.com/rmq-go/rmq/topic"
 )
 
-const defaultPool = "default"
-
 // queueSlots is the slot amount of the topics rmqd creates. One slot keeps
 // a queue in one sorted set, so jobs come out in publish order across
 // every rmqd process, as an lmstfy queue (one Redis list) does; many
