@@ -5,6 +5,9 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/encode"
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/service"
 )
 
 // The hand-written encoders give encoding/json's bytes.
@@ -14,13 +17,13 @@ func TestEncodersMatchEncodingJSON(t *testing.T) {
 	for _, s := range strs {
 		want, err := json.Marshal(s)
 		require.NoError(t, err)
-		require.Equal(t, string(want), string(appendJSONString(nil, s)), "%q", s)
+		require.Equal(t, string(want), string(encode.AppendJSONString(nil, s)), "%q", s)
 
-		want, err = json.Marshal(publishedBody{"published", s})
+		want, err = json.Marshal(service.PublishedBody{Msg: "published", JobID: s})
 		require.NoError(t, err)
-		require.Equal(t, string(want), string(publishedJSON(s)))
+		require.Equal(t, string(want), string(encode.PublishedJSON(s)))
 	}
-	jobs := []jobBody{
+	jobs := []encode.JobBody{
 		{Msg: "new job", Namespace: "ns", Queue: "q", JobID: "01M85D3EW1G8DMMJKS84000000", Data: []byte("hello"), TTL: 86396, ElapsedMS: 4308},
 		{Namespace: "ns", Queue: "q", JobID: "x", Data: nil},
 		{Msg: "new job", Namespace: "n", Queue: "q", JobID: "y", Data: []byte{}, RemainTries: 3, TTL: -1, ElapsedMS: 1 << 40,
@@ -30,9 +33,9 @@ func TestEncodersMatchEncodingJSON(t *testing.T) {
 	for i := range jobs {
 		want, err := json.Marshal(jobs[i])
 		require.NoError(t, err)
-		require.Equal(t, string(want), string(jobsJSON(jobs[i:i+1], false)))
+		require.Equal(t, string(want), string(encode.JobsJSON(jobs[i:i+1], false)))
 	}
 	want, err := json.Marshal(jobs)
 	require.NoError(t, err)
-	require.Equal(t, string(want), string(jobsJSON(jobs, true)))
+	require.Equal(t, string(want), string(encode.JobsJSON(jobs, true)))
 }

@@ -1,0 +1,59 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/rmq-go/rmq/consumer"
+
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/forward"
+)
+
+// openForwards opens the forwards of one pool and registers each on the
+// pool's client, which must not have started (Register after Start is
+// refused). A forwarded queue keeps the type it has; a queue never
+// published to becomes a FixedTime queue, as a first publish would make
+// it. On an error nothing stays open.
+func (p *Pool) openForwards(ctx context.Context, specs []forward.ForwardSpec, log *slog.Logger, redact func(string) string) error {
+	for _, spec := range specs {
+		t, err := p.publishTopic(ctx, spec.Ns, spec.Queue, 0)
+		if err != nil {
+			_ = p.closeForwards(ctx)
+			return fmt.Errorf("forward %s: %w", spec.Name(), err)
+		}
+		f, err := forward.OpenForward(ctx, spec, log.With("pool", p.name), redact)
+		if err != nil {
+			_ = p.closeForwards(ctx)
+			return err
+		}
+		f.Topic = t
+		p.forwards = append(p.forwards, f)
+		if err := p.client.Register(t, f, consumer.WithConcurrency(forward.ForwardConcurrency)); err != nil {
+			_ = p.closeForwards(ctx)
+			return fmt.Errorf("forward %s: %w", spec.Name(), err)
+		}
+	}
+	return nil
+}
+
+// closeForwards closes every forward of the pool, after its client.
+func (p *Pool) closeForwards(ctx context.Context) error {
+	var errs []error
+	for _, f := range p.forwards {
+		errs = append(errs, f.Close(ctx))
+	}
+	p.forwards = nil
+	return errors.Join(errs...)
+}
+
+// forwardOf returns the forward of queue q of namespace ns, or nil.
+func (p *Pool) ForwardOf(ns, q string) *forward.Forward {
+	for _, f := range p.forwards {
+		if f.Spec.Ns == ns && f.Spec.Queue == q {
+			return f
+		}
+	}
+	return nil
+}
