@@ -4,6 +4,8 @@ import (
 	"crypto/sha256"
 	"encoding/base32"
 	"strings"
+
+	"github.com/rmq-go/rmq/producer"
 )
 
 // lmstfy's name rules (LMSTFY-API.md §2): namespaces and queues are
@@ -124,3 +126,17 @@ const DefaultPool = "default"
 // HTTP header names cannot contain ':', so no Job-Attr-* attribute can
 // collide with it; it is never shown as an attribute.
 const EmptyHeader = "rmqd:empty"
+
+// ValidGroup checks a publish's ?group= ([A-Za-z0-9._:-]{1,128}, as
+// producer.WithGroup).
+func ValidGroup(s string) bool {
+	if s == "" || len(s) > producer.MaxGroupLength {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if !NameByte(s[i]) && s[i] != '.' && s[i] != ':' {
+			return false
+		}
+	}
+	return true
+}

@@ -7,10 +7,8 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/rmq-go/rmq/producer"
 	"github.com/rmq-go/rmq/rmq"
 
-	"github.com/rmq-go/rmq/cmd/rmqd/internal/names"
 	"github.com/rmq-go/rmq/cmd/rmqd/internal/respond"
 )
 
@@ -93,18 +91,4 @@ func (s *Service) queueLimitsRoute(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	respond.WriteJSON(w, http.StatusOK, limitsJSON(l))
-}
-
-// validGroup checks a publish's ?group= ([A-Za-z0-9._:-]{1,128}, as
-// producer.WithGroup).
-func validGroup(s string) bool {
-	if s == "" || len(s) > producer.MaxGroupLength {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if !names.NameByte(s[i]) && s[i] != '.' && s[i] != ':' {
-			return false
-		}
-	}
-	return true
 }

@@ -19,33 +19,6 @@ import (
 // 1-second tick: the library's leases are whole seconds, at least one.
 const minLease = time.Second
 
-func (j job) answer(ns, q, msg string, now time.Time) encode.JobBody {
-	b := encode.JobBody{Msg: msg, Namespace: ns, Queue: q, JobID: j.Id, Data: j.body, RemainTries: j.remainTries}
-	if j.gone {
-		b.Data = nil
-	} else if b.Data == nil {
-		b.Data = []byte{}
-	}
-	if !j.expiresAt.IsZero() && !j.gone {
-		b.TTL = TtlSeconds(j.expiresAt.Sub(now))
-	}
-	if !j.firstSentAt.IsZero() {
-		b.ElapsedMS = max(0, now.Sub(j.firstSentAt).Milliseconds())
-	}
-	if len(j.headers) > 0 {
-		b.Attributes = j.headers
-	}
-	return b
-}
-
-// ttlSeconds is a job's remaining ttl as lmstfy answers it: Redis's TTL of
-// the job's data, which rounds the milliseconds left to the nearest second
-// (half up), so a job published with ttl=10 and consumed at once says 10.
-// Less than half a second left says 0, as there.
-func TtlSeconds(left time.Duration) int64 {
-	return max(0, (left.Milliseconds()+500)/1000)
-}
-
 // consume is GET /api/{ns}/{q1,q2,...}: up to count jobs, the listed
 // queues in priority order, waiting up to timeout seconds for the first.
 func (s *Service) consume(w http.ResponseWriter, r *http.Request, qr *queueReq) {

@@ -1,14 +1,12 @@
 package service
 
 import (
-	"errors"
 	"net/http"
 	"strings"
 	"time"
 
 	"github.com/oklog/ulid/v2"
 
-	"github.com/rmq-go/rmq/producer"
 	"github.com/rmq-go/rmq/topic"
 
 	"github.com/rmq-go/rmq/cmd/rmqd/internal/encode"
@@ -102,7 +100,7 @@ func parsePublish(r *http.Request) (publishParams, string) {
 		p.key = s[0]
 	}
 	if s, has := q["group"]; has {
-		if !validGroup(s[0]) {
+		if !names.ValidGroup(s[0]) {
 			return p, "invalid group"
 		}
 		p.group = s[0]
@@ -384,17 +382,4 @@ func (s *Service) publishBulk(w http.ResponseWriter, r *http.Request, qr *queueR
 		Msg    string   `json:"msg"`
 		JobIDs []string `json:"job_ids"`
 	}{"published", ids})
-}
-
-// libError answers an error of the library or the engine.
-func (s *Service) libError(w http.ResponseWriter, r *http.Request, err error) {
-	switch {
-	case errors.Is(err, errTypeConflict), errors.Is(err, topic.ErrConflict), errors.Is(err, producer.ErrTypeMismatch):
-		respond.WriteError(w, http.StatusConflict, "queue has another type")
-	case errors.Is(err, producer.ErrInvalidPriority), errors.Is(err, producer.ErrInvalidTime),
-		errors.Is(err, producer.ErrInvalidRange), errors.Is(err, producer.ErrInvalidKey):
-		respond.WriteError(w, http.StatusBadRequest, strings.TrimPrefix(err.Error(), "rmq: "))
-	default:
-		s.writeInternal(w, r, err)
-	}
 }

@@ -3,7 +3,6 @@ package service
 import (
 	"context"
 	"net/http"
-	"slices"
 
 	"github.com/rmq-go/rmq/cmd/dashboard"
 
@@ -53,29 +52,4 @@ func (s *Service) listForwards(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	respond.WriteJSON(w, http.StatusOK, s.forwardStatuses(pool))
-}
-
-// errForwarded is the 409 text of a consume from a forwarded queue.
-const ErrForwarded = "queue is forwarded to a broker: consume it there"
-
-// refuseForwarded wraps the consume route: a consume that names a queue
-// this process forwards is refused (409), since a job it took would not
-// reach the broker. Without forwards the route is served as it is.
-func (s *Service) refuseForwarded(h queueHandler) queueHandler {
-	forwarded := false
-	for _, p := range s.Pools {
-		forwarded = forwarded || len(p.forwards) > 0
-	}
-	if !forwarded {
-		return h
-	}
-	return func(w http.ResponseWriter, r *http.Request, qr *queueReq) {
-		if len(qr.pool.forwards) > 0 && slices.ContainsFunc(names.ConsumeQueues(qr.q), func(q string) bool {
-			return qr.pool.ForwardOf(qr.ns, q) != nil
-		}) {
-			respond.WriteError(w, http.StatusConflict, ErrForwarded)
-			return
-		}
-		h(w, r, qr)
-	}
 }

@@ -27,14 +27,6 @@ type pollCaps struct {
 
 type pollUse struct{ polls, names int }
 
-// Defaults of the flags (0 turns a bound off).
-const (
-	defaultMaxLongPolls         = 10000
-	defaultMaxLongPollsPerToken = 500
-	defaultMaxWatched           = 20000
-	defaultMaxWatchedPerToken   = 1000
-)
-
 var (
 	errTooManyPolls   = errors.New("too many long polls")
 	errTooManyWatched = errors.New("too many unknown queues watched")

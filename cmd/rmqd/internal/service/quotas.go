@@ -1,10 +1,6 @@
 package service
 
 import (
-	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"errors"
 	"flag"
 	"fmt"
 	"net/http"
@@ -13,7 +9,6 @@ import (
 
 	"github.com/rmq-go/rmq/rmq"
 
-	"github.com/rmq-go/rmq/cmd/rmqd/internal/names"
 	"github.com/rmq-go/rmq/cmd/rmqd/internal/respond"
 )
 
@@ -87,122 +82,15 @@ func (q Quotas) checkInterval(sc rmq.Schedule, now time.Time) string {
 	return ""
 }
 
-// errTooManySchedules: the namespace holds MaxSchedules already.
-var errTooManySchedules = errors.New("too many schedules")
-
-// scheduleIndex is the SET of the library names of the schedules a
-// namespace made through rmqd: it counts them per namespace without
-// reading the schedules (a queue's name may be hashed into its topic's,
-// so the namespace cannot be read back from a schedule's name).
-func (p *Pool) scheduleIndex(ns string) string { return p.prefix + ":rmqd:schedules:" + ns }
-
-// reserveSchedule adds name to ns's schedules before it is set, refusing
-// it beyond max. added says whether name is new there (to be dropped again
-// by unreserveSchedule when the set fails). Names whose schedule is gone
-// (removed by another program) are dropped from the count first.
-func (p *Pool) reserveSchedule(ctx context.Context, ns, name string, max int) (added bool, err error) {
-	if max <= 0 {
-		return false, nil
-	}
-	key := p.scheduleIndex(ns)
-	n, err := p.rdb.SAdd(ctx, key, name).Result()
-	if err != nil || n == 0 {
-		return false, err
-	}
-	count, err := p.rdb.SCard(ctx, key).Result()
-	if err != nil {
-		p.unreserveSchedule(ns, name)
-		return false, err
-	}
-	if count <= int64(max) {
-		return true, nil
-	}
-	members, err := p.rdb.SMembers(ctx, key).Result()
-	if err == nil {
-		var exist []bool
-		if exist, err = p.client.Schedules().Exist(ctx, members...); err == nil {
-			var gone []any
-			for i, m := range members {
-				if !exist[i] && m != name {
-					gone = append(gone, m)
-				}
-			}
-			if len(gone) > 0 {
-				err = p.rdb.SRem(ctx, key, gone...).Err()
-			}
-			count -= int64(len(gone))
-		}
-	}
-	if err != nil || count > int64(max) {
-		p.unreserveSchedule(ns, name)
-		if err == nil {
-			err = errTooManySchedules
-		}
-		return false, err
-	}
-	return true, nil
-}
-
-// unreserveSchedule drops name from ns's schedules (a failed set, a
-// removal). It runs on its own context: the request's may be gone.
-func (p *Pool) unreserveSchedule(ns, name string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	_ = p.rdb.SRem(ctx, p.scheduleIndex(ns), name).Err()
-}
-
 // writeQuota answers 403 for a quota reached.
 func writeQuota(w http.ResponseWriter, what string, max int, flagName string) {
 	respond.WriteError(w, http.StatusForbidden, fmt.Sprintf("%s: at most %s (--%s)", what, strconv.Itoa(max), flagName))
 }
 
-// errTooManyQueues: the token created MaxQueuesPerToken queues already.
-var errTooManyQueues = errors.New("too many queues")
-
-// tokenQueues is the SET of the queues (topic names) a token created. The
-// token appears only as its SHA-256, as in the token store.
-func (p *Pool) tokenQueues(ns, token string) string {
-	sum := sha256.Sum256([]byte(token))
-	return p.prefix + ":rmqd:queues:" + ns + ":" + hex.EncodeToString(sum[:16])
-}
-
-// reserveQueue counts the queue (ns, q) against the token of qr when it
-// does not exist yet, refusing it (errTooManyQueues) beyond max. A queue
-// that exists costs one cached lookup.
-func (p *Pool) reserveQueue(ctx context.Context, qr *queueReq, max int) error {
-	if max <= 0 || qr.token == "" {
-		return nil
-	}
-	name := names.TopicName(qr.ns, qr.q)
-	if _, found, err := p.lookup(ctx, name); err != nil || found {
-		return err
-	}
-	key := p.tokenQueues(qr.ns, qr.token)
-	added, err := p.rdb.SAdd(ctx, key, name).Result()
-	if err != nil || added == 0 {
-		return err
-	}
-	n, err := p.rdb.SCard(ctx, key).Result()
-	if err != nil {
-		return err
-	}
-	if n > int64(max) {
-		_ = p.rdb.SRem(context.WithoutCancel(ctx), key, name).Err()
-		return errTooManyQueues
-	}
-	return nil
-}
-
-// queueAllowed is reserveQueue with its answer: false means answered.
-func (s *Service) queueAllowed(w http.ResponseWriter, r *http.Request, qr *queueReq) bool {
-	err := qr.pool.reserveQueue(r.Context(), qr, s.cfg.Quotas.MaxQueuesPerToken)
-	switch {
-	case errors.Is(err, errTooManyQueues):
-		writeQuota(w, "too many queues created by this token", s.cfg.Quotas.MaxQueuesPerToken, "max-queues-per-token")
-		return false
-	case err != nil:
-		s.writeInternal(w, r, err)
-		return false
-	}
-	return true
-}
+// Defaults of the flags (0 turns a bound off).
+const (
+	defaultMaxLongPolls         = 10000
+	defaultMaxLongPollsPerToken = 500
+	defaultMaxWatched           = 20000
+	defaultMaxWatchedPerToken   = 1000
+)

@@ -8,13 +8,16 @@ import (
 	"net/http"
 	"net/netip"
 	"sort"
+	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rmq-go/rmq/cmd/dashboard"
+	"github.com/rmq-go/rmq/producer"
 	"github.com/rmq-go/rmq/rmq"
+	"github.com/rmq-go/rmq/topic"
 
 	"github.com/rmq-go/rmq/cmd/rmqd/internal/forward"
 	"github.com/rmq-go/rmq/cmd/rmqd/internal/metrics"
@@ -189,60 +192,15 @@ func (s *Service) Close(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// apiHandler serves lmstfy's queue API (LMSTFY-API.md §4–6).
-func (s *Service) ApiHandler() http.Handler {
-	rt := &apiRouter{}
-	q := func(pattern string, o routeOpts, h queueHandler) { rt.handle(pattern, s.queueRoute(o, h)) }
-	q("PUT /api/{ns}/{q}", routeOpts{throttle: throttleWrite}, s.publish)
-	q("PUT /api/{ns}/{q}/bulk", routeOpts{throttle: throttleWrite}, s.publishBulk)
-	q("PUT /api/{ns}/{q}/job/{id}", routeOpts{throttle: throttleWrite}, s.republish) // a publish too
-	q("GET /api/{ns}/{q}", routeOpts{consume: true, throttle: throttleRead}, s.refuseForwarded(s.consume))
-	q("DELETE /api/{ns}/{q}/job/{id}", routeOpts{}, s.ackJob)
-	q("POST /api/{ns}/{q}/job/{id}/nack", routeOpts{}, s.nackJob)
-	q("GET /api/{ns}/{q}/peek", routeOpts{}, s.peekQueue)
-	q("GET /api/{ns}/{q}/job/{id}", routeOpts{}, s.peekJob)
-	q("GET /api/{ns}/{q}/size", routeOpts{public: true}, s.size)
-	q("DELETE /api/{ns}/{q}", routeOpts{}, s.destroy)
-	q("GET /api/{ns}/{q}/deadletter", routeOpts{}, s.deadPeek)
-	q("GET /api/{ns}/{q}/deadletter/size", routeOpts{public: true}, s.deadSize)
-	q("PUT /api/{ns}/{q}/deadletter", routeOpts{}, s.respawn)
-	q("DELETE /api/{ns}/{q}/deadletter", routeOpts{}, s.deadDelete)
-	s.scheduleRoutes(q) // api_schedules.go
-	return s.serveAPI(rt, func(w http.ResponseWriter, r *http.Request) {
-		respond.WriteError(w, http.StatusNotFound, "api not found")
-	})
-}
-
-// adminHandler serves tokens, limits and the operational routes (§8).
-func (s *Service) AdminHandler() http.Handler {
-	mux := http.NewServeMux()
-	auth := s.basicAuth
-	mux.Handle("POST /token/{ns}", auth(s.createToken))
-	mux.Handle("GET /token/{ns}", auth(s.listTokens))
-	mux.Handle("DELETE /token/{ns}/{token}", auth(s.deleteToken))
-	mux.Handle("GET /token/{ns}/{token}/limit", auth(s.getLimit))
-	mux.Handle("POST /token/{ns}/{token}/limit", auth(s.createLimit))
-	mux.Handle("PUT /token/{ns}/{token}/limit", auth(s.putLimit))
-	mux.Handle("DELETE /token/{ns}/{token}/limit", auth(s.deleteLimit))
-	mux.Handle("GET /limits", auth(s.listLimits))
-	mux.Handle("GET /queue/{ns}/{q}", auth(s.queueInfo))
-	mux.Handle("POST /queue/{ns}/{q}/pause", auth(s.pauseQueue))
-	mux.Handle("POST /queue/{ns}/{q}/resume", auth(s.resumeQueue))
-	mux.Handle("GET /forwards", auth(s.listForwards))
-	mux.Handle("GET /queue/{ns}/{q}/limits", auth(s.queueLimitsRoute))
-	mux.Handle("PUT /queue/{ns}/{q}/limits", auth(s.queueLimitsRoute))
-	mux.Handle("DELETE /queue/{ns}/{q}/limits", auth(s.queueLimitsRoute))
-	mux.HandleFunc("GET /version", s.version)
-	mux.HandleFunc("GET /pools", s.listPools)
-	if s.cfg.Quotas.PrivateInfo {
-		mux.Handle("GET /info", auth(s.info))
-	} else {
-		mux.HandleFunc("GET /info", s.info) // as lmstfy: open
+// libError answers an error of the library or the engine.
+func (s *Service) libError(w http.ResponseWriter, r *http.Request, err error) {
+	switch {
+	case errors.Is(err, errTypeConflict), errors.Is(err, topic.ErrConflict), errors.Is(err, producer.ErrTypeMismatch):
+		respond.WriteError(w, http.StatusConflict, "queue has another type")
+	case errors.Is(err, producer.ErrInvalidPriority), errors.Is(err, producer.ErrInvalidTime),
+		errors.Is(err, producer.ErrInvalidRange), errors.Is(err, producer.ErrInvalidKey):
+		respond.WriteError(w, http.StatusBadRequest, strings.TrimPrefix(err.Error(), "rmq: "))
+	default:
+		s.writeInternal(w, r, err)
 	}
-	mux.HandleFunc("GET /metrics", s.serveMetrics)
-	mux.HandleFunc("GET /accesslog", s.getAccessLog)
-	mux.Handle("POST /accesslog", auth(s.setAccessLog))
-	s.registerPprof(mux)
-	s.mountDashboard(mux)
-	return s.serve("admin", mux, http.NotFound)
 }
