@@ -12,6 +12,8 @@ import (
 
 	"github.com/rmq-go/rmq/internal/redistest"
 
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/admin"
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/api"
 	"github.com/rmq-go/rmq/cmd/rmqd/internal/names"
 	"github.com/rmq-go/rmq/cmd/rmqd/internal/service"
 )
@@ -25,7 +27,7 @@ func clusterService(t *testing.T, rdb redis.UniversalClient, prefix string) *env
 	svc, err := service.NewService(ctx, service.ServiceConfig{Prefix: prefix, MaxWait: waitLong},
 		map[string]redis.UniversalClient{names.DefaultPool: rdb}, slog.New(slog.NewTextHandler(log, nil)))
 	require.NoError(t, err)
-	api, admin := httptest.NewServer(svc.ApiHandler()), httptest.NewServer(svc.AdminHandler())
+	api, admin := httptest.NewServer(api.Handler(svc)), httptest.NewServer(admin.Handler(svc))
 	t.Cleanup(func() {
 		api.Close()
 		admin.Close()

@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rmq-go/rmq/cmd/rmqd/internal/encode"
-	"github.com/rmq-go/rmq/cmd/rmqd/internal/service"
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/pull"
 )
 
 // lmstfy reports a job's ttl as Redis's TTL of its data: the milliseconds
@@ -22,7 +22,7 @@ func TestTTLSecondsRoundLikeRedis(t *testing.T) {
 		{1500 * time.Millisecond, 2}, {500 * time.Millisecond, 1}, {499 * time.Millisecond, 0},
 		{0, 0}, {-3 * time.Second, 0},
 	} {
-		require.Equal(t, c.want, service.TtlSeconds(c.left), "%v", c.left)
+		require.Equal(t, c.want, pull.TtlSeconds(c.left), "%v", c.left)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/rmq-go/rmq/cmd/rmqd/internal/forward"
 	"github.com/rmq-go/rmq/cmd/rmqd/internal/names"
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/quota"
 	"github.com/rmq-go/rmq/cmd/rmqd/internal/redact"
 	"github.com/rmq-go/rmq/cmd/rmqd/internal/service"
 )
@@ -44,7 +45,7 @@ type config struct {
 	adminHosts      hostFlags
 	authFailures    int
 	trustedProxies  prefixFlags
-	quotas          service.Quotas
+	quotas          quota.Quotas
 }
 
 const usageHead = `rmqd serves RMQ for Go over HTTP, wire-compatible with lmstfy's API:

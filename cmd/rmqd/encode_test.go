@@ -6,8 +6,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/api"
 	"github.com/rmq-go/rmq/cmd/rmqd/internal/encode"
-	"github.com/rmq-go/rmq/cmd/rmqd/internal/service"
 )
 
 // The hand-written encoders give encoding/json's bytes.
@@ -19,7 +19,7 @@ func TestEncodersMatchEncodingJSON(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, string(want), string(encode.AppendJSONString(nil, s)), "%q", s)
 
-		want, err = json.Marshal(service.PublishedBody{Msg: "published", JobID: s})
+		want, err = json.Marshal(api.PublishedBody{Msg: "published", JobID: s})
 		require.NoError(t, err)
 		require.Equal(t, string(want), string(encode.PublishedJSON(s)))
 	}

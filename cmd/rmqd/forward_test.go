@@ -17,6 +17,7 @@ import (
 	"github.com/rmq-go/rmq/internal/brokerserver/brokertest"
 	"github.com/rmq-go/rmq/internal/redistest"
 
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/api"
 	"github.com/rmq-go/rmq/cmd/rmqd/internal/forward"
 	"github.com/rmq-go/rmq/cmd/rmqd/internal/names"
 	"github.com/rmq-go/rmq/cmd/rmqd/internal/service"
@@ -197,7 +198,7 @@ func TestBinaryForwardNATS(t *testing.T) {
 
 	// Not consumable over HTTP: the job would never reach the broker.
 	for _, q := range []string{"orders", "other,orders"} {
-		requireError(t, do(t, "GET", e.api+"/api/shop/"+q, "", "X-Token: "+e.tok), http.StatusConflict, service.ErrForwarded)
+		requireError(t, do(t, "GET", e.api+"/api/shop/"+q, "", "X-Token: "+e.tok), http.StatusConflict, api.ErrForwarded)
 	}
 	require.Equal(t, http.StatusNotFound, do(t, "GET", e.api+"/api/shop/other", "", "X-Token: "+e.tok).status)
 

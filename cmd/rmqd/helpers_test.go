@@ -20,6 +20,8 @@ import (
 	"github.com/rmq-go/rmq/internal/redisserver"
 	"github.com/rmq-go/rmq/internal/redistest"
 
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/admin"
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/api"
 	"github.com/rmq-go/rmq/cmd/rmqd/internal/names"
 	"github.com/rmq-go/rmq/cmd/rmqd/internal/service"
 )
@@ -96,8 +98,8 @@ func newEnvOn(t *testing.T, srv *redisserver.Server, adjust ...func(*service.Ser
 	svc, err := service.NewService(ctx, cfg, map[string]redis.UniversalClient{names.DefaultPool: e.rdb, "other": other}, logger)
 	require.NoError(t, err)
 	e.svc = svc
-	e.api = httptest.NewServer(svc.ApiHandler())
-	e.admin = httptest.NewServer(svc.AdminHandler())
+	e.api = httptest.NewServer(api.Handler(svc))
+	e.admin = httptest.NewServer(admin.Handler(svc))
 	t.Cleanup(func() {
 		e.api.Close()
 		e.admin.Close()
@@ -202,7 +204,7 @@ func (e *env) size(ns, q string) int {
 	e.t.Helper()
 	a := do(e.t, "GET", e.url("/api/"+ns+"/"+q+"/size"), "")
 	require.Equal(e.t, http.StatusOK, a.status, "%s", a)
-	var m service.SizeBody
+	var m api.SizeBody
 	a.json(e.t, &m)
 	return int(m.Size)
 }

@@ -26,6 +26,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/admin"
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/api"
 	"github.com/rmq-go/rmq/cmd/rmqd/internal/gc"
 	"github.com/rmq-go/rmq/cmd/rmqd/internal/logbuf"
 	"github.com/rmq-go/rmq/cmd/rmqd/internal/names"
@@ -129,7 +131,7 @@ func serve(ctx context.Context, cfg config, log, access *slog.Logger, stdout io.
 	startCtx, cancel := context.WithTimeout(ctx, startTimeout)
 	svc, err := service.NewService(startCtx, service.ServiceConfig{
 		Prefix: cfg.prefix, CacheTTL: cfg.cacheTTL, MaxWait: cfg.maxWait,
-		Accounts: cfg.accounts.m, AccessLog: cfg.accessLog, AccessLogger: access, Version: service.ReadVersion(), Dashboard: cfg.dashboard,
+		Accounts: cfg.accounts.m, AccessLog: cfg.accessLog, AccessLogger: access, Version: admin.ReadVersion(), Dashboard: cfg.dashboard,
 		Pprof: cfg.pprof, AdminHosts: append(service.ListenHost(cfg.adminListen), cfg.adminHosts...),
 		MaxAuthFailures: cfg.authFailures, TrustedProxies: cfg.trustedProxies, Secrets: cfg.secrets(),
 		Forwards: cfg.forwards.List, Quotas: cfg.quotas,
@@ -156,8 +158,8 @@ func serve(ctx context.Context, cfg config, log, access *slog.Logger, stdout io.
 		return err
 	}
 	servers := []*http.Server{
-		newHTTPServer(svc.ApiHandler(), cfg.maxWait, log),
-		newHTTPServer(svc.AdminHandler(), cfg.maxWait, log),
+		newHTTPServer(api.Handler(svc), cfg.maxWait, log),
+		newHTTPServer(admin.Handler(svc), cfg.maxWait, log),
 	}
 	errc := make(chan error, 2)
 	var wg sync.WaitGroup

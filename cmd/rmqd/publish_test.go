@@ -16,7 +16,7 @@ import (
 	"github.com/rmq-go/rmq/cmd/rmqd/internal/encode"
 	"github.com/rmq-go/rmq/cmd/rmqd/internal/names"
 	"github.com/rmq-go/rmq/cmd/rmqd/internal/params"
-	"github.com/rmq-go/rmq/cmd/rmqd/internal/service"
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/pull"
 )
 
 func TestPublishChecksInOrder(t *testing.T) {
@@ -142,7 +142,7 @@ func TestBulkPublish(t *testing.T) {
 	require.Equal(t, []string{`"two"`, `{"a": 1}`, `5`, `null`}, got)
 }
 
-func mustQueueTopic(t *testing.T, p *service.Pool, ns, q string) topic.Topic {
+func mustQueueTopic(t *testing.T, p *pull.Pool, ns, q string) topic.Topic {
 	t.Helper()
 	tp, found, err := p.QueueTopic(context.Background(), ns, q)
 	require.NoError(t, err)

@@ -23,7 +23,7 @@ import (
 	"github.com/rmq-go/rmq/topic"
 
 	"github.com/rmq-go/rmq/cmd/rmqd/internal/params"
-	"github.com/rmq-go/rmq/cmd/rmqd/internal/service"
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/pull"
 )
 
 // Publishes that arrive while a write is in flight ride the next write
@@ -43,7 +43,7 @@ func TestPublisherSharesWritesAndReportsEachJob(t *testing.T) {
 		}
 	}})
 	prod := rmqtest.Producer(t, rdb, redistest.Prefix(t))
-	pub := service.NewPublisher(prod)
+	pub := pull.NewPublisher(prod)
 	ctx := context.Background()
 	qa := topic.MustNew("ns.a", topic.FixedTime, 1)
 	qb := topic.MustNew("ns.b", topic.FixedTime, 1)
@@ -62,7 +62,7 @@ func TestPublisherSharesWritesAndReportsEachJob(t *testing.T) {
 			if i%10 == 9 {
 				at = time.Date(1960, 1, 1, 0, 0, 0, 0, time.UTC) // refused by the library
 			}
-			j := service.JobSpec{Id: fmt.Sprintf("job-%02d", i), Body: []byte(fmt.Sprint(i)), Due: at, Tries: 1 + i%5}
+			j := pull.JobSpec{Id: fmt.Sprintf("job-%02d", i), Body: []byte(fmt.Sprint(i)), Due: at, Tries: 1 + i%5}
 			errs[i] = pub.Publish(ctx, tp, j.Message())
 		}()
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/rmq-go/rmq/topic"
 
 	"github.com/rmq-go/rmq/cmd/rmqd/internal/names"
-	"github.com/rmq-go/rmq/cmd/rmqd/internal/service"
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/pull"
 )
 
 // Consumes that share rounds get disjoint jobs, each at most its count,
@@ -95,7 +95,7 @@ func TestPullRoundsSkippedForLongPollsOfDrainedQueues(t *testing.T) {
 	jobs, err = p.Rounds.Pull(ctx, []topic.Topic{q}, 1, time.Minute, true)
 	require.NoError(t, err)
 	require.Empty(t, jobs, "skipped")
-	time.Sleep(service.DrainedFor)
+	time.Sleep(pull.DrainedFor)
 	jobs, err = p.Rounds.Pull(ctx, []topic.Topic{q}, 1, time.Minute, true)
 	require.NoError(t, err)
 	require.Len(t, jobs, 1, "after drainedFor a long poll rides a round again")

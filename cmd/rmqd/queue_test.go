@@ -13,8 +13,8 @@ import (
 	"github.com/rmq-go/rmq/consumer"
 	"github.com/rmq-go/rmq/rmq"
 
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/api"
 	"github.com/rmq-go/rmq/cmd/rmqd/internal/names"
-	"github.com/rmq-go/rmq/cmd/rmqd/internal/service"
 )
 
 func TestAckDeletesAWaitingJobAnd204sForUnknownOnes(t *testing.T) {
@@ -100,7 +100,7 @@ func TestDeadLetter(t *testing.T) {
 	}
 	deadSize := func() int64 {
 		t.Helper()
-		var s service.SizeBody
+		var s api.SizeBody
 		do(t, "GET", e.url("/api/ns/q/deadletter/size"), "").json(t, &s)
 		return s.Size
 	}

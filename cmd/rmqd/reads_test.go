@@ -21,8 +21,10 @@ import (
 	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
 
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/api"
 	"github.com/rmq-go/rmq/cmd/rmqd/internal/encode"
 	"github.com/rmq-go/rmq/cmd/rmqd/internal/names"
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/pull"
 	"github.com/rmq-go/rmq/cmd/rmqd/internal/service"
 )
 
@@ -97,7 +99,7 @@ func TestReadsOfUnknownQueuesWriteNothing(t *testing.T) {
 			requireNoJob(t, do(t, "GET", e.url("/api/ns/_"+q+"?timeout=1"), "", "X-Token: "+tok))
 		}
 		batch = append(batch, q)
-		if len(batch) == service.MaxConsumeQueues {
+		if len(batch) == api.MaxConsumeQueues {
 			requireNoJob(t, do(t, "GET", e.url("/api/ns/"+strings.Join(batch, ",")+"?count=5"), "", "X-Token: "+tok))
 			batch = batch[:0]
 		}
@@ -105,7 +107,7 @@ func TestReadsOfUnknownQueuesWriteNothing(t *testing.T) {
 	require.Equal(t, keys, e.keyspace(), "a read wrote to Redis")
 	require.Equal(t, subs, e.channels(), "a read subscribed")
 
-	many := make([]string, service.MaxConsumeQueues+1)
+	many := make([]string, api.MaxConsumeQueues+1)
 	for i := range many {
 		many[i] = fmt.Sprintf("q%d", i)
 	}
@@ -159,7 +161,7 @@ func TestLongPollOnNewQueue(t *testing.T) {
 	waiting()
 	c, err := rmq.New(e.rdb, rmq.WithPrefix(e.prefix))
 	require.NoError(t, err)
-	tp, err := topic.New(names.TopicName("ns", "other"), topic.FixedTime, service.QueueSlots)
+	tp, err := topic.New(names.TopicName("ns", "other"), topic.FixedTime, pull.QueueSlots)
 	require.NoError(t, err)
 	sent = time.Now()
 	_, err = c.Producer().SendFixedTime(context.Background(), tp, []byte("from Go"), time.Now(), producer.WithKey("go-1"))
@@ -241,7 +243,7 @@ func TestConsumeOfManyQueuesLooksThemUpInOneRead(t *testing.T) {
 	// Published through another process: this one has not seen them.
 	other := rmqtest.Producer(t, redistest.Client(t, e.srv), e.prefix)
 	for _, q := range []string{"a", "b"} {
-		_, err := other.SendFixedTime(context.Background(), topic.MustNew(names.TopicName("ns", q), topic.FixedTime, service.QueueSlots),
+		_, err := other.SendFixedTime(context.Background(), topic.MustNew(names.TopicName("ns", q), topic.FixedTime, pull.QueueSlots),
 			[]byte(q), time.Now().Add(-time.Second), producer.WithKey("job-"+q))
 		require.NoError(t, err)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/api"
 	"github.com/rmq-go/rmq/cmd/rmqd/internal/encode"
 )
 
@@ -25,7 +26,7 @@ func TestConsumeReleasesJobsItCouldNotAnswer(t *testing.T) {
 	e := newEnv(t)
 	tok := e.token("ns")
 	id := e.publish(tok, "ns", "q", "?tries=1", "payload")
-	h := e.svc.ApiHandler()
+	h := api.Handler(e.svc)
 	req := httptest.NewRequest("GET", "/api/ns/q?ttr=600", nil)
 	req.Header.Set("X-Token", tok)
 	h.ServeHTTP(&brokenWriter{h: http.Header{}}, req)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/auth"
 	"github.com/rmq-go/rmq/cmd/rmqd/internal/ids"
 	"github.com/rmq-go/rmq/cmd/rmqd/internal/params"
 	"github.com/rmq-go/rmq/cmd/rmqd/internal/redact"
@@ -81,7 +82,7 @@ func TestHostPolicy(t *testing.T) {
 }
 
 func TestClientAddr(t *testing.T) {
-	g := service.NewAuthGuard(nil, "p", 0, []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}, nil)
+	g := auth.NewAuthGuard(nil, "p", 0, []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}, nil)
 	req := func(remote string, xff ...string) *http.Request {
 		r := httptest.NewRequest("GET", "/", nil)
 		r.RemoteAddr = remote

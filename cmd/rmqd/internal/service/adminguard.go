@@ -107,11 +107,11 @@ func (s *Service) adminGate(w http.ResponseWriter, r *http.Request) bool {
 // for one costs CPU. The command line is shown with its credentials
 // redacted. Never on http.DefaultServeMux, which the API listener must
 // not expose.
-func (s *Service) registerPprof(mux *http.ServeMux) {
-	if !s.cfg.Pprof {
+func (s *Service) RegisterPprof(mux *http.ServeMux) {
+	if !s.Cfg.Pprof {
 		return
 	}
-	auth := s.basicAuth
+	auth := s.BasicAuth
 	mux.Handle("GET /debug/pprof/", auth(pprof.Index))
 	mux.Handle("GET /debug/pprof/cmdline", auth(s.serveCmdline))
 	mux.Handle("GET /debug/pprof/profile", auth(pprof.Profile))

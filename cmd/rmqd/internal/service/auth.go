@@ -11,31 +11,34 @@ import (
 
 	"github.com/rmq-go/rmq/cmd/rmqd/internal/names"
 	"github.com/rmq-go/rmq/cmd/rmqd/internal/respond"
+
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/auth"
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/pull"
 )
 
 // queueReq is a queue route's request after the common checks.
-type queueReq struct {
-	pool  *Pool
-	ns, q string   // q is the raw queue part on the consume route ("q1,q2")
-	token string   // without its pool prefix; "" on public routes
-	ref   TokenRef // the token's; zero on public routes
-	id    string   // the {id} of the job routes
+type QueueReq struct {
+	Pool  *pull.Pool
+	Ns, Q string        // q is the raw queue part on the consume route ("q1,q2")
+	Token string        // without its pool prefix; "" on public routes
+	Ref   auth.TokenRef // the token's; zero on public routes
+	Id    string        // the {id} of the job routes
 }
 
-type queueHandler func(w http.ResponseWriter, r *http.Request, qr *queueReq)
+type QueueHandler func(w http.ResponseWriter, r *http.Request, qr *QueueReq)
 
 type throttleKind int
 
 const (
 	throttleNone throttleKind = iota
-	throttleRead
-	throttleWrite
+	ThrottleRead
+	ThrottleWrite
 )
 
-type routeOpts struct {
-	public   bool // no token needed (size routes)
-	consume  bool // the consume route's laxer name rule
-	throttle throttleKind
+type RouteOpts struct {
+	Public   bool // no token needed (size routes)
+	Consume  bool // the consume route's laxer name rule
+	Throttle throttleKind
 }
 
 // requestToken is X-Token, or ?token= only when the header is absent or
@@ -51,9 +54,9 @@ func requestToken(r *http.Request) string {
 // (LMSTFY-API.md §2): names (400), the pool of the token's prefix (404),
 // the token (401), the throttle (429); then the handler. A throttled
 // request that ends with another status than 200/201 gives its unit back.
-func (s *Service) queueRoute(o routeOpts, h queueHandler) queueRoute {
+func (s *Service) QueueRoute(o RouteOpts, h QueueHandler) queueRoute {
 	return func(w http.ResponseWriter, r *http.Request, ns, q, id string) {
-		if o.consume && r.Method == http.MethodHead {
+		if o.Consume && r.Method == http.MethodHead {
 			// The router answers HEAD on GET routes; a consume is not a
 			// read: it would lease jobs (and spend their tries) to answer
 			// a request that gets no body.
@@ -61,7 +64,7 @@ func (s *Service) queueRoute(o routeOpts, h queueHandler) queueRoute {
 			respond.WriteError(w, http.StatusMethodNotAllowed, "method not allowed")
 			return
 		}
-		if o.consume {
+		if o.Consume {
 			if msg := names.ConsumeNameErr(ns, q); msg != "" {
 				respond.WriteError(w, http.StatusBadRequest, msg)
 				return
@@ -77,33 +80,33 @@ func (s *Service) queueRoute(o routeOpts, h queueHandler) queueRoute {
 			respond.WriteError(w, http.StatusNotFound, "pool not found")
 			return
 		}
-		qr := &queueReq{pool: p, ns: ns, q: q, id: id}
-		if !o.public {
+		qr := &QueueReq{Pool: p, Ns: ns, Q: q, Id: id}
+		if !o.Public {
 			if raw == "" {
 				respond.WriteError(w, http.StatusUnauthorized, "token not found")
 				return
 			}
-			ref := TokenRef{poolName, ns, token}
+			ref := auth.NewTokenRef(poolName, ns, token)
 			if !s.checkToken(w, r, ref) {
 				return
 			}
-			qr.token = token
-			qr.ref = ref
-			if o.consume && longPoll(r) {
-				release, err := s.pollCaps.poll(ref)
+			qr.Token = token
+			qr.Ref = ref
+			if o.Consume && longPoll(r) {
+				release, err := s.PollCaps.Poll(ref)
 				if err != nil {
-					writePollRefused(w, err)
+					auth.WritePollRefused(w, err)
 					return
 				}
 				defer release()
 				// A long poll ends when its token is deleted (tokenwatch.go).
-				ctx, unwatch := s.watch.watch(r.Context(), ref)
+				ctx, unwatch := s.watch.Watch(r.Context(), ref)
 				defer unwatch()
 				r = r.WithContext(ctx)
 			}
 		}
-		if o.throttle != throttleNone {
-			giveBack, ok := s.throttled(w, r, TokenRef{poolName, ns, token}, o.throttle)
+		if o.Throttle != throttleNone {
+			giveBack, ok := s.throttled(w, r, auth.NewTokenRef(poolName, ns, token), o.Throttle)
 			if !ok {
 				return
 			}
@@ -114,7 +117,7 @@ func (s *Service) queueRoute(o routeOpts, h queueHandler) queueRoute {
 						ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Second)
 						defer cancel()
 						if err := giveBack(ctx); err != nil {
-							s.log.WarnContext(ctx, "rmqd: could not give back a throttle unit", "request_id", respond.RequestID(w), "err", err)
+							s.Log.WarnContext(ctx, "rmqd: could not give back a throttle unit", "request_id", respond.RequestID(w), "err", err)
 						}
 					}
 				}()
@@ -126,30 +129,30 @@ func (s *Service) queueRoute(o routeOpts, h queueHandler) queueRoute {
 
 // checkToken looks the token up behind the guard (guard.go); false means
 // the answer (401, 429 or 500) was written.
-func (s *Service) checkToken(w http.ResponseWriter, r *http.Request, ref TokenRef) bool {
+func (s *Service) checkToken(w http.ResponseWriter, r *http.Request, ref auth.TokenRef) bool {
 	addr := s.guard.ClientAddr(r)
-	if refused, retry := s.guard.refused(guardToken, addr); refused && !s.guard.tokenKnown(addr, ref) {
-		writeGuessRefused(w, guardToken, retry)
+	if refused, retry := s.guard.Refused(auth.GuardToken, addr); refused && !s.guard.TokenKnown(addr, ref) {
+		auth.WriteGuessRefused(w, auth.GuardToken, retry)
 		return false
 	}
-	valid, err := s.tokens.valid(r.Context(), ref.pool, ref.ns, ref.token)
+	valid, err := s.Tokens.Valid(r.Context(), ref.Pool, ref.Ns, ref.Token)
 	if err != nil {
-		s.writeInternal(w, r, fmt.Errorf("token lookup: %w", err))
+		s.WriteInternal(w, r, fmt.Errorf("token lookup: %w", err))
 		return false
 	}
 	if !valid {
-		refuse, retry, err := s.guard.failed(r.Context(), guardToken, addr)
+		refuse, retry, err := s.guard.Failed(r.Context(), auth.GuardToken, addr)
 		switch {
 		case err != nil:
-			s.writeInternal(w, r, fmt.Errorf("count a failed token: %w", err))
+			s.WriteInternal(w, r, fmt.Errorf("count a failed token: %w", err))
 		case refuse:
-			writeGuessRefused(w, guardToken, retry)
+			auth.WriteGuessRefused(w, auth.GuardToken, retry)
 		default:
 			respond.WriteError(w, http.StatusUnauthorized, "invalid token")
 		}
 		return false
 	}
-	s.guard.tokenOK(addr, ref)
+	s.guard.TokenOK(addr, ref)
 	return true
 }
 
@@ -164,47 +167,47 @@ func longPoll(r *http.Request) bool {
 
 // throttled takes a unit of the token's limit; ok false means the answer
 // (429 or 500) was written.
-func (s *Service) throttled(w http.ResponseWriter, r *http.Request, ref TokenRef, kind throttleKind) (giveBack func(context.Context) error, ok bool) {
-	l, found, err := s.limits.get(r.Context(), ref.pool, ref.ns, ref.token)
+func (s *Service) throttled(w http.ResponseWriter, r *http.Request, ref auth.TokenRef, kind throttleKind) (giveBack func(context.Context) error, ok bool) {
+	l, found, err := s.Limits.Get(r.Context(), ref.Pool, ref.Ns, ref.Token)
 	if err != nil {
-		s.writeInternal(w, r, fmt.Errorf("limit lookup: %w", err))
+		s.WriteInternal(w, r, fmt.Errorf("limit lookup: %w", err))
 		return nil, false
 	}
 	if !found {
 		return nil, true
 	}
-	sd, verb := ReadSide, "consume"
-	if kind == throttleWrite {
-		sd, verb = WriteSide, "produce"
+	sd, verb := auth.ReadSide, "consume"
+	if kind == ThrottleWrite {
+		sd, verb = auth.WriteSide, "produce"
 	}
 	allowed, giveBack, err := s.throttle.Take(r.Context(), ref, l, sd)
 	if err != nil {
-		s.writeInternal(w, r, fmt.Errorf("throttle: %w", err))
+		s.WriteInternal(w, r, fmt.Errorf("throttle: %w", err))
 		return nil, false
 	}
 	if !allowed {
-		if sd == ReadSide {
-			s.metrics.ThrottledRead.Add(1)
+		if sd == auth.ReadSide {
+			s.Metrics.ThrottledRead.Add(1)
 		} else {
-			s.metrics.ThrottledWrite.Add(1)
+			s.Metrics.ThrottledWrite.Add(1)
 		}
-		respond.WriteJSON(w, http.StatusTooManyRequests, respond.MsgBody{Msg: fmt.Sprintf("token(%s) %s reach the limit rate, please retry later", ref.token, verb)})
+		respond.WriteJSON(w, http.StatusTooManyRequests, respond.MsgBody{Msg: fmt.Sprintf("token(%s) %s reach the limit rate, please retry later", ref.Token, verb)})
 		return nil, false
 	}
 	return giveBack, true
 }
 
 // basicAuth guards an admin route when accounts are configured (§8.4).
-func (s *Service) basicAuth(h http.HandlerFunc) http.Handler { return s.requireAccount(h) }
+func (s *Service) BasicAuth(h http.HandlerFunc) http.Handler { return s.RequireAccount(h) }
 
 // requireAccount is basicAuth as middleware (the dashboard's WithAuth).
 // Failed logins are counted per client address (guard.go): beyond the
 // allowance the address gets 429 and its credentials are not checked. A
 // request without credentials (a browser's first, before it asks the
 // user) is not a failure.
-func (s *Service) requireAccount(h http.Handler) http.Handler {
+func (s *Service) RequireAccount(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if len(s.cfg.Accounts) > 0 {
+		if len(s.Cfg.Accounts) > 0 {
 			user, pass, given := r.BasicAuth()
 			if !given {
 				askForLogin(w)
@@ -213,20 +216,20 @@ func (s *Service) requireAccount(h http.Handler) http.Handler {
 			addr := s.guard.ClientAddr(r)
 			ok := s.accountOK(user, pass)
 			known := loginRef(user, pass)
-			if refused, retry := s.guard.refused(guardLogin, addr); refused && !(ok && s.guard.tokenKnown(addr, known)) {
-				writeGuessRefused(w, guardLogin, retry)
+			if refused, retry := s.guard.Refused(auth.GuardLogin, addr); refused && !(ok && s.guard.TokenKnown(addr, known)) {
+				auth.WriteGuessRefused(w, auth.GuardLogin, retry)
 				return
 			}
 			if ok {
-				s.guard.tokenOK(addr, known)
+				s.guard.TokenOK(addr, known)
 			}
 			if !ok {
-				refuse, retry, err := s.guard.failed(r.Context(), guardLogin, addr)
+				refuse, retry, err := s.guard.Failed(r.Context(), auth.GuardLogin, addr)
 				switch {
 				case err != nil:
-					s.writeInternal(w, r, fmt.Errorf("count a failed login: %w", err))
+					s.WriteInternal(w, r, fmt.Errorf("count a failed login: %w", err))
 				case refuse:
-					writeGuessRefused(w, guardLogin, retry)
+					auth.WriteGuessRefused(w, auth.GuardLogin, retry)
 				default:
 					askForLogin(w)
 				}
@@ -244,9 +247,9 @@ func (s *Service) requireAccount(h http.Handler) http.Handler {
 // admin at work keeps working while someone behind the same address
 // guesses); any other login from it, right or wrong, waits. Only a digest
 // of the password is kept.
-func loginRef(user, pass string) TokenRef {
+func loginRef(user, pass string) auth.TokenRef {
 	sum := sha256.Sum256([]byte(user + "\x00" + pass))
-	return TokenRef{pool: "\x00login", ns: user, token: string(sum[:])}
+	return auth.TokenRef{Pool: "\x00login", Ns: user, Token: string(sum[:])}
 }
 
 // askForLogin answers 401 with an empty body, as lmstfy does (§8.4).
@@ -256,7 +259,7 @@ func askForLogin(w http.ResponseWriter) {
 }
 
 func (s *Service) accountOK(user, pass string) bool {
-	want, known := s.cfg.Accounts[user]
+	want, known := s.Cfg.Accounts[user]
 	// Compare digests, and even for an unknown user, so that the time
 	// tells neither the password's length nor whether the user exists.
 	a, b := sha256.Sum256([]byte(pass)), sha256.Sum256([]byte(want))

@@ -19,7 +19,7 @@ var errNotArray = errors.New("not a JSON array")
 
 // splitArray returns the elements of the JSON array raw as sub-slices of
 // raw (no copy), each without the white space around it.
-func splitArray(raw []byte) ([][]byte, error) {
+func SplitArray(raw []byte) ([][]byte, error) {
 	if !json.Valid(raw) {
 		return nil, errNotArray
 	}
@@ -95,7 +95,7 @@ func newBodyBudget(max int64) *bodyBudget {
 }
 
 // acquire takes n bytes, waiting while others hold the budget.
-func (b *bodyBudget) acquire(ctx context.Context, n int64) error {
+func (b *bodyBudget) Acquire(ctx context.Context, n int64) error {
 	if b.max <= 0 {
 		return nil
 	}
@@ -117,7 +117,7 @@ func (b *bodyBudget) acquire(ctx context.Context, n int64) error {
 }
 
 // release gives n bytes back.
-func (b *bodyBudget) release(n int64) {
+func (b *bodyBudget) Release(n int64) {
 	if b.max <= 0 {
 		return
 	}

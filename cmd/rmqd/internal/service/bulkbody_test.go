@@ -16,7 +16,7 @@ func TestSplitArrayAsUnmarshal(t *testing.T) {
 	} {
 		var want []json.RawMessage
 		require.NoError(t, json.Unmarshal([]byte(in), &want), in)
-		got, err := splitArray([]byte(in))
+		got, err := SplitArray([]byte(in))
 		require.NoError(t, err, in)
 		require.Len(t, got, len(want), in)
 		for i := range want {
@@ -24,7 +24,7 @@ func TestSplitArrayAsUnmarshal(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{``, `null`, `{}`, `"x"`, `[1,]`, `[1`, `1 [2]`} {
-		_, err := splitArray([]byte(bad))
+		_, err := SplitArray([]byte(bad))
 		require.Error(t, err, bad)
 	}
 }

@@ -19,9 +19,9 @@ func (s *Service) recoverPanic(rec *respond.Recorder, r *http.Request) {
 		panic(v)
 	}
 	if rec.Status == 0 {
-		s.writeInternal(rec, r, fmt.Errorf("panic: %v", v))
+		s.WriteInternal(rec, r, fmt.Errorf("panic: %v", v))
 	} else {
-		s.log.ErrorContext(r.Context(), "rmqd: panic after the answer began", "request_id", rec.Id, "panic", v)
+		s.Log.ErrorContext(r.Context(), "rmqd: panic after the answer began", "request_id", rec.Id, "panic", v)
 	}
 }
 
@@ -36,9 +36,9 @@ func (s *Service) finish(listener, pattern string, rec *respond.Recorder, r *htt
 	if route == "" {
 		route = "unmatched"
 	}
-	s.metrics.ObserveRequest(listener, route, rec.Status, elapsed)
-	if s.accessLog.Load() {
-		s.cfg.AccessLogger.LogAttrs(r.Context(), slog.LevelInfo, "access",
+	s.Metrics.ObserveRequest(listener, route, rec.Status, elapsed)
+	if s.AccessLog.Load() {
+		s.Cfg.AccessLogger.LogAttrs(r.Context(), slog.LevelInfo, "access",
 			slog.String("listener", listener),
 			slog.String("request_id", rec.Id),
 			slog.String("method", r.Method),
@@ -56,7 +56,7 @@ func (s *Service) finish(listener, pattern string, rec *respond.Recorder, r *htt
 // and methods get the listener's 404 instead of the mux's 405 or
 // redirect, a panic becomes a 500, and each request carries an id, is
 // counted and may be logged.
-func (s *Service) serve(listener string, mux *http.ServeMux, notFound http.HandlerFunc) http.Handler {
+func (s *Service) Serve(listener string, mux *http.ServeMux, notFound http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rec := respond.Begin(w)
 		// Handler only finds the pattern; ServeHTTP matches again and sets
@@ -79,7 +79,7 @@ func (s *Service) runHandler(h http.Handler, rec *respond.Recorder, r *http.Requ
 }
 
 // serveAPI is serve for the API listener, over its router (router.go).
-func (s *Service) serveAPI(rt *apiRouter, notFound http.HandlerFunc) http.Handler {
+func (s *Service) ServeAPI(rt *ApiRouter, notFound http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rec := respond.Begin(w)
 		route, ns, q, id := rt.match(r)
@@ -103,9 +103,9 @@ func (s *Service) runRoute(route *apiRoute, rec *respond.Recorder, r *http.Reque
 // and logs the cause with the same request id, so an operator can find
 // the one from the other. lmstfy's body has no request_id; the extra field
 // is harmless to its clients.
-func (s *Service) writeInternal(w http.ResponseWriter, r *http.Request, err error) {
+func (s *Service) WriteInternal(w http.ResponseWriter, r *http.Request, err error) {
 	id := respond.RequestID(w)
-	s.log.ErrorContext(r.Context(), "rmqd: request failed", "request_id", id, "method", r.Method, "path", respond.LogPath(r), "err", err)
+	s.Log.ErrorContext(r.Context(), "rmqd: request failed", "request_id", id, "method", r.Method, "path", respond.LogPath(r), "err", err)
 	respond.WriteJSON(w, http.StatusInternalServerError, struct {
 		Error     string `json:"error"`
 		RequestID string `json:"request_id"`

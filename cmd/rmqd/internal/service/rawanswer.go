@@ -108,9 +108,9 @@ func (c *idConn) CloseWrite() error {
 
 // rawAnswer counts and logs an answer net/http wrote itself.
 func (s *Service) rawAnswer(listener, id string, status int, remote string) {
-	s.metrics.ObserveRequest(listener, "malformed", status, 0)
-	if s.accessLog.Load() {
-		s.cfg.AccessLogger.LogAttrs(context.Background(), slog.LevelInfo, "access",
+	s.Metrics.ObserveRequest(listener, "malformed", status, 0)
+	if s.AccessLog.Load() {
+		s.Cfg.AccessLogger.LogAttrs(context.Background(), slog.LevelInfo, "access",
 			slog.String("listener", listener),
 			slog.String("request_id", id),
 			slog.String("method", ""),

@@ -12,7 +12,7 @@ import (
 // (pattern and unescaped values), except that it never redirects.
 func TestAPIRouterMatchesServeMux(t *testing.T) {
 	s := &Service{}
-	rt := &apiRouter{}
+	rt := &ApiRouter{}
 	mux := http.NewServeMux()
 	for _, p := range []string{
 		"PUT /api/{ns}/{q}", "PUT /api/{ns}/{q}/bulk", "PUT /api/{ns}/{q}/job/{id}", "GET /api/{ns}/{q}",
@@ -20,7 +20,7 @@ func TestAPIRouterMatchesServeMux(t *testing.T) {
 		"GET /api/{ns}/{q}/job/{id}", "GET /api/{ns}/{q}/size", "DELETE /api/{ns}/{q}", "GET /api/{ns}/{q}/deadletter",
 		"GET /api/{ns}/{q}/deadletter/size", "PUT /api/{ns}/{q}/deadletter", "DELETE /api/{ns}/{q}/deadletter",
 	} {
-		rt.handle(p, s.queueRoute(routeOpts{}, nil))
+		rt.Handle(p, s.QueueRoute(RouteOpts{}, nil))
 		mux.HandleFunc(p, func(http.ResponseWriter, *http.Request) {})
 	}
 	methods := []string{"GET", "HEAD", "PUT", "POST", "DELETE", "PATCH"}

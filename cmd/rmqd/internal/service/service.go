@@ -24,6 +24,10 @@ import (
 	"github.com/rmq-go/rmq/cmd/rmqd/internal/names"
 	"github.com/rmq-go/rmq/cmd/rmqd/internal/redact"
 	"github.com/rmq-go/rmq/cmd/rmqd/internal/respond"
+
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/auth"
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/pull"
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/quota"
 )
 
 // serviceConfig is what the service needs besides its Redis clients.
@@ -69,7 +73,7 @@ type ServiceConfig struct {
 	Forwards []forward.ForwardSpec
 	// Quotas bound what one tenant may hold or keep busy (quotas.go);
 	// the zero value bounds nothing.
-	Quotas Quotas
+	Quotas quota.Quotas
 }
 
 type VersionInfo struct {
@@ -82,27 +86,27 @@ type VersionInfo struct {
 // state a second process would need: tokens, limits and queues are in
 // Redis; what it caches is bounded by cfg.CacheTTL.
 type Service struct {
-	cfg       ServiceConfig
-	log       *slog.Logger
-	Pools     map[string]*Pool
+	Cfg       ServiceConfig
+	Log       *slog.Logger
+	Pools     map[string]*pull.Pool
 	PoolNames []string // sorted
-	tokens    *tokenStore
-	limits    *limitStore
-	throttle  *throttler
-	metrics   *metrics.Metrics
-	guard     *authGuard
-	watch     *tokenWatch
+	Tokens    *auth.TokenStore
+	Limits    *auth.LimitStore
+	throttle  *auth.Throttler
+	Metrics   *metrics.Metrics
+	guard     *auth.AuthGuard
+	watch     *auth.TokenWatch
 	redact    *redact.Redactor
-	pollCaps  *pollCaps   // long polls per token and process (pollcap.go)
-	bodies    *bodyBudget // bulk bodies in progress (bulkbody.go)
+	PollCaps  *auth.PollCaps // long polls per token and process (pollcap.go)
+	Bodies    *bodyBudget    // bulk bodies in progress (bulkbody.go)
 	// adminHosts are the Host names the admin listener answers.
 	adminHosts hostPolicy
-	accessLog  atomic.Bool
-	counters   *dashboard.Counters // the default pool's, for the dashboard's charts
+	AccessLog  atomic.Bool
+	Counters   *dashboard.Counters // the default pool's, for the dashboard's charts
 
 	// stopping is cancelled when shutdown begins, ending long polls early
 	// so that http.Server.Shutdown does not wait for them.
-	stopping context.Context
+	Stopping context.Context
 	stop     context.CancelFunc
 }
 
@@ -119,36 +123,36 @@ func NewService(ctx context.Context, cfg ServiceConfig, clients map[string]redis
 		cfg.MaxWait = DefaultMaxWait
 	}
 	s := &Service{
-		cfg:      cfg,
-		log:      log,
-		Pools:    map[string]*Pool{},
-		tokens:   newTokenStore(def, cfg.Prefix, cfg.CacheTTL),
-		limits:   newLimitStore(def, cfg.Prefix, cfg.CacheTTL),
-		throttle: NewThrottler(def, cfg.Prefix),
-		metrics:  metrics.NewMetrics(),
+		Cfg:      cfg,
+		Log:      log,
+		Pools:    map[string]*pull.Pool{},
+		Tokens:   auth.NewTokenStore(def, cfg.Prefix, cfg.CacheTTL),
+		Limits:   auth.NewLimitStore(def, cfg.Prefix, cfg.CacheTTL),
+		throttle: auth.NewThrottler(def, cfg.Prefix),
+		Metrics:  metrics.NewMetrics(),
 		// rmqd only pulls: lateness is what consume reports (firings).
-		counters: dashboard.NewCounters(dashboard.LatenessFromFired()),
-		guard:    NewAuthGuard(def, cfg.Prefix, cfg.MaxAuthFailures, cfg.TrustedProxies, log),
+		Counters: dashboard.NewCounters(dashboard.LatenessFromFired()),
+		guard:    auth.NewAuthGuard(def, cfg.Prefix, cfg.MaxAuthFailures, cfg.TrustedProxies, log),
 		redact:   redact.NewRedactor(cfg.Secrets),
-		pollCaps: newPollCaps(cfg.Quotas),
-		bodies:   newBodyBudget(cfg.Quotas.MaxBulkMemory),
+		PollCaps: auth.NewPollCaps(cfg.Quotas),
+		Bodies:   newBodyBudget(cfg.Quotas.MaxBulkMemory),
 
 		adminHosts: NewHostPolicy(cfg.AdminHosts),
 	}
-	s.watch = newTokenWatch(s.tokens, watchInterval, log)
-	s.tokens.removed = func(ref TokenRef) {
-		s.watch.revoked(ref)
-		s.guard.forgetToken(ref)
+	s.watch = auth.NewTokenWatch(s.Tokens, watchInterval, log)
+	s.Tokens.Removed = func(ref auth.TokenRef) {
+		s.watch.Revoked(ref)
+		s.guard.ForgetToken(ref)
 	}
-	if s.cfg.AccessLogger == nil {
-		s.cfg.AccessLogger = log
+	if s.Cfg.AccessLogger == nil {
+		s.Cfg.AccessLogger = log
 	}
-	s.stopping, s.stop = context.WithCancel(context.Background())
-	s.accessLog.Store(cfg.AccessLog)
+	s.Stopping, s.stop = context.WithCancel(context.Background())
+	s.AccessLog.Store(cfg.AccessLog)
 	for name, rdb := range clients {
 		var extra []rmq.Option
 		if name == names.DefaultPool {
-			extra = append(extra, rmq.WithObserver(s.counters))
+			extra = append(extra, rmq.WithObserver(s.Counters))
 		}
 		var fws []forward.ForwardSpec
 		for _, f := range cfg.Forwards {
@@ -156,7 +160,7 @@ func NewService(ctx context.Context, cfg ServiceConfig, clients map[string]redis
 				fws = append(fws, f)
 			}
 		}
-		p, err := newPool(ctx, name, rdb, cfg.Prefix, cfg.PullIdle, log, fws, s.redact.String, extra...)
+		p, err := pull.NewPool(ctx, name, rdb, cfg.Prefix, cfg.PullIdle, log, fws, s.redact.String, extra...)
 		if err != nil {
 			_ = s.Close(ctx)
 			return nil, err
@@ -182,10 +186,10 @@ func (s *Service) BeginShutdown() { s.stop() }
 // service is left).
 func (s *Service) Close(ctx context.Context) error {
 	s.stop()
-	s.watch.close()
+	s.watch.Close()
 	var errs []error
 	for name, p := range s.Pools {
-		if err := p.close(ctx); err != nil {
+		if err := p.Close(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("pool %s: %w", name, err))
 		}
 	}
@@ -193,14 +197,14 @@ func (s *Service) Close(ctx context.Context) error {
 }
 
 // libError answers an error of the library or the engine.
-func (s *Service) libError(w http.ResponseWriter, r *http.Request, err error) {
+func (s *Service) LibError(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
-	case errors.Is(err, errTypeConflict), errors.Is(err, topic.ErrConflict), errors.Is(err, producer.ErrTypeMismatch):
+	case errors.Is(err, pull.ErrTypeConflict), errors.Is(err, topic.ErrConflict), errors.Is(err, producer.ErrTypeMismatch):
 		respond.WriteError(w, http.StatusConflict, "queue has another type")
 	case errors.Is(err, producer.ErrInvalidPriority), errors.Is(err, producer.ErrInvalidTime),
 		errors.Is(err, producer.ErrInvalidRange), errors.Is(err, producer.ErrInvalidKey):
 		respond.WriteError(w, http.StatusBadRequest, strings.TrimPrefix(err.Error(), "rmq: "))
 	default:
-		s.writeInternal(w, r, err)
+		s.WriteInternal(w, r, err)
 	}
 }

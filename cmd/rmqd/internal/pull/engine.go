@@ -1,4 +1,4 @@
-package service
+package pull
 
 // engine.go maps jobs onto the library's Jobs API (per-message options,
 // pull, ack, nack and message lookup by id, pause).
@@ -25,13 +25,13 @@ type JobSpec struct {
 	Id      string
 	Body    []byte
 	Due     time.Time     // fixedtime: when it is due
-	window  time.Duration // rangemerge: the merge window
-	prio    int64         // priority: its priority
-	notOn   time.Time     // priority: competes only from then on (zero: now)
+	Window  time.Duration // rangemerge: the merge window
+	Prio    int64         // priority: its priority
+	NotOn   time.Time     // priority: competes only from then on (zero: now)
 	Tries   int           // deliveries allowed, ≥ 1
-	ttl     time.Duration // 0: never expires
-	headers map[string]string
-	group   string // "" for none (admin_flow.go)
+	Ttl     time.Duration // 0: never expires
+	Headers map[string]string
+	Group   string // "" for none (admin_flow.go)
 }
 
 // maxLibRetries is the library's largest per-message retry count; lmstfy
@@ -39,19 +39,19 @@ type JobSpec struct {
 const maxLibRetries = 998
 
 // sendOptions are the per-message options of a job (the key apart).
-func (j JobSpec) sendOptions() []producer.SendOption {
+func (j JobSpec) SendOptions() []producer.SendOption {
 	opts := []producer.SendOption{producer.WithMaxRetries(min(j.Tries-1, maxLibRetries))}
-	if j.ttl > 0 {
-		opts = append(opts, producer.WithTTL(j.ttl))
+	if j.Ttl > 0 {
+		opts = append(opts, producer.WithTTL(j.Ttl))
 	}
-	if len(j.headers) > 0 {
-		opts = append(opts, producer.WithHeaders(j.headers))
+	if len(j.Headers) > 0 {
+		opts = append(opts, producer.WithHeaders(j.Headers))
 	}
-	if !j.notOn.IsZero() {
-		opts = append(opts, producer.WithNotBefore(j.notOn))
+	if !j.NotOn.IsZero() {
+		opts = append(opts, producer.WithNotBefore(j.NotOn))
 	}
-	if j.group != "" {
-		opts = append(opts, producer.WithGroup(j.group))
+	if j.Group != "" {
+		opts = append(opts, producer.WithGroup(j.Group))
 	}
 	return opts
 }
@@ -62,12 +62,12 @@ func (j *JobSpec) storedBody() []byte {
 		return j.Body
 	}
 	// A copy: bulk jobs share one attribute map.
-	h := make(map[string]string, len(j.headers)+1)
-	for k, v := range j.headers {
+	h := make(map[string]string, len(j.Headers)+1)
+	for k, v := range j.Headers {
 		h[k] = v
 	}
 	h[names.EmptyHeader] = "1"
-	j.headers = h
+	j.Headers = h
 	return []byte(" ")
 }
 
@@ -75,18 +75,18 @@ func (j *JobSpec) storedBody() []byte {
 // counts depends on the queue's type.
 func (j *JobSpec) Message() producer.BatchMessage {
 	body := j.storedBody()
-	return producer.BatchMessage{Body: body, Key: j.Id, TimeRange: j.window, Priority: j.prio, At: j.Due,
-		Options: j.sendOptions()}
+	return producer.BatchMessage{Body: body, Key: j.Id, TimeRange: j.Window, Priority: j.Prio, At: j.Due,
+		Options: j.SendOptions()}
 }
 
 // publish stores one job, in a write shared with concurrent publishes
 // (publisher.go).
-func (p *Pool) publish(ctx context.Context, t topic.Topic, j JobSpec) error {
+func (p *Pool) Publish(ctx context.Context, t topic.Topic, j JobSpec) error {
 	return p.pub.Publish(ctx, t, j.Message())
 }
 
 // publishBatch stores jobs with one script call per slot.
-func (p *Pool) publishBatch(ctx context.Context, t topic.Topic, jobs []JobSpec) error {
+func (p *Pool) PublishBatch(ctx context.Context, t topic.Topic, jobs []JobSpec) error {
 	msgs := make([]producer.BatchMessage, len(jobs))
 	for i := range jobs {
 		msgs[i] = jobs[i].Message()
@@ -96,27 +96,27 @@ func (p *Pool) publishBatch(ctx context.Context, t topic.Topic, jobs []JobSpec) 
 }
 
 // job is a job as rmqd answers it.
-type job struct {
-	topic       topic.Topic
+type Job struct {
+	Topic       topic.Topic
 	Id          string
 	body        []byte
 	gone        bool      // peeked head whose data is gone: data null
 	expiresAt   time.Time // zero: never (dead jobs never expire: lmstfy persists them)
-	firstSentAt time.Time
-	dueAt       time.Time // consumed jobs of time-based queues: when it was due
-	remainTries int
+	FirstSentAt time.Time
+	DueAt       time.Time // consumed jobs of time-based queues: when it was due
+	RemainTries int
 	headers     map[string]string // emptyHeader already applied and removed
-	delivery    *rmq.Delivery     // a consumed job's delivery (release)
+	Delivery    *rmq.Delivery     // a consumed job's delivery (release)
 }
 
 // pull hands out up to n due jobs of the topics (first topic first),
 // leased for lease, waiting up to wait for the first one.
-func (p *Pool) pull(ctx context.Context, topics []topic.Topic, n int, lease, wait time.Duration) ([]job, error) {
-	ds, err := p.client.Pull(ctx, topics, n, rmq.WithLease(lease), rmq.WithWait(wait))
+func (p *Pool) Pull(ctx context.Context, topics []topic.Topic, n int, lease, wait time.Duration) ([]Job, error) {
+	ds, err := p.Client.Pull(ctx, topics, n, rmq.WithLease(lease), rmq.WithWait(wait))
 	if err != nil {
 		return nil, err
 	}
-	jobs := make([]job, len(ds))
+	jobs := make([]Job, len(ds))
 	for i, d := range ds {
 		t := topics[0]
 		for _, x := range topics[1:] {
@@ -124,8 +124,8 @@ func (p *Pool) pull(ctx context.Context, topics []topic.Topic, n int, lease, wai
 				t = x
 			}
 		}
-		jobs[i] = job{topic: t, Id: d.ID, body: d.Body, expiresAt: d.ExpiresAt, firstSentAt: d.FirstSentAt, dueAt: d.DueAt,
-			remainTries: triesLeft(d.MaxRetries, d.Attempt), headers: d.Headers, delivery: d}.fromStored()
+		jobs[i] = Job{Topic: t, Id: d.ID, body: d.Body, expiresAt: d.ExpiresAt, FirstSentAt: d.FirstSentAt, DueAt: d.DueAt,
+			RemainTries: triesLeft(d.MaxRetries, d.Attempt), headers: d.Headers, Delivery: d}.fromStored()
 	}
 	return jobs, nil
 }
@@ -143,8 +143,8 @@ func triesLeft(maxRetries, done int) int {
 // ack ends a job wherever it is (lmstfy's DELETE job): an in-flight
 // delivery is acked by id without its fencing token, a waiting or delayed
 // job is removed, a dead one deleted. Unknown ids are fine.
-func (p *Pool) ack(ctx context.Context, t topic.Topic, id string) error {
-	if acked, err := p.client.AckByID(ctx, t, id); err != nil || acked {
+func (p *Pool) Ack(ctx context.Context, t topic.Topic, id string) error {
+	if acked, err := p.Client.AckByID(ctx, t, id); err != nil || acked {
 		return err
 	}
 	removed, err := p.prod.Remove(ctx, t, id)
@@ -159,7 +159,7 @@ func (p *Pool) ack(ctx context.Context, t topic.Topic, id string) error {
 // and in-flight jobs and the dead letter are left alone. It reads ids
 // only (destroyIDs), never a body: reading the ready jobs with their
 // bodies (the inspector's Peek) held up to 500 bodies of 1 MiB at once.
-func (p *Pool) destroy(ctx context.Context, t topic.Topic) error {
+func (p *Pool) Destroy(ctx context.Context, t topic.Topic) error {
 	for {
 		ids, err := p.destroyIDs(ctx, t, destroyBatch)
 		if err != nil || len(ids) == 0 {
@@ -188,7 +188,7 @@ const destroyBatch = 100
 // both).
 func (p *Pool) destroyIDs(ctx context.Context, t topic.Topic, n int) ([]string, error) {
 	now := strconv.FormatInt(time.Now().UnixMilli(), 10)
-	pipe := p.rdb.Pipeline()
+	pipe := p.Rdb.Pipeline()
 	cmds := make([]*redis.StringSliceCmd, t.SlotAmount())
 	for i := range cmds {
 		k := slots.KeysFor(p.prefix, t, i)
@@ -203,7 +203,7 @@ func (p *Pool) destroyIDs(ctx context.Context, t topic.Topic, n int) ([]string, 
 	}
 	var ids []string
 	var inflight []*redis.FloatCmd
-	pipe = p.rdb.Pipeline()
+	pipe = p.Rdb.Pipeline()
 	for i, c := range cmds {
 		k := slots.KeysFor(p.prefix, t, i)
 		for _, id := range c.Val() {
@@ -230,12 +230,12 @@ func (p *Pool) destroyIDs(ctx context.Context, t topic.Topic, n int) ([]string, 
 // retryAfter (0: the library's backoff), or dead when it has no try left.
 // Like ack it names no fencing token: rmqd keeps no delivery between
 // requests. found is false when no delivery of id is in flight.
-func (p *Pool) nack(ctx context.Context, t topic.Topic, id string, retryAfter time.Duration, cause string) (found bool, err error) {
+func (p *Pool) Nack(ctx context.Context, t topic.Topic, id string, retryAfter time.Duration, cause string) (found bool, err error) {
 	var why error
 	if cause != "" {
 		why = errors.New(cause)
 	}
-	return p.client.NackByID(ctx, t, id, retryAfter, why)
+	return p.Client.NackByID(ctx, t, id, retryAfter, why)
 }
 
 // lookupJob returns a job in any state (delayed, ready, in flight, dead);
@@ -243,16 +243,16 @@ func (p *Pool) nack(ctx context.Context, t topic.Topic, id string, retryAfter ti
 // (the library drops such a job only when it next touches it; lmstfy's
 // data key expires at once). remainTries is 0 (lmstfy does not report it
 // by id).
-func (p *Pool) lookupJob(ctx context.Context, t topic.Topic, id string, now time.Time) (j job, found bool, err error) {
+func (p *Pool) LookupJob(ctx context.Context, t topic.Topic, id string, now time.Time) (j Job, found bool, err error) {
 	m, err := p.Insp.Message(ctx, t, id)
 	if errors.Is(err, rmq.ErrMessageNotFound) {
-		return job{}, false, nil
+		return Job{}, false, nil
 	}
 	if err != nil {
-		return job{}, false, err
+		return Job{}, false, err
 	}
 	if expiredAt(m, now) {
-		return job{}, false, nil
+		return Job{}, false, nil
 	}
 	return infoJob(t, id, m), true, nil
 }
@@ -265,9 +265,9 @@ func expiredAt(m rmq.MessageInfo, now time.Time) bool {
 
 // infoJob is a job as the Inspector reports it; remainTries counts the
 // deliveries left before the next one.
-func infoJob(t topic.Topic, id string, m rmq.MessageInfo) job {
-	j := job{topic: t, Id: id, body: m.Body, expiresAt: m.ExpiresAt, firstSentAt: m.FirstSentAt,
-		remainTries: triesLeft(m.MaxRetries, m.Attempts), headers: m.Headers}
+func infoJob(t topic.Topic, id string, m rmq.MessageInfo) Job {
+	j := Job{Topic: t, Id: id, body: m.Body, expiresAt: m.ExpiresAt, FirstSentAt: m.FirstSentAt,
+		RemainTries: triesLeft(m.MaxRetries, m.Attempts), headers: m.Headers}
 	if m.State == rmq.StateDead {
 		j.expiresAt = time.Time{}
 	}
@@ -275,19 +275,19 @@ func infoJob(t topic.Topic, id string, m rmq.MessageInfo) job {
 }
 
 // head returns the ready job a consume would take next, without taking it.
-func (p *Pool) head(ctx context.Context, t topic.Topic, now time.Time) (j job, found bool, err error) {
+func (p *Pool) Head(ctx context.Context, t topic.Topic, now time.Time) (j Job, found bool, err error) {
 	ws, err := p.ReadyIDs(ctx, t, 1)
 	if err != nil || len(ws) == 0 {
-		return job{}, false, err
+		return Job{}, false, err
 	}
 	m, err := p.Insp.Message(ctx, t, ws[0].ID)
 	if errors.Is(err, rmq.ErrMessageNotFound) || err == nil && expiredAt(m, now) {
 		// Acked between the two reads, or its ttl ran out (no consume will
 		// get it): lmstfy shows such a head with its data gone.
-		return job{topic: t, Id: ws[0].ID, gone: true}, true, nil
+		return Job{Topic: t, Id: ws[0].ID, gone: true}, true, nil
 	}
 	if err != nil {
-		return job{}, false, err
+		return Job{}, false, err
 	}
 	return infoJob(t, ws[0].ID, m), true, nil
 }
@@ -295,12 +295,12 @@ func (p *Pool) head(ctx context.Context, t topic.Topic, now time.Time) (j job, f
 // respawn moves dead jobs back to the ready queue, fresh, in the given
 // order, and returns how many moved. As in lmstfy a respawned job has one
 // try and ttl to live from now (0: it never expires), whatever it had.
-func (p *Pool) respawn(ctx context.Context, t topic.Topic, ids []string, ttl time.Duration) (int, error) {
+func (p *Pool) Respawn(ctx context.Context, t topic.Topic, ids []string, ttl time.Duration) (int, error) {
 	return p.Insp.RequeueRenewed(ctx, t, 0, ttl, ids...)
 }
 
 // fromStored undoes storedBody.
-func (j job) fromStored() job {
+func (j Job) fromStored() Job {
 	if j.headers[names.EmptyHeader] != "" {
 		j.body = []byte{}
 	}
@@ -317,12 +317,12 @@ func (j job) fromStored() job {
 }
 
 // pause stops deliveries of t (publishes still land); resume restarts them.
-func (p *Pool) pause(ctx context.Context, t topic.Topic) error { return p.Insp.Pause(ctx, t) }
+func (p *Pool) Pause(ctx context.Context, t topic.Topic) error { return p.Insp.Pause(ctx, t) }
 
-func (p *Pool) resume(ctx context.Context, t topic.Topic) error { return p.Insp.Resume(ctx, t) }
+func (p *Pool) Resume(ctx context.Context, t topic.Topic) error { return p.Insp.Resume(ctx, t) }
 
 // queueStats are the counts GET /queue/{ns}/{q} answers.
-type queueStats struct {
+type QueueStats struct {
 	Namespace string `json:"namespace"`
 	Queue     string `json:"queue"`
 	Type      string `json:"type"`
@@ -333,19 +333,19 @@ type queueStats struct {
 	Paused    bool   `json:"paused"`
 }
 
-func (p *Pool) stats(ctx context.Context, t topic.Topic) (queueStats, error) {
+func (p *Pool) Stats(ctx context.Context, t topic.Topic) (QueueStats, error) {
 	st, err := p.Insp.Stats(ctx, t)
 	if err != nil {
-		return queueStats{}, err
+		return QueueStats{}, err
 	}
 	// Delayed time-based jobs wait in Store, not yet due; delayed priority
 	// jobs wait outside it (Stats.Delayed).
-	return queueStats{Type: t.Type().String(), Ready: st.Due, Delayed: st.Store - st.Due + st.Delayed,
+	return QueueStats{Type: t.Type().String(), Ready: st.Due, Delayed: st.Store - st.Due + st.Delayed,
 		InFlight: st.Prepare, Dead: st.Dead, Paused: st.Paused}, nil
 }
 
-func (j job) answer(ns, q, msg string, now time.Time) encode.JobBody {
-	b := encode.JobBody{Msg: msg, Namespace: ns, Queue: q, JobID: j.Id, Data: j.body, RemainTries: j.remainTries}
+func (j Job) Answer(ns, q, msg string, now time.Time) encode.JobBody {
+	b := encode.JobBody{Msg: msg, Namespace: ns, Queue: q, JobID: j.Id, Data: j.body, RemainTries: j.RemainTries}
 	if j.gone {
 		b.Data = nil
 	} else if b.Data == nil {
@@ -354,8 +354,8 @@ func (j job) answer(ns, q, msg string, now time.Time) encode.JobBody {
 	if !j.expiresAt.IsZero() && !j.gone {
 		b.TTL = TtlSeconds(j.expiresAt.Sub(now))
 	}
-	if !j.firstSentAt.IsZero() {
-		b.ElapsedMS = max(0, now.Sub(j.firstSentAt).Milliseconds())
+	if !j.FirstSentAt.IsZero() {
+		b.ElapsedMS = max(0, now.Sub(j.FirstSentAt).Milliseconds())
 	}
 	if len(j.headers) > 0 {
 		b.Attributes = j.headers

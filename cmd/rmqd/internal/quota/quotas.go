@@ -1,4 +1,4 @@
-package service
+package quota
 
 import (
 	"flag"
@@ -66,7 +66,7 @@ const scheduleTicksChecked = 64
 
 // checkInterval returns the 400 text for a spec that ticks more often
 // than q allows, or "".
-func (q Quotas) checkInterval(sc rmq.Schedule, now time.Time) string {
+func (q Quotas) CheckInterval(sc rmq.Schedule, now time.Time) string {
 	if q.MinScheduleInterval <= 0 {
 		return ""
 	}
@@ -83,7 +83,7 @@ func (q Quotas) checkInterval(sc rmq.Schedule, now time.Time) string {
 }
 
 // writeQuota answers 403 for a quota reached.
-func writeQuota(w http.ResponseWriter, what string, max int, flagName string) {
+func WriteQuota(w http.ResponseWriter, what string, max int, flagName string) {
 	respond.WriteError(w, http.StatusForbidden, fmt.Sprintf("%s: at most %s (--%s)", what, strconv.Itoa(max), flagName))
 }
 

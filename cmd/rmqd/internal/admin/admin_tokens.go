@@ -1,4 +1,4 @@
-package service
+package admin
 
 import (
 	"encoding/json"
@@ -9,6 +9,8 @@ import (
 	"github.com/rmq-go/rmq/cmd/rmqd/internal/ids"
 	"github.com/rmq-go/rmq/cmd/rmqd/internal/names"
 	"github.com/rmq-go/rmq/cmd/rmqd/internal/respond"
+
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/auth"
 )
 
 // minUserToken is the shortest token a user may choose.
@@ -18,7 +20,7 @@ const minUserToken = 20
 const maxAdminBody = 64 << 10
 
 // adminPool resolves a pool name ("" is default); ok false answers 400.
-func (s *Service) adminPool(w http.ResponseWriter, name string) (string, bool) {
+func (s *handlers) adminPool(w http.ResponseWriter, name string) (string, bool) {
 	if name == "" {
 		name = names.DefaultPool
 	}
@@ -30,7 +32,7 @@ func (s *Service) adminPool(w http.ResponseWriter, name string) (string, bool) {
 }
 
 // createToken is POST /token/{ns}?description=…[&token=…][&pool=…].
-func (s *Service) createToken(w http.ResponseWriter, r *http.Request) {
+func (s *handlers) createToken(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, maxAdminBody)
 	ns := r.PathValue("ns")
 	desc := r.FormValue("description")
@@ -63,9 +65,9 @@ func (s *Service) createToken(w http.ResponseWriter, r *http.Request) {
 	if token == "" {
 		token = ids.NewToken()
 	}
-	created, err := s.tokens.create(r.Context(), poolName, ns, token, desc)
+	created, err := s.Tokens.Create(r.Context(), poolName, ns, token, desc)
 	if err != nil {
-		s.writeInternal(w, r, err)
+		s.WriteInternal(w, r, err)
 		return
 	}
 	if !created {
@@ -80,15 +82,15 @@ func (s *Service) createToken(w http.ResponseWriter, r *http.Request) {
 
 // listTokens is GET /token/{ns}[?pool=…]. With a pool parameter every
 // token carries its "pool:" prefix, default included (as lmstfy does).
-func (s *Service) listTokens(w http.ResponseWriter, r *http.Request) {
+func (s *handlers) listTokens(w http.ResponseWriter, r *http.Request) {
 	given := r.URL.Query().Get("pool")
 	poolName, ok := s.adminPool(w, given)
 	if !ok {
 		return
 	}
-	toks, err := s.tokens.list(r.Context(), poolName, r.PathValue("ns"))
+	toks, err := s.Tokens.List(r.Context(), poolName, r.PathValue("ns"))
 	if err != nil {
-		s.writeInternal(w, r, err)
+		s.WriteInternal(w, r, err)
 		return
 	}
 	if given != "" {
@@ -103,39 +105,39 @@ func (s *Service) listTokens(w http.ResponseWriter, r *http.Request) {
 
 // deleteToken is DELETE /token/{ns}/{[pool:]token}: 204, unknown tokens
 // too; the token's limit goes with it.
-func (s *Service) deleteToken(w http.ResponseWriter, r *http.Request) {
+func (s *handlers) deleteToken(w http.ResponseWriter, r *http.Request) {
 	prefixed, token := names.SplitToken(r.PathValue("token"))
 	poolName, ok := s.adminPool(w, prefixed)
 	if !ok {
 		return
 	}
 	ns := r.PathValue("ns")
-	if err := s.tokens.remove(r.Context(), poolName, ns, token); err != nil {
-		s.writeInternal(w, r, err)
+	if err := s.Tokens.Remove(r.Context(), poolName, ns, token); err != nil {
+		s.WriteInternal(w, r, err)
 		return
 	}
-	if err := s.limits.remove(r.Context(), poolName, ns, token); err != nil {
-		s.writeInternal(w, r, err)
+	if err := s.Limits.Remove(r.Context(), poolName, ns, token); err != nil {
+		s.WriteInternal(w, r, err)
 		return
 	}
 	respond.WriteNoContent(w)
 }
 
 // limitTarget is the (pool, ns, token) of a limit route.
-func (s *Service) limitTarget(w http.ResponseWriter, r *http.Request) (TokenRef, bool) {
+func (s *handlers) limitTarget(w http.ResponseWriter, r *http.Request) (auth.TokenRef, bool) {
 	prefixed, token := names.SplitToken(r.PathValue("token"))
 	poolName, ok := s.adminPool(w, prefixed)
-	return TokenRef{poolName, r.PathValue("ns"), token}, ok
+	return auth.NewTokenRef(poolName, r.PathValue("ns"), token), ok
 }
 
-func (s *Service) getLimit(w http.ResponseWriter, r *http.Request) {
+func (s *handlers) getLimit(w http.ResponseWriter, r *http.Request) {
 	ref, ok := s.limitTarget(w, r)
 	if !ok {
 		return
 	}
-	l, found, err := s.limits.get(r.Context(), ref.pool, ref.ns, ref.token)
+	l, found, err := s.Limits.Get(r.Context(), ref.Pool, ref.Ns, ref.Token)
 	if err != nil {
-		s.writeInternal(w, r, err)
+		s.WriteInternal(w, r, err)
 		return
 	}
 	if !found {
@@ -154,13 +156,13 @@ const (
 )
 
 type limiterBody struct {
-	Limiter Limit `json:"limiter"`
+	Limiter auth.Limit `json:"limiter"`
 }
 
 // readLimit parses and checks a limit body as lmstfy does, statuses and
 // odd bodies included (LMSTFY-API.md §8.2); ok false means answered.
-func readLimit(w http.ResponseWriter, r *http.Request) (Limit, bool) {
-	var l Limit
+func readLimit(w http.ResponseWriter, r *http.Request) (auth.Limit, bool) {
+	var l auth.Limit
 	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxAdminBody))
 	if err == nil {
 		err = json.Unmarshal(raw, &l)
@@ -186,15 +188,15 @@ func readLimit(w http.ResponseWriter, r *http.Request) (Limit, bool) {
 	return l, false
 }
 
-func (s *Service) createLimit(w http.ResponseWriter, r *http.Request) {
+func (s *handlers) createLimit(w http.ResponseWriter, r *http.Request) {
 	s.setLimit(w, r, true)
 }
 
-func (s *Service) putLimit(w http.ResponseWriter, r *http.Request) {
+func (s *handlers) putLimit(w http.ResponseWriter, r *http.Request) {
 	s.setLimit(w, r, false)
 }
 
-func (s *Service) setLimit(w http.ResponseWriter, r *http.Request, onlyNew bool) {
+func (s *handlers) setLimit(w http.ResponseWriter, r *http.Request, onlyNew bool) {
 	ref, ok := s.limitTarget(w, r)
 	if !ok {
 		return
@@ -203,13 +205,13 @@ func (s *Service) setLimit(w http.ResponseWriter, r *http.Request, onlyNew bool)
 	if !ok {
 		return
 	}
-	stored, err := s.limits.set(r.Context(), ref.pool, ref.ns, ref.token, l, onlyNew)
+	stored, err := s.Limits.Set(r.Context(), ref.Pool, ref.Ns, ref.Token, l, onlyNew)
 	if err != nil {
-		s.writeInternal(w, r, err)
+		s.WriteInternal(w, r, err)
 		return
 	}
 	if !stored {
-		respond.WriteError(w, http.StatusInternalServerError, fmt.Sprintf("throttler token(%s) has already exists", ref.token))
+		respond.WriteError(w, http.StatusInternalServerError, fmt.Sprintf("throttler token(%s) has already exists", ref.Token))
 		return
 	}
 	status := http.StatusOK
@@ -219,13 +221,13 @@ func (s *Service) setLimit(w http.ResponseWriter, r *http.Request, onlyNew bool)
 	respond.WriteJSON(w, status, limiterBody{l})
 }
 
-func (s *Service) deleteLimit(w http.ResponseWriter, r *http.Request) {
+func (s *handlers) deleteLimit(w http.ResponseWriter, r *http.Request) {
 	ref, ok := s.limitTarget(w, r)
 	if !ok {
 		return
 	}
-	if err := s.limits.remove(r.Context(), ref.pool, ref.ns, ref.token); err != nil {
-		s.writeInternal(w, r, err)
+	if err := s.Limits.Remove(r.Context(), ref.Pool, ref.Ns, ref.Token); err != nil {
+		s.WriteInternal(w, r, err)
 		return
 	}
 	respond.WriteJSON(w, http.StatusOK, respond.MsgBody{Msg: "success"})
@@ -233,10 +235,10 @@ func (s *Service) deleteLimit(w http.ResponseWriter, r *http.Request) {
 
 // listLimits is GET /limits: every limit of every pool, read from Redis
 // (force_update is accepted and changes nothing: there is no stale copy).
-func (s *Service) listLimits(w http.ResponseWriter, r *http.Request) {
-	all, err := s.limits.all(r.Context(), s.PoolNames)
+func (s *handlers) listLimits(w http.ResponseWriter, r *http.Request) {
+	all, err := s.Limits.All(r.Context(), s.PoolNames)
 	if err != nil {
-		s.writeInternal(w, r, err)
+		s.WriteInternal(w, r, err)
 		return
 	}
 	respond.WriteJSON(w, http.StatusOK, all)

@@ -1,4 +1,4 @@
-package service
+package api
 
 // api_schedules.go: the schedules of a queue (an RMQ extension, issue 24).
 // A schedule publishes one job on its queue at every tick of a cron spec,
@@ -19,16 +19,20 @@ import (
 	"github.com/rmq-go/rmq/cmd/rmqd/internal/names"
 	"github.com/rmq-go/rmq/cmd/rmqd/internal/params"
 	"github.com/rmq-go/rmq/cmd/rmqd/internal/respond"
+
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/pull"
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/quota"
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/service"
 )
 
 // scheduleRoutes adds the schedule routes to the API router.
-func (s *Service) scheduleRoutes(q func(pattern string, o routeOpts, h queueHandler)) {
+func (s *handlers) scheduleRoutes(q func(pattern string, o service.RouteOpts, h service.QueueHandler)) {
 	// Every route that writes takes a unit of the token's write limit,
 	// as a publish does: a trigger publishes a job, a set replaces one.
-	w := routeOpts{throttle: throttleWrite}
-	q("GET /api/{ns}/{q}/schedules", routeOpts{}, s.listSchedules)
+	w := service.RouteOpts{Throttle: service.ThrottleWrite}
+	q("GET /api/{ns}/{q}/schedules", service.RouteOpts{}, s.listSchedules)
 	q("PUT /api/{ns}/{q}/schedule/{name}", w, s.setSchedule)
-	q("GET /api/{ns}/{q}/schedule/{name}", routeOpts{}, s.getSchedule)
+	q("GET /api/{ns}/{q}/schedule/{name}", service.RouteOpts{}, s.getSchedule)
 	q("DELETE /api/{ns}/{q}/schedule/{name}", w, s.removeSchedule)
 	q("POST /api/{ns}/{q}/schedule/{name}/pause", w, s.pauseSchedule)
 	q("POST /api/{ns}/{q}/schedule/{name}/resume", w, s.resumeSchedule)
@@ -89,9 +93,9 @@ func scheduleName(topicName, name string) (string, string) {
 // scheduleNames are the queue's topic name and the library's schedule
 // name (no Redis read: a queue's schedules are found by name); ok is false
 // when the answer was written.
-func (s *Service) scheduleNames(w http.ResponseWriter, qr *queueReq) (string, string, bool) {
-	tn := names.TopicName(qr.ns, qr.q)
-	name, bad := scheduleName(tn, qr.id)
+func (s *handlers) scheduleNames(w http.ResponseWriter, qr *service.QueueReq) (string, string, bool) {
+	tn := names.TopicName(qr.Ns, qr.Q)
+	name, bad := scheduleName(tn, qr.Id)
 	if bad != "" {
 		respond.WriteError(w, http.StatusBadRequest, bad)
 		return tn, "", false
@@ -100,7 +104,7 @@ func (s *Service) scheduleNames(w http.ResponseWriter, qr *queueReq) (string, st
 }
 
 // scheduleError answers an error of the schedules API.
-func (s *Service) scheduleError(w http.ResponseWriter, r *http.Request, err error) {
+func (s *handlers) scheduleError(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
 	case errors.Is(err, rmq.ErrScheduleNotFound):
 		respond.WriteError(w, http.StatusNotFound, "schedule not found")
@@ -109,7 +113,7 @@ func (s *Service) scheduleError(w http.ResponseWriter, r *http.Request, err erro
 	case errors.Is(err, rmq.ErrInvalidSchedule):
 		respond.WriteError(w, http.StatusBadRequest, strings.TrimPrefix(err.Error(), "rmq: "))
 	default:
-		s.libError(w, r, err)
+		s.LibError(w, r, err)
 	}
 }
 
@@ -158,11 +162,11 @@ func parseSchedule(r *http.Request, sc *rmq.Schedule) string {
 	default:
 		return "invalid paused"
 	}
-	sc.Options = JobSpec{Tries: int(tries), ttl: time.Duration(ttl) * time.Second}.sendOptions()
+	sc.Options = pull.JobSpec{Tries: int(tries), Ttl: time.Duration(ttl) * time.Second}.SendOptions()
 	return ""
 }
 
-func (s *Service) setSchedule(w http.ResponseWriter, r *http.Request, qr *queueReq) {
+func (s *handlers) setSchedule(w http.ResponseWriter, r *http.Request, qr *service.QueueReq) {
 	var sc rmq.Schedule
 	if bad := parseSchedule(r, &sc); bad != "" {
 		respond.WriteError(w, http.StatusBadRequest, bad)
@@ -184,39 +188,39 @@ func (s *Service) setSchedule(w http.ResponseWriter, r *http.Request, qr *queueR
 	if !s.queueAllowed(w, r, qr) {
 		return
 	}
-	t, err := qr.pool.publishTopic(r.Context(), qr.ns, qr.q, 0)
+	t, err := qr.Pool.PublishTopic(r.Context(), qr.Ns, qr.Q, 0)
 	if err != nil {
-		s.libError(w, r, err)
+		s.LibError(w, r, err)
 		return
 	}
-	name, bad := scheduleName(t.Name(), qr.id)
+	name, bad := scheduleName(t.Name(), qr.Id)
 	if bad != "" {
 		respond.WriteError(w, http.StatusBadRequest, bad)
 		return
 	}
-	if bad := s.cfg.Quotas.checkInterval(sc, time.Now()); bad != "" {
+	if bad := s.Cfg.Quotas.CheckInterval(sc, time.Now()); bad != "" {
 		respond.WriteError(w, http.StatusBadRequest, bad)
 		return
 	}
 	sc.Name, sc.Topic, sc.Body = name, t, body
-	added, err := qr.pool.reserveSchedule(r.Context(), qr.ns, name, s.cfg.Quotas.MaxSchedules)
-	if errors.Is(err, errTooManySchedules) {
-		writeQuota(w, "too many schedules in the namespace", s.cfg.Quotas.MaxSchedules, "max-schedules")
+	added, err := qr.Pool.ReserveSchedule(r.Context(), qr.Ns, name, s.Cfg.Quotas.MaxSchedules)
+	if errors.Is(err, pull.ErrTooManySchedules) {
+		quota.WriteQuota(w, "too many schedules in the namespace", s.Cfg.Quotas.MaxSchedules, "max-schedules")
 		return
 	}
 	if err != nil {
-		s.writeInternal(w, r, err)
+		s.WriteInternal(w, r, err)
 		return
 	}
-	ss := qr.pool.client.Schedules()
+	ss := qr.Pool.Client.Schedules()
 	if err := ss.Set(r.Context(), sc); err != nil {
 		if added {
-			qr.pool.unreserveSchedule(qr.ns, name)
+			qr.Pool.UnreserveSchedule(qr.Ns, name)
 		}
 		s.scheduleError(w, r, err)
 		return
 	}
-	qr.pool.defined(t)
+	qr.Pool.Defined(t)
 	info, err := ss.Get(r.Context(), name)
 	if err != nil {
 		s.scheduleError(w, r, err)
@@ -228,12 +232,12 @@ func (s *Service) setSchedule(w http.ResponseWriter, r *http.Request, qr *queueR
 	}{"schedule set", toScheduleJSON(info, schedulePrefix(t.Name()))})
 }
 
-func (s *Service) getSchedule(w http.ResponseWriter, r *http.Request, qr *queueReq) {
+func (s *handlers) getSchedule(w http.ResponseWriter, r *http.Request, qr *service.QueueReq) {
 	tn, name, ok := s.scheduleNames(w, qr)
 	if !ok {
 		return
 	}
-	info, err := qr.pool.client.Schedules().Get(r.Context(), name)
+	info, err := qr.Pool.Client.Schedules().Get(r.Context(), name)
 	if err != nil {
 		s.scheduleError(w, r, err)
 		return
@@ -243,12 +247,12 @@ func (s *Service) getSchedule(w http.ResponseWriter, r *http.Request, qr *queueR
 	}{toScheduleJSON(info, schedulePrefix(tn))})
 }
 
-func (s *Service) listSchedules(w http.ResponseWriter, r *http.Request, qr *queueReq) {
-	tn := names.TopicName(qr.ns, qr.q)
+func (s *handlers) listSchedules(w http.ResponseWriter, r *http.Request, qr *service.QueueReq) {
+	tn := names.TopicName(qr.Ns, qr.Q)
 	prefix := schedulePrefix(tn)
 	// Only this queue's schedules are read: List would load every
 	// schedule of the pool, other tenants' bodies too.
-	all, err := qr.pool.client.Schedules().ListPrefix(r.Context(), prefix)
+	all, err := qr.Pool.Client.Schedules().ListPrefix(r.Context(), prefix)
 	if err != nil {
 		s.scheduleError(w, r, err)
 		return
@@ -264,14 +268,14 @@ func (s *Service) listSchedules(w http.ResponseWriter, r *http.Request, qr *queu
 	}{out})
 }
 
-func (s *Service) removeSchedule(w http.ResponseWriter, r *http.Request, qr *queueReq) {
+func (s *handlers) removeSchedule(w http.ResponseWriter, r *http.Request, qr *service.QueueReq) {
 	_, name, ok := s.scheduleNames(w, qr)
 	if !ok {
 		return
 	}
-	err := qr.pool.client.Schedules().Remove(r.Context(), name)
+	err := qr.Pool.Client.Schedules().Remove(r.Context(), name)
 	if err == nil || errors.Is(err, rmq.ErrScheduleNotFound) {
-		qr.pool.unreserveSchedule(qr.ns, name)
+		qr.Pool.UnreserveSchedule(qr.Ns, name)
 	}
 	if err != nil {
 		s.scheduleError(w, r, err)
@@ -280,32 +284,32 @@ func (s *Service) removeSchedule(w http.ResponseWriter, r *http.Request, qr *que
 	respond.WriteNoContent(w)
 }
 
-func (s *Service) pauseSchedule(w http.ResponseWriter, r *http.Request, qr *queueReq) {
+func (s *handlers) pauseSchedule(w http.ResponseWriter, r *http.Request, qr *service.QueueReq) {
 	s.scheduleOp(w, r, qr, "paused", (*rmq.Schedules).Pause)
 }
 
-func (s *Service) resumeSchedule(w http.ResponseWriter, r *http.Request, qr *queueReq) {
+func (s *handlers) resumeSchedule(w http.ResponseWriter, r *http.Request, qr *service.QueueReq) {
 	s.scheduleOp(w, r, qr, "resumed", (*rmq.Schedules).Resume)
 }
 
-func (s *Service) scheduleOp(w http.ResponseWriter, r *http.Request, qr *queueReq, done string, op func(*rmq.Schedules, context.Context, string) error) {
+func (s *handlers) scheduleOp(w http.ResponseWriter, r *http.Request, qr *service.QueueReq, done string, op func(*rmq.Schedules, context.Context, string) error) {
 	_, name, ok := s.scheduleNames(w, qr)
 	if !ok {
 		return
 	}
-	if err := op(qr.pool.client.Schedules(), r.Context(), name); err != nil {
+	if err := op(qr.Pool.Client.Schedules(), r.Context(), name); err != nil {
 		s.scheduleError(w, r, err)
 		return
 	}
 	respond.WriteJSON(w, http.StatusOK, respond.MsgBody{Msg: "schedule " + done})
 }
 
-func (s *Service) triggerSchedule(w http.ResponseWriter, r *http.Request, qr *queueReq) {
+func (s *handlers) triggerSchedule(w http.ResponseWriter, r *http.Request, qr *service.QueueReq) {
 	_, name, ok := s.scheduleNames(w, qr)
 	if !ok {
 		return
 	}
-	id, err := qr.pool.client.Schedules().Trigger(r.Context(), name)
+	id, err := qr.Pool.Client.Schedules().Trigger(r.Context(), name)
 	if err != nil {
 		s.scheduleError(w, r, err)
 		return

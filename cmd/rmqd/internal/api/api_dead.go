@@ -1,4 +1,4 @@
-package service
+package api
 
 import (
 	"net/http"
@@ -8,16 +8,18 @@ import (
 
 	"github.com/rmq-go/rmq/cmd/rmqd/internal/params"
 	"github.com/rmq-go/rmq/cmd/rmqd/internal/respond"
+
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/service"
 )
 
 // deadBatch bounds the ids one dead-letter step reads and moves.
 const deadBatch = 500
 
 // deadPeek shows the dead letter's size and its head (the first to die).
-func (s *Service) deadPeek(w http.ResponseWriter, r *http.Request, qr *queueReq) {
-	t, found, err := qr.pool.QueueTopic(r.Context(), qr.ns, qr.q)
+func (s *handlers) deadPeek(w http.ResponseWriter, r *http.Request, qr *service.QueueReq) {
+	t, found, err := qr.Pool.QueueTopic(r.Context(), qr.Ns, qr.Q)
 	if err != nil {
-		s.writeInternal(w, r, err)
+		s.WriteInternal(w, r, err)
 		return
 	}
 	var (
@@ -25,13 +27,13 @@ func (s *Service) deadPeek(w http.ResponseWriter, r *http.Request, qr *queueReq)
 		head string
 	)
 	if found {
-		if n, err = qr.pool.DeadSize(r.Context(), t); err != nil {
-			s.writeInternal(w, r, err)
+		if n, err = qr.Pool.DeadSize(r.Context(), t); err != nil {
+			s.WriteInternal(w, r, err)
 			return
 		}
-		ids, err := qr.pool.deadOldest(r.Context(), t, 1)
+		ids, err := qr.Pool.DeadOldest(r.Context(), t, 1)
 		if err != nil {
-			s.writeInternal(w, r, err)
+			s.WriteInternal(w, r, err)
 			return
 		}
 		if len(ids) > 0 {
@@ -43,24 +45,24 @@ func (s *Service) deadPeek(w http.ResponseWriter, r *http.Request, qr *queueReq)
 		Queue     string `json:"queue"`
 		Size      int64  `json:"deadletter_size"`
 		Head      string `json:"deadletter_head"`
-	}{qr.ns, qr.q, n, head})
+	}{qr.Ns, qr.Q, n, head})
 }
 
 // deadSize counts the dead letter; no token needed.
-func (s *Service) deadSize(w http.ResponseWriter, r *http.Request, qr *queueReq) {
-	t, found, err := qr.pool.QueueTopic(r.Context(), qr.ns, qr.q)
+func (s *handlers) deadSize(w http.ResponseWriter, r *http.Request, qr *service.QueueReq) {
+	t, found, err := qr.Pool.QueueTopic(r.Context(), qr.Ns, qr.Q)
 	if err != nil {
-		s.writeInternal(w, r, err)
+		s.WriteInternal(w, r, err)
 		return
 	}
 	var n int64
 	if found {
-		if n, err = qr.pool.DeadSize(r.Context(), t); err != nil {
-			s.writeInternal(w, r, err)
+		if n, err = qr.Pool.DeadSize(r.Context(), t); err != nil {
+			s.WriteInternal(w, r, err)
 			return
 		}
 	}
-	respond.WriteJSON(w, http.StatusOK, SizeBody{qr.ns, qr.q, n})
+	respond.WriteJSON(w, http.StatusOK, SizeBody{qr.Ns, qr.Q, n})
 }
 
 // deadLimit reads ?limit= (≥ 1, default 1).
@@ -87,7 +89,7 @@ const maxRespawnTTL = 100 * 365 * 24 * time.Hour
 
 // respawn moves up to limit dead jobs, oldest death first, back to the
 // ready queue.
-func (s *Service) respawn(w http.ResponseWriter, r *http.Request, qr *queueReq) {
+func (s *handlers) respawn(w http.ResponseWriter, r *http.Request, qr *service.QueueReq) {
 	limit, ok := deadLimit(r)
 	if !ok {
 		respond.WriteError(w, http.StatusBadRequest, "invalid limit")
@@ -102,24 +104,24 @@ func (s *Service) respawn(w http.ResponseWriter, r *http.Request, qr *queueReq) 
 	if ttl < int64(maxRespawnTTL/time.Second) {
 		renewTTL = time.Duration(ttl) * time.Second
 	}
-	t, found, err := qr.pool.QueueTopic(r.Context(), qr.ns, qr.q)
+	t, found, err := qr.Pool.QueueTopic(r.Context(), qr.Ns, qr.Q)
 	if err != nil {
-		s.writeInternal(w, r, err)
+		s.WriteInternal(w, r, err)
 		return
 	}
 	var total int64
 	for found && total < limit {
-		ids, err := qr.pool.deadOldest(r.Context(), t, int(min(limit-total, deadBatch)))
+		ids, err := qr.Pool.DeadOldest(r.Context(), t, int(min(limit-total, deadBatch)))
 		if err != nil {
-			s.writeInternal(w, r, err)
+			s.WriteInternal(w, r, err)
 			return
 		}
 		if len(ids) == 0 {
 			break
 		}
-		n, err := qr.pool.respawn(r.Context(), t, ids, renewTTL)
+		n, err := qr.Pool.Respawn(r.Context(), t, ids, renewTTL)
 		if err != nil {
-			s.libError(w, r, err)
+			s.LibError(w, r, err)
 			return
 		}
 		total += int64(n)
@@ -135,30 +137,30 @@ func (s *Service) respawn(w http.ResponseWriter, r *http.Request, qr *queueReq) 
 
 // deadDelete deletes up to limit dead jobs, oldest death first, with their
 // data.
-func (s *Service) deadDelete(w http.ResponseWriter, r *http.Request, qr *queueReq) {
+func (s *handlers) deadDelete(w http.ResponseWriter, r *http.Request, qr *service.QueueReq) {
 	limit, ok := deadLimit(r)
 	if !ok {
 		respond.WriteError(w, http.StatusBadRequest, "invalid limit")
 		return
 	}
-	t, found, err := qr.pool.QueueTopic(r.Context(), qr.ns, qr.q)
+	t, found, err := qr.Pool.QueueTopic(r.Context(), qr.Ns, qr.Q)
 	if err != nil {
-		s.writeInternal(w, r, err)
+		s.WriteInternal(w, r, err)
 		return
 	}
 	var done int64
 	for found && done < limit {
-		ids, err := qr.pool.deadOldest(r.Context(), t, int(min(limit-done, deadBatch)))
+		ids, err := qr.Pool.DeadOldest(r.Context(), t, int(min(limit-done, deadBatch)))
 		if err != nil {
-			s.writeInternal(w, r, err)
+			s.WriteInternal(w, r, err)
 			return
 		}
 		if len(ids) == 0 {
 			break
 		}
-		n, err := qr.pool.Insp.DeleteDead(r.Context(), t, ids...)
+		n, err := qr.Pool.Insp.DeleteDead(r.Context(), t, ids...)
 		if err != nil {
-			s.writeInternal(w, r, err)
+			s.WriteInternal(w, r, err)
 			return
 		}
 		done += int64(n)

@@ -1,4 +1,4 @@
-package service
+package auth
 
 import (
 	"context"
@@ -28,43 +28,43 @@ import (
 // the lookup that read it, and a lookup that overlapped a deletion here is
 // not cached. Unknown tokens are never cached: a token created through
 // another process works at once.
-type tokenStore struct {
+type TokenStore struct {
 	rdb      redis.UniversalClient
 	prefix   string
 	cacheTTL time.Duration
 
 	// removed, if set, is told of each deletion made through this
 	// process, after it reached Redis (to end the token's long polls).
-	removed func(TokenRef)
+	Removed func(TokenRef)
 
 	mu    sync.Mutex
 	cache map[TokenRef]time.Time // valid until
 	gen   uint64                 // deletions so far
 }
 
-type TokenRef struct{ pool, ns, token string }
+type TokenRef struct{ Pool, Ns, Token string }
 
 type TokenRecord struct {
 	Token       string `json:"t"`
 	Description string `json:"d"`
 }
 
-func newTokenStore(rdb redis.UniversalClient, prefix string, cacheTTL time.Duration) *tokenStore {
-	return &tokenStore{rdb: rdb, prefix: prefix, cacheTTL: cacheTTL, cache: map[TokenRef]time.Time{}}
+func NewTokenStore(rdb redis.UniversalClient, prefix string, cacheTTL time.Duration) *TokenStore {
+	return &TokenStore{rdb: rdb, prefix: prefix, cacheTTL: cacheTTL, cache: map[TokenRef]time.Time{}}
 }
 
 // namespacesKey is a set of "pool/namespace" that ever had a token made,
 // for the dashboard's token page.
-func (s *tokenStore) namespacesKey() string { return s.prefix + ":rmqd:namespaces" }
+func (s *TokenStore) namespacesKey() string { return s.prefix + ":rmqd:namespaces" }
 
 // namespaces lists "pool/namespace" entries, sorted.
-func (s *tokenStore) namespaces(ctx context.Context) ([]string, error) {
+func (s *TokenStore) Namespaces(ctx context.Context) ([]string, error) {
 	ns, err := s.rdb.SMembers(ctx, s.namespacesKey()).Result()
 	sort.Strings(ns)
 	return ns, err
 }
 
-func (s *tokenStore) key(pool, ns string) string {
+func (s *TokenStore) key(pool, ns string) string {
 	return s.prefix + ":rmqd:tokens:" + pool + ":" + ns
 }
 
@@ -74,7 +74,7 @@ func Digest(token string) string {
 }
 
 // create stores a token; created is false when it already exists.
-func (s *tokenStore) create(ctx context.Context, pool, ns, token, description string) (created bool, err error) {
+func (s *TokenStore) Create(ctx context.Context, pool, ns, token, description string) (created bool, err error) {
 	rec, _ := json.Marshal(TokenRecord{token, description})
 	created, err = s.rdb.HSetNX(ctx, s.key(pool, ns), Digest(token), rec).Result()
 	if err != nil {
@@ -84,7 +84,7 @@ func (s *tokenStore) create(ctx context.Context, pool, ns, token, description st
 }
 
 // list returns token → description.
-func (s *tokenStore) list(ctx context.Context, pool, ns string) (map[string]string, error) {
+func (s *TokenStore) List(ctx context.Context, pool, ns string) (map[string]string, error) {
 	vals, err := s.rdb.HVals(ctx, s.key(pool, ns)).Result()
 	if err != nil {
 		return nil, err
@@ -100,21 +100,21 @@ func (s *tokenStore) list(ctx context.Context, pool, ns string) (map[string]stri
 	return out, nil
 }
 
-func (s *tokenStore) remove(ctx context.Context, pool, ns, token string) error {
+func (s *TokenStore) Remove(ctx context.Context, pool, ns, token string) error {
 	err := s.rdb.HDel(ctx, s.key(pool, ns), Digest(token)).Err()
 	// After the delete, so that no lookup that read the token before it
 	// can cache it afterwards (valid checks gen); even when the delete
 	// failed, as it may have reached Redis.
 	s.forget(TokenRef{pool, ns, token})
-	if s.removed != nil {
-		s.removed(TokenRef{pool, ns, token})
+	if s.Removed != nil {
+		s.Removed(TokenRef{pool, ns, token})
 	}
 	return err
 }
 
 // forget drops ref from the cache: it was deleted (here, or through
 // another process as the token watch found).
-func (s *tokenStore) forget(ref TokenRef) {
+func (s *TokenStore) forget(ref TokenRef) {
 	s.mu.Lock()
 	s.gen++
 	delete(s.cache, ref)
@@ -122,7 +122,7 @@ func (s *tokenStore) forget(ref TokenRef) {
 }
 
 // valid reports whether token belongs to (pool, ns).
-func (s *tokenStore) valid(ctx context.Context, pool, ns, token string) (bool, error) {
+func (s *TokenStore) Valid(ctx context.Context, pool, ns, token string) (bool, error) {
 	ref := TokenRef{pool, ns, token}
 	now := time.Now()
 	s.mu.Lock()

@@ -1,4 +1,4 @@
-package service
+package pull
 
 import (
 	"context"
@@ -20,27 +20,27 @@ func (p *Pool) scheduleIndex(ns string) string { return p.prefix + ":rmqd:schedu
 // it beyond max. added says whether name is new there (to be dropped again
 // by unreserveSchedule when the set fails). Names whose schedule is gone
 // (removed by another program) are dropped from the count first.
-func (p *Pool) reserveSchedule(ctx context.Context, ns, name string, max int) (added bool, err error) {
+func (p *Pool) ReserveSchedule(ctx context.Context, ns, name string, max int) (added bool, err error) {
 	if max <= 0 {
 		return false, nil
 	}
 	key := p.scheduleIndex(ns)
-	n, err := p.rdb.SAdd(ctx, key, name).Result()
+	n, err := p.Rdb.SAdd(ctx, key, name).Result()
 	if err != nil || n == 0 {
 		return false, err
 	}
-	count, err := p.rdb.SCard(ctx, key).Result()
+	count, err := p.Rdb.SCard(ctx, key).Result()
 	if err != nil {
-		p.unreserveSchedule(ns, name)
+		p.UnreserveSchedule(ns, name)
 		return false, err
 	}
 	if count <= int64(max) {
 		return true, nil
 	}
-	members, err := p.rdb.SMembers(ctx, key).Result()
+	members, err := p.Rdb.SMembers(ctx, key).Result()
 	if err == nil {
 		var exist []bool
-		if exist, err = p.client.Schedules().Exist(ctx, members...); err == nil {
+		if exist, err = p.Client.Schedules().Exist(ctx, members...); err == nil {
 			var gone []any
 			for i, m := range members {
 				if !exist[i] && m != name {
@@ -48,15 +48,15 @@ func (p *Pool) reserveSchedule(ctx context.Context, ns, name string, max int) (a
 				}
 			}
 			if len(gone) > 0 {
-				err = p.rdb.SRem(ctx, key, gone...).Err()
+				err = p.Rdb.SRem(ctx, key, gone...).Err()
 			}
 			count -= int64(len(gone))
 		}
 	}
 	if err != nil || count > int64(max) {
-		p.unreserveSchedule(ns, name)
+		p.UnreserveSchedule(ns, name)
 		if err == nil {
-			err = errTooManySchedules
+			err = ErrTooManySchedules
 		}
 		return false, err
 	}
@@ -65,10 +65,10 @@ func (p *Pool) reserveSchedule(ctx context.Context, ns, name string, max int) (a
 
 // unreserveSchedule drops name from ns's schedules (a failed set, a
 // removal). It runs on its own context: the request's may be gone.
-func (p *Pool) unreserveSchedule(ns, name string) {
+func (p *Pool) UnreserveSchedule(ns, name string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_ = p.rdb.SRem(ctx, p.scheduleIndex(ns), name).Err()
+	_ = p.Rdb.SRem(ctx, p.scheduleIndex(ns), name).Err()
 }
 
 // tokenQueues is the SET of the queues (topic names) a token created. The
@@ -81,7 +81,7 @@ func (p *Pool) tokenQueues(ns, token string) string {
 // reserveQueue counts the queue (ns, q) against token when it
 // does not exist yet, refusing it (errTooManyQueues) beyond max. A queue
 // that exists costs one cached lookup.
-func (p *Pool) reserveQueue(ctx context.Context, ns, q, token string, max int) error {
+func (p *Pool) ReserveQueue(ctx context.Context, ns, q, token string, max int) error {
 	if max <= 0 || token == "" {
 		return nil
 	}
@@ -90,23 +90,23 @@ func (p *Pool) reserveQueue(ctx context.Context, ns, q, token string, max int) e
 		return err
 	}
 	key := p.tokenQueues(ns, token)
-	added, err := p.rdb.SAdd(ctx, key, name).Result()
+	added, err := p.Rdb.SAdd(ctx, key, name).Result()
 	if err != nil || added == 0 {
 		return err
 	}
-	n, err := p.rdb.SCard(ctx, key).Result()
+	n, err := p.Rdb.SCard(ctx, key).Result()
 	if err != nil {
 		return err
 	}
 	if n > int64(max) {
-		_ = p.rdb.SRem(context.WithoutCancel(ctx), key, name).Err()
-		return errTooManyQueues
+		_ = p.Rdb.SRem(context.WithoutCancel(ctx), key, name).Err()
+		return ErrTooManyQueues
 	}
 	return nil
 }
 
 // errTooManySchedules: the namespace holds MaxSchedules already.
-var errTooManySchedules = errors.New("too many schedules")
+var ErrTooManySchedules = errors.New("too many schedules")
 
 // errTooManyQueues: the token created MaxQueuesPerToken queues already.
-var errTooManyQueues = errors.New("too many queues")
+var ErrTooManyQueues = errors.New("too many queues")

@@ -1,4 +1,4 @@
-package service
+package pull
 
 import (
 	"context"
@@ -57,7 +57,7 @@ type pullReq struct {
 	key    pullKey
 	lease  time.Duration
 	n      int
-	jobs   []job
+	jobs   []Job
 	err    error
 }
 
@@ -73,7 +73,7 @@ func newPullRounds(p *Pool) *pullRounds {
 // With willWait (the consume long-polls if this finds nothing) it takes
 // nothing, without a round, when the last round of these queues and lease
 // found them drained.
-func (r *pullRounds) Pull(ctx context.Context, topics []topic.Topic, n int, lease time.Duration, willWait bool) ([]job, error) {
+func (r *pullRounds) Pull(ctx context.Context, topics []topic.Topic, n int, lease time.Duration, willWait bool) ([]Job, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -152,7 +152,7 @@ func (r *pullRounds) pullGroup(ctx context.Context, reqs []*pullReq) {
 			want += q.n - len(q.jobs)
 		}
 		want = min(want, maxRoundPull)
-		jobs, err := r.p.pull(ctx, reqs[0].topics, want, reqs[0].lease, 0)
+		jobs, err := r.p.Pull(ctx, reqs[0].topics, want, reqs[0].lease, 0)
 		if err == nil {
 			r.noteDrained(reqs[0].key, len(jobs) < want)
 		}

@@ -1,11 +1,11 @@
-package service
+package admin
 
 import "net/http"
 
-// adminHandler serves tokens, limits and the operational routes (§8).
-func (s *Service) AdminHandler() http.Handler {
+// handler serves tokens, limits and the operational routes (§8).
+func (s *handlers) handler() http.Handler {
 	mux := http.NewServeMux()
-	auth := s.basicAuth
+	auth := s.BasicAuth
 	mux.Handle("POST /token/{ns}", auth(s.createToken))
 	mux.Handle("GET /token/{ns}", auth(s.listTokens))
 	mux.Handle("DELETE /token/{ns}/{token}", auth(s.deleteToken))
@@ -23,7 +23,7 @@ func (s *Service) AdminHandler() http.Handler {
 	mux.Handle("DELETE /queue/{ns}/{q}/limits", auth(s.queueLimitsRoute))
 	mux.HandleFunc("GET /version", s.version)
 	mux.HandleFunc("GET /pools", s.listPools)
-	if s.cfg.Quotas.PrivateInfo {
+	if s.Cfg.Quotas.PrivateInfo {
 		mux.Handle("GET /info", auth(s.info))
 	} else {
 		mux.HandleFunc("GET /info", s.info) // as lmstfy: open
@@ -31,7 +31,7 @@ func (s *Service) AdminHandler() http.Handler {
 	mux.HandleFunc("GET /metrics", s.serveMetrics)
 	mux.HandleFunc("GET /accesslog", s.getAccessLog)
 	mux.Handle("POST /accesslog", auth(s.setAccessLog))
-	s.registerPprof(mux)
+	s.RegisterPprof(mux)
 	s.mountDashboard(mux)
-	return s.serve("admin", mux, http.NotFound)
+	return s.Serve("admin", mux, http.NotFound)
 }

@@ -1,4 +1,4 @@
-package service
+package admin
 
 import (
 	"net/http"
@@ -7,6 +7,8 @@ import (
 
 	"github.com/rmq-go/rmq/cmd/rmqd/internal/names"
 	"github.com/rmq-go/rmq/cmd/rmqd/internal/respond"
+
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/pull"
 )
 
 // Queue administration, rmqd's addition on the admin port (behind basic
@@ -15,7 +17,7 @@ import (
 
 // adminQueueTopic resolves the pool and the queue's topic; ok false means
 // the answer was written. found is false for a queue never published to.
-func (s *Service) adminQueueTopic(w http.ResponseWriter, r *http.Request) (p *Pool, t topic.Topic, found, ok bool) {
+func (s *handlers) adminQueueTopic(w http.ResponseWriter, r *http.Request) (p *pull.Pool, t topic.Topic, found, ok bool) {
 	ns, q := r.PathValue("ns"), r.PathValue("q")
 	if msg := names.NameErr(ns, q); msg != "" {
 		respond.WriteError(w, http.StatusBadRequest, msg)
@@ -28,22 +30,22 @@ func (s *Service) adminQueueTopic(w http.ResponseWriter, r *http.Request) (p *Po
 	p = s.Pools[name]
 	t, found, err := p.QueueTopic(r.Context(), ns, q)
 	if err != nil {
-		s.writeInternal(w, r, err)
+		s.WriteInternal(w, r, err)
 		return nil, t, false, false
 	}
 	return p, t, found, true
 }
 
 // adminQueue is adminQueueTopic with the queue's counts.
-func (s *Service) adminQueue(w http.ResponseWriter, r *http.Request) (p *Pool, qs queueStats, found, ok bool) {
+func (s *handlers) adminQueue(w http.ResponseWriter, r *http.Request) (p *pull.Pool, qs pull.QueueStats, found, ok bool) {
 	p, t, found, ok := s.adminQueueTopic(w, r)
 	if !ok {
 		return nil, qs, false, false
 	}
 	if found {
 		var err error
-		if qs, err = p.stats(r.Context(), t); err != nil {
-			s.writeInternal(w, r, err)
+		if qs, err = p.Stats(r.Context(), t); err != nil {
+			s.WriteInternal(w, r, err)
 			return nil, qs, false, false
 		}
 	}
@@ -53,7 +55,7 @@ func (s *Service) adminQueue(w http.ResponseWriter, r *http.Request) (p *Pool, q
 
 // queueInfo is GET /queue/{ns}/{q}: counts by state, type, paused; 404
 // {"error":"queue not found"} for a queue never published to.
-func (s *Service) queueInfo(w http.ResponseWriter, r *http.Request) {
+func (s *handlers) queueInfo(w http.ResponseWriter, r *http.Request) {
 	_, qs, found, ok := s.adminQueue(w, r)
 	if !ok {
 		return
@@ -68,11 +70,11 @@ func (s *Service) queueInfo(w http.ResponseWriter, r *http.Request) {
 // pauseQueue is POST /queue/{ns}/{q}/pause: consumes get nothing from it
 // until resumed (publishes, acks and the dead letter work as usual);
 // resumeQueue is POST /queue/{ns}/{q}/resume. Both 204.
-func (s *Service) pauseQueue(w http.ResponseWriter, r *http.Request) { s.setPaused(w, r, true) }
+func (s *handlers) pauseQueue(w http.ResponseWriter, r *http.Request) { s.setPaused(w, r, true) }
 
-func (s *Service) resumeQueue(w http.ResponseWriter, r *http.Request) { s.setPaused(w, r, false) }
+func (s *handlers) resumeQueue(w http.ResponseWriter, r *http.Request) { s.setPaused(w, r, false) }
 
-func (s *Service) setPaused(w http.ResponseWriter, r *http.Request, paused bool) {
+func (s *handlers) setPaused(w http.ResponseWriter, r *http.Request, paused bool) {
 	p, _, found, ok := s.adminQueue(w, r)
 	if !ok {
 		return
@@ -84,13 +86,13 @@ func (s *Service) setPaused(w http.ResponseWriter, r *http.Request, paused bool)
 	t, _, err := p.QueueTopic(r.Context(), r.PathValue("ns"), r.PathValue("q"))
 	if err == nil {
 		if paused {
-			err = p.pause(r.Context(), t)
+			err = p.Pause(r.Context(), t)
 		} else {
-			err = p.resume(r.Context(), t)
+			err = p.Resume(r.Context(), t)
 		}
 	}
 	if err != nil {
-		s.libError(w, r, err)
+		s.LibError(w, r, err)
 		return
 	}
 	respond.WriteNoContent(w)

@@ -1,4 +1,4 @@
-package service
+package pull
 
 import (
 	"context"
@@ -30,10 +30,10 @@ const QueueSlots = 1
 // pool is one Redis (a node or a cluster) with the RMQ client that serves
 // its queues. The default pool also holds tokens and limits.
 type Pool struct {
-	name   string
-	rdb    redis.UniversalClient
+	Name   string
+	Rdb    redis.UniversalClient
 	prefix string
-	client *rmq.Client
+	Client *rmq.Client
 	prod   *producer.Producer
 	pub    *publisher
 	Insp   *rmq.Inspector
@@ -45,26 +45,26 @@ type Pool struct {
 	topics sync.Map // topic name -> topic.Topic; definitions never change
 	long   sync.Map // hashed topic names already remembered
 
-	forwards []*forward.Forward // --forward of this pool's queues (forward.go)
+	Forwards []*forward.Forward // --forward of this pool's queues (forward.go)
 }
 
 // newPool starts the pool's RMQ client with the forwards of its queues as
 // its only listeners (forward.go); redact hides passwords in their errors.
 // pullIdle is how long a queue nobody consumes keeps its pull engine.
-func newPool(ctx context.Context, name string, rdb redis.UniversalClient, prefix string, pullIdle time.Duration, log *slog.Logger,
+func NewPool(ctx context.Context, name string, rdb redis.UniversalClient, prefix string, pullIdle time.Duration, log *slog.Logger,
 	forwards []forward.ForwardSpec, redact func(string) string, extra ...rmq.Option) (*Pool, error) {
 	c, err := rmq.New(rdb, append([]rmq.Option{rmq.WithPrefix(prefix), rmq.WithLogger(log.With("pool", name))}, extra...)...)
 	if err != nil {
 		return nil, err
 	}
-	p := &Pool{name: name, rdb: rdb, prefix: prefix, client: c, prod: c.Producer(), pub: NewPublisher(c.Producer()), Insp: c.Inspector()}
+	p := &Pool{Name: name, Rdb: rdb, prefix: prefix, Client: c, prod: c.Producer(), pub: NewPublisher(c.Producer()), Insp: c.Inspector()}
 	// Listeners are registered before Start; pulls need a started client.
 	if err := p.openForwards(ctx, forwards, log, redact); err != nil {
 		_ = c.Close(ctx)
 		return nil, fmt.Errorf("pool %s: %w", name, err)
 	}
 	if err := c.Start(ctx); err != nil {
-		_ = p.close(ctx) // a failed Start needs Close as much as a good one
+		_ = p.Close(ctx) // a failed Start needs Close as much as a good one
 		return nil, fmt.Errorf("pool %s: %w", name, err)
 	}
 	p.Watch = newQueueWatch(rdb, prefix, log.With("pool", name))
@@ -94,14 +94,14 @@ func (p *Pool) releaseIdle(ctx context.Context, idle time.Duration, log *slog.Lo
 			return
 		case <-t.C:
 		}
-		if _, err := p.client.ReleaseIdlePulls(ctx, idle); err != nil && ctx.Err() == nil {
+		if _, err := p.Client.ReleaseIdlePulls(ctx, idle); err != nil && ctx.Err() == nil {
 			log.WarnContext(ctx, "rmqd: releasing idle pull engines", "err", err)
 		}
 	}
 }
 
 // errTypeConflict: a publish named another type than the queue has.
-var errTypeConflict = errors.New("rmqd: queue has another type")
+var ErrTypeConflict = errors.New("rmqd: queue has another type")
 
 // lookup returns the stored definition of a topic; found is false for a
 // queue never published to.
@@ -124,7 +124,7 @@ func (p *Pool) lookup(ctx context.Context, name string) (topic.Topic, bool, erro
 // memory, the rest with one HMGET of the definitions hash, so a consume
 // naming many queues never published to costs one read, not one each.
 // found[i] tells whether names[i] exists.
-func (p *Pool) lookupAll(ctx context.Context, names []string) (ts []topic.Topic, found []bool, err error) {
+func (p *Pool) LookupAll(ctx context.Context, names []string) (ts []topic.Topic, found []bool, err error) {
 	ts, found = make([]topic.Topic, len(names)), make([]bool, len(names))
 	var unknown []int
 	for i, name := range names {
@@ -141,7 +141,7 @@ func (p *Pool) lookupAll(ctx context.Context, names []string) (ts []topic.Topic,
 	for k, i := range unknown {
 		fields[k] = names[i]
 	}
-	vals, err := p.rdb.HMGet(ctx, slots.TopicsKey(p.prefix), fields...).Result()
+	vals, err := p.Rdb.HMGet(ctx, slots.TopicsKey(p.prefix), fields...).Result()
 	if err != nil {
 		return nil, nil, fmt.Errorf("look up queues: %w", err)
 	}
@@ -176,7 +176,7 @@ func (p *Pool) QueueTopic(ctx context.Context, ns, q string) (topic.Topic, bool,
 // publishTopic is the topic a publish to (ns, q) goes to. want 0 takes the
 // queue's type (FixedTime for a new queue); another type than the stored
 // one is errTypeConflict.
-func (p *Pool) publishTopic(ctx context.Context, ns, q string, want topic.Type) (topic.Topic, error) {
+func (p *Pool) PublishTopic(ctx context.Context, ns, q string, want topic.Type) (topic.Topic, error) {
 	name := names.TopicName(ns, q)
 	t, found, err := p.lookup(ctx, name)
 	if err != nil {
@@ -184,7 +184,7 @@ func (p *Pool) publishTopic(ctx context.Context, ns, q string, want topic.Type) 
 	}
 	if found {
 		if want != 0 && t.Type() != want {
-			return topic.Topic{}, fmt.Errorf("%w: %s", errTypeConflict, t.Type())
+			return topic.Topic{}, fmt.Errorf("%w: %s", ErrTypeConflict, t.Type())
 		}
 		return t, nil
 	}
@@ -193,7 +193,7 @@ func (p *Pool) publishTopic(ctx context.Context, ns, q string, want topic.Type) 
 	}
 	if names.IsLongTopicName(name) {
 		if _, done := p.long.Load(name); !done {
-			if err := p.rdb.HSetNX(ctx, p.longNamesKey(), name, ns+"/"+q).Err(); err != nil {
+			if err := p.Rdb.HSetNX(ctx, p.longNamesKey(), name, ns+"/"+q).Err(); err != nil {
 				return topic.Topic{}, err
 			}
 			p.long.Store(name, struct{}{})
@@ -204,7 +204,7 @@ func (p *Pool) publishTopic(ctx context.Context, ns, q string, want topic.Type) 
 
 // defined caches a topic the producer has just stored, and wakes the long
 // polls that wait for it to exist.
-func (p *Pool) defined(t topic.Topic) {
+func (p *Pool) Defined(t topic.Topic) {
 	if _, ok := p.topics.Load(t.Name()); !ok {
 		if _, loaded := p.topics.LoadOrStore(t.Name(), t); !loaded && p.Watch != nil {
 			p.Watch.defined(t.Name())
@@ -215,12 +215,12 @@ func (p *Pool) defined(t topic.Topic) {
 func (p *Pool) longNamesKey() string { return p.prefix + ":rmqd:longnames" }
 
 // queues returns namespace -> queue names of every topic rmqd made here.
-func (p *Pool) queues(ctx context.Context) (map[string][]string, error) {
+func (p *Pool) Queues(ctx context.Context) (map[string][]string, error) {
 	ts, err := p.Insp.Topics(ctx)
 	if err != nil {
 		return nil, err
 	}
-	long, err := p.rdb.HGetAll(ctx, p.longNamesKey()).Result()
+	long, err := p.Rdb.HGetAll(ctx, p.longNamesKey()).Result()
 	if err != nil {
 		return nil, err
 	}
@@ -253,7 +253,7 @@ func splitLong(v string) (ns, q string, ok bool) {
 
 // readySize counts the jobs a consume could take now (lmstfy's size):
 // waiting and due; delayed, in-flight and dead ones are not counted.
-func (p *Pool) readySize(ctx context.Context, t topic.Topic) (int64, error) {
+func (p *Pool) ReadySize(ctx context.Context, t topic.Topic) (int64, error) {
 	st, err := p.Insp.Stats(ctx, t)
 	if err != nil {
 		return 0, err
@@ -263,7 +263,7 @@ func (p *Pool) readySize(ctx context.Context, t topic.Topic) (int64, error) {
 
 // deadSize counts the dead letter.
 func (p *Pool) DeadSize(ctx context.Context, t topic.Topic) (int64, error) {
-	pipe := p.rdb.Pipeline()
+	pipe := p.Rdb.Pipeline()
 	cmds := make([]*redis.IntCmd, t.SlotAmount())
 	for i := range cmds {
 		cmds[i] = pipe.ZCard(ctx, slots.KeysFor(p.prefix, t, i).Dead)
@@ -281,8 +281,8 @@ func (p *Pool) DeadSize(ctx context.Context, t topic.Topic) (int64, error) {
 // deadOldest returns the ids of up to n dead jobs, the one that died first
 // first (lmstfy's dead letter is FIFO). The Inspector lists newest first,
 // so this reads the dead sets directly: n per slot, merged by time of death.
-func (p *Pool) deadOldest(ctx context.Context, t topic.Topic, n int) ([]string, error) {
-	pipe := p.rdb.Pipeline()
+func (p *Pool) DeadOldest(ctx context.Context, t topic.Topic, n int) ([]string, error) {
+	pipe := p.Rdb.Pipeline()
 	cmds := make([]*redis.ZSliceCmd, t.SlotAmount())
 	for i := range cmds {
 		cmds[i] = pipe.ZRangeWithScores(ctx, slots.KeysFor(p.prefix, t, i).Dead, 0, int64(n-1))
@@ -324,11 +324,11 @@ func (p *Pool) ReadyIDs(ctx context.Context, t topic.Topic, n int) ([]rmq.Waitin
 // close stops the client, whose Close waits for the forwards in progress,
 // then each forward (the publishes it left behind, then its broker
 // connection).
-func (p *Pool) close(ctx context.Context) error {
+func (p *Pool) Close(ctx context.Context) error {
 	if p.loops != nil { // started (a failed Start closes the pool before)
 		p.loops.Stop()
 		p.Watch.close()
 	}
-	err := p.client.Close(ctx)
+	err := p.Client.Close(ctx)
 	return errors.Join(err, p.closeForwards(ctx))
 }

@@ -1,4 +1,4 @@
-package service
+package auth
 
 import (
 	"context"
@@ -44,7 +44,7 @@ import (
 // of --trusted-proxy, the rightmost X-Forwarded-For entry that is not a
 // trusted proxy. IPv6 addresses are counted by /64, what one host
 // usually holds.
-type authGuard struct {
+type AuthGuard struct {
 	log     *slog.Logger
 	lim     *redis_rate.Limiter
 	prefix  string
@@ -64,12 +64,12 @@ type authGuard struct {
 type guardKind uint8
 
 const (
-	guardLogin guardKind = iota // admin basic auth
-	guardToken                  // API tokens
+	GuardLogin guardKind = iota // admin basic auth
+	GuardToken                  // API tokens
 )
 
 func (k guardKind) String() string {
-	if k == guardLogin {
+	if k == GuardLogin {
 		return "login"
 	}
 	return "token"
@@ -96,8 +96,8 @@ const (
 
 // newAuthGuard allows perMinute failures per address and kind; 0 turns
 // the guard off.
-func NewAuthGuard(rdb redis.UniversalClient, prefix string, perMinute int, proxies []netip.Prefix, log *slog.Logger) *authGuard {
-	return &authGuard{
+func NewAuthGuard(rdb redis.UniversalClient, prefix string, perMinute int, proxies []netip.Prefix, log *slog.Logger) *AuthGuard {
+	return &AuthGuard{
 		log: log, lim: redis_rate.NewLimiter(rdb), prefix: prefix, proxies: proxies,
 		rate: redis_rate.Limit{Rate: perMinute, Burst: perMinute, Period: time.Minute},
 		off:  perMinute <= 0, blocked: map[guardKey]time.Time{}, known: map[knownToken]time.Time{},
@@ -106,7 +106,7 @@ func NewAuthGuard(rdb redis.UniversalClient, prefix string, perMinute int, proxi
 }
 
 // clientAddr is the address r's failures count against.
-func (g *authGuard) ClientAddr(r *http.Request) netip.Addr {
+func (g *AuthGuard) ClientAddr(r *http.Request) netip.Addr {
 	ap, err := netip.ParseAddrPort(r.RemoteAddr)
 	if err != nil {
 		return netip.Addr{} // not TCP: all such clients share one count
@@ -136,7 +136,7 @@ func (g *authGuard) ClientAddr(r *http.Request) netip.Addr {
 	return a
 }
 
-func (g *authGuard) trusted(a netip.Addr) bool {
+func (g *AuthGuard) trusted(a netip.Addr) bool {
 	for _, p := range g.proxies {
 		if p.Contains(a) {
 			return true
@@ -147,7 +147,7 @@ func (g *authGuard) trusted(a netip.Addr) bool {
 
 // refused reports whether addr is refused for kind now, and for how much
 // longer. Memory only: no Redis call.
-func (g *authGuard) refused(kind guardKind, addr netip.Addr) (bool, time.Duration) {
+func (g *AuthGuard) Refused(kind guardKind, addr netip.Addr) (bool, time.Duration) {
 	if g.off || g.nblocked.Load() == 0 {
 		return false, 0
 	}
@@ -167,7 +167,7 @@ func (g *authGuard) refused(kind guardKind, addr netip.Addr) (bool, time.Duratio
 }
 
 // tokenKnown reports whether ref succeeded from addr within knownTTL.
-func (g *authGuard) tokenKnown(addr netip.Addr, ref TokenRef) bool {
+func (g *AuthGuard) TokenKnown(addr netip.Addr, ref TokenRef) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	last, ok := g.known[knownToken{addr, ref}]
@@ -175,7 +175,7 @@ func (g *authGuard) tokenKnown(addr netip.Addr, ref TokenRef) bool {
 }
 
 // tokenOK records that ref succeeded from addr.
-func (g *authGuard) tokenOK(addr netip.Addr, ref TokenRef) {
+func (g *AuthGuard) TokenOK(addr netip.Addr, ref TokenRef) {
 	if g.off {
 		return
 	}
@@ -198,7 +198,7 @@ func (g *authGuard) tokenOK(addr netip.Addr, ref TokenRef) {
 }
 
 // forgetToken drops ref's exemptions (the token was deleted).
-func (g *authGuard) forgetToken(ref TokenRef) {
+func (g *AuthGuard) ForgetToken(ref TokenRef) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for k := range g.known {
@@ -210,7 +210,7 @@ func (g *authGuard) forgetToken(ref TokenRef) {
 
 // failed counts a failure of kind from addr in Redis; refuse is true when
 // it was beyond the allowance (the address is then refused for retry).
-func (g *authGuard) failed(ctx context.Context, kind guardKind, addr netip.Addr) (refuse bool, retry time.Duration, err error) {
+func (g *AuthGuard) Failed(ctx context.Context, kind guardKind, addr netip.Addr) (refuse bool, retry time.Duration, err error) {
 	if g.off {
 		return false, 0, nil
 	}
@@ -247,10 +247,10 @@ func (g *authGuard) failed(ctx context.Context, kind guardKind, addr netip.Addr)
 
 // writeGuessRefused answers 429 in the contract's shape ({"msg": ...},
 // as a throttled token's answer) with a Retry-After in whole seconds.
-func writeGuessRefused(w http.ResponseWriter, kind guardKind, retry time.Duration) {
+func WriteGuessRefused(w http.ResponseWriter, kind guardKind, retry time.Duration) {
 	w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(retry.Seconds()))))
 	what := "invalid tokens"
-	if kind == guardLogin {
+	if kind == GuardLogin {
 		what = "failed logins"
 	}
 	respond.WriteJSON(w, http.StatusTooManyRequests, respond.MsgBody{Msg: "too many " + what + " from this address, please retry later"})

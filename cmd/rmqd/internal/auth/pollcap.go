@@ -1,4 +1,4 @@
-package service
+package auth
 
 import (
 	"errors"
@@ -6,6 +6,8 @@ import (
 	"sync"
 
 	"github.com/rmq-go/rmq/cmd/rmqd/internal/respond"
+
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/quota"
 )
 
 // Long polls hold a goroutine, a request's buffers and, on queues that do
@@ -15,7 +17,7 @@ import (
 // 200 ms). pollCaps bounds them per token and per process, and the names
 // of unknown queues they watch likewise; beyond a bound the consume
 // answers 429 (lmstfy's answer to a throttled consume).
-type pollCaps struct {
+type PollCaps struct {
 	maxPolls, maxPollsPerToken int
 	maxNames, maxNamesPerToken int
 
@@ -29,11 +31,11 @@ type pollUse struct{ polls, names int }
 
 var (
 	errTooManyPolls   = errors.New("too many long polls")
-	errTooManyWatched = errors.New("too many unknown queues watched")
+	ErrTooManyWatched = errors.New("too many unknown queues watched")
 )
 
-func newPollCaps(q Quotas) *pollCaps {
-	return &pollCaps{maxPolls: q.MaxLongPolls, maxPollsPerToken: q.MaxLongPollsPerToken,
+func NewPollCaps(q quota.Quotas) *PollCaps {
+	return &PollCaps{maxPolls: q.MaxLongPolls, maxPollsPerToken: q.MaxLongPollsPerToken,
 		maxNames: q.MaxWatched, maxNamesPerToken: q.MaxWatchedPerToken, use: map[TokenRef]*pollUse{}}
 }
 
@@ -41,7 +43,7 @@ func newPollCaps(q Quotas) *pollCaps {
 func over(cur, n, max int) bool { return max > 0 && cur+n > max }
 
 // poll takes a long poll of ref; release gives it back.
-func (c *pollCaps) poll(ref TokenRef) (release func(), err error) {
+func (c *PollCaps) Poll(ref TokenRef) (release func(), err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	u := c.use[ref]
@@ -58,7 +60,7 @@ func (c *pollCaps) poll(ref TokenRef) (release func(), err error) {
 }
 
 // watch takes n watched names of ref; release gives them back.
-func (c *pollCaps) watch(ref TokenRef, n int) (release func(), err error) {
+func (c *PollCaps) Watch(ref TokenRef, n int) (release func(), err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	u := c.use[ref]
@@ -66,7 +68,7 @@ func (c *pollCaps) watch(ref TokenRef, n int) (release func(), err error) {
 		u = &pollUse{}
 	}
 	if over(c.names, n, c.maxNames) || over(u.names, n, c.maxNamesPerToken) {
-		return nil, errTooManyWatched
+		return nil, ErrTooManyWatched
 	}
 	c.use[ref] = u
 	u.names += n
@@ -74,7 +76,7 @@ func (c *pollCaps) watch(ref TokenRef, n int) (release func(), err error) {
 	return func() { c.give(ref, 0, n) }, nil
 }
 
-func (c *pollCaps) give(ref TokenRef, polls, names int) {
+func (c *PollCaps) give(ref TokenRef, polls, names int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	u := c.use[ref]
@@ -88,9 +90,9 @@ func (c *pollCaps) give(ref TokenRef, polls, names int) {
 }
 
 // writePollRefused answers a consume beyond a cap.
-func writePollRefused(w http.ResponseWriter, err error) {
+func WritePollRefused(w http.ResponseWriter, err error) {
 	msg := "too many long polls, please retry later"
-	if errors.Is(err, errTooManyWatched) {
+	if errors.Is(err, ErrTooManyWatched) {
 		msg = "too many queues that do not exist yet watched by long polls, please retry later"
 	}
 	respond.WriteJSON(w, http.StatusTooManyRequests, respond.MsgBody{Msg: msg})

@@ -1,4 +1,4 @@
-package service
+package admin
 
 import (
 	"encoding/json"
@@ -49,7 +49,7 @@ func (q queueLimits) limits() rmq.Limits {
 }
 
 // queueLimitsRoute serves the three methods of /queue/{ns}/{q}/limits.
-func (s *Service) queueLimitsRoute(w http.ResponseWriter, r *http.Request) {
+func (s *handlers) queueLimitsRoute(w http.ResponseWriter, r *http.Request) {
 	p, t, found, ok := s.adminQueueTopic(w, r)
 	if !ok {
 		return
@@ -74,12 +74,12 @@ func (s *Service) queueLimitsRoute(w http.ResponseWriter, r *http.Request) {
 				respond.WriteError(w, http.StatusBadRequest, err.Error())
 				return
 			}
-			s.libError(w, r, err)
+			s.LibError(w, r, err)
 			return
 		}
 	case http.MethodDelete:
 		if err := p.Insp.SetLimits(r.Context(), t, rmq.Limits{}); err != nil {
-			s.libError(w, r, err)
+			s.LibError(w, r, err)
 			return
 		}
 		respond.WriteNoContent(w)
@@ -87,7 +87,7 @@ func (s *Service) queueLimitsRoute(w http.ResponseWriter, r *http.Request) {
 	}
 	l, err := p.Insp.Limits(r.Context(), t)
 	if err != nil {
-		s.libError(w, r, err)
+		s.LibError(w, r, err)
 		return
 	}
 	respond.WriteJSON(w, http.StatusOK, limitsJSON(l))

@@ -1,4 +1,4 @@
-package service
+package api
 
 import (
 	"context"
@@ -13,6 +13,10 @@ import (
 	"github.com/rmq-go/rmq/cmd/rmqd/internal/names"
 	"github.com/rmq-go/rmq/cmd/rmqd/internal/params"
 	"github.com/rmq-go/rmq/cmd/rmqd/internal/respond"
+
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/auth"
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/pull"
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/service"
 )
 
 // minLease stands in for ttr=0, which lmstfy redelivers at its next
@@ -21,7 +25,7 @@ const minLease = time.Second
 
 // consume is GET /api/{ns}/{q1,q2,...}: up to count jobs, the listed
 // queues in priority order, waiting up to timeout seconds for the first.
-func (s *Service) consume(w http.ResponseWriter, r *http.Request, qr *queueReq) {
+func (s *handlers) consume(w http.ResponseWriter, r *http.Request, qr *service.QueueReq) {
 	q := r.URL.Query()
 	ttr, ok := params.QueryUint(q, "ttr", params.DefaultTTR, params.MaxUint32)
 	if !ok {
@@ -42,7 +46,7 @@ func (s *Service) consume(w http.ResponseWriter, r *http.Request, qr *queueReq) 
 		respond.WriteError(w, http.StatusBadRequest, "invalid count")
 		return
 	}
-	queues := names.ConsumeQueues(qr.q)
+	queues := names.ConsumeQueues(qr.Q)
 	if queues == nil {
 		respond.WriteError(w, http.StatusBadRequest, "invalid queue name(s)")
 		return
@@ -54,7 +58,7 @@ func (s *Service) consume(w http.ResponseWriter, r *http.Request, qr *queueReq) 
 
 	arrived := time.Now()
 	lease := max(time.Duration(ttr)*time.Second, minLease)
-	wait := min(time.Duration(timeout)*time.Second, s.cfg.MaxWait)
+	wait := min(time.Duration(timeout)*time.Second, s.Cfg.MaxWait)
 	ctx := r.Context()
 	if wait > 0 {
 		// A long poll ends when the client goes away or shutdown begins
@@ -62,31 +66,31 @@ func (s *Service) consume(w http.ResponseWriter, r *http.Request, qr *queueReq) 
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithCancel(ctx)
 		defer cancel()
-		stop := context.AfterFunc(s.stopping, cancel)
+		stop := context.AfterFunc(s.Stopping, cancel)
 		defer stop()
-		s.log.DebugContext(ctx, "rmqd: long poll", "request_id", respond.RequestID(w), "wait", wait)
+		s.Log.DebugContext(ctx, "rmqd: long poll", "request_id", respond.RequestID(w), "wait", wait)
 	}
 	jobs, queueOf, err := s.pullQueues(ctx, qr, queues, int(count), lease, time.Now().Add(wait))
-	if errors.Is(err, errTooManyWatched) {
-		writePollRefused(w, err)
+	if errors.Is(err, auth.ErrTooManyWatched) {
+		auth.WritePollRefused(w, err)
 		return
 	}
 	if err != nil && !(ctx.Err() != nil && errors.Is(err, context.Canceled)) {
-		s.libError(w, r, err)
+		s.LibError(w, r, err)
 		return
 	}
 	if len(jobs) == 0 {
 		respond.WriteJSON(w, http.StatusNotFound, respond.MsgBody{Msg: "no job available"})
 		return
 	}
-	s.metrics.Consumed.Add(uint64(len(jobs)))
+	s.Metrics.Consumed.Add(uint64(len(jobs)))
 	now := time.Now()
-	if qr.pool.name == names.DefaultPool {
+	if qr.Pool.Name == names.DefaultPool {
 		s.countFirings(jobs, arrived, now)
 	}
 	out := make([]encode.JobBody, len(jobs))
 	for i, j := range jobs {
-		out[i] = j.answer(qr.ns, queueOf[j.topic.Name()], "new job", now)
+		out[i] = j.Answer(qr.Ns, queueOf[j.Topic.Name()], "new job", now)
 	}
 	if r.Context().Err() != nil {
 		// The client went away (or its token was deleted) while the jobs
@@ -111,22 +115,22 @@ func (s *Service) consume(w http.ResponseWriter, r *http.Request, qr *queueReq) 
 // default of one try went dead unprocessed. A job the client got after
 // all (the write failed late) is delivered again: at least once, as after
 // a lost ack.
-func (s *Service) releaseJobs(r *http.Request, jobs []job) {
+func (s *handlers) releaseJobs(r *http.Request, jobs []pull.Job) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Second)
 	defer cancel()
 	released := 0
 	for _, j := range jobs {
-		if j.delivery == nil {
+		if j.Delivery == nil {
 			continue
 		}
-		if err := j.delivery.Nack(ctx, 0, consumer.Snooze(0)); err != nil {
-			s.log.WarnContext(ctx, "rmqd: could not release a job its client did not get; it comes back after its ttr",
-				"topic", j.topic.Name(), "job_id", j.Id, "err", err)
+		if err := j.Delivery.Nack(ctx, 0, consumer.Snooze(0)); err != nil {
+			s.Log.WarnContext(ctx, "rmqd: could not release a job its client did not get; it comes back after its ttr",
+				"topic", j.Topic.Name(), "job_id", j.Id, "err", err)
 			continue
 		}
 		released++
 	}
-	s.log.DebugContext(ctx, "rmqd: released the jobs of a consume whose answer could not be written", "jobs", released)
+	s.Log.DebugContext(ctx, "rmqd: released the jobs of a consume whose answer could not be written", "jobs", released)
 }
 
 // maxConsumeQueues bounds the queues one consume names (lmstfy has no
@@ -144,8 +148,8 @@ const MaxConsumeQueues = 100
 // The names a long poll watches count against its token's and the
 // process's bounds (pollcap.go): beyond them it ends with
 // errTooManyWatched.
-func (s *Service) pullQueues(ctx context.Context, qr *queueReq, queues []string, n int, lease time.Duration, deadline time.Time) (jobs []job, queueOf map[string]string, err error) {
-	p, ns := qr.pool, qr.ns
+func (s *handlers) pullQueues(ctx context.Context, qr *service.QueueReq, queues []string, n int, lease time.Duration, deadline time.Time) (jobs []pull.Job, queueOf map[string]string, err error) {
+	p, ns := qr.Pool, qr.Ns
 	queueOf = make(map[string]string, len(queues))
 	tnames := make([]string, 0, len(queues))
 	for _, q := range queues {
@@ -158,7 +162,7 @@ func (s *Service) pullQueues(ctx context.Context, qr *queueReq, queues []string,
 	for {
 		// Each pass looks at every name again: the queues found before
 		// are pulled too, with those that came to exist since.
-		ts, exists, err := p.lookupAll(ctx, tnames)
+		ts, exists, err := p.LookupAll(ctx, tnames)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -184,11 +188,11 @@ func (s *Service) pullQueues(ctx context.Context, qr *queueReq, queues []string,
 		var appeared chan struct{}
 		var unwatch func()
 		if len(missing) > 0 && wait > 0 {
-			release, err := s.pollCaps.watch(qr.ref, len(missing))
+			release, err := s.PollCaps.Watch(qr.Ref, len(missing))
 			if err != nil {
 				return nil, nil, err
 			}
-			appeared, unwatch = p.Watch.wait(missing)
+			appeared, unwatch = p.Watch.Wait(missing)
 			unwatch = func(unwait func()) func() {
 				return func() { unwait(); release() }
 			}(unwatch)
@@ -206,7 +210,7 @@ func (s *Service) pullQueues(ctx context.Context, qr *queueReq, queues []string,
 
 // pullOrWait pulls topics, waiting up to wait; it gives up early, with no
 // jobs and no error, once appeared is closed. With no topics it only waits.
-func pullOrWait(ctx context.Context, p *Pool, topics []topic.Topic, n int, lease, wait time.Duration, appeared chan struct{}) ([]job, error) {
+func pullOrWait(ctx context.Context, p *pull.Pool, topics []topic.Topic, n int, lease, wait time.Duration, appeared chan struct{}) ([]pull.Job, error) {
 	if len(topics) == 0 {
 		if appeared == nil {
 			return nil, nil
@@ -222,7 +226,7 @@ func pullOrWait(ctx context.Context, p *Pool, topics []topic.Topic, n int, lease
 		return nil, nil
 	}
 	if appeared == nil {
-		return p.pull(ctx, topics, n, lease, wait)
+		return p.Pull(ctx, topics, n, lease, wait)
 	}
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -235,7 +239,7 @@ func pullOrWait(ctx context.Context, p *Pool, topics []topic.Topic, n int, lease
 		case <-pctx.Done():
 		}
 	}()
-	jobs, err := p.pull(pctx, topics, n, lease, wait)
+	jobs, err := p.Pull(pctx, topics, n, lease, wait)
 	cancel()
 	<-watched
 	if ctx.Err() == nil && closed(appeared) && errors.Is(err, context.Canceled) {
@@ -263,17 +267,17 @@ func closed(ch chan struct{}) bool {
 // consumer, not for its time, and is not a firing. An undelayed job is due
 // when it was published (it is stored as due a little earlier: see
 // immediateSkew).
-func (s *Service) countFirings(jobs []job, arrived, now time.Time) {
+func (s *handlers) countFirings(jobs []pull.Job, arrived, now time.Time) {
 	for _, j := range jobs {
-		due := j.dueAt
+		due := j.DueAt
 		if due.IsZero() {
 			continue // a priority queue's job has no due time
 		}
-		if j.firstSentAt.After(due) {
-			due = j.firstSentAt
+		if j.FirstSentAt.After(due) {
+			due = j.FirstSentAt
 		}
 		if due.After(arrived) {
-			s.counters.Fired(j.topic.Name(), now.Sub(due))
+			s.Counters.Fired(j.Topic.Name(), now.Sub(due))
 		}
 	}
 }

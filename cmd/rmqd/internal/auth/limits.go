@@ -1,4 +1,4 @@
-package service
+package auth
 
 import (
 	"context"
@@ -29,7 +29,7 @@ type Limit struct {
 // contain '/'). Lookups are cached for cacheTTL, hits and misses alike,
 // because every publish and consume asks; a change takes effect at once on
 // the process that made it and within cacheTTL on the others.
-type limitStore struct {
+type LimitStore struct {
 	rdb      redis.UniversalClient
 	prefix   string
 	cacheTTL time.Duration
@@ -45,24 +45,24 @@ type cachedLimit struct {
 	until time.Time
 }
 
-func newLimitStore(rdb redis.UniversalClient, prefix string, cacheTTL time.Duration) *limitStore {
-	return &limitStore{rdb: rdb, prefix: prefix, cacheTTL: cacheTTL, cache: map[TokenRef]cachedLimit{}}
+func NewLimitStore(rdb redis.UniversalClient, prefix string, cacheTTL time.Duration) *LimitStore {
+	return &LimitStore{rdb: rdb, prefix: prefix, cacheTTL: cacheTTL, cache: map[TokenRef]cachedLimit{}}
 }
 
-func (s *limitStore) key(pool string) string { return s.prefix + ":rmqd:limits:" + pool }
+func (s *LimitStore) key(pool string) string { return s.prefix + ":rmqd:limits:" + pool }
 
 func limitField(ns, token string) string { return ns + "/" + token }
 
 // forget drops ref's entry after a change was written, so that no lookup
 // that read the old limit before the change can cache it afterwards.
-func (s *limitStore) forget(ref TokenRef) {
+func (s *LimitStore) forget(ref TokenRef) {
 	s.mu.Lock()
 	s.gen++
 	delete(s.cache, ref)
 	s.mu.Unlock()
 }
 
-func (s *limitStore) get(ctx context.Context, pool, ns, token string) (Limit, bool, error) {
+func (s *LimitStore) Get(ctx context.Context, pool, ns, token string) (Limit, bool, error) {
 	ref := TokenRef{pool, ns, token}
 	now := time.Now()
 	s.mu.Lock()
@@ -95,7 +95,7 @@ func (s *limitStore) get(ctx context.Context, pool, ns, token string) (Limit, bo
 }
 
 // set stores l; with onlyNew it refuses (false) to replace an existing one.
-func (s *limitStore) set(ctx context.Context, pool, ns, token string, l Limit, onlyNew bool) (bool, error) {
+func (s *LimitStore) Set(ctx context.Context, pool, ns, token string, l Limit, onlyNew bool) (bool, error) {
 	defer s.forget(TokenRef{pool, ns, token})
 	v, _ := json.Marshal(l)
 	if onlyNew {
@@ -104,7 +104,7 @@ func (s *limitStore) set(ctx context.Context, pool, ns, token string, l Limit, o
 	return true, s.rdb.HSet(ctx, s.key(pool), limitField(ns, token), v).Err()
 }
 
-func (s *limitStore) remove(ctx context.Context, pool, ns, token string) error {
+func (s *LimitStore) Remove(ctx context.Context, pool, ns, token string) error {
 	defer s.forget(TokenRef{pool, ns, token})
 	return s.rdb.HDel(ctx, s.key(pool), limitField(ns, token)).Err()
 }
@@ -117,7 +117,7 @@ type limitEntry struct {
 
 // all lists the limits of the given pools, sorted by namespace and token.
 // Tokens of pools other than default carry their "pool:" prefix.
-func (s *limitStore) all(ctx context.Context, pools []string) ([]limitEntry, error) {
+func (s *LimitStore) All(ctx context.Context, pools []string) ([]limitEntry, error) {
 	out := []limitEntry{}
 	for _, pool := range pools {
 		m, err := s.rdb.HGetAll(ctx, s.key(pool)).Result()
@@ -163,28 +163,28 @@ var refundScript = redis.NewScript(refundSource)
 // requests of an idle token pass at once, the next one is refused, and the
 // allowance then refills evenly over Interval; lmstfy counts in fixed
 // windows, which refuses the same request but refills all at once).
-type throttler struct {
+type Throttler struct {
 	rdb    redis.UniversalClient
 	prefix string
 	lim    *redis_rate.Limiter
 }
 
-func NewThrottler(rdb redis.UniversalClient, prefix string) *throttler {
-	return &throttler{rdb: rdb, prefix: prefix, lim: redis_rate.NewLimiter(rdb)}
+func NewThrottler(rdb redis.UniversalClient, prefix string) *Throttler {
+	return &Throttler{rdb: rdb, prefix: prefix, lim: redis_rate.NewLimiter(rdb)}
 }
 
-func (t *throttler) RateKey(ref TokenRef, sd side) string {
+func (t *Throttler) RateKey(ref TokenRef, sd side) string {
 	s := "read"
 	if sd == WriteSide {
 		s = "write"
 	}
-	return t.prefix + ":rmqd:rate:" + ref.pool + ":" + ref.ns + ":" + s + ":" + ref.token
+	return t.prefix + ":rmqd:rate:" + ref.Pool + ":" + ref.Ns + ":" + s + ":" + ref.Token
 }
 
 // take takes one unit of l's sd side for ref. It returns allowed false when
 // the allowance is used up, and, when a unit was taken, a function that
 // gives it back (for requests that end without success).
-func (t *throttler) Take(ctx context.Context, ref TokenRef, l Limit, sd side) (allowed bool, giveBack func(context.Context) error, err error) {
+func (t *Throttler) Take(ctx context.Context, ref TokenRef, l Limit, sd side) (allowed bool, giveBack func(context.Context) error, err error) {
 	n := l.Read
 	if sd == WriteSide {
 		n = l.Write

@@ -1,4 +1,4 @@
-package service
+package pull
 
 import (
 	"context"
@@ -18,19 +18,19 @@ import (
 // it. On an error nothing stays open.
 func (p *Pool) openForwards(ctx context.Context, specs []forward.ForwardSpec, log *slog.Logger, redact func(string) string) error {
 	for _, spec := range specs {
-		t, err := p.publishTopic(ctx, spec.Ns, spec.Queue, 0)
+		t, err := p.PublishTopic(ctx, spec.Ns, spec.Queue, 0)
 		if err != nil {
 			_ = p.closeForwards(ctx)
 			return fmt.Errorf("forward %s: %w", spec.Name(), err)
 		}
-		f, err := forward.OpenForward(ctx, spec, log.With("pool", p.name), redact)
+		f, err := forward.OpenForward(ctx, spec, log.With("pool", p.Name), redact)
 		if err != nil {
 			_ = p.closeForwards(ctx)
 			return err
 		}
 		f.Topic = t
-		p.forwards = append(p.forwards, f)
-		if err := p.client.Register(t, f, consumer.WithConcurrency(forward.ForwardConcurrency)); err != nil {
+		p.Forwards = append(p.Forwards, f)
+		if err := p.Client.Register(t, f, consumer.WithConcurrency(forward.ForwardConcurrency)); err != nil {
 			_ = p.closeForwards(ctx)
 			return fmt.Errorf("forward %s: %w", spec.Name(), err)
 		}
@@ -41,16 +41,16 @@ func (p *Pool) openForwards(ctx context.Context, specs []forward.ForwardSpec, lo
 // closeForwards closes every forward of the pool, after its client.
 func (p *Pool) closeForwards(ctx context.Context) error {
 	var errs []error
-	for _, f := range p.forwards {
+	for _, f := range p.Forwards {
 		errs = append(errs, f.Close(ctx))
 	}
-	p.forwards = nil
+	p.Forwards = nil
 	return errors.Join(errs...)
 }
 
 // forwardOf returns the forward of queue q of namespace ns, or nil.
 func (p *Pool) ForwardOf(ns, q string) *forward.Forward {
-	for _, f := range p.forwards {
+	for _, f := range p.Forwards {
 		if f.Spec.Ns == ns && f.Spec.Queue == q {
 			return f
 		}

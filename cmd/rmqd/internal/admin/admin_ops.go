@@ -1,4 +1,4 @@
-package service
+package admin
 
 import (
 	"encoding/json"
@@ -8,20 +8,22 @@ import (
 
 	"github.com/rmq-go/rmq/cmd/rmqd/internal/names"
 	"github.com/rmq-go/rmq/cmd/rmqd/internal/respond"
+
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/service"
 )
 
-func (s *Service) version(w http.ResponseWriter, r *http.Request) {
-	respond.WritePretty(w, http.StatusOK, s.cfg.Version)
+func (s *handlers) version(w http.ResponseWriter, r *http.Request) {
+	respond.WritePretty(w, http.StatusOK, s.Cfg.Version)
 }
 
-func (s *Service) listPools(w http.ResponseWriter, r *http.Request) {
+func (s *handlers) listPools(w http.ResponseWriter, r *http.Request) {
 	respond.WritePretty(w, http.StatusOK, s.PoolNames)
 }
 
 // info is GET /info[?pool=]: namespace -> queues of one pool, from the
 // topic definitions in its Redis. Served as text/plain like lmstfy; an
 // unknown pool answers 200 with an empty body.
-func (s *Service) info(w http.ResponseWriter, r *http.Request) {
+func (s *handlers) info(w http.ResponseWriter, r *http.Request) {
 	name := r.URL.Query().Get("pool")
 	if name == "" {
 		name = names.DefaultPool
@@ -32,9 +34,9 @@ func (s *Service) info(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusOK)
 		return
 	}
-	qs, err := p.queues(r.Context())
+	qs, err := p.Queues(r.Context())
 	if err != nil {
-		s.writeInternal(w, r, err)
+		s.WriteInternal(w, r, err)
 		return
 	}
 	body, _ := json.Marshal(qs)
@@ -42,10 +44,10 @@ func (s *Service) info(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(body)
 }
 
-func (s *Service) serveMetrics(w http.ResponseWriter, r *http.Request) {
+func (s *handlers) serveMetrics(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-	if err := s.metrics.Write(w); err != nil {
-		s.log.WarnContext(r.Context(), "rmqd: write metrics", "err", err)
+	if err := s.Metrics.Write(w); err != nil {
+		s.Log.WarnContext(r.Context(), "rmqd: write metrics", "err", err)
 	}
 }
 
@@ -53,25 +55,25 @@ type accessLogBody struct {
 	Status string `json:"status"`
 }
 
-func (s *Service) accessLogStatus() accessLogBody {
-	if s.accessLog.Load() {
+func (s *handlers) accessLogStatus() accessLogBody {
+	if s.AccessLog.Load() {
 		return accessLogBody{"enabled"}
 	}
 	return accessLogBody{"disabled"}
 }
 
-func (s *Service) getAccessLog(w http.ResponseWriter, r *http.Request) {
+func (s *handlers) getAccessLog(w http.ResponseWriter, r *http.Request) {
 	respond.WriteJSON(w, http.StatusOK, s.accessLogStatus())
 }
 
 // setAccessLog is POST /accesslog?status=enable|disable; it changes this
 // process only.
-func (s *Service) setAccessLog(w http.ResponseWriter, r *http.Request) {
+func (s *handlers) setAccessLog(w http.ResponseWriter, r *http.Request) {
 	switch r.URL.Query().Get("status") {
 	case "enable":
-		s.accessLog.Store(true)
+		s.AccessLog.Store(true)
 	case "disable":
-		s.accessLog.Store(false)
+		s.AccessLog.Store(false)
 	default:
 		respond.WriteError(w, http.StatusBadRequest, "invalid status")
 		return
@@ -84,8 +86,8 @@ func (s *Service) setAccessLog(w http.ResponseWriter, r *http.Request) {
 var buildVersion = ""
 
 // readVersion reports the version and the VCS stamp Go embedded.
-func ReadVersion() VersionInfo {
-	v := VersionInfo{Version: buildVersion}
+func ReadVersion() service.VersionInfo {
+	v := service.VersionInfo{Version: buildVersion}
 	bi, ok := debug.ReadBuildInfo()
 	if ok {
 		if v.Version == "" {

@@ -1,4 +1,4 @@
-package service
+package api
 
 import (
 	"net/http"
@@ -13,6 +13,9 @@ import (
 	"github.com/rmq-go/rmq/cmd/rmqd/internal/names"
 	"github.com/rmq-go/rmq/cmd/rmqd/internal/params"
 	"github.com/rmq-go/rmq/cmd/rmqd/internal/respond"
+
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/pull"
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/service"
 )
 
 // immediateSkew is how far in the past an undelayed job is due (see spec).
@@ -167,8 +170,8 @@ func (p publishParams) newJobID() string {
 }
 
 // spec builds the job of one body for a queue of type typ.
-func (p publishParams) spec(body []byte, typ topic.Type) JobSpec {
-	j := JobSpec{Id: p.newJobID(), Body: body, Tries: p.tries, ttl: p.ttl, headers: p.attrs, prio: p.prio, window: p.delay, group: p.group}
+func (p publishParams) spec(body []byte, typ topic.Type) pull.JobSpec {
+	j := pull.JobSpec{Id: p.newJobID(), Body: body, Tries: p.tries, Ttl: p.ttl, Headers: p.attrs, Prio: p.prio, Window: p.delay, Group: p.group}
 	switch {
 	case !p.at.IsZero():
 		j.Due = p.at
@@ -182,7 +185,7 @@ func (p publishParams) spec(body []byte, typ topic.Type) JobSpec {
 		j.Due = time.Now().Add(p.delay)
 	}
 	if typ == topic.Priority && p.delay > 0 {
-		j.notOn = j.Due
+		j.NotOn = j.Due
 	}
 	return j
 }
@@ -207,7 +210,7 @@ type PublishedBody struct {
 	JobID string `json:"job_id"`
 }
 
-func (s *Service) publish(w http.ResponseWriter, r *http.Request, qr *queueReq) {
+func (s *handlers) publish(w http.ResponseWriter, r *http.Request, qr *service.QueueReq) {
 	s.publishOne(w, r, qr)
 }
 
@@ -215,19 +218,19 @@ func (s *Service) publish(w http.ResponseWriter, r *http.Request, qr *queueReq) 
 // that can be checked before is (the parameters, the body, the queue's
 // type): a bad request answers 400 and leaves the job as it was. Once the
 // request is good the old job goes unconditionally, as in lmstfy.
-func (s *Service) republish(w http.ResponseWriter, r *http.Request, qr *queueReq) {
+func (s *handlers) republish(w http.ResponseWriter, r *http.Request, qr *service.QueueReq) {
 	p, body, ok := readPublish(w, r)
 	if !ok {
 		return
 	}
-	t, found, err := qr.pool.QueueTopic(r.Context(), qr.ns, qr.q)
+	t, found, err := qr.Pool.QueueTopic(r.Context(), qr.Ns, qr.Q)
 	if err != nil {
-		s.writeInternal(w, r, err)
+		s.WriteInternal(w, r, err)
 		return
 	}
 	if found {
 		if p.typ != 0 && p.typ != t.Type() {
-			s.libError(w, r, errTypeConflict)
+			s.LibError(w, r, pull.ErrTypeConflict)
 			return
 		}
 		if bad := p.checkType(t); bad != "" {
@@ -235,14 +238,14 @@ func (s *Service) republish(w http.ResponseWriter, r *http.Request, qr *queueReq
 			return
 		}
 	}
-	if err := qr.pool.ack(r.Context(), t, qr.id); err != nil {
-		s.libError(w, r, err)
+	if err := qr.Pool.Ack(r.Context(), t, qr.Id); err != nil {
+		s.LibError(w, r, err)
 		return
 	}
 	s.publishParsed(w, r, qr, p, body)
 }
 
-func (s *Service) publishOne(w http.ResponseWriter, r *http.Request, qr *queueReq) {
+func (s *handlers) publishOne(w http.ResponseWriter, r *http.Request, qr *service.QueueReq) {
 	if p, body, ok := readPublish(w, r); ok {
 		s.publishParsed(w, r, qr, p, body)
 	}
@@ -275,13 +278,13 @@ func readPublish(w http.ResponseWriter, r *http.Request) (p publishParams, body 
 }
 
 // publishParsed publishes a checked publish's job.
-func (s *Service) publishParsed(w http.ResponseWriter, r *http.Request, qr *queueReq, p publishParams, body []byte) {
+func (s *handlers) publishParsed(w http.ResponseWriter, r *http.Request, qr *service.QueueReq, p publishParams, body []byte) {
 	if !s.queueAllowed(w, r, qr) {
 		return
 	}
-	t, err := qr.pool.publishTopic(r.Context(), qr.ns, qr.q, p.typ)
+	t, err := qr.Pool.PublishTopic(r.Context(), qr.Ns, qr.Q, p.typ)
 	if err != nil {
-		s.libError(w, r, err)
+		s.LibError(w, r, err)
 		return
 	}
 	if bad := p.checkType(t); bad != "" {
@@ -289,19 +292,19 @@ func (s *Service) publishParsed(w http.ResponseWriter, r *http.Request, qr *queu
 		return
 	}
 	j := p.spec(body, t.Type())
-	if err := qr.pool.publish(r.Context(), t, j); err != nil {
-		s.libError(w, r, err)
+	if err := qr.Pool.Publish(r.Context(), t, j); err != nil {
+		s.LibError(w, r, err)
 		return
 	}
-	qr.pool.defined(t)
-	s.metrics.Published.Add(1)
+	qr.Pool.Defined(t)
+	s.Metrics.Published.Add(1)
 	respond.WriteRawJSON(w, http.StatusCreated, encode.PublishedJSON(j.Id))
 }
 
 // maxBulkBody bounds a bulk body: 64 jobs of 1 MiB and their JSON syntax.
 const maxBulkBody = params.MaxBulkJobs*(params.MaxJobSize+1) + 4096
 
-func (s *Service) publishBulk(w http.ResponseWriter, r *http.Request, qr *queueReq) {
+func (s *handlers) publishBulk(w http.ResponseWriter, r *http.Request, qr *service.QueueReq) {
 	p, bad := parsePublish(r)
 	if bad == "" && p.key != "" {
 		bad = "invalid key" // one key for many jobs would merge them
@@ -316,10 +319,10 @@ func (s *Service) publishBulk(w http.ResponseWriter, r *http.Request, qr *queueR
 	if hold < 0 || hold > maxBulkBody {
 		hold = maxBulkBody
 	}
-	if err := s.bodies.acquire(r.Context(), hold); err != nil {
+	if err := s.Bodies.Acquire(r.Context(), hold); err != nil {
 		return // the client went away while it waited
 	}
-	defer s.bodies.release(hold)
+	defer s.Bodies.Release(hold)
 	raw, err := respond.ReadBody(w, r, maxBulkBody)
 	if err != nil {
 		if respond.IsTooLarge(err) {
@@ -329,7 +332,7 @@ func (s *Service) publishBulk(w http.ResponseWriter, r *http.Request, qr *queueR
 		respond.WriteError(w, http.StatusBadRequest, "invalid body")
 		return
 	}
-	elems, err := splitArray(raw)
+	elems, err := service.SplitArray(raw)
 	if err != nil {
 		respond.WriteError(w, http.StatusBadRequest, "request body should be an array of objects")
 		return
@@ -357,27 +360,27 @@ func (s *Service) publishBulk(w http.ResponseWriter, r *http.Request, qr *queueR
 	if !s.queueAllowed(w, r, qr) {
 		return
 	}
-	t, err := qr.pool.publishTopic(r.Context(), qr.ns, qr.q, p.typ)
+	t, err := qr.Pool.PublishTopic(r.Context(), qr.Ns, qr.Q, p.typ)
 	if err != nil {
-		s.libError(w, r, err)
+		s.LibError(w, r, err)
 		return
 	}
 	if bad := p.checkType(t); bad != "" {
 		respond.WriteError(w, http.StatusBadRequest, bad)
 		return
 	}
-	jobs := make([]JobSpec, len(elems))
+	jobs := make([]pull.JobSpec, len(elems))
 	ids := make([]string, len(elems))
 	for i, e := range elems {
 		jobs[i] = p.spec(e, t.Type())
 		ids[i] = jobs[i].Id
 	}
-	if err := qr.pool.publishBatch(r.Context(), t, jobs); err != nil {
-		s.libError(w, r, err)
+	if err := qr.Pool.PublishBatch(r.Context(), t, jobs); err != nil {
+		s.LibError(w, r, err)
 		return
 	}
-	qr.pool.defined(t)
-	s.metrics.Published.Add(uint64(len(jobs)))
+	qr.Pool.Defined(t)
+	s.Metrics.Published.Add(uint64(len(jobs)))
 	respond.WriteJSON(w, http.StatusCreated, struct {
 		Msg    string   `json:"msg"`
 		JobIDs []string `json:"job_ids"`

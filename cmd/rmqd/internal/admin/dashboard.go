@@ -1,4 +1,4 @@
-package service
+package admin
 
 import (
 	"bytes"
@@ -18,8 +18,8 @@ import (
 // (PATH without its slash, plus "-tokens"), both behind the admin accounts
 // when there are any. The token page looks like one of the dashboard's
 // (its stylesheet and header), and the dashboard's navigation links to it.
-func (s *Service) mountDashboard(mux *http.ServeMux) {
-	path := s.cfg.Dashboard
+func (s *handlers) mountDashboard(mux *http.ServeMux) {
+	path := s.Cfg.Dashboard
 	if path == "" {
 		return
 	}
@@ -27,21 +27,21 @@ func (s *Service) mountDashboard(mux *http.ServeMux) {
 	base := strings.TrimSuffix(path, "/")
 	tokens := base + "-tokens"
 	opts := []dashboard.Option{
-		dashboard.WithKeyPrefix(s.cfg.Prefix),
-		dashboard.WithCounters(s.counters),
-		dashboard.WithLogger(s.log),
+		dashboard.WithKeyPrefix(s.Cfg.Prefix),
+		dashboard.WithCounters(s.Counters),
+		dashboard.WithLogger(s.Log),
 		// Relative, as the dashboard's own links, so that a proxy may
 		// serve it all under another path.
 		dashboard.WithNavLink("Tokens", "../"+pathpkg.Base(tokens)),
 	}
-	if len(def.forwards) > 0 {
+	if len(def.Forwards) > 0 {
 		opts = append(opts, dashboard.WithForwards(s.dashboardForwards))
 	}
-	if len(s.cfg.Accounts) > 0 {
-		opts = append(opts, dashboard.WithAuth(s.requireAccount))
+	if len(s.Cfg.Accounts) > 0 {
+		opts = append(opts, dashboard.WithAuth(s.RequireAccount))
 	}
-	mux.Handle(path, http.StripPrefix(base, dashboard.New(def.rdb, opts...)))
-	mux.Handle("GET "+tokens, s.requireAccount(http.HandlerFunc(s.tokenPage)))
+	mux.Handle(path, http.StripPrefix(base, dashboard.New(def.Rdb, opts...)))
+	mux.Handle("GET "+tokens, s.RequireAccount(http.HandlerFunc(s.tokenPage)))
 }
 
 // tokenPageTmpl has the dashboard's header and uses its stylesheet (a
@@ -87,18 +87,18 @@ func maskToken(t string) string {
 }
 
 // tokenPage lists every namespace that has tokens, with masked tokens.
-func (s *Service) tokenPage(w http.ResponseWriter, r *http.Request) {
-	entries, err := s.tokens.namespaces(r.Context())
+func (s *handlers) tokenPage(w http.ResponseWriter, r *http.Request) {
+	entries, err := s.Tokens.Namespaces(r.Context())
 	if err != nil {
-		s.writeInternal(w, r, err)
+		s.WriteInternal(w, r, err)
 		return
 	}
 	var rows []tokenRow
 	for _, e := range entries {
 		pool, ns, _ := strings.Cut(e, "/")
-		toks, err := s.tokens.list(r.Context(), pool, ns)
+		toks, err := s.Tokens.List(r.Context(), pool, ns)
 		if err != nil {
-			s.writeInternal(w, r, err)
+			s.WriteInternal(w, r, err)
 			return
 		}
 		for t, d := range toks {
@@ -113,8 +113,8 @@ func (s *Service) tokenPage(w http.ResponseWriter, r *http.Request) {
 	if err := tokenPageTmpl.Execute(&buf, struct {
 		Dashboard, Self string
 		Rows            []tokenRow
-	}{s.cfg.Dashboard, pathpkg.Base(r.URL.Path), rows}); err != nil {
-		s.writeInternal(w, r, err)
+	}{s.Cfg.Dashboard, pathpkg.Base(r.URL.Path), rows}); err != nil {
+		s.WriteInternal(w, r, err)
 		return
 	}
 	h := w.Header()

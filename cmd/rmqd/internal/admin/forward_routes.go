@@ -1,4 +1,4 @@
-package service
+package admin
 
 import (
 	"context"
@@ -13,13 +13,13 @@ import (
 
 // forwardStatuses lists every forward of every pool (pool "" = all), in
 // the order of the pools' names and of the command line.
-func (s *Service) forwardStatuses(pool string) []forward.ForwardStatus {
+func (s *handlers) forwardStatuses(pool string) []forward.ForwardStatus {
 	out := []forward.ForwardStatus{}
 	for _, name := range s.PoolNames {
 		if pool != "" && name != pool {
 			continue
 		}
-		for _, f := range s.Pools[name].forwards {
+		for _, f := range s.Pools[name].Forwards {
 			out = append(out, f.Status())
 		}
 	}
@@ -28,9 +28,9 @@ func (s *Service) forwardStatuses(pool string) []forward.ForwardStatus {
 
 // dashboardForwards are the default pool's forwards for the dashboard,
 // whose pages show that pool.
-func (s *Service) dashboardForwards(context.Context) []dashboard.Forward {
+func (s *handlers) dashboardForwards(context.Context) []dashboard.Forward {
 	var out []dashboard.Forward
-	for _, f := range s.Pools[names.DefaultPool].forwards {
+	for _, f := range s.Pools[names.DefaultPool].Forwards {
 		st := f.Status()
 		d := dashboard.Forward{Topic: f.Topic.Name(), Target: st.Target, Forwarded: st.Forwarded, Failed: st.Failed, LastError: st.LastError}
 		if st.LastErrorAt != nil {
@@ -44,7 +44,7 @@ func (s *Service) dashboardForwards(context.Context) []dashboard.Forward {
 // listForwards is GET /forwards[?pool=]: every forward of this process
 // with its target (no password), counts and last error. An unknown pool
 // is 400 "the pool was not exists", as on the token routes.
-func (s *Service) listForwards(w http.ResponseWriter, r *http.Request) {
+func (s *handlers) listForwards(w http.ResponseWriter, r *http.Request) {
 	pool := r.URL.Query().Get("pool")
 	if pool != "" {
 		if _, ok := s.adminPool(w, pool); !ok {

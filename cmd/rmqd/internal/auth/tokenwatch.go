@@ -1,4 +1,4 @@
-package service
+package auth
 
 import (
 	"context"
@@ -23,8 +23,8 @@ import (
 // open), and forgets a deleted one from the token cache. An ended long
 // poll answers as one that found nothing (404 no job available); the
 // client's next request gets 401.
-type tokenWatch struct {
-	store    *tokenStore
+type TokenWatch struct {
+	store    *TokenStore
 	interval time.Duration
 	log      *slog.Logger
 
@@ -37,19 +37,19 @@ type tokenWatch struct {
 type watcher struct{ cancel context.CancelFunc }
 
 // newTokenWatch starts the check; close stops it.
-func newTokenWatch(store *tokenStore, interval time.Duration, log *slog.Logger) *tokenWatch {
-	w := &tokenWatch{store: store, interval: interval, log: log,
+func NewTokenWatch(store *TokenStore, interval time.Duration, log *slog.Logger) *TokenWatch {
+	w := &TokenWatch{store: store, interval: interval, log: log,
 		polls: map[TokenRef]map[*watcher]struct{}{}, loops: lifecycle.NewGroup(context.Background())}
 	w.loops.Go("rmqd token watch", w.run)
 	return w
 }
 
 // close stops the check and waits for it.
-func (w *tokenWatch) close() { w.loops.Stop() }
+func (w *TokenWatch) Close() { w.loops.Stop() }
 
 // watch returns a context that is cancelled when ref is deleted (or ctx
 // ends); release must be called when the poll ends.
-func (w *tokenWatch) watch(ctx context.Context, ref TokenRef) (context.Context, func()) {
+func (w *TokenWatch) Watch(ctx context.Context, ref TokenRef) (context.Context, func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	wt := &watcher{cancel}
 	w.mu.Lock()
@@ -72,7 +72,7 @@ func (w *tokenWatch) watch(ctx context.Context, ref TokenRef) (context.Context, 
 }
 
 // revoked ends the long polls of ref.
-func (w *tokenWatch) revoked(ref TokenRef) {
+func (w *TokenWatch) Revoked(ref TokenRef) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for wt := range w.polls[ref] {
@@ -80,7 +80,7 @@ func (w *tokenWatch) revoked(ref TokenRef) {
 	}
 }
 
-func (w *tokenWatch) run(ctx context.Context) {
+func (w *TokenWatch) run(ctx context.Context) {
 	t := time.NewTicker(w.interval)
 	defer t.Stop()
 	for {
@@ -97,7 +97,7 @@ func (w *tokenWatch) run(ctx context.Context) {
 }
 
 // check asks Redis whether each watched token still exists.
-func (w *tokenWatch) check(ctx context.Context) error {
+func (w *TokenWatch) check(ctx context.Context) error {
 	w.mu.Lock()
 	refs := make([]TokenRef, 0, len(w.polls))
 	for ref := range w.polls {
@@ -110,7 +110,7 @@ func (w *tokenWatch) check(ctx context.Context) error {
 	cmds := make([]*redis.BoolCmd, len(refs))
 	_, err := w.store.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, ref := range refs {
-			cmds[i] = p.HExists(ctx, w.store.key(ref.pool, ref.ns), Digest(ref.token))
+			cmds[i] = p.HExists(ctx, w.store.key(ref.Pool, ref.Ns), Digest(ref.Token))
 		}
 		return nil
 	})
@@ -122,7 +122,7 @@ func (w *tokenWatch) check(ctx context.Context) error {
 			// Deleted through another process: this one's cache forgets
 			// it too, so the client's next request is refused at once.
 			w.store.forget(refs[i])
-			w.revoked(refs[i])
+			w.Revoked(refs[i])
 		}
 	}
 	return nil

@@ -1,4 +1,4 @@
-package service
+package api
 
 import (
 	"io"
@@ -7,6 +7,9 @@ import (
 
 	"github.com/rmq-go/rmq/cmd/rmqd/internal/params"
 	"github.com/rmq-go/rmq/cmd/rmqd/internal/respond"
+
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/pull"
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/service"
 )
 
 type SizeBody struct {
@@ -16,19 +19,19 @@ type SizeBody struct {
 }
 
 // ackJob is DELETE …/job/{id}: 204 always, unknown ids too.
-func (s *Service) ackJob(w http.ResponseWriter, r *http.Request, qr *queueReq) {
-	t, found, err := qr.pool.QueueTopic(r.Context(), qr.ns, qr.q)
+func (s *handlers) ackJob(w http.ResponseWriter, r *http.Request, qr *service.QueueReq) {
+	t, found, err := qr.Pool.QueueTopic(r.Context(), qr.Ns, qr.Q)
 	if err != nil {
-		s.writeInternal(w, r, err)
+		s.WriteInternal(w, r, err)
 		return
 	}
 	if found {
-		if err := qr.pool.ack(r.Context(), t, qr.id); err != nil {
-			s.libError(w, r, err)
+		if err := qr.Pool.Ack(r.Context(), t, qr.Id); err != nil {
+			s.LibError(w, r, err)
 			return
 		}
 	}
-	s.metrics.Acked.Add(1)
+	s.Metrics.Acked.Add(1)
 	respond.WriteNoContent(w)
 }
 
@@ -39,7 +42,7 @@ const MaxCauseSize = 64 << 10
 // seconds): the delivery failed; it comes back after the delay (0: the
 // library's backoff), or goes to the dead letter when it has no try left. The body, if any, is kept as
 // the job's last error. 204, or 404 when no delivery of the job is in flight.
-func (s *Service) nackJob(w http.ResponseWriter, r *http.Request, qr *queueReq) {
+func (s *handlers) nackJob(w http.ResponseWriter, r *http.Request, qr *service.QueueReq) {
 	q := r.URL.Query()
 	delay, ok := params.QueryUint(q, "delay", 0, params.MaxUint32)
 	if !ok {
@@ -64,15 +67,15 @@ func (s *Service) nackJob(w http.ResponseWriter, r *http.Request, qr *queueReq) 
 		respond.WriteError(w, http.StatusBadRequest, "invalid body")
 		return
 	}
-	t, found, err := qr.pool.QueueTopic(r.Context(), qr.ns, qr.q)
+	t, found, err := qr.Pool.QueueTopic(r.Context(), qr.Ns, qr.Q)
 	if err != nil {
-		s.writeInternal(w, r, err)
+		s.WriteInternal(w, r, err)
 		return
 	}
 	if found {
-		found, err = qr.pool.nack(r.Context(), t, qr.id, retryAfter, string(cause))
+		found, err = qr.Pool.Nack(r.Context(), t, qr.Id, retryAfter, string(cause))
 		if err != nil {
-			s.libError(w, r, err)
+			s.LibError(w, r, err)
 			return
 		}
 	}
@@ -84,18 +87,18 @@ func (s *Service) nackJob(w http.ResponseWriter, r *http.Request, qr *queueReq) 
 }
 
 // peekQueue shows the next ready job without taking it.
-func (s *Service) peekQueue(w http.ResponseWriter, r *http.Request, qr *queueReq) {
-	t, found, err := qr.pool.QueueTopic(r.Context(), qr.ns, qr.q)
+func (s *handlers) peekQueue(w http.ResponseWriter, r *http.Request, qr *service.QueueReq) {
+	t, found, err := qr.Pool.QueueTopic(r.Context(), qr.Ns, qr.Q)
 	if err != nil {
-		s.writeInternal(w, r, err)
+		s.WriteInternal(w, r, err)
 		return
 	}
-	var j job
+	var j pull.Job
 	now := time.Now()
 	if found {
-		j, found, err = qr.pool.head(r.Context(), t, now)
+		j, found, err = qr.Pool.Head(r.Context(), t, now)
 		if err != nil {
-			s.libError(w, r, err)
+			s.LibError(w, r, err)
 			return
 		}
 	}
@@ -103,22 +106,22 @@ func (s *Service) peekQueue(w http.ResponseWriter, r *http.Request, qr *queueReq
 		respond.WriteError(w, http.StatusNotFound, "the queue is empty")
 		return
 	}
-	respond.WriteJSON(w, http.StatusOK, j.answer(qr.ns, qr.q, "", now))
+	respond.WriteJSON(w, http.StatusOK, j.Answer(qr.Ns, qr.Q, "", now))
 }
 
 // peekJob shows a job in any state while its data exists.
-func (s *Service) peekJob(w http.ResponseWriter, r *http.Request, qr *queueReq) {
-	t, found, err := qr.pool.QueueTopic(r.Context(), qr.ns, qr.q)
+func (s *handlers) peekJob(w http.ResponseWriter, r *http.Request, qr *service.QueueReq) {
+	t, found, err := qr.Pool.QueueTopic(r.Context(), qr.Ns, qr.Q)
 	if err != nil {
-		s.writeInternal(w, r, err)
+		s.WriteInternal(w, r, err)
 		return
 	}
-	var j job
+	var j pull.Job
 	now := time.Now()
 	if found {
-		j, found, err = qr.pool.lookupJob(r.Context(), t, qr.id, now)
+		j, found, err = qr.Pool.LookupJob(r.Context(), t, qr.Id, now)
 		if err != nil {
-			s.libError(w, r, err)
+			s.LibError(w, r, err)
 			return
 		}
 	}
@@ -126,37 +129,37 @@ func (s *Service) peekJob(w http.ResponseWriter, r *http.Request, qr *queueReq) 
 		respond.WriteError(w, http.StatusNotFound, "job not found")
 		return
 	}
-	j.remainTries = 0 // lmstfy does not track tries by id
-	respond.WriteJSON(w, http.StatusOK, j.answer(qr.ns, qr.q, "", now))
+	j.RemainTries = 0 // lmstfy does not track tries by id
+	respond.WriteJSON(w, http.StatusOK, j.Answer(qr.Ns, qr.Q, "", now))
 }
 
 // size counts ready jobs; no token needed.
-func (s *Service) size(w http.ResponseWriter, r *http.Request, qr *queueReq) {
-	t, found, err := qr.pool.QueueTopic(r.Context(), qr.ns, qr.q)
+func (s *handlers) size(w http.ResponseWriter, r *http.Request, qr *service.QueueReq) {
+	t, found, err := qr.Pool.QueueTopic(r.Context(), qr.Ns, qr.Q)
 	if err != nil {
-		s.writeInternal(w, r, err)
+		s.WriteInternal(w, r, err)
 		return
 	}
 	var n int64
 	if found {
-		if n, err = qr.pool.readySize(r.Context(), t); err != nil {
-			s.writeInternal(w, r, err)
+		if n, err = qr.Pool.ReadySize(r.Context(), t); err != nil {
+			s.WriteInternal(w, r, err)
 			return
 		}
 	}
-	respond.WriteJSON(w, http.StatusOK, SizeBody{qr.ns, qr.q, n})
+	respond.WriteJSON(w, http.StatusOK, SizeBody{qr.Ns, qr.Q, n})
 }
 
 // destroy removes the ready jobs of a queue; 204 always.
-func (s *Service) destroy(w http.ResponseWriter, r *http.Request, qr *queueReq) {
-	t, found, err := qr.pool.QueueTopic(r.Context(), qr.ns, qr.q)
+func (s *handlers) destroy(w http.ResponseWriter, r *http.Request, qr *service.QueueReq) {
+	t, found, err := qr.Pool.QueueTopic(r.Context(), qr.Ns, qr.Q)
 	if err != nil {
-		s.writeInternal(w, r, err)
+		s.WriteInternal(w, r, err)
 		return
 	}
 	if found {
-		if err := qr.pool.destroy(r.Context(), t); err != nil {
-			s.libError(w, r, err)
+		if err := qr.Pool.Destroy(r.Context(), t); err != nil {
+			s.LibError(w, r, err)
 			return
 		}
 	}

@@ -1,4 +1,4 @@
-package service
+package pull
 
 import (
 	"context"
@@ -49,7 +49,7 @@ func (w *queueWatch) close() { w.loops.Stop() }
 
 // wait registers a waiter for names; ch is closed (once) when one of them
 // comes to exist. cancel unregisters it.
-func (w *queueWatch) wait(names []string) (ch chan struct{}, cancel func()) {
+func (w *queueWatch) Wait(names []string) (ch chan struct{}, cancel func()) {
 	ch = make(chan struct{})
 	w.mu.Lock()
 	for _, n := range names {
