@@ -22,7 +22,7 @@ func TestTTLSecondsRoundLikeRedis(t *testing.T) {
 		{1500 * time.Millisecond, 2}, {500 * time.Millisecond, 1}, {499 * time.Millisecond, 0},
 		{0, 0}, {-3 * time.Second, 0},
 	} {
-		require.Equal(t, c.want, pull.TtlSeconds(c.left), "%v", c.left)
+		require.Equal(t, c.want, pull.TTLSeconds(c.left), "%v", c.left)
 	}
 }
 

@@ -341,15 +341,15 @@ func (p *prefixFlags) setAll(v string) error { return p.Set(v) }
 func (c config) secrets() []string {
 	var out []string
 	for _, u := range strings.Split(c.redisURL, ",") {
-		out = append(out, redact.UrlSecrets(strings.TrimSpace(u))...)
+		out = append(out, redact.URLSecrets(strings.TrimSpace(u))...)
 	}
 	for _, p := range c.pools.list {
 		for _, u := range strings.Split(p.url, ",") {
-			out = append(out, redact.UrlSecrets(strings.TrimSpace(u))...)
+			out = append(out, redact.URLSecrets(strings.TrimSpace(u))...)
 		}
 	}
 	for _, f := range c.forwards.List {
-		out = append(out, redact.UrlSecrets(f.Raw)...)
+		out = append(out, redact.URLSecrets(f.Raw)...)
 	}
 	for _, pass := range c.accounts.m {
 		out = append(out, pass)

@@ -83,5 +83,5 @@ func TestRedactEveryURLForm(t *testing.T) {
 		require.Equal(t, want, redact.Redact(in), in)
 	}
 	require.ElementsMatch(t, []string{"s3cr3tTok", "hunter2", "p", "ab cd", "ab+cd"},
-		redact.UrlSecrets("nats://s3cr3tTok@h:1/s amqp://u:p@h/?password=hunter2&token=ab+cd"))
+		redact.URLSecrets("nats://s3cr3tTok@h:1/s amqp://u:p@h/?password=hunter2&token=ab+cd"))
 }

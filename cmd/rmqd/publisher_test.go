@@ -62,7 +62,7 @@ func TestPublisherSharesWritesAndReportsEachJob(t *testing.T) {
 			if i%10 == 9 {
 				at = time.Date(1960, 1, 1, 0, 0, 0, 0, time.UTC) // refused by the library
 			}
-			j := pull.JobSpec{Id: fmt.Sprintf("job-%02d", i), Body: []byte(fmt.Sprint(i)), Due: at, Tries: 1 + i%5}
+			j := pull.JobSpec{ID: fmt.Sprintf("job-%02d", i), Body: []byte(fmt.Sprint(i)), Due: at, Tries: 1 + i%5}
 			errs[i] = pub.Publish(ctx, tp, j.Message())
 		}()
 	}

@@ -52,7 +52,7 @@ func TestPullRoundsDealJobsOut(t *testing.T) {
 			require.LessOrEqual(t, len(jobs), n)
 			mu.Lock()
 			for _, j := range jobs {
-				got[j.Id]++
+				got[j.ID]++
 			}
 			mu.Unlock()
 		}()

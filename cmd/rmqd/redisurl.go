@@ -67,7 +67,7 @@ func loadRoots(file string) (*x509.CertPool, error) {
 // length.
 func urlError(u string, err error) error {
 	msg := err.Error()
-	for _, pass := range redact.UrlSecrets(u) {
+	for _, pass := range redact.URLSecrets(u) {
 		msg = strings.ReplaceAll(msg, pass, "***")
 	}
 	return fmt.Errorf("redis URL %q: %s", redact.Redact(u), msg)

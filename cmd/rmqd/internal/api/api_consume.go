@@ -98,7 +98,7 @@ func (s *handlers) consume(w http.ResponseWriter, r *http.Request, qr *service.Q
 		s.releaseJobs(r, jobs)
 		return
 	}
-	w.Header()[respond.HeaderContentType] = respond.JsonContentType
+	w.Header()[respond.HeaderContentType] = respond.JSONContentType
 	w.WriteHeader(http.StatusOK)
 	_, err = w.Write(encode.JobsJSON(out, count > 1))
 	if err == nil {
@@ -125,7 +125,7 @@ func (s *handlers) releaseJobs(r *http.Request, jobs []pull.Job) {
 		}
 		if err := j.Delivery.Nack(ctx, 0, consumer.Snooze(0)); err != nil {
 			s.Log.WarnContext(ctx, "rmqd: could not release a job its client did not get; it comes back after its ttr",
-				"topic", j.Topic.Name(), "job_id", j.Id, "err", err)
+				"topic", j.Topic.Name(), "job_id", j.ID, "err", err)
 			continue
 		}
 		released++

@@ -171,7 +171,7 @@ func (p publishParams) newJobID() string {
 
 // spec builds the job of one body for a queue of type typ.
 func (p publishParams) spec(body []byte, typ topic.Type) pull.JobSpec {
-	j := pull.JobSpec{Id: p.newJobID(), Body: body, Tries: p.tries, Ttl: p.ttl, Headers: p.attrs, Prio: p.prio, Window: p.delay, Group: p.group}
+	j := pull.JobSpec{ID: p.newJobID(), Body: body, Tries: p.tries, TTL: p.ttl, Headers: p.attrs, Prio: p.prio, Window: p.delay, Group: p.group}
 	switch {
 	case !p.at.IsZero():
 		j.Due = p.at
@@ -238,7 +238,7 @@ func (s *handlers) republish(w http.ResponseWriter, r *http.Request, qr *service
 			return
 		}
 	}
-	if err := qr.Pool.Ack(r.Context(), t, qr.Id); err != nil {
+	if err := qr.Pool.Ack(r.Context(), t, qr.ID); err != nil {
 		s.LibError(w, r, err)
 		return
 	}
@@ -298,7 +298,7 @@ func (s *handlers) publishParsed(w http.ResponseWriter, r *http.Request, qr *ser
 	}
 	qr.Pool.Defined(t)
 	s.Metrics.Published.Add(1)
-	respond.WriteRawJSON(w, http.StatusCreated, encode.PublishedJSON(j.Id))
+	respond.WriteRawJSON(w, http.StatusCreated, encode.PublishedJSON(j.ID))
 }
 
 // maxBulkBody bounds a bulk body: 64 jobs of 1 MiB and their JSON syntax.
@@ -373,7 +373,7 @@ func (s *handlers) publishBulk(w http.ResponseWriter, r *http.Request, qr *servi
 	ids := make([]string, len(elems))
 	for i, e := range elems {
 		jobs[i] = p.spec(e, t.Type())
-		ids[i] = jobs[i].Id
+		ids[i] = jobs[i].ID
 	}
 	if err := qr.Pool.PublishBatch(r.Context(), t, jobs); err != nil {
 		s.LibError(w, r, err)

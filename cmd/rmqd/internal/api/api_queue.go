@@ -26,7 +26,7 @@ func (s *handlers) ackJob(w http.ResponseWriter, r *http.Request, qr *service.Qu
 		return
 	}
 	if found {
-		if err := qr.Pool.Ack(r.Context(), t, qr.Id); err != nil {
+		if err := qr.Pool.Ack(r.Context(), t, qr.ID); err != nil {
 			s.LibError(w, r, err)
 			return
 		}
@@ -73,7 +73,7 @@ func (s *handlers) nackJob(w http.ResponseWriter, r *http.Request, qr *service.Q
 		return
 	}
 	if found {
-		found, err = qr.Pool.Nack(r.Context(), t, qr.Id, retryAfter, string(cause))
+		found, err = qr.Pool.Nack(r.Context(), t, qr.ID, retryAfter, string(cause))
 		if err != nil {
 			s.LibError(w, r, err)
 			return
@@ -119,7 +119,7 @@ func (s *handlers) peekJob(w http.ResponseWriter, r *http.Request, qr *service.Q
 	var j pull.Job
 	now := time.Now()
 	if found {
-		j, found, err = qr.Pool.LookupJob(r.Context(), t, qr.Id, now)
+		j, found, err = qr.Pool.LookupJob(r.Context(), t, qr.ID, now)
 		if err != nil {
 			s.LibError(w, r, err)
 			return

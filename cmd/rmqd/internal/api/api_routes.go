@@ -15,7 +15,7 @@ import (
 
 // handler serves lmstfy's queue API (LMSTFY-API.md §4–6).
 func (s *handlers) handler() http.Handler {
-	rt := &service.ApiRouter{}
+	rt := &service.APIRouter{}
 	q := func(pattern string, o service.RouteOpts, h service.QueueHandler) {
 		rt.Handle(pattern, s.QueueRoute(o, h))
 	}

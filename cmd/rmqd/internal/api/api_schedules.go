@@ -95,7 +95,7 @@ func scheduleName(topicName, name string) (string, string) {
 // when the answer was written.
 func (s *handlers) scheduleNames(w http.ResponseWriter, qr *service.QueueReq) (string, string, bool) {
 	tn := names.TopicName(qr.Ns, qr.Q)
-	name, bad := scheduleName(tn, qr.Id)
+	name, bad := scheduleName(tn, qr.ID)
 	if bad != "" {
 		respond.WriteError(w, http.StatusBadRequest, bad)
 		return tn, "", false
@@ -162,7 +162,7 @@ func parseSchedule(r *http.Request, sc *rmq.Schedule) string {
 	default:
 		return "invalid paused"
 	}
-	sc.Options = pull.JobSpec{Tries: int(tries), Ttl: time.Duration(ttl) * time.Second}.SendOptions()
+	sc.Options = pull.JobSpec{Tries: int(tries), TTL: time.Duration(ttl) * time.Second}.SendOptions()
 	return ""
 }
 
@@ -193,7 +193,7 @@ func (s *handlers) setSchedule(w http.ResponseWriter, r *http.Request, qr *servi
 		s.LibError(w, r, err)
 		return
 	}
-	name, bad := scheduleName(t.Name(), qr.Id)
+	name, bad := scheduleName(t.Name(), qr.ID)
 	if bad != "" {
 		respond.WriteError(w, http.StatusBadRequest, bad)
 		return

@@ -22,14 +22,14 @@ import (
 
 // jobSpec is everything a publish says about one job.
 type JobSpec struct {
-	Id      string
+	ID      string
 	Body    []byte
 	Due     time.Time     // fixedtime: when it is due
 	Window  time.Duration // rangemerge: the merge window
 	Prio    int64         // priority: its priority
 	NotOn   time.Time     // priority: competes only from then on (zero: now)
 	Tries   int           // deliveries allowed, ≥ 1
-	Ttl     time.Duration // 0: never expires
+	TTL     time.Duration // 0: never expires
 	Headers map[string]string
 	Group   string // "" for none (admin_flow.go)
 }
@@ -41,8 +41,8 @@ const maxLibRetries = 998
 // sendOptions are the per-message options of a job (the key apart).
 func (j JobSpec) SendOptions() []producer.SendOption {
 	opts := []producer.SendOption{producer.WithMaxRetries(min(j.Tries-1, maxLibRetries))}
-	if j.Ttl > 0 {
-		opts = append(opts, producer.WithTTL(j.Ttl))
+	if j.TTL > 0 {
+		opts = append(opts, producer.WithTTL(j.TTL))
 	}
 	if len(j.Headers) > 0 {
 		opts = append(opts, producer.WithHeaders(j.Headers))
@@ -75,7 +75,7 @@ func (j *JobSpec) storedBody() []byte {
 // counts depends on the queue's type.
 func (j *JobSpec) Message() producer.BatchMessage {
 	body := j.storedBody()
-	return producer.BatchMessage{Body: body, Key: j.Id, TimeRange: j.Window, Priority: j.Prio, At: j.Due,
+	return producer.BatchMessage{Body: body, Key: j.ID, TimeRange: j.Window, Priority: j.Prio, At: j.Due,
 		Options: j.SendOptions()}
 }
 
@@ -98,7 +98,7 @@ func (p *Pool) PublishBatch(ctx context.Context, t topic.Topic, jobs []JobSpec) 
 // job is a job as rmqd answers it.
 type Job struct {
 	Topic       topic.Topic
-	Id          string
+	ID          string
 	body        []byte
 	gone        bool      // peeked head whose data is gone: data null
 	expiresAt   time.Time // zero: never (dead jobs never expire: lmstfy persists them)
@@ -124,7 +124,7 @@ func (p *Pool) Pull(ctx context.Context, topics []topic.Topic, n int, lease, wai
 				t = x
 			}
 		}
-		jobs[i] = Job{Topic: t, Id: d.ID, body: d.Body, expiresAt: d.ExpiresAt, FirstSentAt: d.FirstSentAt, DueAt: d.DueAt,
+		jobs[i] = Job{Topic: t, ID: d.ID, body: d.Body, expiresAt: d.ExpiresAt, FirstSentAt: d.FirstSentAt, DueAt: d.DueAt,
 			RemainTries: triesLeft(d.MaxRetries, d.Attempt), headers: d.Headers, Delivery: d}.fromStored()
 	}
 	return jobs, nil
@@ -266,7 +266,7 @@ func expiredAt(m rmq.MessageInfo, now time.Time) bool {
 // infoJob is a job as the Inspector reports it; remainTries counts the
 // deliveries left before the next one.
 func infoJob(t topic.Topic, id string, m rmq.MessageInfo) Job {
-	j := Job{Topic: t, Id: id, body: m.Body, expiresAt: m.ExpiresAt, FirstSentAt: m.FirstSentAt,
+	j := Job{Topic: t, ID: id, body: m.Body, expiresAt: m.ExpiresAt, FirstSentAt: m.FirstSentAt,
 		RemainTries: triesLeft(m.MaxRetries, m.Attempts), headers: m.Headers}
 	if m.State == rmq.StateDead {
 		j.expiresAt = time.Time{}
@@ -284,7 +284,7 @@ func (p *Pool) Head(ctx context.Context, t topic.Topic, now time.Time) (j Job, f
 	if errors.Is(err, rmq.ErrMessageNotFound) || err == nil && expiredAt(m, now) {
 		// Acked between the two reads, or its ttl ran out (no consume will
 		// get it): lmstfy shows such a head with its data gone.
-		return Job{Topic: t, Id: ws[0].ID, gone: true}, true, nil
+		return Job{Topic: t, ID: ws[0].ID, gone: true}, true, nil
 	}
 	if err != nil {
 		return Job{}, false, err
@@ -345,14 +345,14 @@ func (p *Pool) Stats(ctx context.Context, t topic.Topic) (QueueStats, error) {
 }
 
 func (j Job) Answer(ns, q, msg string, now time.Time) encode.JobBody {
-	b := encode.JobBody{Msg: msg, Namespace: ns, Queue: q, JobID: j.Id, Data: j.body, RemainTries: j.RemainTries}
+	b := encode.JobBody{Msg: msg, Namespace: ns, Queue: q, JobID: j.ID, Data: j.body, RemainTries: j.RemainTries}
 	if j.gone {
 		b.Data = nil
 	} else if b.Data == nil {
 		b.Data = []byte{}
 	}
 	if !j.expiresAt.IsZero() && !j.gone {
-		b.TTL = TtlSeconds(j.expiresAt.Sub(now))
+		b.TTL = TTLSeconds(j.expiresAt.Sub(now))
 	}
 	if !j.FirstSentAt.IsZero() {
 		b.ElapsedMS = max(0, now.Sub(j.FirstSentAt).Milliseconds())
@@ -367,6 +367,6 @@ func (j Job) Answer(ns, q, msg string, now time.Time) encode.JobBody {
 // the job's data, which rounds the milliseconds left to the nearest second
 // (half up), so a job published with ttl=10 and consumed at once says 10.
 // Less than half a second left says 0, as there.
-func TtlSeconds(left time.Duration) int64 {
+func TTLSeconds(left time.Duration) int64 {
 	return max(0, (left.Milliseconds()+500)/1000)
 }

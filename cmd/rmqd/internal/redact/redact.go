@@ -132,7 +132,7 @@ func unescapeOrSelf(s string) string {
 
 // urlSecrets returns the secrets redact hides in the URLs of u, each as
 // written and as decoded, for the log redactor.
-func UrlSecrets(u string) []string {
+func URLSecrets(u string) []string {
 	var out []string
 	add := func(v string, unescape func(string) (string, error)) {
 		if v == "" {

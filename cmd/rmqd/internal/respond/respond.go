@@ -19,7 +19,7 @@ const contentTypeJSON = "application/json; charset=utf-8"
 
 // jsonContentType is the header value, shared by every answer: net/http
 // copies the header before writing it and never changes the slice.
-var JsonContentType = []string{contentTypeJSON}
+var JSONContentType = []string{contentTypeJSON}
 
 // writeJSON writes v as compact JSON, the form of every API answer.
 func WriteJSON(w http.ResponseWriter, status int, v any) {
@@ -33,7 +33,7 @@ func WriteJSON(w http.ResponseWriter, status int, v any) {
 
 // writeRawJSON writes body, already JSON.
 func WriteRawJSON(w http.ResponseWriter, status int, body []byte) {
-	w.Header()[HeaderContentType] = JsonContentType
+	w.Header()[HeaderContentType] = JSONContentType
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
 }
@@ -48,7 +48,7 @@ func WritePretty(w http.ResponseWriter, status int, v any) {
 		WriteJSON(w, http.StatusInternalServerError, errorBody{"internal error"})
 		return
 	}
-	w.Header()[HeaderContentType] = JsonContentType
+	w.Header()[HeaderContentType] = JSONContentType
 	w.WriteHeader(status)
 	_, _ = w.Write(bytes.TrimSuffix(buf.Bytes(), []byte("\n")))
 }
@@ -82,7 +82,7 @@ func StatusOf(w http.ResponseWriter) int {
 // context: a context value would cost every request a copy of the request.
 func RequestID(w http.ResponseWriter) string {
 	if r, ok := w.(*Recorder); ok {
-		return r.Id
+		return r.ID
 	}
 	return ""
 }
@@ -134,7 +134,7 @@ func LogPath(r *http.Request) string {
 // metrics and the throttle's give-back (statusOf).
 type Recorder struct {
 	http.ResponseWriter
-	Id     string
+	ID     string
 	Start  time.Time
 	Status int
 	Bytes  int64
@@ -163,8 +163,8 @@ func (r *Recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 // ULID, see newRequestID; an incoming one is ignored, as lmstfy does).
 func Begin(w http.ResponseWriter) *Recorder {
 	now := time.Now()
-	rec := &Recorder{ResponseWriter: w, Id: ids.NewRequestID(now), Start: now}
-	w.Header()[HeaderRequestID] = []string{rec.Id}
+	rec := &Recorder{ResponseWriter: w, ID: ids.NewRequestID(now), Start: now}
+	w.Header()[HeaderRequestID] = []string{rec.ID}
 	return rec
 }
 

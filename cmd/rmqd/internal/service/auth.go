@@ -22,7 +22,7 @@ type QueueReq struct {
 	Ns, Q string        // q is the raw queue part on the consume route ("q1,q2")
 	Token string        // without its pool prefix; "" on public routes
 	Ref   auth.TokenRef // the token's; zero on public routes
-	Id    string        // the {id} of the job routes
+	ID    string        // the {id} of the job routes
 }
 
 type QueueHandler func(w http.ResponseWriter, r *http.Request, qr *QueueReq)
@@ -80,7 +80,7 @@ func (s *Service) QueueRoute(o RouteOpts, h QueueHandler) queueRoute {
 			respond.WriteError(w, http.StatusNotFound, "pool not found")
 			return
 		}
-		qr := &QueueReq{Pool: p, Ns: ns, Q: q, Id: id}
+		qr := &QueueReq{Pool: p, Ns: ns, Q: q, ID: id}
 		if !o.Public {
 			if raw == "" {
 				respond.WriteError(w, http.StatusUnauthorized, "token not found")

@@ -21,7 +21,7 @@ func (s *Service) recoverPanic(rec *respond.Recorder, r *http.Request) {
 	if rec.Status == 0 {
 		s.WriteInternal(rec, r, fmt.Errorf("panic: %v", v))
 	} else {
-		s.Log.ErrorContext(r.Context(), "rmqd: panic after the answer began", "request_id", rec.Id, "panic", v)
+		s.Log.ErrorContext(r.Context(), "rmqd: panic after the answer began", "request_id", rec.ID, "panic", v)
 	}
 }
 
@@ -40,7 +40,7 @@ func (s *Service) finish(listener, pattern string, rec *respond.Recorder, r *htt
 	if s.AccessLog.Load() {
 		s.Cfg.AccessLogger.LogAttrs(r.Context(), slog.LevelInfo, "access",
 			slog.String("listener", listener),
-			slog.String("request_id", rec.Id),
+			slog.String("request_id", rec.ID),
 			slog.String("method", r.Method),
 			slog.String("path", respond.LogPath(r)),
 			slog.Int("status", rec.Status),
@@ -79,7 +79,7 @@ func (s *Service) runHandler(h http.Handler, rec *respond.Recorder, r *http.Requ
 }
 
 // serveAPI is serve for the API listener, over its router (router.go).
-func (s *Service) ServeAPI(rt *ApiRouter, notFound http.HandlerFunc) http.Handler {
+func (s *Service) ServeAPI(rt *APIRouter, notFound http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rec := respond.Begin(w)
 		route, ns, q, id := rt.match(r)

@@ -14,7 +14,7 @@ import (
 // never redirects and never answers 405: whatever does not match is the
 // listener's 404, as in lmstfy. (The consume route refuses HEAD with a
 // 405 itself, auth.go: a consume is not a read.)
-type ApiRouter struct {
+type APIRouter struct {
 	routes []apiRoute
 }
 
@@ -31,7 +31,7 @@ type apiRoute struct {
 type queueRoute func(w http.ResponseWriter, r *http.Request, ns, q, id string)
 
 // handle adds a route; pattern is "METHOD /api/{ns}/{q}[/...]".
-func (rt *ApiRouter) Handle(pattern string, h queueRoute) {
+func (rt *APIRouter) Handle(pattern string, h queueRoute) {
 	method, path, _ := strings.Cut(pattern, " ")
 	rest := strings.Split(strings.TrimPrefix(path, "/api/{ns}/{q}"), "/")[1:]
 	for i, s := range rest {
@@ -47,7 +47,7 @@ func (rt *ApiRouter) Handle(pattern string, h queueRoute) {
 const maxSegments = 5
 
 // match returns the route of r and its ns, q and id, or nil.
-func (rt *ApiRouter) match(r *http.Request) (route *apiRoute, ns, q, id string) {
+func (rt *APIRouter) match(r *http.Request) (route *apiRoute, ns, q, id string) {
 	rest, ok := strings.CutPrefix(r.URL.EscapedPath(), "/api/")
 	if !ok {
 		return nil, "", "", ""

@@ -12,7 +12,7 @@ import (
 // (pattern and unescaped values), except that it never redirects.
 func TestAPIRouterMatchesServeMux(t *testing.T) {
 	s := &Service{}
-	rt := &ApiRouter{}
+	rt := &APIRouter{}
 	mux := http.NewServeMux()
 	for _, p := range []string{
 		"PUT /api/{ns}/{q}", "PUT /api/{ns}/{q}/bulk", "PUT /api/{ns}/{q}/job/{id}", "GET /api/{ns}/{q}",
