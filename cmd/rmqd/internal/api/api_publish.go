@@ -205,7 +205,7 @@ func (p publishParams) checkType(t topic.Topic) string {
 	return ""
 }
 
-type PublishedBody struct {
+type publishedBody struct {
 	Msg   string `json:"msg"`
 	JobID string `json:"job_id"`
 }

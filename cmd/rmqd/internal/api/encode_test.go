@@ -1,4 +1,4 @@
-package main
+package api
 
 import (
 	"encoding/json"
@@ -6,7 +6,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/rmq-go/rmq/cmd/rmqd/internal/api"
 	"github.com/rmq-go/rmq/cmd/rmqd/internal/encode"
 )
 
@@ -19,7 +18,7 @@ func TestEncodersMatchEncodingJSON(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, string(want), string(encode.AppendJSONString(nil, s)), "%q", s)
 
-		want, err = json.Marshal(api.PublishedBody{Msg: "published", JobID: s})
+		want, err = json.Marshal(publishedBody{Msg: "published", JobID: s})
 		require.NoError(t, err)
 		require.Equal(t, string(want), string(encode.PublishedJSON(s)))
 	}
