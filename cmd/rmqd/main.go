@@ -54,10 +54,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return 2
 	}
 	gc.TuneGC(getenv)
-	// Nothing rmqd logs shows a password it was given (redact.go).
+	// Nothing rmqd logs shows a password it was given (internal/redact/redact.go).
 	stderr = redact.NewRedactor(cfg.secrets()).Writer(stderr)
 	log := newLogger(cfg, stderr)
-	// The access log's lines are written out together (logbuf.go).
+	// The access log's lines are written out together (internal/logbuf/logbuf.go).
 	accessOut := logbuf.NewBufferedLog(stderr)
 	defer accessOut.Close()
 	access := newLogger(cfg, accessOut)

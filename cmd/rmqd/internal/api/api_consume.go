@@ -146,7 +146,7 @@ const MaxConsumeQueues = 100
 // HMGET per pass (pool.lookupAll).
 //
 // The names a long poll watches count against its token's and the
-// process's bounds (pollcap.go): beyond them it ends with
+// process's bounds (../auth/pollcap.go): beyond them it ends with
 // errTooManyWatched.
 func (s *handlers) pullQueues(ctx context.Context, qr *service.QueueReq, queues []string, n int, lease time.Duration, deadline time.Time) (jobs []pull.Job, queueOf map[string]string, err error) {
 	p, ns := qr.Pool, qr.Ns

@@ -30,7 +30,7 @@ type publishParams struct {
 	tries   int
 	prio    int64
 	key     string
-	group   string // ?group= (admin_flow.go)
+	group   string // ?group= (../admin/admin_flow.go)
 	version bool   // Enable-Job-Version: YES
 	attrs   map[string]string
 }
@@ -313,7 +313,7 @@ func (s *handlers) publishBulk(w http.ResponseWriter, r *http.Request, qr *servi
 		respond.WriteError(w, http.StatusBadRequest, bad)
 		return
 	}
-	// The body counts against the bulk bodies in progress (bulkbody.go)
+	// The body counts against the bulk bodies in progress (../service/bulkbody.go)
 	// from before it is read until its jobs are stored.
 	hold := r.ContentLength
 	if hold < 0 || hold > maxBulkBody {

@@ -36,7 +36,7 @@ import (
 // clients behind one NAT keeps working while one of them retries a
 // deleted token. Tokens are 128 random bits, so this answers no guess.
 // Admin logins have the same exemption for the credentials that succeeded
-// from the address (auth.go, loginRef); any other login from a refused
+// from the address (../service/auth.go, loginRef); any other login from a refused
 // address, right or wrong, waits until it refills, so a right guess is
 // refused like a wrong one.
 //

@@ -114,7 +114,7 @@ func (f *Forward) OnMessage(ctx context.Context, m *consumer.Message) error {
 	return err
 }
 
-// publishedMessage undoes storedBody (engine.go): an empty body is stored
+// publishedMessage undoes storedBody (../pull/engine.go): an empty body is stored
 // as one space with the emptyHeader marker, which no broker should see (a
 // NATS header name cannot even hold its colon). m itself is not changed.
 func PublishedMessage(m *consumer.Message) *consumer.Message {

@@ -31,7 +31,7 @@ type JobSpec struct {
 	Tries   int           // deliveries allowed, ≥ 1
 	TTL     time.Duration // 0: never expires
 	Headers map[string]string
-	Group   string // "" for none (admin_flow.go)
+	Group   string // "" for none (../admin/admin_flow.go)
 }
 
 // maxLibRetries is the library's largest per-message retry count; lmstfy

@@ -45,11 +45,11 @@ type Pool struct {
 	topics sync.Map // topic name -> topic.Topic; definitions never change
 	long   sync.Map // hashed topic names already remembered
 
-	Forwards []*forward.Forward // --forward of this pool's queues (forward.go)
+	Forwards []*forward.Forward // --forward of this pool's queues (../forward/forward.go)
 }
 
 // newPool starts the pool's RMQ client with the forwards of its queues as
-// its only listeners (forward.go); redact hides passwords in their errors.
+// its only listeners (../forward/forward.go); redact hides passwords in their errors.
 // pullIdle is how long a queue nobody consumes keeps its pull engine.
 func NewPool(ctx context.Context, name string, rdb redis.UniversalClient, prefix string, pullIdle time.Duration, log *slog.Logger,
 	forwards []forward.ForwardSpec, redact func(string) string, extra ...rmq.Option) (*Pool, error) {

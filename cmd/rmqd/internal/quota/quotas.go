@@ -28,14 +28,14 @@ type Quotas struct {
 	// MaxLongPolls and MaxLongPollsPerToken bound the long polls waiting
 	// at once in this process, and per token; MaxWatched and
 	// MaxWatchedPerToken the names of queues that do not exist yet that
-	// they wait on (pollcap.go).
+	// they wait on (../auth/pollcap.go).
 	MaxLongPolls, MaxLongPollsPerToken int
 	MaxWatched, MaxWatchedPerToken     int
 	// MaxQueuesPerToken is the most queues one token may create (its
 	// first publish or schedule on a name nobody used).
 	MaxQueuesPerToken int
 	// MaxBulkMemory bounds the bytes of bulk publish bodies handled at
-	// once (bulkbody.go).
+	// once (../service/bulkbody.go).
 	MaxBulkMemory int64
 }
 

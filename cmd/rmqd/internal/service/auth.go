@@ -99,7 +99,7 @@ func (s *Service) QueueRoute(o RouteOpts, h QueueHandler) queueRoute {
 					return
 				}
 				defer release()
-				// A long poll ends when its token is deleted (tokenwatch.go).
+				// A long poll ends when its token is deleted (../auth/tokenwatch.go).
 				ctx, unwatch := s.watch.Watch(r.Context(), ref)
 				defer unwatch()
 				r = r.WithContext(ctx)
@@ -127,7 +127,7 @@ func (s *Service) QueueRoute(o RouteOpts, h QueueHandler) queueRoute {
 	}
 }
 
-// checkToken looks the token up behind the guard (guard.go); false means
+// checkToken looks the token up behind the guard (../auth/guard.go); false means
 // the answer (401, 429 or 500) was written.
 func (s *Service) checkToken(w http.ResponseWriter, r *http.Request, ref auth.TokenRef) bool {
 	addr := s.guard.ClientAddr(r)
@@ -201,7 +201,7 @@ func (s *Service) throttled(w http.ResponseWriter, r *http.Request, ref auth.Tok
 func (s *Service) BasicAuth(h http.HandlerFunc) http.Handler { return s.RequireAccount(h) }
 
 // requireAccount is basicAuth as middleware (the dashboard's WithAuth).
-// Failed logins are counted per client address (guard.go): beyond the
+// Failed logins are counted per client address (../auth/guard.go): beyond the
 // allowance the address gets 429 and its credentials are not checked. A
 // request without credentials (a browser's first, before it asks the
 // user) is not a failure.

@@ -62,16 +62,16 @@ type ServiceConfig struct {
 	AdminHosts []string
 	// MaxAuthFailures is how many failed logins, and requests with an
 	// invalid token, a client address may make per minute (each kind);
-	// 0: unlimited. See guard.go.
+	// 0: unlimited. See ../auth/guard.go.
 	MaxAuthFailures int
 	// TrustedProxies are the proxies whose X-Forwarded-For names the
 	// client address.
 	TrustedProxies []netip.Prefix
 	// Secrets are the passwords rmqd was given, never to be shown.
 	Secrets []string
-	// Forwards send queues' jobs to brokers when due (forward.go).
+	// Forwards send queues' jobs to brokers when due (../forward/forward.go).
 	Forwards []forward.ForwardSpec
-	// Quotas bound what one tenant may hold or keep busy (quotas.go);
+	// Quotas bound what one tenant may hold or keep busy (../quota/quotas.go);
 	// the zero value bounds nothing.
 	Quotas quota.Quotas
 }
@@ -97,7 +97,7 @@ type Service struct {
 	guard     *auth.AuthGuard
 	watch     *auth.TokenWatch
 	redact    *redact.Redactor
-	PollCaps  *auth.PollCaps // long polls per token and process (pollcap.go)
+	PollCaps  *auth.PollCaps // long polls per token and process (../auth/pollcap.go)
 	Bodies    *bodyBudget    // bulk bodies in progress (bulkbody.go)
 	// adminHosts are the Host names the admin listener answers.
 	adminHosts hostPolicy
