@@ -117,7 +117,7 @@ func TestAdminLimits(t *testing.T) {
 }
 
 func TestAdminBasicAuth(t *testing.T) {
-	e := newEnv(t, func(c *service.ServiceConfig) { c.Accounts = map[string]string{"ops": "s3cret"} })
+	e := newEnv(t, func(c *service.Config) { c.Accounts = map[string]string{"ops": "s3cret"} })
 	adm := e.admin.URL
 	for _, c := range []struct{ method, path string }{
 		{"POST", "/token/ns?description=x"}, {"GET", "/token/ns"}, {"DELETE", "/token/ns/t"},

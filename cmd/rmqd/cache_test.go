@@ -13,8 +13,8 @@ import (
 // twoProcesses is two rmqd services on one Redis under one prefix, as two
 // processes behind a load balancer, caching for ttl.
 func twoProcesses(t *testing.T, ttl time.Duration) (a, b *env) {
-	a = newEnv(t, func(c *service.ServiceConfig) { c.CacheTTL = ttl })
-	b = newEnvOn(t, a.srv, func(c *service.ServiceConfig) { c.Prefix = a.prefix; c.CacheTTL = ttl })
+	a = newEnv(t, func(c *service.Config) { c.CacheTTL = ttl })
+	b = newEnvOn(t, a.srv, func(c *service.Config) { c.Prefix = a.prefix; c.CacheTTL = ttl })
 	return a, b
 }
 

@@ -24,7 +24,7 @@ func clusterService(t *testing.T, rdb redis.UniversalClient, prefix string) *env
 	t.Helper()
 	log := &syncBuffer{}
 	ctx := context.Background()
-	svc, err := service.NewService(ctx, service.ServiceConfig{Prefix: prefix, MaxWait: waitLong},
+	svc, err := service.New(ctx, service.Config{Prefix: prefix, MaxWait: waitLong},
 		map[string]redis.UniversalClient{names.DefaultPool: rdb}, slog.New(slog.NewTextHandler(log, nil)))
 	require.NoError(t, err)
 	api, admin := httptest.NewServer(api.Handler(svc)), httptest.NewServer(admin.Handler(svc))

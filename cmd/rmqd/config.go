@@ -30,7 +30,7 @@ type config struct {
 	listen          string
 	adminListen     string
 	pools           poolFlags
-	forwards        forward.ForwardFlags
+	forwards        forward.Flags
 	prefix          string
 	accounts        accountFlags
 	logFormat       string
@@ -125,7 +125,7 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (conf
 		}
 		if f.Name == "redis-url" {
 			// The help shows the default: never a password.
-			defer func() { f.DefValue = redact.RedactURLs(v) }()
+			defer func() { f.DefValue = redact.URLs(v) }()
 		}
 		if multi, ok := f.Value.(interface{ setAll(string) error }); ok {
 			if err := multi.setAll(v); err != nil {
@@ -358,7 +358,7 @@ func (c config) secrets() []string {
 }
 
 // checkForwardPools refuses a forward of a pool that --pool did not define.
-func checkForwardPools(f *forward.ForwardFlags, pools []poolFlag) error {
+func checkForwardPools(f *forward.Flags, pools []poolFlag) error {
 	for _, s := range f.List {
 		known := s.Pool == names.DefaultPool
 		for _, p := range pools {

@@ -17,18 +17,18 @@ func noEnv(string) string { return "" }
 func TestParseForward(t *testing.T) {
 	for _, c := range []struct {
 		in   string
-		want forward.ForwardSpec
+		want forward.Spec
 	}{
-		{"shop/orders=nats://127.0.0.1:4222/orders.due", forward.ForwardSpec{Pool: names.DefaultPool, Ns: "shop", Queue: "orders", Kind: "nats",
+		{"shop/orders=nats://127.0.0.1:4222/orders.due", forward.Spec{Pool: names.DefaultPool, Ns: "shop", Queue: "orders", Kind: "nats",
 			Dial: "nats://127.0.0.1:4222", Subject: "orders.due"}},
-		{"shop/orders=nats://u:p%40ss@h:4222/a.b-c_d", forward.ForwardSpec{Pool: names.DefaultPool, Ns: "shop", Queue: "orders", Kind: "nats",
+		{"shop/orders=nats://u:p%40ss@h:4222/a.b-c_d", forward.Spec{Pool: names.DefaultPool, Ns: "shop", Queue: "orders", Kind: "nats",
 			Dial: "nats://u:p%40ss@h:4222", Subject: "a.b-c_d"}},
-		{"eu:shop/orders=amqp://guest:secret@h:5672/prod?exchange=jobs&routing_key=due&heartbeat=5", forward.ForwardSpec{Pool: "eu", Ns: "shop", Queue: "orders",
+		{"eu:shop/orders=amqp://guest:secret@h:5672/prod?exchange=jobs&routing_key=due&heartbeat=5", forward.Spec{Pool: "eu", Ns: "shop", Queue: "orders",
 			Kind: "amqp", Dial: "amqp://guest:secret@h:5672/prod?heartbeat=5", Exchange: "jobs", RoutingKey: "due"}},
 		// Routing key: the queue's name; exchange: the default one.
-		{"shop/orders=amqps://guest:secret@h:5671/", forward.ForwardSpec{Pool: names.DefaultPool, Ns: "shop", Queue: "orders", Kind: "amqp",
+		{"shop/orders=amqps://guest:secret@h:5671/", forward.Spec{Pool: names.DefaultPool, Ns: "shop", Queue: "orders", Kind: "amqp",
 			Dial: "amqps://guest:secret@h:5671/", RoutingKey: "orders"}},
-		{"shop/orders=kafka://h1:9092,h2:9093/orders.due", forward.ForwardSpec{Pool: names.DefaultPool, Ns: "shop", Queue: "orders", Kind: "kafka",
+		{"shop/orders=kafka://h1:9092,h2:9093/orders.due", forward.Spec{Pool: names.DefaultPool, Ns: "shop", Queue: "orders", Kind: "kafka",
 			Brokers: []string{"h1:9092", "h2:9093"}, Subject: "orders.due"}},
 	} {
 		got, err := forward.ParseForward(c.in)
@@ -120,7 +120,7 @@ func TestForwardFlags(t *testing.T) {
 }
 
 func TestRedactArgsForward(t *testing.T) {
-	got := redact.RedactArgs([]string{"rmqd", "--forward", "shop/a=amqp://u:pw1@h:1/?exchange=x", "-forward=eu:shop/b=nats://u:pw2@h:1/s",
+	got := redact.Args([]string{"rmqd", "--forward", "shop/a=amqp://u:pw1@h:1/?exchange=x", "-forward=eu:shop/b=nats://u:pw2@h:1/s",
 		"--forward", "shop/c=kafka://h:1/t"})
 	require.Equal(t, []string{"rmqd", "--forward", "shop/a=amqp://u:***@h:1/?exchange=x", "-forward=eu:shop/b=nats://u:***@h:1/s",
 		"--forward", "shop/c=kafka://h:1/t"}, got)

@@ -122,13 +122,13 @@ func startFails(t *testing.T, forwards ...string) string {
 }
 
 // forwards reads GET /forwards.
-func (e *forwardEnv) forwards(t *testing.T) map[string]forward.ForwardStatus {
+func (e *forwardEnv) forwards(t *testing.T) map[string]forward.Status {
 	t.Helper()
 	a := do(t, "GET", e.admin+"/forwards", "")
 	require.Equal(t, http.StatusOK, a.status, "%s", a)
-	var list []forward.ForwardStatus
+	var list []forward.Status
 	a.json(t, &list)
-	m := map[string]forward.ForwardStatus{}
+	m := map[string]forward.Status{}
 	for _, f := range list {
 		m[f.Pool+":"+f.Namespace+"/"+f.Queue] = f
 	}
@@ -185,7 +185,7 @@ func TestBinaryForwardNATS(t *testing.T) {
 	e := startForwarding(t, "shop/orders=nats://"+srv.Addr()+"/fw.orders", "shop/lost=nats://"+srv.Addr()+"/lost.x")
 	st := e.forwards(t)
 	require.Len(t, st, 2)
-	require.Equal(t, forward.ForwardStatus{Pool: "default", Namespace: "shop", Queue: "orders", Target: "nats://" + srv.Addr() + "/fw.orders"}, st["default:shop/orders"])
+	require.Equal(t, forward.Status{Pool: "default", Namespace: "shop", Queue: "orders", Target: "nats://" + srv.Addr() + "/fw.orders"}, st["default:shop/orders"])
 	// Forwarded queues exist from the start, and /info keeps lmstfy's shape.
 	info := do(t, "GET", e.admin+"/info", "")
 	require.JSONEq(t, `{"shop":["lost","orders"]}`, string(info.body))
@@ -275,9 +275,9 @@ func TestForwardsRoute(t *testing.T) {
 	require.NoError(t, err)
 	spec, err := forward.ParseForward("shop/orders=nats://" + srv.Addr() + "/fw.orders")
 	require.NoError(t, err)
-	e := newEnv(t, func(c *service.ServiceConfig) {
+	e := newEnv(t, func(c *service.Config) {
 		c.Accounts = map[string]string{"ops": "s3cret"}
-		c.Forwards = []forward.ForwardSpec{spec}
+		c.Forwards = []forward.Spec{spec}
 	})
 	get := func(path string, hdr ...string) answer { return do(t, "GET", e.admin.URL+path, "", hdr...) }
 	const auth = "Authorization: Basic b3BzOnMzY3JldA==" // ops:s3cret
@@ -298,7 +298,7 @@ func TestForwardsRoute(t *testing.T) {
 	a.json(t, &tok)
 	e.publish(tok["token"], "shop", "orders", "", "x")
 	require.Eventually(t, func() bool { return f.Failed.Load() == 1 }, waitLong, 10*time.Millisecond)
-	var list []forward.ForwardStatus
+	var list []forward.Status
 	get("/forwards", auth).json(t, &list)
 	require.Len(t, list, 1)
 	require.Contains(t, list[0].LastError, "no response from stream")

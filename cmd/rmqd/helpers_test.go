@@ -77,17 +77,17 @@ type env struct {
 	log    *syncBuffer
 }
 
-func newEnv(t *testing.T, adjust ...func(*service.ServiceConfig)) *env {
+func newEnv(t *testing.T, adjust ...func(*service.Config)) *env {
 	t.Helper()
 	return newEnvOn(t, redistest.Shared(t), adjust...)
 }
 
-func newEnvOn(t *testing.T, srv *redisserver.Server, adjust ...func(*service.ServiceConfig)) *env {
+func newEnvOn(t *testing.T, srv *redisserver.Server, adjust ...func(*service.Config)) *env {
 	t.Helper()
 	e := &env{t: t, srv: srv, prefix: redistest.Prefix(t), log: &syncBuffer{}}
 	e.rdb = redistest.Client(t, srv)
 	other := redistest.Client(t, srv)
-	cfg := service.ServiceConfig{Prefix: e.prefix, CacheTTL: time.Second, MaxWait: time.Minute, AccessLog: true,
+	cfg := service.Config{Prefix: e.prefix, CacheTTL: time.Second, MaxWait: time.Minute, AccessLog: true,
 		Version: service.VersionInfo{Version: "test"}}
 	for _, f := range adjust {
 		f(&cfg)
@@ -95,7 +95,7 @@ func newEnvOn(t *testing.T, srv *redisserver.Server, adjust ...func(*service.Ser
 	logger := slog.New(slog.NewTextHandler(e.log, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
 	defer cancel()
-	svc, err := service.NewService(ctx, cfg, map[string]redis.UniversalClient{names.DefaultPool: e.rdb, "other": other}, logger)
+	svc, err := service.New(ctx, cfg, map[string]redis.UniversalClient{names.DefaultPool: e.rdb, "other": other}, logger)
 	require.NoError(t, err)
 	e.svc = svc
 	e.api = httptest.NewServer(api.Handler(svc))

@@ -53,12 +53,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		fmt.Fprintln(stderr, "rmqd:", err)
 		return 2
 	}
-	gc.TuneGC(getenv)
+	gc.Tune(getenv)
 	// Nothing rmqd logs shows a password it was given (internal/redact/redact.go).
-	stderr = redact.NewRedactor(cfg.secrets()).Writer(stderr)
+	stderr = redact.New(cfg.secrets()).Writer(stderr)
 	log := newLogger(cfg, stderr)
 	// The access log's lines are written out together (internal/logbuf/logbuf.go).
-	accessOut := logbuf.NewBufferedLog(stderr)
+	accessOut := logbuf.New(stderr)
 	defer accessOut.Close()
 	access := newLogger(cfg, accessOut)
 	// go-redis reports each failed dial itself; rmqd logs the failed
@@ -129,7 +129,7 @@ func serve(ctx context.Context, cfg config, log, access *slog.Logger, stdout io.
 	}
 
 	startCtx, cancel := context.WithTimeout(ctx, startTimeout)
-	svc, err := service.NewService(startCtx, service.ServiceConfig{
+	svc, err := service.New(startCtx, service.Config{
 		Prefix: cfg.prefix, CacheTTL: cfg.cacheTTL, MaxWait: cfg.maxWait,
 		Accounts: cfg.accounts.m, AccessLog: cfg.accessLog, AccessLogger: access, Version: admin.ReadVersion(), Dashboard: cfg.dashboard,
 		Pprof: cfg.pprof, AdminHosts: append(service.ListenHost(cfg.adminListen), cfg.adminHosts...),

@@ -201,7 +201,7 @@ func TestLongPollKeepsItsQueuesWhenOneAppears(t *testing.T) {
 // The pull engine of a queue nobody consumes is released after PullIdle:
 // its wake-up subscription goes; a later consume makes a new one.
 func TestIdlePullEnginesReleased(t *testing.T) {
-	e := newEnv(t, func(c *service.ServiceConfig) { c.PullIdle = 300 * time.Millisecond })
+	e := newEnv(t, func(c *service.Config) { c.PullIdle = 300 * time.Millisecond })
 	tok := e.token("ns")
 	e.publish(tok, "ns", "q", "", "x")
 	// A 1 s lease: the engine stays until it ran out (and could be swept).

@@ -20,7 +20,7 @@ import (
 )
 
 func TestRedactArgs(t *testing.T) {
-	got := redact.RedactArgs([]string{"rmqd", "--redis-url", "redis://:pw1@h:1/0,redis://u:pw2@h:2", "-pool=eu=rediss://:pw3@h:3/0",
+	got := redact.Args([]string{"rmqd", "--redis-url", "redis://:pw1@h:1/0,redis://u:pw2@h:2", "-pool=eu=rediss://:pw3@h:3/0",
 		"--admin-account", "ops:pw4", "--admin-account=dev:pw5", "--listen", "127.0.0.1:7777", "--pool"})
 	require.Equal(t, []string{"rmqd", "--redis-url", "redis://:***@h:1/0,redis://u:***@h:2", "-pool=eu=rediss://:***@h:3/0",
 		"--admin-account", "ops:***", "--admin-account=dev:***", "--listen", "127.0.0.1:7777", "--pool"}, got)
@@ -31,12 +31,12 @@ func TestRedactor(t *testing.T) {
 		"--admin-account", "ops:ops-secret", "--admin-account", "dev:abc"}, func(string) string { return "" }, &bytes.Buffer{})
 	require.NoError(t, err)
 	var out bytes.Buffer
-	w := redact.NewRedactor(c.secrets()).Writer(&out)
+	w := redact.New(c.secrets()).Writer(&out)
 	_, err = w.Write([]byte("a p%40ss-word, p@ss-word, eu-secret, ops-secret; abc stays (too short to hunt for)\n"))
 	require.NoError(t, err)
 	require.Equal(t, "a ***, ***, ***, ***; abc stays (too short to hunt for)\n", out.String())
 	// Nothing to redact: the writer itself.
-	require.Equal(t, &out, redact.NewRedactor(nil).Writer(&out))
+	require.Equal(t, &out, redact.New(nil).Writer(&out))
 }
 
 func TestParseAt(t *testing.T) {
@@ -82,7 +82,7 @@ func TestHostPolicy(t *testing.T) {
 }
 
 func TestClientAddr(t *testing.T) {
-	g := auth.NewAuthGuard(nil, "p", 0, []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}, nil)
+	g := auth.NewGuard(nil, "p", 0, []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}, nil)
 	req := func(remote string, xff ...string) *http.Request {
 		r := httptest.NewRequest("GET", "/", nil)
 		r.RemoteAddr = remote

@@ -85,7 +85,7 @@ func (s *handlers) setAccessLog(w http.ResponseWriter, r *http.Request) {
 // the module version (or "devel") is reported.
 var buildVersion = ""
 
-// readVersion reports the version and the VCS stamp Go embedded.
+// ReadVersion reports the version and the VCS stamp Go embedded.
 func ReadVersion() service.VersionInfo {
 	v := service.VersionInfo{Version: buildVersion}
 	bi, ok := debug.ReadBuildInfo()

@@ -13,8 +13,8 @@ import (
 
 // forwardStatuses lists every forward of every pool (pool "" = all), in
 // the order of the pools' names and of the command line.
-func (s *handlers) forwardStatuses(pool string) []forward.ForwardStatus {
-	out := []forward.ForwardStatus{}
+func (s *handlers) forwardStatuses(pool string) []forward.Status {
+	out := []forward.Status{}
 	for _, name := range s.PoolNames {
 		if pool != "" && name != pool {
 			continue

@@ -133,7 +133,7 @@ func (s *handlers) releaseJobs(r *http.Request, jobs []pull.Job) {
 	s.Log.DebugContext(ctx, "rmqd: released the jobs of a consume whose answer could not be written", "jobs", released)
 }
 
-// maxConsumeQueues bounds the queues one consume names (lmstfy has no
+// MaxConsumeQueues bounds the queues one consume names (lmstfy has no
 // bound): each one that exists is a fetch per attempt and a pull engine.
 const MaxConsumeQueues = 100
 

@@ -35,7 +35,7 @@ func (s *handlers) ackJob(w http.ResponseWriter, r *http.Request, qr *service.Qu
 	respond.WriteNoContent(w)
 }
 
-// maxCauseSize bounds the error text a nack may carry.
+// MaxCauseSize bounds the error text a nack may carry.
 const MaxCauseSize = 64 << 10
 
 // nackJob is rmqd's addition POST …/job/{id}/nack?delay_ms=N (or delay=N

@@ -39,7 +39,7 @@ func (s *handlers) handler() http.Handler {
 	})
 }
 
-// errForwarded is the 409 text of a consume from a forwarded queue.
+// ErrForwarded is the 409 text of a consume from a forwarded queue.
 const ErrForwarded = "queue is forwarded to a broker: consume it there"
 
 // refuseForwarded wraps the consume route: a consume that names a queue

@@ -39,7 +39,7 @@ func (s *handlers) scheduleRoutes(q func(pattern string, o service.RouteOpts, h 
 	q("POST /api/{ns}/{q}/schedule/{name}/trigger", w, s.triggerSchedule)
 }
 
-// scheduleJSON is a schedule as the routes answer it.
+// ScheduleJSON is a schedule as the routes answer it.
 type ScheduleJSON struct {
 	Name      string `json:"name"`
 	Spec      string `json:"spec"`

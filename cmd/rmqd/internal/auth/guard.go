@@ -18,7 +18,7 @@ import (
 	"github.com/rmq-go/rmq/cmd/rmqd/internal/respond"
 )
 
-// authGuard throttles guessing: failed basic-auth logins (admin listener)
+// Guard throttles guessing: failed basic-auth logins (admin listener)
 // and API requests with an invalid token are counted per client address
 // in Redis, so every rmqd on the same Redis shares the count. Beyond
 // --max-auth-failures per minute (a burst of that many, then one every
@@ -44,7 +44,7 @@ import (
 // of --trusted-proxy, the rightmost X-Forwarded-For entry that is not a
 // trusted proxy. IPv6 addresses are counted by /64, what one host
 // usually holds.
-type AuthGuard struct {
+type Guard struct {
 	log     *slog.Logger
 	lim     *redis_rate.Limiter
 	prefix  string
@@ -94,10 +94,10 @@ const (
 	minSweep     = 1024
 )
 
-// newAuthGuard allows perMinute failures per address and kind; 0 turns
+// NewGuard allows perMinute failures per address and kind; 0 turns
 // the guard off.
-func NewAuthGuard(rdb redis.UniversalClient, prefix string, perMinute int, proxies []netip.Prefix, log *slog.Logger) *AuthGuard {
-	return &AuthGuard{
+func NewGuard(rdb redis.UniversalClient, prefix string, perMinute int, proxies []netip.Prefix, log *slog.Logger) *Guard {
+	return &Guard{
 		log: log, lim: redis_rate.NewLimiter(rdb), prefix: prefix, proxies: proxies,
 		rate: redis_rate.Limit{Rate: perMinute, Burst: perMinute, Period: time.Minute},
 		off:  perMinute <= 0, blocked: map[guardKey]time.Time{}, known: map[knownToken]time.Time{},
@@ -105,8 +105,8 @@ func NewAuthGuard(rdb redis.UniversalClient, prefix string, perMinute int, proxi
 	}
 }
 
-// clientAddr is the address r's failures count against.
-func (g *AuthGuard) ClientAddr(r *http.Request) netip.Addr {
+// ClientAddr is the address r's failures count against.
+func (g *Guard) ClientAddr(r *http.Request) netip.Addr {
 	ap, err := netip.ParseAddrPort(r.RemoteAddr)
 	if err != nil {
 		return netip.Addr{} // not TCP: all such clients share one count
@@ -136,7 +136,7 @@ func (g *AuthGuard) ClientAddr(r *http.Request) netip.Addr {
 	return a
 }
 
-func (g *AuthGuard) trusted(a netip.Addr) bool {
+func (g *Guard) trusted(a netip.Addr) bool {
 	for _, p := range g.proxies {
 		if p.Contains(a) {
 			return true
@@ -145,9 +145,9 @@ func (g *AuthGuard) trusted(a netip.Addr) bool {
 	return false
 }
 
-// refused reports whether addr is refused for kind now, and for how much
+// Refused reports whether addr is refused for kind now, and for how much
 // longer. Memory only: no Redis call.
-func (g *AuthGuard) Refused(kind guardKind, addr netip.Addr) (bool, time.Duration) {
+func (g *Guard) Refused(kind guardKind, addr netip.Addr) (bool, time.Duration) {
 	if g.off || g.nblocked.Load() == 0 {
 		return false, 0
 	}
@@ -166,16 +166,16 @@ func (g *AuthGuard) Refused(kind guardKind, addr netip.Addr) (bool, time.Duratio
 	return true, left
 }
 
-// tokenKnown reports whether ref succeeded from addr within knownTTL.
-func (g *AuthGuard) TokenKnown(addr netip.Addr, ref TokenRef) bool {
+// TokenKnown reports whether ref succeeded from addr within knownTTL.
+func (g *Guard) TokenKnown(addr netip.Addr, ref TokenRef) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	last, ok := g.known[knownToken{addr, ref}]
 	return ok && time.Since(last) < knownTTL
 }
 
-// tokenOK records that ref succeeded from addr.
-func (g *AuthGuard) TokenOK(addr netip.Addr, ref TokenRef) {
+// TokenOK records that ref succeeded from addr.
+func (g *Guard) TokenOK(addr netip.Addr, ref TokenRef) {
 	if g.off {
 		return
 	}
@@ -197,8 +197,8 @@ func (g *AuthGuard) TokenOK(addr netip.Addr, ref TokenRef) {
 	}
 }
 
-// forgetToken drops ref's exemptions (the token was deleted).
-func (g *AuthGuard) ForgetToken(ref TokenRef) {
+// ForgetToken drops ref's exemptions (the token was deleted).
+func (g *Guard) ForgetToken(ref TokenRef) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for k := range g.known {
@@ -208,9 +208,9 @@ func (g *AuthGuard) ForgetToken(ref TokenRef) {
 	}
 }
 
-// failed counts a failure of kind from addr in Redis; refuse is true when
+// Failed counts a failure of kind from addr in Redis; refuse is true when
 // it was beyond the allowance (the address is then refused for retry).
-func (g *AuthGuard) Failed(ctx context.Context, kind guardKind, addr netip.Addr) (refuse bool, retry time.Duration, err error) {
+func (g *Guard) Failed(ctx context.Context, kind guardKind, addr netip.Addr) (refuse bool, retry time.Duration, err error) {
 	if g.off {
 		return false, 0, nil
 	}
@@ -245,7 +245,7 @@ func (g *AuthGuard) Failed(ctx context.Context, kind guardKind, addr netip.Addr)
 	return true, retry, nil
 }
 
-// writeGuessRefused answers 429 in the contract's shape ({"msg": ...},
+// WriteGuessRefused answers 429 in the contract's shape ({"msg": ...},
 // as a throttled token's answer) with a Retry-After in whole seconds.
 func WriteGuessRefused(w http.ResponseWriter, kind guardKind, retry time.Duration) {
 	w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(retry.Seconds()))))

@@ -16,7 +16,7 @@ import (
 	"github.com/rmq-go/rmq/cmd/rmqd/internal/names"
 )
 
-// limit is a per-token throttle: at most Read consumes and Write publishes
+// Limit is a per-token throttle: at most Read consumes and Write publishes
 // per Interval seconds; a side ≤ 0 is unlimited.
 type Limit struct {
 	Read     int64 `json:"read"`
@@ -24,7 +24,7 @@ type Limit struct {
 	Interval int64 `json:"interval"`
 }
 
-// limitStore keeps the limits of every pool in the default pool's Redis,
+// LimitStore keeps the limits of every pool in the default pool's Redis,
 // one hash per pool with field "<namespace>/<token>" (namespaces never
 // contain '/'). Lookups are cached for cacheTTL, hits and misses alike,
 // because every publish and consume asks; a change takes effect at once on
@@ -94,7 +94,7 @@ func (s *LimitStore) Get(ctx context.Context, pool, ns, token string) (Limit, bo
 	return l, found, nil
 }
 
-// set stores l; with onlyNew it refuses (false) to replace an existing one.
+// Set stores l; with onlyNew it refuses (false) to replace an existing one.
 func (s *LimitStore) Set(ctx context.Context, pool, ns, token string, l Limit, onlyNew bool) (bool, error) {
 	defer s.forget(TokenRef{pool, ns, token})
 	v, _ := json.Marshal(l)
@@ -115,7 +115,7 @@ type limitEntry struct {
 	Limiter   Limit  `json:"limiter"`
 }
 
-// all lists the limits of the given pools, sorted by namespace and token.
+// All lists the limits of the given pools, sorted by namespace and token.
 // Tokens of pools other than default carry their "pool:" prefix.
 func (s *LimitStore) All(ctx context.Context, pools []string) ([]limitEntry, error) {
 	out := []limitEntry{}
@@ -158,7 +158,7 @@ var refundSource string
 
 var refundScript = redis.NewScript(refundSource)
 
-// throttler enforces limits across every rmqd process through Redis
+// Throttler enforces limits across every rmqd process through Redis
 // (redis_rate's GCRA with a burst of the whole allowance: the first Read
 // requests of an idle token pass at once, the next one is refused, and the
 // allowance then refills evenly over Interval; lmstfy counts in fixed
@@ -181,7 +181,7 @@ func (t *Throttler) RateKey(ref TokenRef, sd side) string {
 	return t.prefix + ":rmqd:rate:" + ref.Pool + ":" + ref.Ns + ":" + s + ":" + ref.Token
 }
 
-// take takes one unit of l's sd side for ref. It returns allowed false when
+// Take takes one unit of l's sd side for ref. It returns allowed false when
 // the allowance is used up, and, when a unit was taken, a function that
 // gives it back (for requests that end without success).
 func (t *Throttler) Take(ctx context.Context, ref TokenRef, l Limit, sd side) (allowed bool, giveBack func(context.Context) error, err error) {

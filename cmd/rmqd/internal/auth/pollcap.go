@@ -42,7 +42,7 @@ func NewPollCaps(q quota.Quotas) *PollCaps {
 // over reports whether adding n to cur passes max (0: no bound).
 func over(cur, n, max int) bool { return max > 0 && cur+n > max }
 
-// poll takes a long poll of ref; release gives it back.
+// Poll takes a long poll of ref; release gives it back.
 func (c *PollCaps) Poll(ref TokenRef) (release func(), err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -59,7 +59,7 @@ func (c *PollCaps) Poll(ref TokenRef) (release func(), err error) {
 	return func() { c.give(ref, 1, 0) }, nil
 }
 
-// watch takes n watched names of ref; release gives them back.
+// Watch takes n watched names of ref; release gives them back.
 func (c *PollCaps) Watch(ref TokenRef, n int) (release func(), err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -89,7 +89,7 @@ func (c *PollCaps) give(ref TokenRef, polls, names int) {
 	}
 }
 
-// writePollRefused answers a consume beyond a cap.
+// WritePollRefused answers a consume beyond a cap.
 func WritePollRefused(w http.ResponseWriter, err error) {
 	msg := "too many long polls, please retry later"
 	if errors.Is(err, ErrTooManyWatched) {

@@ -14,7 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// tokenStore keeps the tokens of every (pool, namespace) in the default
+// TokenStore keeps the tokens of every (pool, namespace) in the default
 // pool's Redis, one hash per pair: field = SHA-256 of the token, value =
 // the token and its description. Looking a token up by its digest and then
 // comparing it in constant time means neither Redis's lookup nor Go's
@@ -33,7 +33,7 @@ type TokenStore struct {
 	prefix   string
 	cacheTTL time.Duration
 
-	// removed, if set, is told of each deletion made through this
+	// Removed, if set, is told of each deletion made through this
 	// process, after it reached Redis (to end the token's long polls).
 	Removed func(TokenRef)
 
@@ -57,7 +57,7 @@ func NewTokenStore(rdb redis.UniversalClient, prefix string, cacheTTL time.Durat
 // for the dashboard's token page.
 func (s *TokenStore) namespacesKey() string { return s.prefix + ":rmqd:namespaces" }
 
-// namespaces lists "pool/namespace" entries, sorted.
+// Namespaces lists "pool/namespace" entries, sorted.
 func (s *TokenStore) Namespaces(ctx context.Context) ([]string, error) {
 	ns, err := s.rdb.SMembers(ctx, s.namespacesKey()).Result()
 	sort.Strings(ns)
@@ -73,7 +73,7 @@ func Digest(token string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// create stores a token; created is false when it already exists.
+// Create stores a token; created is false when it already exists.
 func (s *TokenStore) Create(ctx context.Context, pool, ns, token, description string) (created bool, err error) {
 	rec, _ := json.Marshal(TokenRecord{token, description})
 	created, err = s.rdb.HSetNX(ctx, s.key(pool, ns), Digest(token), rec).Result()
@@ -83,7 +83,7 @@ func (s *TokenStore) Create(ctx context.Context, pool, ns, token, description st
 	return created, s.rdb.SAdd(ctx, s.namespacesKey(), pool+"/"+ns).Err()
 }
 
-// list returns token → description.
+// List returns token → description.
 func (s *TokenStore) List(ctx context.Context, pool, ns string) (map[string]string, error) {
 	vals, err := s.rdb.HVals(ctx, s.key(pool, ns)).Result()
 	if err != nil {
@@ -121,7 +121,7 @@ func (s *TokenStore) forget(ref TokenRef) {
 	s.mu.Unlock()
 }
 
-// valid reports whether token belongs to (pool, ns).
+// Valid reports whether token belongs to (pool, ns).
 func (s *TokenStore) Valid(ctx context.Context, pool, ns, token string) (bool, error) {
 	ref := TokenRef{pool, ns, token}
 	now := time.Now()

@@ -11,7 +11,7 @@ import (
 	"github.com/rmq-go/rmq/internal/lifecycle"
 )
 
-// tokenWatch ends the long polls of a deleted token. Its token is checked
+// TokenWatch ends the long polls of a deleted token. Its token is checked
 // when a consume starts; without this a long poll opened just before the
 // token was deleted could still deliver a job up to --max-wait later.
 //
@@ -36,7 +36,7 @@ type TokenWatch struct {
 
 type watcher struct{ cancel context.CancelFunc }
 
-// newTokenWatch starts the check; close stops it.
+// NewTokenWatch starts the check; close stops it.
 func NewTokenWatch(store *TokenStore, interval time.Duration, log *slog.Logger) *TokenWatch {
 	w := &TokenWatch{store: store, interval: interval, log: log,
 		polls: map[TokenRef]map[*watcher]struct{}{}, loops: lifecycle.NewGroup(context.Background())}
@@ -44,10 +44,10 @@ func NewTokenWatch(store *TokenStore, interval time.Duration, log *slog.Logger) 
 	return w
 }
 
-// close stops the check and waits for it.
+// Close stops the check and waits for it.
 func (w *TokenWatch) Close() { w.loops.Stop() }
 
-// watch returns a context that is cancelled when ref is deleted (or ctx
+// Watch returns a context that is cancelled when ref is deleted (or ctx
 // ends); release must be called when the poll ends.
 func (w *TokenWatch) Watch(ctx context.Context, ref TokenRef) (context.Context, func()) {
 	ctx, cancel := context.WithCancel(ctx)
@@ -71,7 +71,7 @@ func (w *TokenWatch) Watch(ctx context.Context, ref TokenRef) (context.Context, 
 	}
 }
 
-// revoked ends the long polls of ref.
+// Revoked ends the long polls of ref.
 func (w *TokenWatch) Revoked(ref TokenRef) {
 	w.mu.Lock()
 	defer w.mu.Unlock()

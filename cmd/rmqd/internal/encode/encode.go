@@ -11,7 +11,7 @@ import (
 // consume): the same bytes as encoding/json gives for these types (a test
 // compares them), without its reflection and its allocations.
 
-// appendJSONString appends s as a JSON string the way encoding/json does:
+// AppendJSONString appends s as a JSON string the way encoding/json does:
 // '"', '\\' and control characters escaped, '<', '>' and '&' as \u00XX,
 // U+2028 and U+2029 escaped, invalid UTF-8 as U+FFFD.
 func AppendJSONString(b []byte, s string) []byte {
@@ -66,7 +66,7 @@ func AppendJSONString(b []byte, s string) []byte {
 	return append(b, '"')
 }
 
-// publishedJSON is publishedBody{"published", id} encoded.
+// PublishedJSON is publishedBody{"published", id} encoded.
 func PublishedJSON(id string) []byte {
 	b := make([]byte, 0, 32+len(id))
 	b = append(b, `{"msg":"published","job_id":`...)
@@ -134,7 +134,7 @@ func (j *JobBody) jobSize() int {
 	return n
 }
 
-// jobsJSON encodes one job as an object, or several as an array (count > 1).
+// JobsJSON encodes one job as an object, or several as an array (count > 1).
 func JobsJSON(jobs []JobBody, array bool) []byte {
 	n := 2
 	for i := range jobs {
@@ -154,7 +154,7 @@ func JobsJSON(jobs []JobBody, array bool) []byte {
 	return append(b, ']')
 }
 
-// jobBody is a job as consume and peek answer it. data is standard base64;
+// JobBody is a job as consume and peek answer it. data is standard base64;
 // nil encodes as null (a peeked head whose data is gone), empty as "".
 type JobBody struct {
 	Msg         string            `json:"msg,omitempty"`

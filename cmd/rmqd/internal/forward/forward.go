@@ -21,15 +21,15 @@ import (
 	"github.com/rmq-go/rmq/cmd/rmqd/internal/names"
 )
 
-// forwardConcurrency is how many jobs of one forwarded queue are on their
+// Concurrency is how many jobs of one forwarded queue are on their
 // way to the broker at once: each handler waits for its own confirm, so
 // concurrent handlers are what pipelines the publishes (the forwarders'
 // window is 256 as well, so no handler waits for a window slot).
-const ForwardConcurrency = 256
+const Concurrency = 256
 
-// forward is one running --forward.
+// Forward is one running --forward.
 type Forward struct {
-	Spec  ForwardSpec
+	Spec  Spec
 	Topic topic.Topic
 	log   *slog.Logger
 	// redact hides the passwords rmqd knows in an error's text.
@@ -56,13 +56,13 @@ type broker struct {
 	closeConn func()
 }
 
-// openForward connects to the broker of spec (forward_brokers.go) and
+// OpenForward connects to the broker of spec (forward_brokers.go) and
 // checks that its target exists: a JetStream stream that captures the
 // subject, the AMQP exchange, the Kafka topic. Either missing fails the
 // start: at start that is a wrong host, port, password or name more often
 // than an outage, and an error says so at once. Once started, a broker
 // that goes away is ridden out (reconnects; the jobs' retries).
-func OpenForward(ctx context.Context, spec ForwardSpec, log *slog.Logger, redact func(string) string) (*Forward, error) {
+func OpenForward(ctx context.Context, spec Spec, log *slog.Logger, redact func(string) string) (*Forward, error) {
 	var (
 		b   broker
 		err error
@@ -114,7 +114,7 @@ func (f *Forward) OnMessage(ctx context.Context, m *consumer.Message) error {
 	return err
 }
 
-// publishedMessage undoes storedBody (../pull/engine.go): an empty body is stored
+// PublishedMessage undoes storedBody (../pull/engine.go): an empty body is stored
 // as one space with the emptyHeader marker, which no broker should see (a
 // NATS header name cannot even hold its colon). m itself is not changed.
 func PublishedMessage(m *consumer.Message) *consumer.Message {
@@ -135,7 +135,7 @@ func PublishedMessage(m *consumer.Message) *consumer.Message {
 	return &c
 }
 
-// close waits for the publishes the forwarder left behind, then ends the
+// Close waits for the publishes the forwarder left behind, then ends the
 // broker connection. The pool's RMQ client must be closed first: it waits
 // for the forwards in progress.
 func (f *Forward) Close(ctx context.Context) error {
@@ -147,10 +147,10 @@ func (f *Forward) Close(ctx context.Context) error {
 	return nil
 }
 
-// forwardStatus is one forward as GET /forwards answers it. The counts are
+// Status is one forward as GET /forwards answers it. The counts are
 // this process's since it started; other rmqd processes forwarding the
 // same queue count their own.
-type ForwardStatus struct {
+type Status struct {
 	Pool        string     `json:"pool"`
 	Namespace   string     `json:"namespace"`
 	Queue       string     `json:"queue"`
@@ -161,8 +161,8 @@ type ForwardStatus struct {
 	LastErrorAt *time.Time `json:"last_error_at,omitempty"`
 }
 
-func (f *Forward) Status() ForwardStatus {
-	st := ForwardStatus{Pool: f.Spec.Pool, Namespace: f.Spec.Ns, Queue: f.Spec.Queue, Target: f.Spec.Target(),
+func (f *Forward) Status() Status {
+	st := Status{Pool: f.Spec.Pool, Namespace: f.Spec.Ns, Queue: f.Spec.Queue, Target: f.Spec.Target(),
 		Forwarded: f.forwarded.Load(), Failed: f.Failed.Load()}
 	f.mu.Lock()
 	defer f.mu.Unlock()

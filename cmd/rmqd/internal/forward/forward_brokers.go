@@ -42,7 +42,7 @@ const (
 
 // openNATS connects to nats://[user:pass@]host:port and publishes to the
 // subject through JetStream, which must have a stream capturing it.
-func openNATS(ctx context.Context, spec ForwardSpec, log *slog.Logger) (broker, error) {
+func openNATS(ctx context.Context, spec Spec, log *slog.Logger) (broker, error) {
 	nc, err := nats.Connect(spec.Dial, nats.Name(clientName),
 		nats.MaxReconnects(-1), nats.ReconnectWait(reconnectWait),
 		nats.DisconnectErrHandler(func(c *nats.Conn, err error) {
@@ -83,7 +83,7 @@ func checkStream(ctx context.Context, js jetstream.JetStream, subject string) er
 // openAMQP connects to the AMQP URL with recovery that does not give up,
 // and publishes to the exchange with the routing key. The forwarder checks
 // that the exchange exists.
-func openAMQP(ctx context.Context, spec ForwardSpec) (broker, error) {
+func openAMQP(ctx context.Context, spec Spec) (broker, error) {
 	props := amqp.NewConnectionProperties()
 	props.SetClientConnectionName(clientName)
 	conn, err := amqp.DialConfig(spec.Dial, amqp.Config{Properties: props, Recovery: &amqp.Recovery{
@@ -104,7 +104,7 @@ func openAMQP(ctx context.Context, spec ForwardSpec) (broker, error) {
 
 // openKafka makes a producing client of the seed brokers and checks that
 // one answers and has the topic (the client does not create topics).
-func openKafka(ctx context.Context, spec ForwardSpec) (broker, error) {
+func openKafka(ctx context.Context, spec Spec) (broker, error) {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(spec.Brokers...), kgo.ClientID(clientName),
 		kgo.RecordDeliveryTimeout(kafkaDeliveryTimeout))
 	if err != nil {

@@ -12,41 +12,41 @@ import (
 	"github.com/rmq-go/rmq/cmd/rmqd/internal/redact"
 )
 
-// forwardSpec is one --forward [POOL:]NAMESPACE/QUEUE=URL, checked: the
+// Spec is one --forward [POOL:]NAMESPACE/QUEUE=URL, checked: the
 // queue's jobs go to the broker of URL when they come due (forward.go).
-type ForwardSpec struct {
+type Spec struct {
 	Pool, Ns, Queue string
 	Kind            string // "nats", "amqp" or "kafka"
 	Raw             string // the URL as given: it may hold a password
 
-	// dial is what the broker client connects to: the NATS server URL, the
+	// Dial is what the broker client connects to: the NATS server URL, the
 	// AMQP URL without rmqd's parameters; brokers are Kafka's seeds.
 	Dial    string
 	Brokers []string
-	// subject (NATS) or topic (Kafka); exchange and routingKey (AMQP).
+	// Subject (NATS) or topic (Kafka); exchange and routingKey (AMQP).
 	Subject, Exchange, RoutingKey string
 }
 
-// name is how rmqd names the forward in messages: "ns/q", or "pool:ns/q"
+// Name is how rmqd names the forward in messages: "ns/q", or "pool:ns/q"
 // outside the default pool.
-func (f ForwardSpec) Name() string {
+func (f Spec) Name() string {
 	if f.Pool == names.DefaultPool {
 		return f.Ns + "/" + f.Queue
 	}
 	return f.Pool + ":" + f.Ns + "/" + f.Queue
 }
 
-// target is the URL without its password, as routes and logs show it.
-func (f ForwardSpec) Target() string { return redact.Redact(f.Raw) }
+// Target is the URL without its password, as routes and logs show it.
+func (f Spec) Target() string { return redact.Redact(f.Raw) }
 
-// forwardFlags collects --forward. A bad value is reported by parseConfig
+// Flags collects --forward. A bad value is reported by parseConfig
 // (err), without the URL's password.
-type ForwardFlags struct {
-	List []ForwardSpec
+type Flags struct {
+	List []Spec
 	Err  error
 }
 
-func (f *ForwardFlags) String() string {
+func (f *Flags) String() string {
 	parts := make([]string, len(f.List))
 	for i, s := range f.List {
 		parts[i] = s.Name() + "=" + s.Target()
@@ -54,14 +54,14 @@ func (f *ForwardFlags) String() string {
 	return strings.Join(parts, " ")
 }
 
-func (f *ForwardFlags) Set(v string) error {
+func (f *Flags) Set(v string) error {
 	if err := f.add(v); err != nil && f.Err == nil {
 		f.Err = fmt.Errorf("--forward: %w", err)
 	}
 	return nil
 }
 
-func (f *ForwardFlags) setAll(v string) error {
+func (f *Flags) setAll(v string) error {
 	for _, s := range strings.Fields(v) {
 		if err := f.add(s); err != nil {
 			return err
@@ -70,7 +70,7 @@ func (f *ForwardFlags) setAll(v string) error {
 	return nil
 }
 
-func (f *ForwardFlags) add(v string) error {
+func (f *Flags) add(v string) error {
 	spec, err := ParseForward(v)
 	if err != nil {
 		return err
@@ -87,14 +87,14 @@ func (f *ForwardFlags) add(v string) error {
 // errForwardSyntax is the shape every --forward takes.
 var errForwardSyntax = errors.New("want [POOL:]NAMESPACE/QUEUE=URL with a nats://, amqp://, amqps:// or kafka:// URL")
 
-// parseForward reads [POOL:]NAMESPACE/QUEUE=URL. Its errors never quote
+// ParseForward reads [POOL:]NAMESPACE/QUEUE=URL. Its errors never quote
 // the URL, which may hold a password.
-func ParseForward(v string) (ForwardSpec, error) {
+func ParseForward(v string) (Spec, error) {
 	left, raw, ok := strings.Cut(v, "=")
 	if !ok || raw == "" {
-		return ForwardSpec{}, errForwardSyntax
+		return Spec{}, errForwardSyntax
 	}
-	s := ForwardSpec{Pool: names.DefaultPool, Raw: raw}
+	s := Spec{Pool: names.DefaultPool, Raw: raw}
 	if p, rest, ok := strings.Cut(left, ":"); ok {
 		if !names.ValidName(p) {
 			return s, fmt.Errorf("pool name %q: want [-_A-Za-z0-9]+", p)
@@ -150,7 +150,7 @@ func parseURL(raw string) (*url.URL, error) {
 }
 
 // parseNATS reads nats://[user:pass@]host:port/SUBJECT.
-func (s *ForwardSpec) parseNATS() error {
+func (s *Spec) parseNATS() error {
 	u, err := parseURL(s.Raw)
 	if err != nil {
 		return err
@@ -192,7 +192,7 @@ const maxAMQPName = 255
 // parseAMQP reads amqp://user:pass@host:port/vhost?exchange=E&routing_key=K.
 // Both parameters are rmqd's and are taken off the URL the client dials;
 // other parameters (heartbeat, connection_timeout ...) stay for it.
-func (s *ForwardSpec) parseAMQP() error {
+func (s *Spec) parseAMQP() error {
 	u, err := parseURL(s.Raw)
 	if err != nil {
 		return err
@@ -219,7 +219,7 @@ func (s *ForwardSpec) parseAMQP() error {
 }
 
 // parseKafka reads kafka://host:port[,host:port...]/TOPIC.
-func (s *ForwardSpec) parseKafka() error {
+func (s *Spec) parseKafka() error {
 	rest := s.Raw[len("kafka://"):]
 	hosts, topic, ok := strings.Cut(rest, "/")
 	if !ok {

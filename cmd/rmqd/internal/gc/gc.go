@@ -10,8 +10,8 @@ import "runtime/debug"
 // what is live (tens of MB) between collections.
 const serverGCPercent = 400
 
-// tuneGC applies serverGCPercent when the environment sets no GOGC.
-func TuneGC(getenv func(string) string) {
+// Tune applies serverGCPercent when the environment sets no GOGC.
+func Tune(getenv func(string) string) {
 	if getenv("GOGC") == "" {
 		debug.SetGCPercent(serverGCPercent)
 	}

@@ -17,7 +17,7 @@ import (
 // ulid.Make was, a request id disclosed about 48 of a token's 80 random
 // bits).
 
-// newToken returns a fresh API token: 128 bits from crypto/rand, written
+// NewToken returns a fresh API token: 128 bits from crypto/rand, written
 // as 26 characters of Crockford base32. That is the text form of a ULID,
 // lmstfy's token shape, so a client that checks the shape of a token (or
 // parses it as a ULID) accepts it; but no part of it is a timestamp, which
@@ -30,7 +30,7 @@ func NewToken() string {
 	return u.String()
 }
 
-// newRequestID returns a request id: a ULID of the millisecond now, as
+// NewRequestID returns a request id: a ULID of the millisecond now, as
 // lmstfy's are, whose 80 random bits come from math/rand/v2's
 // generator (ChaCha8, per thread, seeded by the runtime): not from
 // crypto/rand, which makes tokens, nor from the monotonic reader of
@@ -43,7 +43,7 @@ func NewRequestID(now time.Time) string {
 	return u.String()
 }
 
-// fingerprint names a token in log lines: "~" and the first 8 hex digits
+// Fingerprint names a token in log lines: "~" and the first 8 hex digits
 // of its SHA-256, enough to tell one token's lines from another's (and to
 // find them from the token), not to use or recover it.
 func Fingerprint(token string) string {

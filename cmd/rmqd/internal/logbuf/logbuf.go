@@ -25,7 +25,7 @@ const (
 	BufferedLogDelay = 100 * time.Millisecond
 )
 
-func NewBufferedLog(w io.Writer) *bufferedLog { return &bufferedLog{w: w} }
+func New(w io.Writer) *bufferedLog { return &bufferedLog{w: w} }
 
 // Write takes one line (slog writes a record with one call).
 func (b *bufferedLog) Write(p []byte) (int, error) {

@@ -14,7 +14,7 @@ import (
 // at once when the buffer fills, and on Close.
 func TestBufferedLog(t *testing.T) {
 	out := &syncBuffer{}
-	b := NewBufferedLog(out)
+	b := New(out)
 	start := time.Now()
 	_, _ = b.Write([]byte("one\n"))
 	_, _ = b.Write([]byte("two\n"))

@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// metrics are rmqd's own counters, served on /metrics in the Prometheus
+// Metrics are rmqd's own counters, served on /metrics in the Prometheus
 // text format. They are written by hand so the main module does not need
 // the Prometheus client (it lives in an x/ module of its own); the format
 // is simple and a test parses it back. A request is counted without a
@@ -38,7 +38,7 @@ type routeStats struct {
 // latencyBuckets are upper bounds in seconds; long polls land in the last.
 var latencyBuckets = [...]float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 5, 30}
 
-func NewMetrics() *Metrics { return &Metrics{} }
+func New() *Metrics { return &Metrics{} }
 
 func (m *Metrics) ObserveRequest(listener, route string, code int, d time.Duration) {
 	rk := routeKey{listener, route}
@@ -58,7 +58,7 @@ func (m *Metrics) ObserveRequest(listener, route string, code int, d time.Durati
 	st.n.Add(1)
 }
 
-// write renders every family, series sorted so scrapes are stable.
+// Write renders every family, series sorted so scrapes are stable.
 func (m *Metrics) Write(w io.Writer) error {
 	var b strings.Builder
 	type route struct {

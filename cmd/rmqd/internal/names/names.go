@@ -13,7 +13,7 @@ import (
 // The consume route is laxer: see consumeQueues.
 const MaxNameLength = 255
 
-// nameErr is the 400 text of a name-rule violation, "" when both are fine.
+// NameErr is the 400 text of a name-rule violation, "" when both are fine.
 func NameErr(ns, q string) string {
 	switch {
 	case len(ns) > MaxNameLength || len(q) > MaxNameLength:
@@ -42,7 +42,7 @@ func NameByte(c byte) bool {
 	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_'
 }
 
-// consumeNameErr is nameErr for the consume route ("q1,q2"), which checks
+// ConsumeNameErr is nameErr for the consume route ("q1,q2"), which checks
 // less: the namespace as usual, the queue part only for its bytes (name
 // bytes and commas; no length limit, '_' allowed).
 func ConsumeNameErr(ns, qs string) string {
@@ -57,7 +57,7 @@ func ConsumeNameErr(ns, qs string) string {
 	return ""
 }
 
-// consumeQueues splits the queue part of a consume path ("q1,q2") that
+// ConsumeQueues splits the queue part of a consume path ("q1,q2") that
 // consumeNameErr accepted; empty pieces and repeats are skipped (the first
 // place of a name is its priority). It returns nil when nothing is left.
 func ConsumeQueues(s string) []string {
@@ -75,7 +75,7 @@ func ConsumeQueues(s string) []string {
 	return qs
 }
 
-// topicName maps (namespace, queue) to the RMQ topic that holds the queue.
+// TopicName maps (namespace, queue) to the RMQ topic that holds the queue.
 // Topic names are [A-Za-z0-9._-]{1,128}; lmstfy names never contain '.',
 // so "NS.Q" has exactly one dot and is reversible and collision-free.
 // When it would exceed 128 bytes the name is '.' followed by a hash of both
@@ -93,7 +93,7 @@ func TopicName(ns, q string) string {
 // the library.
 const maxTopicName = 128
 
-// splitTopicName is the inverse of topicName for the short form. ok is
+// SplitTopicName is the inverse of topicName for the short form. ok is
 // false for hashed names and for topics rmqd did not make.
 func SplitTopicName(name string) (ns, q string, ok bool) {
 	ns, q, ok = strings.Cut(name, ".")
@@ -108,10 +108,10 @@ func SplitTopicName(name string) (ns, q string, ok bool) {
 	return ns, q, true
 }
 
-// isLongTopicName reports whether name is a hashed topicName.
+// IsLongTopicName reports whether name is a hashed topicName.
 func IsLongTopicName(name string) bool { return strings.HasPrefix(name, ".") }
 
-// splitToken splits "[pool:]token"; without a prefix the pool is default.
+// SplitToken splits "[pool:]token"; without a prefix the pool is default.
 func SplitToken(s string) (pool, token string) {
 	if p, t, ok := strings.Cut(s, ":"); ok {
 		return p, t
@@ -121,7 +121,7 @@ func SplitToken(s string) (pool, token string) {
 
 const DefaultPool = "default"
 
-// emptyHeader marks a job whose body is empty: the library refuses empty
+// EmptyHeader marks a job whose body is empty: the library refuses empty
 // bodies and lmstfy allows them, so rmqd stores one space and this header.
 // HTTP header names cannot contain ':', so no Job-Attr-* attribute can
 // collide with it; it is never shown as an attribute.

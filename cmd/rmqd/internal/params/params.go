@@ -22,7 +22,7 @@ const (
 	DefaultTries = 1
 	DefaultTTR   = 120 // s
 
-	// maxTTR is the longest lease a consume may ask for (the library's
+	// MaxTTR is the longest lease a consume may ask for (the library's
 	// limit). lmstfy takes any uint32; rmqd answers a longer one 400
 	// rather than cut it, so a client never holds a lease shorter than it
 	// believes.
@@ -32,7 +32,7 @@ const (
 	// slow request) means "now"; one further back is a mistake (a zero
 	// or uninitialised time, a unit error) and answers 400.
 	maxAtPast = 24 * time.Hour
-	// maxSpan is the longest ttl or delay in seconds: the library's bound
+	// MaxSpan is the longest ttl or delay in seconds: the library's bound
 	// on a message's expiry and due range (100 years). lmstfy takes any
 	// uint32 (136 years); a larger one answers 400 here rather than 500
 	// from the library.
@@ -49,7 +49,7 @@ const (
 	errDelayLong  = "invalid delay: at most 3153600000 s (100 years)"
 )
 
-// parseAt reads ?at= (RFC 3339, RMQ's absolute due time) at now. A time
+// ParseAt reads ?at= (RFC 3339, RMQ's absolute due time) at now. A time
 // not after now, within maxAtPast, is due now and keeps publish order:
 // at and delay are zero, as for delay=0 (a job with at=1970-01-01 must not
 // jump ahead of every job waiting). A later time gives at and the delay
@@ -69,7 +69,7 @@ func ParseAt(s string, now time.Time) (at time.Time, delay time.Duration, bad st
 	return t, t.Sub(now), ""
 }
 
-// queryUint reads an unsigned decimal parameter no larger than max. An
+// QueryUint reads an unsigned decimal parameter no larger than max. An
 // absent parameter gives def; a present one must be digits only: empty, a
 // sign, a fraction or junk is invalid (ok false), as in lmstfy.
 func QueryUint(q url.Values, name string, def, max uint64) (v uint64, ok bool) {

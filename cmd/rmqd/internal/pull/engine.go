@@ -20,7 +20,7 @@ import (
 	"github.com/rmq-go/rmq/cmd/rmqd/internal/names"
 )
 
-// jobSpec is everything a publish says about one job.
+// JobSpec is everything a publish says about one job.
 type JobSpec struct {
 	ID      string
 	Body    []byte
@@ -38,7 +38,7 @@ type JobSpec struct {
 // allows up to 65535 tries, more than 999 are cut to 999.
 const maxLibRetries = 998
 
-// sendOptions are the per-message options of a job (the key apart).
+// SendOptions are the per-message options of a job (the key apart).
 func (j JobSpec) SendOptions() []producer.SendOption {
 	opts := []producer.SendOption{producer.WithMaxRetries(min(j.Tries-1, maxLibRetries))}
 	if j.TTL > 0 {
@@ -71,7 +71,7 @@ func (j *JobSpec) storedBody() []byte {
 	return []byte(" ")
 }
 
-// message is the library's message of a job; which scheduling field
+// Message is the library's message of a job; which scheduling field
 // counts depends on the queue's type.
 func (j *JobSpec) Message() producer.BatchMessage {
 	body := j.storedBody()
@@ -79,13 +79,13 @@ func (j *JobSpec) Message() producer.BatchMessage {
 		Options: j.SendOptions()}
 }
 
-// publish stores one job, in a write shared with concurrent publishes
+// Publish stores one job, in a write shared with concurrent publishes
 // (publisher.go).
 func (p *Pool) Publish(ctx context.Context, t topic.Topic, j JobSpec) error {
 	return p.pub.Publish(ctx, t, j.Message())
 }
 
-// publishBatch stores jobs with one script call per slot.
+// PublishBatch stores jobs with one script call per slot.
 func (p *Pool) PublishBatch(ctx context.Context, t topic.Topic, jobs []JobSpec) error {
 	msgs := make([]producer.BatchMessage, len(jobs))
 	for i := range jobs {
@@ -95,7 +95,7 @@ func (p *Pool) PublishBatch(ctx context.Context, t topic.Topic, jobs []JobSpec) 
 	return err
 }
 
-// job is a job as rmqd answers it.
+// Job is a job as rmqd answers it.
 type Job struct {
 	Topic       topic.Topic
 	ID          string
@@ -109,7 +109,7 @@ type Job struct {
 	Delivery    *rmq.Delivery     // a consumed job's delivery (release)
 }
 
-// pull hands out up to n due jobs of the topics (first topic first),
+// Pull hands out up to n due jobs of the topics (first topic first),
 // leased for lease, waiting up to wait for the first one.
 func (p *Pool) Pull(ctx context.Context, topics []topic.Topic, n int, lease, wait time.Duration) ([]Job, error) {
 	ds, err := p.Client.Pull(ctx, topics, n, rmq.WithLease(lease), rmq.WithWait(wait))
@@ -140,7 +140,7 @@ func triesLeft(maxRetries, done int) int {
 	return max(0, maxRetries+1-done)
 }
 
-// ack ends a job wherever it is (lmstfy's DELETE job): an in-flight
+// Ack ends a job wherever it is (lmstfy's DELETE job): an in-flight
 // delivery is acked by id without its fencing token, a waiting or delayed
 // job is removed, a dead one deleted. Unknown ids are fine.
 func (p *Pool) Ack(ctx context.Context, t topic.Topic, id string) error {
@@ -155,7 +155,7 @@ func (p *Pool) Ack(ctx context.Context, t topic.Topic, id string) error {
 	return err
 }
 
-// destroy removes every ready job of t (lmstfy's DELETE queue): delayed
+// Destroy removes every ready job of t (lmstfy's DELETE queue): delayed
 // and in-flight jobs and the dead letter are left alone. It reads ids
 // only (destroyIDs), never a body: reading the ready jobs with their
 // bodies (the inspector's Peek) held up to 500 bodies of 1 MiB at once.
@@ -226,7 +226,7 @@ func (p *Pool) destroyIDs(ctx context.Context, t topic.Topic, n int) ([]string, 
 	return out, nil
 }
 
-// nack ends an in-flight delivery as failed, to be delivered again after
+// Nack ends an in-flight delivery as failed, to be delivered again after
 // retryAfter (0: the library's backoff), or dead when it has no try left.
 // Like ack it names no fencing token: rmqd keeps no delivery between
 // requests. found is false when no delivery of id is in flight.
@@ -238,7 +238,7 @@ func (p *Pool) Nack(ctx context.Context, t topic.Topic, id string, retryAfter ti
 	return p.Client.NackByID(ctx, t, id, retryAfter, why)
 }
 
-// lookupJob returns a job in any state (delayed, ready, in flight, dead);
+// LookupJob returns a job in any state (delayed, ready, in flight, dead);
 // found is false when its data is gone, which includes a ttl that ran out
 // (the library drops such a job only when it next touches it; lmstfy's
 // data key expires at once). remainTries is 0 (lmstfy does not report it
@@ -274,7 +274,7 @@ func infoJob(t topic.Topic, id string, m rmq.MessageInfo) Job {
 	return j.fromStored()
 }
 
-// head returns the ready job a consume would take next, without taking it.
+// Head returns the ready job a consume would take next, without taking it.
 func (p *Pool) Head(ctx context.Context, t topic.Topic, now time.Time) (j Job, found bool, err error) {
 	ws, err := p.ReadyIDs(ctx, t, 1)
 	if err != nil || len(ws) == 0 {
@@ -292,7 +292,7 @@ func (p *Pool) Head(ctx context.Context, t topic.Topic, now time.Time) (j Job, f
 	return infoJob(t, ws[0].ID, m), true, nil
 }
 
-// respawn moves dead jobs back to the ready queue, fresh, in the given
+// Respawn moves dead jobs back to the ready queue, fresh, in the given
 // order, and returns how many moved. As in lmstfy a respawned job has one
 // try and ttl to live from now (0: it never expires), whatever it had.
 func (p *Pool) Respawn(ctx context.Context, t topic.Topic, ids []string, ttl time.Duration) (int, error) {
@@ -316,12 +316,12 @@ func (j Job) fromStored() Job {
 	return j
 }
 
-// pause stops deliveries of t (publishes still land); resume restarts them.
+// Pause stops deliveries of t (publishes still land); resume restarts them.
 func (p *Pool) Pause(ctx context.Context, t topic.Topic) error { return p.Insp.Pause(ctx, t) }
 
 func (p *Pool) Resume(ctx context.Context, t topic.Topic) error { return p.Insp.Resume(ctx, t) }
 
-// queueStats are the counts GET /queue/{ns}/{q} answers.
+// QueueStats are the counts GET /queue/{ns}/{q} answers.
 type QueueStats struct {
 	Namespace string `json:"namespace"`
 	Queue     string `json:"queue"`
@@ -363,7 +363,7 @@ func (j Job) Answer(ns, q, msg string, now time.Time) encode.JobBody {
 	return b
 }
 
-// ttlSeconds is a job's remaining ttl as lmstfy answers it: Redis's TTL of
+// TTLSeconds is a job's remaining ttl as lmstfy answers it: Redis's TTL of
 // the job's data, which rounds the milliseconds left to the nearest second
 // (half up), so a job published with ttl=10 and consumed at once says 10.
 // Less than half a second left says 0, as there.

@@ -21,13 +21,13 @@ import (
 	"github.com/rmq-go/rmq/cmd/rmqd/internal/names"
 )
 
-// queueSlots is the slot amount of the topics rmqd creates. One slot keeps
+// QueueSlots is the slot amount of the topics rmqd creates. One slot keeps
 // a queue in one sorted set, so jobs come out in publish order across
 // every rmqd process, as an lmstfy queue (one Redis list) does; many
 // queues still spread over a cluster's masters.
 const QueueSlots = 1
 
-// pool is one Redis (a node or a cluster) with the RMQ client that serves
+// Pool is one Redis (a node or a cluster) with the RMQ client that serves
 // its queues. The default pool also holds tokens and limits.
 type Pool struct {
 	Name   string
@@ -48,11 +48,11 @@ type Pool struct {
 	Forwards []*forward.Forward // --forward of this pool's queues (../forward/forward.go)
 }
 
-// newPool starts the pool's RMQ client with the forwards of its queues as
+// NewPool starts the pool's RMQ client with the forwards of its queues as
 // its only listeners (../forward/forward.go); redact hides passwords in their errors.
 // pullIdle is how long a queue nobody consumes keeps its pull engine.
 func NewPool(ctx context.Context, name string, rdb redis.UniversalClient, prefix string, pullIdle time.Duration, log *slog.Logger,
-	forwards []forward.ForwardSpec, redact func(string) string, extra ...rmq.Option) (*Pool, error) {
+	forwards []forward.Spec, redact func(string) string, extra ...rmq.Option) (*Pool, error) {
 	c, err := rmq.New(rdb, append([]rmq.Option{rmq.WithPrefix(prefix), rmq.WithLogger(log.With("pool", name))}, extra...)...)
 	if err != nil {
 		return nil, err
@@ -100,7 +100,7 @@ func (p *Pool) releaseIdle(ctx context.Context, idle time.Duration, log *slog.Lo
 	}
 }
 
-// errTypeConflict: a publish named another type than the queue has.
+// ErrTypeConflict: a publish named another type than the queue has.
 var ErrTypeConflict = errors.New("rmqd: queue has another type")
 
 // lookup returns the stored definition of a topic; found is false for a
@@ -120,7 +120,7 @@ func (p *Pool) lookup(ctx context.Context, name string) (topic.Topic, bool, erro
 	return t, true, nil
 }
 
-// lookupAll is lookup for several names at once: the cached ones from
+// LookupAll is lookup for several names at once: the cached ones from
 // memory, the rest with one HMGET of the definitions hash, so a consume
 // naming many queues never published to costs one read, not one each.
 // found[i] tells whether names[i] exists.
@@ -161,7 +161,7 @@ func (p *Pool) LookupAll(ctx context.Context, names []string) (ts []topic.Topic,
 	return ts, found, nil
 }
 
-// queueTopic is the topic of (ns, q) for reading: the stored one, or, for a
+// QueueTopic is the topic of (ns, q) for reading: the stored one, or, for a
 // queue never published to, a FixedTime topic (lmstfy's kind).
 func (p *Pool) QueueTopic(ctx context.Context, ns, q string) (topic.Topic, bool, error) {
 	name := names.TopicName(ns, q)
@@ -173,7 +173,7 @@ func (p *Pool) QueueTopic(ctx context.Context, ns, q string) (topic.Topic, bool,
 	return t, false, err
 }
 
-// publishTopic is the topic a publish to (ns, q) goes to. want 0 takes the
+// PublishTopic is the topic a publish to (ns, q) goes to. want 0 takes the
 // queue's type (FixedTime for a new queue); another type than the stored
 // one is errTypeConflict.
 func (p *Pool) PublishTopic(ctx context.Context, ns, q string, want topic.Type) (topic.Topic, error) {
@@ -202,7 +202,7 @@ func (p *Pool) PublishTopic(ctx context.Context, ns, q string, want topic.Type) 
 	return topic.New(name, want, QueueSlots)
 }
 
-// defined caches a topic the producer has just stored, and wakes the long
+// Defined caches a topic the producer has just stored, and wakes the long
 // polls that wait for it to exist.
 func (p *Pool) Defined(t topic.Topic) {
 	if _, ok := p.topics.Load(t.Name()); !ok {
@@ -214,7 +214,7 @@ func (p *Pool) Defined(t topic.Topic) {
 
 func (p *Pool) longNamesKey() string { return p.prefix + ":rmqd:longnames" }
 
-// queues returns namespace -> queue names of every topic rmqd made here.
+// Queues returns namespace -> queue names of every topic rmqd made here.
 func (p *Pool) Queues(ctx context.Context) (map[string][]string, error) {
 	ts, err := p.Insp.Topics(ctx)
 	if err != nil {
@@ -251,7 +251,7 @@ func splitLong(v string) (ns, q string, ok bool) {
 	return "", "", false
 }
 
-// readySize counts the jobs a consume could take now (lmstfy's size):
+// ReadySize counts the jobs a consume could take now (lmstfy's size):
 // waiting and due; delayed, in-flight and dead ones are not counted.
 func (p *Pool) ReadySize(ctx context.Context, t topic.Topic) (int64, error) {
 	st, err := p.Insp.Stats(ctx, t)
@@ -261,7 +261,7 @@ func (p *Pool) ReadySize(ctx context.Context, t topic.Topic) (int64, error) {
 	return st.Due, nil
 }
 
-// deadSize counts the dead letter.
+// DeadSize counts the dead letter.
 func (p *Pool) DeadSize(ctx context.Context, t topic.Topic) (int64, error) {
 	pipe := p.Rdb.Pipeline()
 	cmds := make([]*redis.IntCmd, t.SlotAmount())
@@ -278,7 +278,7 @@ func (p *Pool) DeadSize(ctx context.Context, t topic.Topic) (int64, error) {
 	return n, nil
 }
 
-// deadOldest returns the ids of up to n dead jobs, the one that died first
+// DeadOldest returns the ids of up to n dead jobs, the one that died first
 // first (lmstfy's dead letter is FIFO). The Inspector lists newest first,
 // so this reads the dead sets directly: n per slot, merged by time of death.
 func (p *Pool) DeadOldest(ctx context.Context, t topic.Topic, n int) ([]string, error) {
@@ -305,7 +305,7 @@ func (p *Pool) DeadOldest(ctx context.Context, t topic.Topic, n int) ([]string, 
 	return ids, nil
 }
 
-// readyIDs returns up to n ids of waiting jobs that are due now, in the
+// ReadyIDs returns up to n ids of waiting jobs that are due now, in the
 // order consumers take them.
 func (p *Pool) ReadyIDs(ctx context.Context, t topic.Topic, n int) ([]rmq.WaitingMessage, error) {
 	ws, err := p.Insp.Peek(ctx, t, n)
@@ -321,7 +321,7 @@ func (p *Pool) ReadyIDs(ctx context.Context, t topic.Topic, n int) ([]rmq.Waitin
 	return ws, nil
 }
 
-// close stops the client, whose Close waits for the forwards in progress,
+// Close stops the client, whose Close waits for the forwards in progress,
 // then each forward (the publishes it left behind, then its broker
 // connection).
 func (p *Pool) Close(ctx context.Context) error {

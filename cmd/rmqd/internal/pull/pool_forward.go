@@ -16,7 +16,7 @@ import (
 // refused). A forwarded queue keeps the type it has; a queue never
 // published to becomes a FixedTime queue, as a first publish would make
 // it. On an error nothing stays open.
-func (p *Pool) openForwards(ctx context.Context, specs []forward.ForwardSpec, log *slog.Logger, redact func(string) string) error {
+func (p *Pool) openForwards(ctx context.Context, specs []forward.Spec, log *slog.Logger, redact func(string) string) error {
 	for _, spec := range specs {
 		t, err := p.PublishTopic(ctx, spec.Ns, spec.Queue, 0)
 		if err != nil {
@@ -30,7 +30,7 @@ func (p *Pool) openForwards(ctx context.Context, specs []forward.ForwardSpec, lo
 		}
 		f.Topic = t
 		p.Forwards = append(p.Forwards, f)
-		if err := p.Client.Register(t, f, consumer.WithConcurrency(forward.ForwardConcurrency)); err != nil {
+		if err := p.Client.Register(t, f, consumer.WithConcurrency(forward.Concurrency)); err != nil {
 			_ = p.closeForwards(ctx)
 			return fmt.Errorf("forward %s: %w", spec.Name(), err)
 		}
@@ -48,7 +48,7 @@ func (p *Pool) closeForwards(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// forwardOf returns the forward of queue q of namespace ns, or nil.
+// ForwardOf returns the forward of queue q of namespace ns, or nil.
 func (p *Pool) ForwardOf(ns, q string) *forward.Forward {
 	for _, f := range p.Forwards {
 		if f.Spec.Ns == ns && f.Spec.Queue == q {

@@ -16,7 +16,7 @@ import (
 // so the namespace cannot be read back from a schedule's name).
 func (p *Pool) scheduleIndex(ns string) string { return p.prefix + ":rmqd:schedules:" + ns }
 
-// reserveSchedule adds name to ns's schedules before it is set, refusing
+// ReserveSchedule adds name to ns's schedules before it is set, refusing
 // it beyond max. added says whether name is new there (to be dropped again
 // by unreserveSchedule when the set fails). Names whose schedule is gone
 // (removed by another program) are dropped from the count first.
@@ -63,7 +63,7 @@ func (p *Pool) ReserveSchedule(ctx context.Context, ns, name string, max int) (a
 	return true, nil
 }
 
-// unreserveSchedule drops name from ns's schedules (a failed set, a
+// UnreserveSchedule drops name from ns's schedules (a failed set, a
 // removal). It runs on its own context: the request's may be gone.
 func (p *Pool) UnreserveSchedule(ns, name string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -78,7 +78,7 @@ func (p *Pool) tokenQueues(ns, token string) string {
 	return p.prefix + ":rmqd:queues:" + ns + ":" + hex.EncodeToString(sum[:16])
 }
 
-// reserveQueue counts the queue (ns, q) against token when it
+// ReserveQueue counts the queue (ns, q) against token when it
 // does not exist yet, refusing it (errTooManyQueues) beyond max. A queue
 // that exists costs one cached lookup.
 func (p *Pool) ReserveQueue(ctx context.Context, ns, q, token string, max int) error {
@@ -105,8 +105,8 @@ func (p *Pool) ReserveQueue(ctx context.Context, ns, q, token string, max int) e
 	return nil
 }
 
-// errTooManySchedules: the namespace holds MaxSchedules already.
+// ErrTooManySchedules: the namespace holds MaxSchedules already.
 var ErrTooManySchedules = errors.New("too many schedules")
 
-// errTooManyQueues: the token created MaxQueuesPerToken queues already.
+// ErrTooManyQueues: the token created MaxQueuesPerToken queues already.
 var ErrTooManyQueues = errors.New("too many queues")

@@ -66,7 +66,7 @@ func (p *publisher) write(ctx context.Context, batch []*pubReq) {
 	}
 }
 
-// publish stores one job in t. A caller whose ctx ends first gets ctx's
+// Publish stores one job in t. A caller whose ctx ends first gets ctx's
 // error, and its job may still be written (as after any timeout).
 func (p *publisher) Publish(ctx context.Context, t topic.Topic, m producer.BatchMessage) error {
 	r := &pubReq{msg: producer.TopicMessage{Topic: t, BatchMessage: m}}

@@ -34,7 +34,7 @@ type pullRounds struct {
 	drained map[pullKey]time.Time // when the last round of the key came back short
 }
 
-// drainedFor is how long a round that came back short stands for its
+// DrainedFor is how long a round that came back short stands for its
 // queues: long polls skip rounds meanwhile, and one after it looks again
 // (a backlog that built up since then rides rounds again).
 const DrainedFor = 100 * time.Millisecond
@@ -67,7 +67,7 @@ func newPullRounds(p *Pool) *pullRounds {
 	return r
 }
 
-// pull takes up to n jobs that are ready now from topics (first topic
+// Pull takes up to n jobs that are ready now from topics (first topic
 // first), leased for lease. It waits for its round even when ctx ends, so
 // that no job is leased for a consume that left: a round is one round trip.
 // With willWait (the consume long-polls if this finds nothing) it takes

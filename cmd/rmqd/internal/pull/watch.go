@@ -47,7 +47,7 @@ func newQueueWatch(rdb redis.UniversalClient, prefix string, log *slog.Logger) *
 // close stops the poll and returns once its goroutine ended.
 func (w *queueWatch) close() { w.loops.Stop() }
 
-// wait registers a waiter for names; ch is closed (once) when one of them
+// Wait registers a waiter for names; ch is closed (once) when one of them
 // comes to exist. cancel unregisters it.
 func (w *queueWatch) Wait(names []string) (ch chan struct{}, cancel func()) {
 	ch = make(chan struct{})

@@ -12,7 +12,7 @@ import (
 	"github.com/rmq-go/rmq/cmd/rmqd/internal/respond"
 )
 
-// quotas bound what one tenant (a namespace's token) may make rmqd and
+// Quotas bound what one tenant (a namespace's token) may make rmqd and
 // Redis hold or do. lmstfy has none of them; each is a flag, and 0 turns
 // it off (the zero value bounds nothing, as the tests' services use).
 type Quotas struct {
@@ -64,7 +64,7 @@ func (q *Quotas) Flags(fs *flag.FlagSet) {
 // close together (0,1 * * * * *) shows in its first ticks.
 const scheduleTicksChecked = 64
 
-// checkInterval returns the 400 text for a spec that ticks more often
+// CheckInterval returns the 400 text for a spec that ticks more often
 // than q allows, or "".
 func (q Quotas) CheckInterval(sc rmq.Schedule, now time.Time) string {
 	if q.MinScheduleInterval <= 0 {
@@ -82,7 +82,7 @@ func (q Quotas) CheckInterval(sc rmq.Schedule, now time.Time) string {
 	return ""
 }
 
-// writeQuota answers 403 for a quota reached.
+// WriteQuota answers 403 for a quota reached.
 func WriteQuota(w http.ResponseWriter, what string, max int, flagName string) {
 	respond.WriteError(w, http.StatusForbidden, fmt.Sprintf("%s: at most %s (--%s)", what, strconv.Itoa(max), flagName))
 }

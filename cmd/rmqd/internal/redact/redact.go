@@ -15,8 +15,8 @@ import (
 // redactor that replaces any of the passwords it still finds, so a
 // message of a dependency that quotes a URL cannot leak one either.
 
-// redactURLs is redact for a comma-separated list of URLs.
-func RedactURLs(v string) string {
+// URLs is redact for a comma-separated list of URLs.
+func URLs(v string) string {
 	parts := strings.Split(v, ",")
 	for i, p := range parts {
 		parts[i] = Redact(p)
@@ -24,7 +24,7 @@ func RedactURLs(v string) string {
 	return strings.Join(parts, ",")
 }
 
-// redact hides the credentials of every URL in s, whatever the scheme:
+// Redact hides the credentials of every URL in s, whatever the scheme:
 // the password of user:password@, a user without a password (NATS takes
 // a token as nats://TOKEN@host), and the value of a query parameter that
 // names a secret (password=, token=, ...; see secretParam). It is the one
@@ -130,7 +130,7 @@ func unescapeOrSelf(s string) string {
 	return s
 }
 
-// urlSecrets returns the secrets redact hides in the URLs of u, each as
+// URLSecrets returns the secrets redact hides in the URLs of u, each as
 // written and as decoded, for the log redactor.
 func URLSecrets(u string) []string {
 	var out []string
@@ -173,12 +173,12 @@ func URLSecrets(u string) []string {
 // argument redact passwords of any length.
 const minRedacted = 4
 
-// redactor replaces known passwords by "***".
+// Redactor replaces known passwords by "***".
 type Redactor struct {
 	secrets [][]byte // longest first, so a password containing another goes whole
 }
 
-func NewRedactor(secrets []string) *Redactor {
+func New(secrets []string) *Redactor {
 	r := &Redactor{}
 	seen := map[string]bool{}
 	for _, s := range secrets {
@@ -203,7 +203,7 @@ func (r *Redactor) bytes(p []byte) []byte {
 
 func (r *Redactor) String(s string) string { return string(r.bytes([]byte(s))) }
 
-// writer returns w behind the redactor (w itself when there is nothing to
+// Writer returns w behind the redactor (w itself when there is nothing to
 // redact). Each Write is one log line or a batch of whole lines (slog
 // writes a record with one call; bufferedLog flushes whole records).
 func (r *Redactor) Writer(w io.Writer) io.Writer {
@@ -225,19 +225,19 @@ func (rw redactWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// redactArgs returns a command line with the values of --redis-url,
+// Args returns a command line with the values of --redis-url,
 // --pool, --forward and --admin-account redacted (in the forms "--flag value",
 // "--flag=value", one dash or two).
-func RedactArgs(args []string) []string {
+func Args(args []string) []string {
 	out := make([]string, len(args))
 	copy(out, args)
 	redactValue := func(flag, v string) string {
 		switch flag {
 		case "redis-url":
-			return RedactURLs(v)
+			return URLs(v)
 		case "pool":
 			name, u, _ := strings.Cut(v, "=")
-			return name + "=" + RedactURLs(u)
+			return name + "=" + URLs(u)
 		case "forward":
 			spec, u, _ := strings.Cut(v, "=")
 			return spec + "=" + Redact(u)

@@ -17,11 +17,11 @@ import (
 
 const contentTypeJSON = "application/json; charset=utf-8"
 
-// jsonContentType is the header value, shared by every answer: net/http
+// JSONContentType is the header value, shared by every answer: net/http
 // copies the header before writing it and never changes the slice.
 var JSONContentType = []string{contentTypeJSON}
 
-// writeJSON writes v as compact JSON, the form of every API answer.
+// WriteJSON writes v as compact JSON, the form of every API answer.
 func WriteJSON(w http.ResponseWriter, status int, v any) {
 	body, err := json.Marshal(v)
 	if err != nil {
@@ -31,14 +31,14 @@ func WriteJSON(w http.ResponseWriter, status int, v any) {
 	WriteRawJSON(w, status, body)
 }
 
-// writeRawJSON writes body, already JSON.
+// WriteRawJSON writes body, already JSON.
 func WriteRawJSON(w http.ResponseWriter, status int, body []byte) {
 	w.Header()[HeaderContentType] = JSONContentType
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
 }
 
-// writePretty writes v indented by four spaces, as lmstfy's admin answers
+// WritePretty writes v indented by four spaces, as lmstfy's admin answers
 // for tokens, pools and the version are (clients must not depend on it).
 func WritePretty(w http.ResponseWriter, status int, v any) {
 	var buf bytes.Buffer
@@ -61,15 +61,15 @@ type MsgBody struct {
 	Msg string `json:"msg"`
 }
 
-// writeError answers {"error": text}.
+// WriteError answers {"error": text}.
 func WriteError(w http.ResponseWriter, status int, text string) {
 	WriteJSON(w, status, errorBody{text})
 }
 
-// writeNoContent answers 204 with no body.
+// WriteNoContent answers 204 with no body.
 func WriteNoContent(w http.ResponseWriter) { w.WriteHeader(http.StatusNoContent) }
 
-// statusOf is the status written so far through w (0: nothing yet).
+// StatusOf is the status written so far through w (0: nothing yet).
 func StatusOf(w http.ResponseWriter) int {
 	if r, ok := w.(*Recorder); ok {
 		return r.Status
@@ -77,7 +77,7 @@ func StatusOf(w http.ResponseWriter) int {
 	return 0
 }
 
-// requestID returns the id the middleware gave the request answered
+// RequestID returns the id the middleware gave the request answered
 // through w. It travels with the writer rather than in the request's
 // context: a context value would cost every request a copy of the request.
 func RequestID(w http.ResponseWriter) string {
@@ -94,7 +94,7 @@ const (
 	HeaderContentType = "Content-Type"
 )
 
-// logPath is r's path as log lines show it: a token in the path (the
+// LogPath is r's path as log lines show it: a token in the path (the
 // admin routes /token/{ns}/{token}…) is replaced by its fingerprint.
 // The path is cleaned first, as the mux cleans it before routing (doubled
 // slashes, "." and ".." segments, escaped dots), and "token" is matched in
@@ -129,7 +129,7 @@ func LogPath(r *http.Request) string {
 	return "/" + first + "/" + strings.Join(segs, "/")
 }
 
-// recorder wraps every answer: it carries the request's id and start, and
+// Recorder wraps every answer: it carries the request's id and start, and
 // remembers the status and size of the answer for the access log, the
 // metrics and the throttle's give-back (statusOf).
 type Recorder struct {
@@ -159,7 +159,7 @@ func (r *Recorder) Write(p []byte) (int, error) {
 // Unwrap lets http.ResponseController reach the connection.
 func (r *Recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 
-// begin starts an answer: every answer carries a fresh X-Request-ID (a
+// Begin starts an answer: every answer carries a fresh X-Request-ID (a
 // ULID, see newRequestID; an incoming one is ignored, as lmstfy does).
 func Begin(w http.ResponseWriter) *Recorder {
 	now := time.Now()
@@ -168,13 +168,13 @@ func Begin(w http.ResponseWriter) *Recorder {
 	return rec
 }
 
-// isTooLarge reports whether err comes from an http.MaxBytesReader.
+// IsTooLarge reports whether err comes from an http.MaxBytesReader.
 func IsTooLarge(err error) bool {
 	var mbe *http.MaxBytesError
 	return errors.As(err, &mbe)
 }
 
-// readBody reads a request body of at most limit bytes; a longer one is an
+// ReadBody reads a request body of at most limit bytes; a longer one is an
 // *http.MaxBytesError (see isTooLarge). A body of known length is read
 // into a buffer of its size.
 func ReadBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {

@@ -41,7 +41,7 @@ type hostPolicy struct {
 	names map[string]bool // lower case, without port
 }
 
-// newHostPolicy allows names (a "*" allows any host) besides IP addresses
+// NewHostPolicy allows names (a "*" allows any host) besides IP addresses
 // and localhost.
 func NewHostPolicy(names []string) hostPolicy {
 	p := hostPolicy{names: map[string]bool{"localhost": true}}
@@ -62,7 +62,7 @@ func hostOnly(hostport string) string {
 	return strings.TrimSuffix(strings.TrimPrefix(hostport, "["), "]")
 }
 
-// listenHost is the host of a listen address when it is a name (an IP
+// ListenHost is the host of a listen address when it is a name (an IP
 // address is always allowed; "" and ":7778" name none).
 func ListenHost(addr string) []string {
 	h := hostOnly(addr)
@@ -101,7 +101,7 @@ func (s *Service) adminGate(w http.ResponseWriter, r *http.Request) bool {
 	return true
 }
 
-// registerPprof serves Go's profiles under /debug/pprof/ on mux when
+// RegisterPprof serves Go's profiles under /debug/pprof/ on mux when
 // cfg.Pprof is set, behind the admin accounts (config refuses --pprof
 // without one): a profile shows the program's inner workings and asking
 // for one costs CPU. The command line is shown with its credentials
@@ -125,5 +125,5 @@ func (s *Service) RegisterPprof(mux *http.ServeMux) {
 func (s *Service) serveCmdline(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	_, _ = io.WriteString(w, s.redact.String(strings.Join(redact.RedactArgs(os.Args), "\x00")))
+	_, _ = io.WriteString(w, s.redact.String(strings.Join(redact.Args(os.Args), "\x00")))
 }

@@ -16,7 +16,7 @@ import (
 	"github.com/rmq-go/rmq/cmd/rmqd/internal/pull"
 )
 
-// queueReq is a queue route's request after the common checks.
+// QueueReq is a queue route's request after the common checks.
 type QueueReq struct {
 	Pool  *pull.Pool
 	Ns, Q string        // q is the raw queue part on the consume route ("q1,q2")
@@ -50,7 +50,7 @@ func requestToken(r *http.Request) string {
 	return r.URL.Query().Get("token")
 }
 
-// queueRoute runs the checks every queue route shares, in lmstfy's order
+// QueueRoute runs the checks every queue route shares, in lmstfy's order
 // (LMSTFY-API.md §2): names (400), the pool of the token's prefix (404),
 // the token (401), the throttle (429); then the handler. A throttled
 // request that ends with another status than 200/201 gives its unit back.
@@ -197,10 +197,10 @@ func (s *Service) throttled(w http.ResponseWriter, r *http.Request, ref auth.Tok
 	return giveBack, true
 }
 
-// basicAuth guards an admin route when accounts are configured (§8.4).
+// BasicAuth guards an admin route when accounts are configured (§8.4).
 func (s *Service) BasicAuth(h http.HandlerFunc) http.Handler { return s.RequireAccount(h) }
 
-// requireAccount is basicAuth as middleware (the dashboard's WithAuth).
+// RequireAccount is basicAuth as middleware (the dashboard's WithAuth).
 // Failed logins are counted per client address (../auth/guard.go): beyond the
 // allowance the address gets 429 and its credentials are not checked. A
 // request without credentials (a browser's first, before it asks the

@@ -17,7 +17,7 @@ import (
 // errNotArray: the body is not a JSON array ("null" included).
 var errNotArray = errors.New("not a JSON array")
 
-// splitArray returns the elements of the JSON array raw as sub-slices of
+// SplitArray returns the elements of the JSON array raw as sub-slices of
 // raw (no copy), each without the white space around it.
 func SplitArray(raw []byte) ([][]byte, error) {
 	if !json.Valid(raw) {
@@ -94,7 +94,7 @@ func newBodyBudget(max int64) *bodyBudget {
 	return &bodyBudget{max: max, changed: make(chan struct{})}
 }
 
-// acquire takes n bytes, waiting while others hold the budget.
+// Acquire takes n bytes, waiting while others hold the budget.
 func (b *bodyBudget) Acquire(ctx context.Context, n int64) error {
 	if b.max <= 0 {
 		return nil
@@ -116,7 +116,7 @@ func (b *bodyBudget) Acquire(ctx context.Context, n int64) error {
 	}
 }
 
-// release gives n bytes back.
+// Release gives n bytes back.
 func (b *bodyBudget) Release(n int64) {
 	if b.max <= 0 {
 		return

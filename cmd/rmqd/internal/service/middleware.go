@@ -51,7 +51,7 @@ func (s *Service) finish(listener, pattern string, rec *respond.Recorder, r *htt
 	}
 }
 
-// serve wraps the admin listener's mux: a request the admin gate refuses
+// Serve wraps the admin listener's mux: a request the admin gate refuses
 // (a foreign Host, a cross-site action) goes no further; unmatched routes
 // and methods get the listener's 404 instead of the mux's 405 or
 // redirect, a panic becomes a 500, and each request carries an id, is
@@ -78,7 +78,7 @@ func (s *Service) runHandler(h http.Handler, rec *respond.Recorder, r *http.Requ
 	h.ServeHTTP(rec, r)
 }
 
-// serveAPI is serve for the API listener, over its router (router.go).
+// ServeAPI is serve for the API listener, over its router (router.go).
 func (s *Service) ServeAPI(rt *APIRouter, notFound http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rec := respond.Begin(w)
@@ -99,7 +99,7 @@ func (s *Service) runRoute(route *apiRoute, rec *respond.Recorder, r *http.Reque
 	route.h(rec, r, ns, q, id)
 }
 
-// writeInternal answers 500 {"error":"internal error","request_id":...}
+// WriteInternal answers 500 {"error":"internal error","request_id":...}
 // and logs the cause with the same request id, so an operator can find
 // the one from the other. lmstfy's body has no request_id; the extra field
 // is harmless to its clients.

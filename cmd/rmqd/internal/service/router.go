@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-// apiRouter matches the API listener's routes. It does what ServeMux does
+// APIRouter matches the API listener's routes. It does what ServeMux does
 // for these patterns (a {name} is one non-empty escaped segment, unescaped;
 // a GET route answers HEAD too), but matches a request once and hands the
 // handler its segments directly: ServeMux, behind the wrapper that needs
@@ -30,7 +30,7 @@ type apiRoute struct {
 // queueRoute serves a matched queue route; ns, q and id are unescaped.
 type queueRoute func(w http.ResponseWriter, r *http.Request, ns, q, id string)
 
-// handle adds a route; pattern is "METHOD /api/{ns}/{q}[/...]".
+// Handle adds a route; pattern is "METHOD /api/{ns}/{q}[/...]".
 func (rt *APIRouter) Handle(pattern string, h queueRoute) {
 	method, path, _ := strings.Cut(pattern, " ")
 	rest := strings.Split(strings.TrimPrefix(path, "/api/{ns}/{q}"), "/")[1:]

@@ -30,8 +30,8 @@ import (
 	"github.com/rmq-go/rmq/cmd/rmqd/internal/quota"
 )
 
-// serviceConfig is what the service needs besides its Redis clients.
-type ServiceConfig struct {
+// Config is what the service needs besides its Redis clients.
+type Config struct {
 	// Prefix is the key prefix of the queues (the library's) and of rmqd's
 	// own keys ("<prefix>:rmqd:…").
 	Prefix string
@@ -70,7 +70,7 @@ type ServiceConfig struct {
 	// Secrets are the passwords rmqd was given, never to be shown.
 	Secrets []string
 	// Forwards send queues' jobs to brokers when due (../forward/forward.go).
-	Forwards []forward.ForwardSpec
+	Forwards []forward.Spec
 	// Quotas bound what one tenant may hold or keep busy (../quota/quotas.go);
 	// the zero value bounds nothing.
 	Quotas quota.Quotas
@@ -82,11 +82,11 @@ type VersionInfo struct {
 	BuildDate   string `json:"build_date"`
 }
 
-// service is rmqd: both listeners' handlers over the pools. It keeps no
+// Service is rmqd: both listeners' handlers over the pools. It keeps no
 // state a second process would need: tokens, limits and queues are in
 // Redis; what it caches is bounded by cfg.CacheTTL.
 type Service struct {
-	Cfg       ServiceConfig
+	Cfg       Config
 	Log       *slog.Logger
 	Pools     map[string]*pull.Pool
 	PoolNames []string // sorted
@@ -94,7 +94,7 @@ type Service struct {
 	Limits    *auth.LimitStore
 	throttle  *auth.Throttler
 	Metrics   *metrics.Metrics
-	guard     *auth.AuthGuard
+	guard     *auth.Guard
 	watch     *auth.TokenWatch
 	redact    *redact.Redactor
 	PollCaps  *auth.PollCaps // long polls per token and process (../auth/pollcap.go)
@@ -104,14 +104,14 @@ type Service struct {
 	AccessLog  atomic.Bool
 	Counters   *dashboard.Counters // the default pool's, for the dashboard's charts
 
-	// stopping is cancelled when shutdown begins, ending long polls early
+	// Stopping is cancelled when shutdown begins, ending long polls early
 	// so that http.Server.Shutdown does not wait for them.
 	Stopping context.Context
 	stop     context.CancelFunc
 }
 
-// newService starts an RMQ client per pool; clients must contain "default".
-func NewService(ctx context.Context, cfg ServiceConfig, clients map[string]redis.UniversalClient, log *slog.Logger) (*Service, error) {
+// New starts an RMQ client per pool; clients must contain "default".
+func New(ctx context.Context, cfg Config, clients map[string]redis.UniversalClient, log *slog.Logger) (*Service, error) {
 	def, ok := clients[names.DefaultPool]
 	if !ok {
 		return nil, errors.New("rmqd: no default pool")
@@ -129,11 +129,11 @@ func NewService(ctx context.Context, cfg ServiceConfig, clients map[string]redis
 		Tokens:   auth.NewTokenStore(def, cfg.Prefix, cfg.CacheTTL),
 		Limits:   auth.NewLimitStore(def, cfg.Prefix, cfg.CacheTTL),
 		throttle: auth.NewThrottler(def, cfg.Prefix),
-		Metrics:  metrics.NewMetrics(),
+		Metrics:  metrics.New(),
 		// rmqd only pulls: lateness is what consume reports (firings).
 		Counters: dashboard.NewCounters(dashboard.LatenessFromFired()),
-		guard:    auth.NewAuthGuard(def, cfg.Prefix, cfg.MaxAuthFailures, cfg.TrustedProxies, log),
-		redact:   redact.NewRedactor(cfg.Secrets),
+		guard:    auth.NewGuard(def, cfg.Prefix, cfg.MaxAuthFailures, cfg.TrustedProxies, log),
+		redact:   redact.New(cfg.Secrets),
 		PollCaps: auth.NewPollCaps(cfg.Quotas),
 		Bodies:   newBodyBudget(cfg.Quotas.MaxBulkMemory),
 
@@ -154,7 +154,7 @@ func NewService(ctx context.Context, cfg ServiceConfig, clients map[string]redis
 		if name == names.DefaultPool {
 			extra = append(extra, rmq.WithObserver(s.Counters))
 		}
-		var fws []forward.ForwardSpec
+		var fws []forward.Spec
 		for _, f := range cfg.Forwards {
 			if f.Pool == name {
 				fws = append(fws, f)
@@ -172,17 +172,17 @@ func NewService(ctx context.Context, cfg ServiceConfig, clients map[string]redis
 	return s, nil
 }
 
-// defaultMaxWait is the longest long poll when none is configured.
+// DefaultMaxWait is the longest long poll when none is configured.
 const DefaultMaxWait = 10 * time.Minute
 
 // watchInterval is how often the tokens of open long polls are checked
 // for a deletion made through another process.
 const watchInterval = time.Second
 
-// beginShutdown ends the long polls in progress; new requests still work.
+// BeginShutdown ends the long polls in progress; new requests still work.
 func (s *Service) BeginShutdown() { s.stop() }
 
-// close stops the RMQ clients and the token watch (no goroutine of the
+// Close stops the RMQ clients and the token watch (no goroutine of the
 // service is left).
 func (s *Service) Close(ctx context.Context) error {
 	s.stop()
@@ -196,7 +196,7 @@ func (s *Service) Close(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// libError answers an error of the library or the engine.
+// LibError answers an error of the library or the engine.
 func (s *Service) LibError(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
 	case errors.Is(err, pull.ErrTypeConflict), errors.Is(err, topic.ErrConflict), errors.Is(err, producer.ErrTypeMismatch):
