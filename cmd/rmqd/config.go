@@ -127,8 +127,8 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (conf
 			// The help shows the default: never a password.
 			defer func() { f.DefValue = redact.URLs(v) }()
 		}
-		if multi, ok := f.Value.(interface{ setAll(string) error }); ok {
-			if err := multi.setAll(v); err != nil {
+		if multi, ok := f.Value.(interface{ SetAll(string) error }); ok {
+			if err := multi.SetAll(v); err != nil {
 				envErrs = append(envErrs, fmt.Errorf("%s: %w", name, err))
 			}
 			return
@@ -238,7 +238,7 @@ func (p *poolFlags) add(v string) error {
 	return nil
 }
 
-func (p *poolFlags) setAll(v string) error {
+func (p *poolFlags) SetAll(v string) error {
 	for _, f := range strings.Fields(v) {
 		if err := p.add(f); err != nil {
 			return err
@@ -275,7 +275,7 @@ func (a *accountFlags) add(v string) error {
 	return nil
 }
 
-func (a *accountFlags) setAll(v string) error {
+func (a *accountFlags) SetAll(v string) error {
 	for _, f := range strings.Fields(v) {
 		if err := a.add(f); err != nil {
 			return err
@@ -303,7 +303,7 @@ func (h *hostFlags) Set(v string) error {
 	return nil
 }
 
-func (h *hostFlags) setAll(v string) error { return h.Set(v) }
+func (h *hostFlags) SetAll(v string) error { return h.Set(v) }
 
 // prefixFlags collects --trusted-proxy CIDR (a bare address is one host).
 type prefixFlags []netip.Prefix
@@ -335,7 +335,7 @@ func (p *prefixFlags) Set(v string) error {
 	return nil
 }
 
-func (p *prefixFlags) setAll(v string) error { return p.Set(v) }
+func (p *prefixFlags) SetAll(v string) error { return p.Set(v) }
 
 // secrets lists every password of c.
 func (c config) secrets() []string {

@@ -61,7 +61,9 @@ func (f *Flags) Set(v string) error {
 	return nil
 }
 
-func (f *Flags) setAll(v string) error {
+// SetAll adds each of the space-separated forwards of an environment
+// variable (rmqd's flag parsing looks for this method on a flag's value).
+func (f *Flags) SetAll(v string) error {
 	for _, s := range strings.Fields(v) {
 		if err := f.add(s); err != nil {
 			return err
