@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/service"
 )
 
 func TestAdminTokens(t *testing.T) {
@@ -115,7 +117,7 @@ func TestAdminLimits(t *testing.T) {
 }
 
 func TestAdminBasicAuth(t *testing.T) {
-	e := newEnv(t, func(c *serviceConfig) { c.Accounts = map[string]string{"ops": "s3cret"} })
+	e := newEnv(t, func(c *service.Config) { c.Accounts = map[string]string{"ops": "s3cret"} })
 	adm := e.admin.URL
 	for _, c := range []struct{ method, path string }{
 		{"POST", "/token/ns?description=x"}, {"GET", "/token/ns"}, {"DELETE", "/token/ns/t"},

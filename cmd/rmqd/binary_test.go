@@ -18,6 +18,8 @@ import (
 	"github.com/rmq-go/rmq/internal/procutil"
 	"github.com/rmq-go/rmq/internal/redisserver"
 	"github.com/rmq-go/rmq/internal/redistest"
+
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/encode"
 )
 
 var (
@@ -189,7 +191,7 @@ func TestTwoProcessesShareTokensAndLimits(t *testing.T) {
 
 	r = do(t, "GET", a.api+"/api/ns/q?ttr=60", "", hdr)
 	require.Equal(t, http.StatusOK, r.status, "%s", r)
-	var j jobBody
+	var j encode.JobBody
 	r.json(t, &j)
 	require.Equal(t, "0", string(j.Data))
 	require.Equal(t, http.StatusNoContent, do(t, "DELETE", b.api+"/api/ns/q/job/"+j.JobID, "", hdr).status)

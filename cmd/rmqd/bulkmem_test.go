@@ -11,6 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rmq-go/rmq/internal/redistest"
+
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/params"
 )
 
 // peakRSS is VmHWM of pid in bytes.
@@ -40,9 +42,9 @@ func TestBinaryBulkPublishMemory(t *testing.T) {
 	srv := redistest.Shared(t)
 	p := startRmqd(t, "redis://"+srv.Addr()+"/0", []string{"RMQD_PREFIX=" + redistest.Prefix(t), "RMQD_ACCESS_LOG=false"})
 	tok := newTokenOn(t, p.admin, "ns")
-	elems := make([]string, maxBulkJobs)
+	elems := make([]string, params.MaxBulkJobs)
 	for i := range elems {
-		elems[i] = strings.Repeat("b", maxJobSize-2) // a JSON string of 1 MiB with its quotes
+		elems[i] = strings.Repeat("b", params.MaxJobSize-2) // a JSON string of 1 MiB with its quotes
 	}
 	body, err := json.Marshal(elems)
 	require.NoError(t, err)

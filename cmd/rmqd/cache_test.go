@@ -6,13 +6,15 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/service"
 )
 
 // twoProcesses is two rmqd services on one Redis under one prefix, as two
 // processes behind a load balancer, caching for ttl.
 func twoProcesses(t *testing.T, ttl time.Duration) (a, b *env) {
-	a = newEnv(t, func(c *serviceConfig) { c.CacheTTL = ttl })
-	b = newEnvOn(t, a.srv, func(c *serviceConfig) { c.Prefix = a.prefix; c.CacheTTL = ttl })
+	a = newEnv(t, func(c *service.Config) { c.CacheTTL = ttl })
+	b = newEnvOn(t, a.srv, func(c *service.Config) { c.Prefix = a.prefix; c.CacheTTL = ttl })
 	return a, b
 }
 

@@ -11,6 +11,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rmq-go/rmq/internal/redistest"
+
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/admin"
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/api"
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/names"
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/service"
 )
 
 // clusterService starts an rmqd service on rdb (a cluster client) under
@@ -19,14 +24,14 @@ func clusterService(t *testing.T, rdb redis.UniversalClient, prefix string) *env
 	t.Helper()
 	log := &syncBuffer{}
 	ctx := context.Background()
-	svc, err := newService(ctx, serviceConfig{Prefix: prefix, MaxWait: waitLong},
-		map[string]redis.UniversalClient{defaultPool: rdb}, slog.New(slog.NewTextHandler(log, nil)))
+	svc, err := service.New(ctx, service.Config{Prefix: prefix, MaxWait: waitLong},
+		map[string]redis.UniversalClient{names.DefaultPool: rdb}, slog.New(slog.NewTextHandler(log, nil)))
 	require.NoError(t, err)
-	api, admin := httptest.NewServer(svc.apiHandler()), httptest.NewServer(svc.adminHandler())
+	api, admin := httptest.NewServer(api.Handler(svc)), httptest.NewServer(admin.Handler(svc))
 	t.Cleanup(func() {
 		api.Close()
 		admin.Close()
-		require.NoError(t, svc.close(ctx))
+		require.NoError(t, svc.Close(ctx))
 		if t.Failed() {
 			t.Logf("rmqd log:\n%s", log.String())
 		}

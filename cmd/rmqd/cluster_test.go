@@ -12,6 +12,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rmq-go/rmq/internal/redistest"
+
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/admin"
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/api"
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/encode"
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/names"
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/service"
 )
 
 func TestNewRedisParsesURLs(t *testing.T) {
@@ -55,14 +61,14 @@ func TestOnACluster(t *testing.T) {
 	prefix := redistest.Prefix(t)
 	log := &syncBuffer{}
 	ctx := context.Background()
-	svc, err := newService(ctx, serviceConfig{Prefix: prefix, MaxWait: waitLong},
-		map[string]redis.UniversalClient{defaultPool: rdb}, slog.New(slog.NewTextHandler(log, nil)))
+	svc, err := service.New(ctx, service.Config{Prefix: prefix, MaxWait: waitLong},
+		map[string]redis.UniversalClient{names.DefaultPool: rdb}, slog.New(slog.NewTextHandler(log, nil)))
 	require.NoError(t, err)
-	api, admin := httptest.NewServer(svc.apiHandler()), httptest.NewServer(svc.adminHandler())
+	api, admin := httptest.NewServer(api.Handler(svc)), httptest.NewServer(admin.Handler(svc))
 	defer func() {
 		api.Close()
 		admin.Close()
-		require.NoError(t, svc.close(ctx))
+		require.NoError(t, svc.Close(ctx))
 		if t.Failed() {
 			t.Logf("rmqd log:\n%s", log.String())
 		}
@@ -75,7 +81,7 @@ func TestOnACluster(t *testing.T) {
 	}
 	require.Equal(t, http.StatusTooManyRequests, do(t, "PUT", api.URL+"/api/ns/q1", "x", "X-Token: "+tok).status)
 	require.Equal(t, 1, e.size("ns", "q2"))
-	var head jobBody
+	var head encode.JobBody
 	do(t, "GET", api.URL+"/api/ns/q1/peek", "", "X-Token: "+tok).json(t, &head)
 	require.Equal(t, "x", string(head.Data))
 	require.Equal(t, http.StatusNoContent, do(t, "DELETE", api.URL+"/api/ns/q1", "", "X-Token: "+tok).status)

@@ -6,6 +6,9 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/encode"
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/pull"
 )
 
 // lmstfy reports a job's ttl as Redis's TTL of its data: the milliseconds
@@ -19,7 +22,7 @@ func TestTTLSecondsRoundLikeRedis(t *testing.T) {
 		{1500 * time.Millisecond, 2}, {500 * time.Millisecond, 1}, {499 * time.Millisecond, 0},
 		{0, 0}, {-3 * time.Second, 0},
 	} {
-		require.Equal(t, c.want, ttlSeconds(c.left), "%v", c.left)
+		require.Equal(t, c.want, pull.TTLSeconds(c.left), "%v", c.left)
 	}
 }
 
@@ -90,7 +93,7 @@ func TestDeadJobsKeepNoTTLAndRespawnRenews(t *testing.T) {
 	for _, id := range []string{a, b} {
 		a := do(t, "GET", e.url("/api/ns/q/job/"+id), "", "X-Token: "+tok)
 		require.Equal(t, http.StatusOK, a.status, "a dead job does not expire: %s", a)
-		var j jobBody
+		var j encode.JobBody
 		a.json(t, &j)
 		require.EqualValues(t, 0, j.TTL, "dead: ttl 0")
 		require.EqualValues(t, 0, j.RemainTries)
@@ -99,7 +102,7 @@ func TestDeadJobsKeepNoTTLAndRespawnRenews(t *testing.T) {
 	r := do(t, "PUT", e.url("/api/ns/q/deadletter?limit=10&ttl=30"), "", "X-Token: "+tok)
 	require.JSONEq(t, `{"msg":"respawned","count":2}`, string(r.body))
 	p := do(t, "GET", e.url("/api/ns/q/job/"+a), "", "X-Token: "+tok)
-	var pj jobBody
+	var pj encode.JobBody
 	p.json(t, &pj)
 	require.EqualValues(t, 30, pj.TTL, "the respawn's ttl, from now")
 	seen := map[string]bool{}

@@ -9,6 +9,12 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/forward"
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/names"
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/quota"
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/redact"
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/service"
 )
 
 // config is rmqd's command line. Every flag can also come from an
@@ -24,7 +30,7 @@ type config struct {
 	listen          string
 	adminListen     string
 	pools           poolFlags
-	forwards        forwardFlags
+	forwards        forward.Flags
 	prefix          string
 	accounts        accountFlags
 	logFormat       string
@@ -39,7 +45,7 @@ type config struct {
 	adminHosts      hostFlags
 	authFailures    int
 	trustedProxies  prefixFlags
-	quotas          quotas
+	quotas          quota.Quotas
 }
 
 const usageHead = `rmqd serves RMQ for Go over HTTP, wire-compatible with lmstfy's API:
@@ -94,7 +100,7 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (conf
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.BoolVar(&c.accessLog, "access-log", true, "log one line per request (POST /accesslog on the admin port toggles it)")
-	fs.DurationVar(&c.maxWait, "max-wait", defaultMaxWait, "longest long poll: a consume's timeout is cut to this")
+	fs.DurationVar(&c.maxWait, "max-wait", service.DefaultMaxWait, "longest long poll: a consume's timeout is cut to this")
 	fs.DurationVar(&c.cacheTTL, "cache-ttl", time.Second, "how long a valid token or a limit is cached; changes made through another rmqd take up to this long")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGTERM, how long requests in progress may take to finish")
 	fs.StringVar(&c.dashboard, "dashboard", "/dashboard/", "admin-listener `PATH` of the web dashboard of the default pool, and of its token page at PATH/../dashboard-tokens (behind --admin-account); empty: none")
@@ -102,7 +108,7 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (conf
 	fs.Var(&c.adminHosts, "admin-host", "a `NAME` the admin listener answers to besides IP addresses, localhost and the host of --admin-listen: the name a proxy or browser uses (repeatable or comma-separated; * answers any name)")
 	fs.IntVar(&c.authFailures, "max-auth-failures", 30, "failed basic-auth logins, and API requests with an invalid token, allowed per client address and minute (each kind; 0: unlimited); beyond: 429")
 	fs.Var(&c.trustedProxies, "trusted-proxy", "`CIDR` of a proxy in front of rmqd: a request from it is counted against the client address its X-Forwarded-For names (repeatable or comma-separated)")
-	c.quotas.flags(fs)
+	c.quotas.Flags(fs)
 	fs.BoolVar(&c.dev, "dev", false, "start a throwaway redis-server for the default pool (installed from the OS packages if missing); nothing is kept")
 
 	// Usage strings get their variable; variables become the defaults.
@@ -119,10 +125,10 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (conf
 		}
 		if f.Name == "redis-url" {
 			// The help shows the default: never a password.
-			defer func() { f.DefValue = redactURLs(v) }()
+			defer func() { f.DefValue = redact.URLs(v) }()
 		}
-		if multi, ok := f.Value.(interface{ setAll(string) error }); ok {
-			if err := multi.setAll(v); err != nil {
+		if multi, ok := f.Value.(interface{ SetAll(string) error }); ok {
+			if err := multi.SetAll(v); err != nil {
 				envErrs = append(envErrs, fmt.Errorf("%s: %w", name, err))
 			}
 			return
@@ -142,10 +148,10 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (conf
 	}
 	// The values that may hold a password report their errors here, not
 	// through the flag package, which would quote the value.
-	if err := errors.Join(c.pools.err, c.accounts.err, c.forwards.err); err != nil {
+	if err := errors.Join(c.pools.err, c.accounts.err, c.forwards.Err); err != nil {
 		return c, err
 	}
-	if err := c.forwards.checkPools(c.pools.list); err != nil {
+	if err := checkForwardPools(&c.forwards, c.pools.list); err != nil {
 		return c, err
 	}
 	if fs.NArg() > 0 {
@@ -201,7 +207,7 @@ type poolFlag struct{ name, url string }
 func (p *poolFlags) String() string {
 	parts := make([]string, len(p.list))
 	for i, f := range p.list {
-		parts[i] = f.name + "=" + redact(f.url)
+		parts[i] = f.name + "=" + redact.Redact(f.url)
 	}
 	return strings.Join(parts, " ")
 }
@@ -218,9 +224,9 @@ func (p *poolFlags) add(v string) error {
 	switch {
 	case !ok || url == "":
 		return errors.New("want NAME=URL")
-	case !validName(name):
+	case !names.ValidName(name):
 		return fmt.Errorf("pool name %q: want [-_A-Za-z0-9]+", name)
-	case name == defaultPool:
+	case name == names.DefaultPool:
 		return errors.New("the default pool is --redis-url")
 	}
 	for _, f := range p.list {
@@ -232,7 +238,7 @@ func (p *poolFlags) add(v string) error {
 	return nil
 }
 
-func (p *poolFlags) setAll(v string) error {
+func (p *poolFlags) SetAll(v string) error {
 	for _, f := range strings.Fields(v) {
 		if err := p.add(f); err != nil {
 			return err
@@ -269,7 +275,7 @@ func (a *accountFlags) add(v string) error {
 	return nil
 }
 
-func (a *accountFlags) setAll(v string) error {
+func (a *accountFlags) SetAll(v string) error {
 	for _, f := range strings.Fields(v) {
 		if err := a.add(f); err != nil {
 			return err
@@ -297,7 +303,7 @@ func (h *hostFlags) Set(v string) error {
 	return nil
 }
 
-func (h *hostFlags) setAll(v string) error { return h.Set(v) }
+func (h *hostFlags) SetAll(v string) error { return h.Set(v) }
 
 // prefixFlags collects --trusted-proxy CIDR (a bare address is one host).
 type prefixFlags []netip.Prefix
@@ -329,4 +335,38 @@ func (p *prefixFlags) Set(v string) error {
 	return nil
 }
 
-func (p *prefixFlags) setAll(v string) error { return p.Set(v) }
+func (p *prefixFlags) SetAll(v string) error { return p.Set(v) }
+
+// secrets lists every password of c.
+func (c config) secrets() []string {
+	var out []string
+	for _, u := range strings.Split(c.redisURL, ",") {
+		out = append(out, redact.URLSecrets(strings.TrimSpace(u))...)
+	}
+	for _, p := range c.pools.list {
+		for _, u := range strings.Split(p.url, ",") {
+			out = append(out, redact.URLSecrets(strings.TrimSpace(u))...)
+		}
+	}
+	for _, f := range c.forwards.List {
+		out = append(out, redact.URLSecrets(f.Raw)...)
+	}
+	for _, pass := range c.accounts.m {
+		out = append(out, pass)
+	}
+	return out
+}
+
+// checkForwardPools refuses a forward of a pool that --pool did not define.
+func checkForwardPools(f *forward.Flags, pools []poolFlag) error {
+	for _, s := range f.List {
+		known := s.Pool == names.DefaultPool
+		for _, p := range pools {
+			known = known || p.name == s.Pool
+		}
+		if !known {
+			return fmt.Errorf("--forward %s: no pool %q (define it with --pool)", s.Name(), s.Pool)
+		}
+	}
+	return nil
+}

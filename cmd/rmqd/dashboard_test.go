@@ -6,9 +6,11 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/service"
 )
 
-func withDashboard(c *serviceConfig) { c.Dashboard = "/dashboard/" }
+func withDashboard(c *service.Config) { c.Dashboard = "/dashboard/" }
 
 func TestDashboardIsMountedOnTheAdminPort(t *testing.T) {
 	e := newEnv(t, withDashboard)
@@ -57,7 +59,7 @@ func TestTokenPageMasksTokensAndEscapes(t *testing.T) {
 }
 
 func TestDashboardBehindAdminAccounts(t *testing.T) {
-	e := newEnv(t, withDashboard, func(c *serviceConfig) { c.Accounts = map[string]string{"ops": "pw"} })
+	e := newEnv(t, withDashboard, func(c *service.Config) { c.Accounts = map[string]string{"ops": "pw"} })
 	for _, path := range []string{"/dashboard/", "/dashboard-tokens"} {
 		a := do(t, "GET", e.admin.URL+path, "")
 		require.Equal(t, http.StatusUnauthorized, a.status, path)

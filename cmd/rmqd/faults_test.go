@@ -15,6 +15,8 @@ import (
 
 	"github.com/rmq-go/rmq/internal/redisserver"
 	"github.com/rmq-go/rmq/internal/redistest"
+
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/encode"
 )
 
 // The fault figures of issue 22's probe, as tests: every publish rmqd
@@ -110,7 +112,7 @@ func drain(t *testing.T, api, tok, ns, q string) map[string]int {
 			return got
 		}
 		require.Equal(t, http.StatusOK, a.status, "%s", a)
-		var jobs []jobBody
+		var jobs []encode.JobBody
 		require.NoError(t, json.Unmarshal(a.body, &jobs))
 		for _, j := range jobs {
 			got[string(j.Data)]++

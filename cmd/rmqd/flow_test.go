@@ -7,14 +7,16 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/encode"
 )
 
 // consumeJob consumes one job (count 1) and fails unless one comes.
-func (e *env) consumeJob(tok, path string) jobBody {
+func (e *env) consumeJob(tok, path string) encode.JobBody {
 	e.t.Helper()
 	a := do(e.t, "GET", e.url(path), "", "X-Token: "+tok)
 	require.Equal(e.t, http.StatusOK, a.status, "%s", a)
-	var j jobBody
+	var j encode.JobBody
 	a.json(e.t, &j)
 	require.Equal(e.t, "new job", j.Msg)
 	return j
@@ -98,7 +100,7 @@ func TestConsumeShapes(t *testing.T) {
 	// count > 1: an array, FIFO, even of one.
 	a := do(t, "GET", e.url("/api/ns/q1?count=2"), "", "X-Token: "+tok)
 	require.Equal(t, http.StatusOK, a.status, "%s", a)
-	var js []jobBody
+	var js []encode.JobBody
 	a.json(t, &js)
 	require.Len(t, js, 2)
 	require.Equal(t, "a", string(js[0].Data))
@@ -118,13 +120,13 @@ func TestConsumeShapes(t *testing.T) {
 	a = <-got
 	require.Equal(t, http.StatusOK, a.status, "%s", a)
 	require.Less(t, time.Since(start), 2*time.Second)
-	var w jobBody
+	var w encode.JobBody
 	a.json(t, &w)
 	require.Equal(t, "q4", w.Queue)
 
 	// Attributes (version mode) and an empty body round-trip.
 	id := e.publish(tok, "ns", "q5", "?tries=3", "", "Enable-Job-Version: YES", "Job-Attr-Color: red", "Job-Attr-Empty: ")
-	var peek jobBody
+	var peek encode.JobBody
 	do(t, "GET", e.url("/api/ns/q5/peek"), "", "X-Token: "+tok).json(t, &peek)
 	require.Equal(t, id, peek.JobID)
 	require.Equal(t, 3, peek.RemainTries, "the head's tries before its next delivery")

@@ -6,6 +6,10 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/forward"
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/names"
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/redact"
 )
 
 func noEnv(string) string { return "" }
@@ -13,24 +17,24 @@ func noEnv(string) string { return "" }
 func TestParseForward(t *testing.T) {
 	for _, c := range []struct {
 		in   string
-		want forwardSpec
+		want forward.Spec
 	}{
-		{"shop/orders=nats://127.0.0.1:4222/orders.due", forwardSpec{pool: defaultPool, ns: "shop", queue: "orders", kind: "nats",
-			dial: "nats://127.0.0.1:4222", subject: "orders.due"}},
-		{"shop/orders=nats://u:p%40ss@h:4222/a.b-c_d", forwardSpec{pool: defaultPool, ns: "shop", queue: "orders", kind: "nats",
-			dial: "nats://u:p%40ss@h:4222", subject: "a.b-c_d"}},
-		{"eu:shop/orders=amqp://guest:secret@h:5672/prod?exchange=jobs&routing_key=due&heartbeat=5", forwardSpec{pool: "eu", ns: "shop", queue: "orders",
-			kind: "amqp", dial: "amqp://guest:secret@h:5672/prod?heartbeat=5", exchange: "jobs", routingKey: "due"}},
+		{"shop/orders=nats://127.0.0.1:4222/orders.due", forward.Spec{Pool: names.DefaultPool, Ns: "shop", Queue: "orders", Kind: "nats",
+			Dial: "nats://127.0.0.1:4222", Subject: "orders.due"}},
+		{"shop/orders=nats://u:p%40ss@h:4222/a.b-c_d", forward.Spec{Pool: names.DefaultPool, Ns: "shop", Queue: "orders", Kind: "nats",
+			Dial: "nats://u:p%40ss@h:4222", Subject: "a.b-c_d"}},
+		{"eu:shop/orders=amqp://guest:secret@h:5672/prod?exchange=jobs&routing_key=due&heartbeat=5", forward.Spec{Pool: "eu", Ns: "shop", Queue: "orders",
+			Kind: "amqp", Dial: "amqp://guest:secret@h:5672/prod?heartbeat=5", Exchange: "jobs", RoutingKey: "due"}},
 		// Routing key: the queue's name; exchange: the default one.
-		{"shop/orders=amqps://guest:secret@h:5671/", forwardSpec{pool: defaultPool, ns: "shop", queue: "orders", kind: "amqp",
-			dial: "amqps://guest:secret@h:5671/", routingKey: "orders"}},
-		{"shop/orders=kafka://h1:9092,h2:9093/orders.due", forwardSpec{pool: defaultPool, ns: "shop", queue: "orders", kind: "kafka",
-			brokers: []string{"h1:9092", "h2:9093"}, subject: "orders.due"}},
+		{"shop/orders=amqps://guest:secret@h:5671/", forward.Spec{Pool: names.DefaultPool, Ns: "shop", Queue: "orders", Kind: "amqp",
+			Dial: "amqps://guest:secret@h:5671/", RoutingKey: "orders"}},
+		{"shop/orders=kafka://h1:9092,h2:9093/orders.due", forward.Spec{Pool: names.DefaultPool, Ns: "shop", Queue: "orders", Kind: "kafka",
+			Brokers: []string{"h1:9092", "h2:9093"}, Subject: "orders.due"}},
 	} {
-		got, err := parseForward(c.in)
+		got, err := forward.ParseForward(c.in)
 		require.NoError(t, err, c.in)
 		_, raw, _ := strings.Cut(c.in, "=")
-		c.want.raw = raw
+		c.want.Raw = raw
 		require.Equal(t, c.want, got, c.in)
 	}
 }
@@ -63,12 +67,12 @@ func TestParseForwardErrors(t *testing.T) {
 		"shop/orders=kafka://h:1,h2/t":                    `broker "h2": want host:port`,
 		"shop/orders=kafka://h:0/t":                       `broker "h:0": bad port`,
 	} {
-		_, err := parseForward(in)
+		_, err := forward.ParseForward(in)
 		require.ErrorContains(t, err, want, in)
 		require.NotContains(t, err.Error(), "hunter22", in)
 	}
 	long := strings.Repeat("k", 256)
-	_, err := parseForward("shop/orders=amqp://h:1/?routing_key=" + long)
+	_, err := forward.ParseForward("shop/orders=amqp://h:1/?routing_key=" + long)
 	require.ErrorContains(t, err, "longer than 255 bytes")
 }
 
@@ -83,8 +87,8 @@ func TestForwardFlags(t *testing.T) {
 	}, &out)
 	require.NoError(t, err)
 	var names []string
-	for _, f := range c.forwards.list {
-		names = append(names, f.name()+"="+f.target())
+	for _, f := range c.forwards.List {
+		names = append(names, f.Name()+"="+f.Target())
 	}
 	// The variable's come first: they are the defaults the command line adds to.
 	require.Equal(t, []string{"shop/b=amqp://u:***@h:1/", "shop/c=kafka://h:1/t", "shop/a=nats://u:***@h:1/s", "eu:shop/a=kafka://h:1/t"}, names)
@@ -116,7 +120,7 @@ func TestForwardFlags(t *testing.T) {
 }
 
 func TestRedactArgsForward(t *testing.T) {
-	got := redactArgs([]string{"rmqd", "--forward", "shop/a=amqp://u:pw1@h:1/?exchange=x", "-forward=eu:shop/b=nats://u:pw2@h:1/s",
+	got := redact.Args([]string{"rmqd", "--forward", "shop/a=amqp://u:pw1@h:1/?exchange=x", "-forward=eu:shop/b=nats://u:pw2@h:1/s",
 		"--forward", "shop/c=kafka://h:1/t"})
 	require.Equal(t, []string{"rmqd", "--forward", "shop/a=amqp://u:***@h:1/?exchange=x", "-forward=eu:shop/b=nats://u:***@h:1/s",
 		"--forward", "shop/c=kafka://h:1/t"}, got)

@@ -16,6 +16,11 @@ import (
 	"github.com/rmq-go/rmq/consumer"
 	"github.com/rmq-go/rmq/internal/brokerserver/brokertest"
 	"github.com/rmq-go/rmq/internal/redistest"
+
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/api"
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/forward"
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/names"
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/service"
 )
 
 // arrival is one message a broker handed to the test's subscriber.
@@ -117,13 +122,13 @@ func startFails(t *testing.T, forwards ...string) string {
 }
 
 // forwards reads GET /forwards.
-func (e *forwardEnv) forwards(t *testing.T) map[string]forwardStatus {
+func (e *forwardEnv) forwards(t *testing.T) map[string]forward.Status {
 	t.Helper()
 	a := do(t, "GET", e.admin+"/forwards", "")
 	require.Equal(t, http.StatusOK, a.status, "%s", a)
-	var list []forwardStatus
+	var list []forward.Status
 	a.json(t, &list)
-	m := map[string]forwardStatus{}
+	m := map[string]forward.Status{}
 	for _, f := range list {
 		m[f.Pool+":"+f.Namespace+"/"+f.Queue] = f
 	}
@@ -180,7 +185,7 @@ func TestBinaryForwardNATS(t *testing.T) {
 	e := startForwarding(t, "shop/orders=nats://"+srv.Addr()+"/fw.orders", "shop/lost=nats://"+srv.Addr()+"/lost.x")
 	st := e.forwards(t)
 	require.Len(t, st, 2)
-	require.Equal(t, forwardStatus{Pool: "default", Namespace: "shop", Queue: "orders", Target: "nats://" + srv.Addr() + "/fw.orders"}, st["default:shop/orders"])
+	require.Equal(t, forward.Status{Pool: "default", Namespace: "shop", Queue: "orders", Target: "nats://" + srv.Addr() + "/fw.orders"}, st["default:shop/orders"])
 	// Forwarded queues exist from the start, and /info keeps lmstfy's shape.
 	info := do(t, "GET", e.admin+"/info", "")
 	require.JSONEq(t, `{"shop":["lost","orders"]}`, string(info.body))
@@ -193,7 +198,7 @@ func TestBinaryForwardNATS(t *testing.T) {
 
 	// Not consumable over HTTP: the job would never reach the broker.
 	for _, q := range []string{"orders", "other,orders"} {
-		requireError(t, do(t, "GET", e.api+"/api/shop/"+q, "", "X-Token: "+e.tok), http.StatusConflict, errForwarded)
+		requireError(t, do(t, "GET", e.api+"/api/shop/"+q, "", "X-Token: "+e.tok), http.StatusConflict, api.ErrForwarded)
 	}
 	require.Equal(t, http.StatusNotFound, do(t, "GET", e.api+"/api/shop/other", "", "X-Token: "+e.tok).status)
 
@@ -212,7 +217,7 @@ func TestBinaryForwardNATS(t *testing.T) {
 	y, ok := xs[""]
 	require.True(t, ok, "the empty job arrived with an empty body")
 	require.Equal(t, atJob, y.id)
-	require.NotContains(t, y.headers, emptyHeader)
+	require.NotContains(t, y.headers, names.EmptyHeader)
 	require.False(t, y.at.Before(at), "arrived before its instant")
 	require.Less(t, y.at.Sub(at), 3*time.Second)
 
@@ -268,11 +273,11 @@ func TestForwardsRoute(t *testing.T) {
 	defer cancel()
 	_, err = js.CreateStream(ctx, jetstream.StreamConfig{Name: "FW", Subjects: []string{"fw.>"}})
 	require.NoError(t, err)
-	spec, err := parseForward("shop/orders=nats://" + srv.Addr() + "/fw.orders")
+	spec, err := forward.ParseForward("shop/orders=nats://" + srv.Addr() + "/fw.orders")
 	require.NoError(t, err)
-	e := newEnv(t, func(c *serviceConfig) {
+	e := newEnv(t, func(c *service.Config) {
 		c.Accounts = map[string]string{"ops": "s3cret"}
-		c.Forwards = []forwardSpec{spec}
+		c.Forwards = []forward.Spec{spec}
 	})
 	get := func(path string, hdr ...string) answer { return do(t, "GET", e.admin.URL+path, "", hdr...) }
 	const auth = "Authorization: Basic b3BzOnMzY3JldA==" // ops:s3cret
@@ -284,7 +289,7 @@ func TestForwardsRoute(t *testing.T) {
 	requireError(t, get("/forwards?pool=nope", auth), http.StatusBadRequest, "the pool was not exists")
 
 	// A forward that fails shows the error and when it happened.
-	f := e.svc.pools[defaultPool].forwardOf("shop", "orders")
+	f := e.svc.Pools[names.DefaultPool].ForwardOf("shop", "orders")
 	require.NotNil(t, f)
 	require.NoError(t, js.DeleteStream(ctx, "FW"))
 	a = do(t, "POST", e.admin.URL+"/token/shop?description=x", "", auth)
@@ -292,8 +297,8 @@ func TestForwardsRoute(t *testing.T) {
 	var tok map[string]string
 	a.json(t, &tok)
 	e.publish(tok["token"], "shop", "orders", "", "x")
-	require.Eventually(t, func() bool { return f.failed.Load() == 1 }, waitLong, 10*time.Millisecond)
-	var list []forwardStatus
+	require.Eventually(t, func() bool { return f.Failed.Load() == 1 }, waitLong, 10*time.Millisecond)
+	var list []forward.Status
 	get("/forwards", auth).json(t, &list)
 	require.Len(t, list, 1)
 	require.Contains(t, list[0].LastError, "no response from stream")
@@ -302,15 +307,15 @@ func TestForwardsRoute(t *testing.T) {
 }
 
 func TestPublishedMessageUndoesTheEmptyMarker(t *testing.T) {
-	m := &consumer.Message{ID: "a", Body: []byte(" "), Headers: map[string]string{emptyHeader: "1", "trace": "x"}}
-	got := publishedMessage(m)
+	m := &consumer.Message{ID: "a", Body: []byte(" "), Headers: map[string]string{names.EmptyHeader: "1", "trace": "x"}}
+	got := forward.PublishedMessage(m)
 	require.Equal(t, []byte{}, got.Body)
 	require.Equal(t, map[string]string{"trace": "x"}, got.Headers)
 	require.Equal(t, " ", string(m.Body), "the delivery itself is left alone")
 	require.Len(t, m.Headers, 2)
-	require.Nil(t, publishedMessage(&consumer.Message{Body: []byte(" "), Headers: map[string]string{emptyHeader: "1"}}).Headers)
+	require.Nil(t, forward.PublishedMessage(&consumer.Message{Body: []byte(" "), Headers: map[string]string{names.EmptyHeader: "1"}}).Headers)
 	plain := &consumer.Message{Body: []byte(" ")}
-	require.Same(t, plain, publishedMessage(plain))
+	require.Same(t, plain, forward.PublishedMessage(plain))
 }
 
 // nats-server goes away while a job comes due: the forward fails (a

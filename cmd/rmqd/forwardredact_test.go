@@ -13,6 +13,8 @@ import (
 
 	"github.com/rmq-go/rmq/internal/brokerserver/brokertest"
 	"github.com/rmq-go/rmq/internal/redistest"
+
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/redact"
 )
 
 // A NATS URL whose credential is a token (nats://TOKEN@host) was shown in
@@ -78,8 +80,8 @@ func TestRedactEveryURLForm(t *testing.T) {
 		"dial nats://tok1234@h:1: refused, retry amqp://h/?auth_token=zz9": "dial nats://***@h:1: refused, retry amqp://h/?auth_token=***",
 		"no url here":                                                      "no url here",
 	} {
-		require.Equal(t, want, redact(in), in)
+		require.Equal(t, want, redact.Redact(in), in)
 	}
 	require.ElementsMatch(t, []string{"s3cr3tTok", "hunter2", "p", "ab cd", "ab+cd"},
-		urlSecrets("nats://s3cr3tTok@h:1/s amqp://u:p@h/?password=hunter2&token=ab+cd"))
+		redact.URLSecrets("nats://s3cr3tTok@h:1/s amqp://u:p@h/?password=hunter2&token=ab+cd"))
 }

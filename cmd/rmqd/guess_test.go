@@ -16,6 +16,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rmq-go/rmq/internal/redistest"
+
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/auth"
 )
 
 // commonPrefix is the length of the longest common prefix of a and b.
@@ -139,8 +141,8 @@ func TestBinaryTokensShareNothingWithRequestIDs(t *testing.T) {
 	// A token stored before this change (a ULID, as ulid.Make made them,
 	// stored as the token store always has) still works.
 	old := "01M8D03PQ3T5WHY8W2RPPEDJNX"
-	rec, _ := json.Marshal(tokenRecord{old, "made by an older rmqd"})
-	require.NoError(t, rdb.HSet(t.Context(), prefix+":rmqd:tokens:default:legacy", digest(old), rec).Err())
+	rec, _ := json.Marshal(auth.TokenRecord{Token: old, Description: "made by an older rmqd"})
+	require.NoError(t, rdb.HSet(t.Context(), prefix+":rmqd:tokens:default:legacy", auth.Digest(old), rec).Err())
 	a := do(t, "PUT", p.api+"/api/legacy/q", "x", "X-Token: "+old)
 	require.Equal(t, http.StatusCreated, a.status, "%s", a)
 	a = do(t, "GET", p.admin+"/token/legacy", "")

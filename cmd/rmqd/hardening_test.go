@@ -16,6 +16,8 @@ import (
 
 	"github.com/rmq-go/rmq/internal/redisserver"
 	"github.com/rmq-go/rmq/internal/redistest"
+
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/encode"
 )
 
 // Finding 7: the access log wrote tokens in admin paths, 401s included.
@@ -114,7 +116,7 @@ func TestBinaryTTRAndAtBounds(t *testing.T) {
 	for _, want := range []string{"first", "an hour late"} {
 		a := do(t, "GET", p.api+"/api/ns/q?ttr=86400", "", hdr)
 		require.Equal(t, http.StatusOK, a.status, "%s", a)
-		var j jobBody
+		var j encode.JobBody
 		a.json(t, &j)
 		require.Equal(t, want, string(j.Data), "publish order kept")
 	}

@@ -7,6 +7,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rmq-go/rmq/internal/redistest"
+
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/encode"
 )
 
 // HEAD on the consume route took a job and spent its try while answering
@@ -27,7 +29,7 @@ func TestBinaryHeadDoesNotConsume(t *testing.T) {
 	require.Equal(t, http.StatusOK, do(t, "HEAD", p.api+"/api/ns/q/size", "").status)
 	a := do(t, "GET", p.api+"/api/ns/q?ttr=1", "", hdr)
 	require.Equal(t, http.StatusOK, a.status, "%s", a)
-	var j jobBody
+	var j encode.JobBody
 	a.json(t, &j)
 	require.Equal(t, 0, j.RemainTries, "the first delivery: the HEADs took none")
 	require.Equal(t, http.StatusNotFound, do(t, "GET", p.api+"/api/ns/q", "", hdr).status)

@@ -19,6 +19,11 @@ import (
 
 	"github.com/rmq-go/rmq/internal/redisserver"
 	"github.com/rmq-go/rmq/internal/redistest"
+
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/admin"
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/api"
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/names"
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/service"
 )
 
 // TestMain runs the tests on one shared redis-server and removes the rmqd
@@ -66,41 +71,41 @@ type env struct {
 	srv    *redisserver.Server
 	rdb    *redis.Client
 	prefix string
-	svc    *service
+	svc    *service.Service
 	api    *httptest.Server
 	admin  *httptest.Server
 	log    *syncBuffer
 }
 
-func newEnv(t *testing.T, adjust ...func(*serviceConfig)) *env {
+func newEnv(t *testing.T, adjust ...func(*service.Config)) *env {
 	t.Helper()
 	return newEnvOn(t, redistest.Shared(t), adjust...)
 }
 
-func newEnvOn(t *testing.T, srv *redisserver.Server, adjust ...func(*serviceConfig)) *env {
+func newEnvOn(t *testing.T, srv *redisserver.Server, adjust ...func(*service.Config)) *env {
 	t.Helper()
 	e := &env{t: t, srv: srv, prefix: redistest.Prefix(t), log: &syncBuffer{}}
 	e.rdb = redistest.Client(t, srv)
 	other := redistest.Client(t, srv)
-	cfg := serviceConfig{Prefix: e.prefix, CacheTTL: time.Second, MaxWait: time.Minute, AccessLog: true,
-		Version: versionInfo{Version: "test"}}
+	cfg := service.Config{Prefix: e.prefix, CacheTTL: time.Second, MaxWait: time.Minute, AccessLog: true,
+		Version: service.VersionInfo{Version: "test"}}
 	for _, f := range adjust {
 		f(&cfg)
 	}
 	logger := slog.New(slog.NewTextHandler(e.log, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
 	defer cancel()
-	svc, err := newService(ctx, cfg, map[string]redis.UniversalClient{defaultPool: e.rdb, "other": other}, logger)
+	svc, err := service.New(ctx, cfg, map[string]redis.UniversalClient{names.DefaultPool: e.rdb, "other": other}, logger)
 	require.NoError(t, err)
 	e.svc = svc
-	e.api = httptest.NewServer(svc.apiHandler())
-	e.admin = httptest.NewServer(svc.adminHandler())
+	e.api = httptest.NewServer(api.Handler(svc))
+	e.admin = httptest.NewServer(admin.Handler(svc))
 	t.Cleanup(func() {
 		e.api.Close()
 		e.admin.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), waitLong)
 		defer cancel()
-		if err := svc.close(ctx); err != nil {
+		if err := svc.Close(ctx); err != nil {
 			t.Errorf("close service: %v", err)
 		}
 		if t.Failed() {
@@ -199,7 +204,7 @@ func (e *env) size(ns, q string) int {
 	e.t.Helper()
 	a := do(e.t, "GET", e.url("/api/"+ns+"/"+q+"/size"), "")
 	require.Equal(e.t, http.StatusOK, a.status, "%s", a)
-	var m sizeBody
+	var m api.SizeBody
 	a.json(e.t, &m)
 	return int(m.Size)
 }

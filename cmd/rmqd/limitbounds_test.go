@@ -8,6 +8,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rmq-go/rmq/internal/redistest"
+
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/admin"
 )
 
 // A limit of interval 2^63-1 was accepted, then not enforced (the period
@@ -24,10 +26,10 @@ func TestBinaryLimitNumbersBounded(t *testing.T) {
 		`{"read":9223372036854775807,"write":1,"interval":60}`,
 		`{"read":0,"write":2147483648,"interval":60}`,
 	} {
-		requireError(t, do(t, "POST", lim, body), http.StatusBadRequest, errLimitTooLarge)
-		requireError(t, do(t, "PUT", lim, body), http.StatusBadRequest, errLimitTooLarge)
+		requireError(t, do(t, "POST", lim, body), http.StatusBadRequest, admin.ErrLimitTooLarge)
+		requireError(t, do(t, "PUT", lim, body), http.StatusBadRequest, admin.ErrLimitTooLarge)
 	}
-	a := do(t, "POST", lim, `{"read":0,"write":1,"interval":`+strconv.Itoa(maxLimitInterval)+`}`)
+	a := do(t, "POST", lim, `{"read":0,"write":1,"interval":`+strconv.Itoa(admin.MaxLimitInterval)+`}`)
 	require.Equal(t, http.StatusCreated, a.status, "%s", a)
 	p.publishOn(t, tok)
 	require.Equal(t, http.StatusTooManyRequests, do(t, "PUT", p.api+"/api/ns/q", "x", "X-Token: "+tok).status)

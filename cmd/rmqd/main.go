@@ -25,6 +25,14 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/admin"
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/api"
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/gc"
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/logbuf"
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/names"
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/redact"
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/service"
 )
 
 func main() {
@@ -45,12 +53,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		fmt.Fprintln(stderr, "rmqd:", err)
 		return 2
 	}
-	tuneGC(getenv)
-	// Nothing rmqd logs shows a password it was given (redact.go).
-	stderr = newRedactor(cfg.secrets()).writer(stderr)
+	gc.Tune(getenv)
+	// Nothing rmqd logs shows a password it was given (internal/redact/redact.go).
+	stderr = redact.New(cfg.secrets()).Writer(stderr)
 	log := newLogger(cfg, stderr)
-	// The access log's lines are written out together (logbuf.go).
-	accessOut := newBufferedLog(stderr)
+	// The access log's lines are written out together (internal/logbuf/logbuf.go).
+	accessOut := logbuf.New(stderr)
 	defer accessOut.Close()
 	access := newLogger(cfg, accessOut)
 	// go-redis reports each failed dial itself; rmqd logs the failed
@@ -111,7 +119,7 @@ func serve(ctx context.Context, cfg config, log, access *slog.Logger, stdout io.
 	if err != nil {
 		return err
 	}
-	if clients[defaultPool], err = newRedis(cfg.redisURL, cfg.redisCluster, roots); err != nil {
+	if clients[names.DefaultPool], err = newRedis(cfg.redisURL, cfg.redisCluster, roots); err != nil {
 		return err
 	}
 	for _, p := range cfg.pools.list {
@@ -121,12 +129,12 @@ func serve(ctx context.Context, cfg config, log, access *slog.Logger, stdout io.
 	}
 
 	startCtx, cancel := context.WithTimeout(ctx, startTimeout)
-	svc, err := newService(startCtx, serviceConfig{
+	svc, err := service.New(startCtx, service.Config{
 		Prefix: cfg.prefix, CacheTTL: cfg.cacheTTL, MaxWait: cfg.maxWait,
-		Accounts: cfg.accounts.m, AccessLog: cfg.accessLog, AccessLogger: access, Version: readVersion(), Dashboard: cfg.dashboard,
-		Pprof: cfg.pprof, AdminHosts: append(listenHost(cfg.adminListen), cfg.adminHosts...),
+		Accounts: cfg.accounts.m, AccessLog: cfg.accessLog, AccessLogger: access, Version: admin.ReadVersion(), Dashboard: cfg.dashboard,
+		Pprof: cfg.pprof, AdminHosts: append(service.ListenHost(cfg.adminListen), cfg.adminHosts...),
 		MaxAuthFailures: cfg.authFailures, TrustedProxies: cfg.trustedProxies, Secrets: cfg.secrets(),
-		Forwards: cfg.forwards.list, Quotas: cfg.quotas,
+		Forwards: cfg.forwards.List, Quotas: cfg.quotas,
 	}, clients, log)
 	cancel()
 	if err != nil {
@@ -135,7 +143,7 @@ func serve(ctx context.Context, cfg config, log, access *slog.Logger, stdout io.
 	defer func() {
 		closeCtx, cancel := context.WithTimeout(context.Background(), cfg.shutdownTimeout)
 		defer cancel()
-		if err := svc.close(closeCtx); err != nil {
+		if err := svc.Close(closeCtx); err != nil {
 			log.Warn("rmqd: close", "err", err)
 		}
 	}()
@@ -150,12 +158,12 @@ func serve(ctx context.Context, cfg config, log, access *slog.Logger, stdout io.
 		return err
 	}
 	servers := []*http.Server{
-		newHTTPServer(svc.apiHandler(), cfg.maxWait, log),
-		newHTTPServer(svc.adminHandler(), cfg.maxWait, log),
+		newHTTPServer(api.Handler(svc), cfg.maxWait, log),
+		newHTTPServer(admin.Handler(svc), cfg.maxWait, log),
 	}
 	errc := make(chan error, 2)
 	var wg sync.WaitGroup
-	for i, ln := range []net.Listener{svc.wrapListener("api", apiLn), svc.wrapListener("admin", adminLn)} {
+	for i, ln := range []net.Listener{svc.WrapListener("api", apiLn), svc.WrapListener("admin", adminLn)} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -165,7 +173,7 @@ func serve(ctx context.Context, cfg config, log, access *slog.Logger, stdout io.
 		}()
 	}
 	log.Info("rmqd: listening", "api", apiLn.Addr().String(), "admin", adminLn.Addr().String(),
-		"pools", svc.poolNames, "prefix", cfg.prefix)
+		"pools", svc.PoolNames, "prefix", cfg.prefix)
 	if cfg.dev {
 		printDevBanner(stdout, apiLn.Addr(), adminLn.Addr(), cfg.redisURL, cfg.dashboard)
 	}
@@ -176,7 +184,7 @@ func serve(ctx context.Context, cfg config, log, access *slog.Logger, stdout io.
 		log.Info("rmqd: shutting down")
 	case serveErr = <-errc:
 	}
-	svc.beginShutdown()
+	svc.BeginShutdown()
 	shutCtx, cancel := context.WithTimeout(context.Background(), cfg.shutdownTimeout)
 	defer cancel()
 	for _, srv := range servers {

@@ -8,6 +8,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rmq-go/rmq/internal/redistest"
+
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/params"
 )
 
 // Numbers too large for the library (a ttl beyond ~100 years) answered
@@ -19,8 +21,8 @@ func TestBinaryHugeNumbersAre400(t *testing.T) {
 	tok := newTokenOn(t, p.admin, "ns")
 	hdr := "X-Token: " + tok
 	for _, c := range []struct{ query, text string }{
-		{"?ttl=4294967295", errTTLTooLong},
-		{"?ttl=3153600001", errTTLTooLong},
+		{"?ttl=4294967295", params.ErrTTLTooLong},
+		{"?ttl=3153600001", params.ErrTTLTooLong},
 	} {
 		for _, route := range []string{"/api/ns/q", "/api/ns/qb/bulk", "/api/ns/q/schedule/s?spec=@hourly&"} {
 			body := "x"

@@ -8,6 +8,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rmq-go/rmq/internal/redistest"
+
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/encode"
 )
 
 // A token could hold any number of long polls, each watching up to 100
@@ -86,7 +88,7 @@ func TestBinaryLongPollCaps(t *testing.T) {
 	require.Equal(t, http.StatusCreated, a.status, "%s", a)
 	a = <-done
 	require.Equal(t, http.StatusOK, a.status, "%s", a)
-	var j jobBody
+	var j encode.JobBody
 	a.json(t, &j)
 	require.Equal(t, "n2", j.Queue)
 }

@@ -12,6 +12,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rmq-go/rmq/topic"
+
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/encode"
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/names"
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/params"
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/pull"
 )
 
 func TestPublishChecksInOrder(t *testing.T) {
@@ -45,9 +50,9 @@ func TestPublishChecksInOrder(t *testing.T) {
 	e.publish(tok, "ns", "q", "?delay=10&ttl=0&tries=65535", "x")
 
 	// The body limit is 1 MiB inclusive, and comes after the query checks.
-	requireError(t, pub("?tries=0", strings.Repeat("a", maxJobSize+1)), http.StatusBadRequest, "tries shouldn't be zero")
-	requireError(t, pub("", strings.Repeat("a", maxJobSize+1)), http.StatusRequestEntityTooLarge, "body too large")
-	e.publish(tok, "ns", "q", "", strings.Repeat("a", maxJobSize))
+	requireError(t, pub("?tries=0", strings.Repeat("a", params.MaxJobSize+1)), http.StatusBadRequest, "tries shouldn't be zero")
+	requireError(t, pub("", strings.Repeat("a", params.MaxJobSize+1)), http.StatusRequestEntityTooLarge, "body too large")
+	e.publish(tok, "ns", "q", "", strings.Repeat("a", params.MaxJobSize))
 
 	// Attributes only count with Enable-Job-Version.
 	var attrs []string
@@ -73,7 +78,7 @@ func TestPublishAnswersDistinctJobIDs(t *testing.T) {
 	require.Len(t, v, 27)
 	require.True(t, strings.HasPrefix(v, "1"), v)
 	// FIFO: the head is the first published.
-	var head jobBody
+	var head encode.JobBody
 	peek := do(t, "GET", e.url("/api/ns/q/peek"), "", "X-Token: "+tok)
 	require.Equal(t, http.StatusOK, peek.status, "%s", peek)
 	peek.json(t, &head)
@@ -111,7 +116,7 @@ func TestBulkPublish(t *testing.T) {
 	}
 	requireError(t, bulk("", "[]"), http.StatusBadRequest, "no jobs")
 	requireError(t, bulk("", "["+strings.Repeat("1,", 64)+"1]"), http.StatusBadRequest, "too many jobs")
-	big := `"` + strings.Repeat("a", maxJobSize-1) + `"` // 1 MiB + 1 with its quotes
+	big := `"` + strings.Repeat("a", params.MaxJobSize-1) + `"` // 1 MiB + 1 with its quotes
 	requireError(t, bulk("", "[1,"+big+"]"), http.StatusRequestEntityTooLarge, "job too large")
 	require.Equal(t, 0, e.size("ns", "q"), "refused bulks store nothing")
 
@@ -126,8 +131,8 @@ func TestBulkPublish(t *testing.T) {
 	require.Len(t, out.JobIDs, 4)
 	require.Equal(t, 4, e.size("ns", "q"))
 	// Each element's raw JSON text is a body, in array order.
-	p := e.svc.pools[defaultPool]
-	ws, err := p.readyIDs(context.Background(), mustQueueTopic(t, p, "ns", "q"), 10)
+	p := e.svc.Pools[names.DefaultPool]
+	ws, err := p.ReadyIDs(context.Background(), mustQueueTopic(t, p, "ns", "q"), 10)
 	require.NoError(t, err)
 	var got []string
 	for i, w := range ws {
@@ -137,9 +142,9 @@ func TestBulkPublish(t *testing.T) {
 	require.Equal(t, []string{`"two"`, `{"a": 1}`, `5`, `null`}, got)
 }
 
-func mustQueueTopic(t *testing.T, p *pool, ns, q string) topic.Topic {
+func mustQueueTopic(t *testing.T, p *pull.Pool, ns, q string) topic.Topic {
 	t.Helper()
-	tp, found, err := p.queueTopic(context.Background(), ns, q)
+	tp, found, err := p.QueueTopic(context.Background(), ns, q)
 	require.NoError(t, err)
 	require.True(t, found, "queue %s/%s", ns, q)
 	return tp
@@ -155,7 +160,7 @@ func TestQueueTypes(t *testing.T) {
 	requireError(t, do(t, "PUT", e.url("/api/ns/jobs"), "x", "X-Token: "+tok), http.StatusBadRequest, "invalid priority")
 	requireError(t, do(t, "PUT", e.url("/api/ns/jobs?type=fixedtime"), "x", "X-Token: "+tok), http.StatusConflict, "queue has another type")
 	requireError(t, do(t, "PUT", e.url("/api/ns/q?priority=20"), "x", "X-Token: "+tok), http.StatusBadRequest, "invalid priority")
-	var head jobBody
+	var head encode.JobBody
 	do(t, "GET", e.url("/api/ns/jobs/peek"), "", "X-Token: "+tok).json(t, &head)
 	require.Equal(t, "p300", string(head.Data), "highest priority first")
 	require.Equal(t, 3, e.size("ns", "jobs"))

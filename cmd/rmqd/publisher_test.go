@@ -21,6 +21,9 @@ import (
 	"github.com/rmq-go/rmq/internal/scripts"
 	"github.com/rmq-go/rmq/producer"
 	"github.com/rmq-go/rmq/topic"
+
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/params"
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/pull"
 )
 
 // Publishes that arrive while a write is in flight ride the next write
@@ -40,7 +43,7 @@ func TestPublisherSharesWritesAndReportsEachJob(t *testing.T) {
 		}
 	}})
 	prod := rmqtest.Producer(t, rdb, redistest.Prefix(t))
-	pub := newPublisher(prod)
+	pub := pull.NewPublisher(prod)
 	ctx := context.Background()
 	qa := topic.MustNew("ns.a", topic.FixedTime, 1)
 	qb := topic.MustNew("ns.b", topic.FixedTime, 1)
@@ -59,8 +62,8 @@ func TestPublisherSharesWritesAndReportsEachJob(t *testing.T) {
 			if i%10 == 9 {
 				at = time.Date(1960, 1, 1, 0, 0, 0, 0, time.UTC) // refused by the library
 			}
-			j := jobSpec{id: fmt.Sprintf("job-%02d", i), body: []byte(fmt.Sprint(i)), due: at, tries: 1 + i%5}
-			errs[i] = pub.publish(ctx, tp, j.message())
+			j := pull.JobSpec{ID: fmt.Sprintf("job-%02d", i), Body: []byte(fmt.Sprint(i)), Due: at, Tries: 1 + i%5}
+			errs[i] = pub.Publish(ctx, tp, j.Message())
 		}()
 	}
 	time.Sleep(300 * time.Millisecond)
@@ -128,7 +131,7 @@ func TestConcurrentPublishesEachGetTheirOwnAnswer(t *testing.T) {
 	for i, r := range res {
 		if i%8 == 7 {
 			require.Equal(t, http.StatusBadRequest, r.status, "%d: %+v", i, r)
-			require.Equal(t, errAtTooEarly, r.body)
+			require.Equal(t, params.ErrAtTooEarly, r.body)
 			continue
 		}
 		require.Equal(t, http.StatusCreated, r.status, "%d: %+v", i, r)

@@ -9,6 +9,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rmq-go/rmq/topic"
+
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/names"
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/pull"
 )
 
 // Consumes that share rounds get disjoint jobs, each at most its count,
@@ -23,7 +26,7 @@ func TestPullRoundsDealJobsOut(t *testing.T) {
 		want[e.publish(tok, "ns", "q", "", "x")] = true
 	}
 	want[e.publish(tok, "ns", "other", "", "y")] = true
-	p := e.svc.pools[defaultPool]
+	p := e.svc.Pools[names.DefaultPool]
 	q := mustQueueTopic(t, p, "ns", "q")
 	other := mustQueueTopic(t, p, "ns", "other")
 
@@ -44,12 +47,12 @@ func TestPullRoundsDealJobsOut(t *testing.T) {
 			if i%5 == 0 {
 				lease = 20 * time.Second
 			}
-			jobs, err := p.rounds.pull(ctx, topics, n, lease, false)
+			jobs, err := p.Rounds.Pull(ctx, topics, n, lease, false)
 			require.NoError(t, err)
 			require.LessOrEqual(t, len(jobs), n)
 			mu.Lock()
 			for _, j := range jobs {
-				got[j.id]++
+				got[j.ID]++
 			}
 			mu.Unlock()
 		}()
@@ -60,7 +63,7 @@ func TestPullRoundsDealJobsOut(t *testing.T) {
 		require.True(t, want[id], "job %s was never published", id)
 		require.Equal(t, 1, n, "job %s handed out %d times", id, n)
 	}
-	jobs, err := p.rounds.pull(ctx, []topic.Topic{q}, 5, time.Second, false)
+	jobs, err := p.Rounds.Pull(ctx, []topic.Topic{q}, 5, time.Second, false)
 	require.NoError(t, err)
 	require.Empty(t, jobs)
 }
@@ -72,28 +75,28 @@ func TestPullRoundsSkippedForLongPollsOfDrainedQueues(t *testing.T) {
 	e := newEnv(t)
 	tok := e.token("ns")
 	e.publish(tok, "ns", "q", "", "x")
-	p := e.svc.pools[defaultPool]
+	p := e.svc.Pools[names.DefaultPool]
 	q := mustQueueTopic(t, p, "ns", "q")
 	ctx := context.Background()
-	jobs, err := p.rounds.pull(ctx, []topic.Topic{q}, 2, time.Minute, true)
+	jobs, err := p.Rounds.Pull(ctx, []topic.Topic{q}, 2, time.Minute, true)
 	require.NoError(t, err)
 	require.Len(t, jobs, 1, "short: drained")
 	e.publish(tok, "ns", "q", "", "y")
-	jobs, err = p.rounds.pull(ctx, []topic.Topic{q}, 1, time.Minute, true)
+	jobs, err = p.Rounds.Pull(ctx, []topic.Topic{q}, 1, time.Minute, true)
 	require.NoError(t, err)
 	require.Empty(t, jobs, "skipped: the queue was drained a moment ago")
-	jobs, err = p.rounds.pull(ctx, []topic.Topic{q}, 1, time.Minute, false)
+	jobs, err = p.Rounds.Pull(ctx, []topic.Topic{q}, 1, time.Minute, false)
 	require.NoError(t, err)
 	require.Len(t, jobs, 1, "a consume that does not wait always rides a round")
-	jobs, err = p.rounds.pull(ctx, []topic.Topic{q}, 1, time.Minute, false)
+	jobs, err = p.Rounds.Pull(ctx, []topic.Topic{q}, 1, time.Minute, false)
 	require.NoError(t, err)
 	require.Empty(t, jobs, "drained again")
 	e.publish(tok, "ns", "q", "", "z")
-	jobs, err = p.rounds.pull(ctx, []topic.Topic{q}, 1, time.Minute, true)
+	jobs, err = p.Rounds.Pull(ctx, []topic.Topic{q}, 1, time.Minute, true)
 	require.NoError(t, err)
 	require.Empty(t, jobs, "skipped")
-	time.Sleep(drainedFor)
-	jobs, err = p.rounds.pull(ctx, []topic.Topic{q}, 1, time.Minute, true)
+	time.Sleep(pull.DrainedFor)
+	jobs, err = p.Rounds.Pull(ctx, []topic.Topic{q}, 1, time.Minute, true)
 	require.NoError(t, err)
 	require.Len(t, jobs, 1, "after drainedFor a long poll rides a round again")
 }

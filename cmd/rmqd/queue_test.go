@@ -12,6 +12,9 @@ import (
 
 	"github.com/rmq-go/rmq/consumer"
 	"github.com/rmq-go/rmq/rmq"
+
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/api"
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/names"
 )
 
 func TestAckDeletesAWaitingJobAnd204sForUnknownOnes(t *testing.T) {
@@ -37,8 +40,8 @@ func TestDestroyRemovesReadyJobsOnly(t *testing.T) {
 	a := do(t, "DELETE", e.url("/api/ns/q"), "", "X-Token: "+tok)
 	require.Equal(t, http.StatusNoContent, a.status, "%s", a)
 	require.Equal(t, 0, e.size("ns", "q"))
-	p := e.svc.pools[defaultPool]
-	ws, err := p.insp.Peek(context.Background(), mustQueueTopic(t, p, "ns", "q"), 10)
+	p := e.svc.Pools[names.DefaultPool]
+	ws, err := p.Insp.Peek(context.Background(), mustQueueTopic(t, p, "ns", "q"), 10)
 	require.NoError(t, err)
 	require.Len(t, ws, 1)
 	require.Equal(t, delayed, ws[0].ID)
@@ -52,7 +55,7 @@ func TestDestroyRemovesReadyJobsOnly(t *testing.T) {
 // (no retries), so they land in the dead letter.
 func (e *env) killJobs(ns, q string, n int) {
 	e.t.Helper()
-	p := e.svc.pools[defaultPool]
+	p := e.svc.Pools[names.DefaultPool]
 	tp := mustQueueTopic(e.t, p, ns, q)
 	c, err := rmq.New(e.rdb, rmq.WithPrefix(e.prefix))
 	require.NoError(e.t, err)
@@ -65,7 +68,7 @@ func (e *env) killJobs(ns, q string, n int) {
 	defer cancel()
 	require.NoError(e.t, c.Start(ctx))
 	require.Eventually(e.t, func() bool {
-		n2, err := p.deadSize(ctx, tp)
+		n2, err := p.DeadSize(ctx, tp)
 		return err == nil && n2 == int64(n)
 	}, waitLong, 20*time.Millisecond)
 	require.NoError(e.t, c.Close(ctx))
@@ -97,14 +100,14 @@ func TestDeadLetter(t *testing.T) {
 	}
 	deadSize := func() int64 {
 		t.Helper()
-		var s sizeBody
+		var s api.SizeBody
 		do(t, "GET", e.url("/api/ns/q/deadletter/size"), "").json(t, &s)
 		return s.Size
 	}
 	// The order of death, oldest first, as the library's Inspector lists it
 	// (newest first); the consumer's acker may not kill them in publish order.
-	p := e.svc.pools[defaultPool]
-	dead, err := p.insp.Dead(context.Background(), mustQueueTopic(t, p, "ns", "q"))
+	p := e.svc.Pools[names.DefaultPool]
+	dead, err := p.Insp.Dead(context.Background(), mustQueueTopic(t, p, "ns", "q"))
 	require.NoError(t, err)
 	require.Len(t, dead, 4)
 	ids = ids[:0]
@@ -131,7 +134,7 @@ func TestDeadLetter(t *testing.T) {
 	require.JSONEq(t, `{"msg":"respawned","count":2}`, string(a.body))
 	require.Equal(t, 2, e.size("ns", "q"))
 	require.Equal(t, deadBody{"ns", "q", 2, ids[2]}, peek())
-	ws, err := p.readyIDs(context.Background(), mustQueueTopic(t, p, "ns", "q"), 10)
+	ws, err := p.ReadyIDs(context.Background(), mustQueueTopic(t, p, "ns", "q"), 10)
 	require.NoError(t, err)
 	require.Len(t, ws, 2)
 	require.ElementsMatch(t, ids[:2], []string{ws[0].ID, ws[1].ID})

@@ -20,6 +20,12 @@ import (
 	"github.com/rmq-go/rmq/rmq"
 	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
+
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/api"
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/encode"
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/names"
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/pull"
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/service"
 )
 
 // keyspace is every key under the env's prefix with its type and size, and
@@ -93,7 +99,7 @@ func TestReadsOfUnknownQueuesWriteNothing(t *testing.T) {
 			requireNoJob(t, do(t, "GET", e.url("/api/ns/_"+q+"?timeout=1"), "", "X-Token: "+tok))
 		}
 		batch = append(batch, q)
-		if len(batch) == maxConsumeQueues {
+		if len(batch) == api.MaxConsumeQueues {
 			requireNoJob(t, do(t, "GET", e.url("/api/ns/"+strings.Join(batch, ",")+"?count=5"), "", "X-Token: "+tok))
 			batch = batch[:0]
 		}
@@ -101,7 +107,7 @@ func TestReadsOfUnknownQueuesWriteNothing(t *testing.T) {
 	require.Equal(t, keys, e.keyspace(), "a read wrote to Redis")
 	require.Equal(t, subs, e.channels(), "a read subscribed")
 
-	many := make([]string, maxConsumeQueues+1)
+	many := make([]string, api.MaxConsumeQueues+1)
 	for i := range many {
 		many[i] = fmt.Sprintf("q%d", i)
 	}
@@ -117,7 +123,7 @@ func TestLongPollOnNewQueue(t *testing.T) {
 	tok := e.token("ns")
 	e.publish(tok, "ns", "old", "?delay=60", "later")
 	type result struct {
-		j   jobBody
+		j   encode.JobBody
 		at  time.Time
 		err string
 	}
@@ -137,8 +143,8 @@ func TestLongPollOnNewQueue(t *testing.T) {
 		return ch
 	}
 	waiting := func() {
-		p := e.svc.pools[defaultPool]
-		require.Eventually(t, func() bool { return len(p.watch.names()) > 0 }, waitLong, time.Millisecond)
+		p := e.svc.Pools[names.DefaultPool]
+		require.Eventually(t, func() bool { return len(p.Watch.Names()) > 0 }, waitLong, time.Millisecond)
 	}
 
 	got := poll("/api/ns/old,fresh?timeout=10")
@@ -155,7 +161,7 @@ func TestLongPollOnNewQueue(t *testing.T) {
 	waiting()
 	c, err := rmq.New(e.rdb, rmq.WithPrefix(e.prefix))
 	require.NoError(t, err)
-	tp, err := topic.New(topicName("ns", "other"), topic.FixedTime, queueSlots)
+	tp, err := topic.New(names.TopicName("ns", "other"), topic.FixedTime, pull.QueueSlots)
 	require.NoError(t, err)
 	sent = time.Now()
 	_, err = c.Producer().SendFixedTime(context.Background(), tp, []byte("from Go"), time.Now(), producer.WithKey("go-1"))
@@ -164,7 +170,7 @@ func TestLongPollOnNewQueue(t *testing.T) {
 	require.Empty(t, r.err)
 	require.Equal(t, "go-1", r.j.JobID)
 	require.Less(t, r.at.Sub(sent), 2*time.Second, "seen by the watch's poll")
-	require.Empty(t, e.svc.pools[defaultPool].watch.names(), "no waiter left")
+	require.Empty(t, e.svc.Pools[names.DefaultPool].Watch.Names(), "no waiter left")
 }
 
 // A long poll that names a queue which exists and one which does not goes
@@ -174,19 +180,19 @@ func TestLongPollKeepsItsQueuesWhenOneAppears(t *testing.T) {
 	e := newEnv(t)
 	tok := e.token("ns")
 	e.publish(tok, "ns", "old", "?delay=60", "later")
-	p := e.svc.pools[defaultPool]
+	p := e.svc.Pools[names.DefaultPool]
 	got := make(chan answer, 1)
 	go func() { got <- do(t, "GET", e.url("/api/ns/old,fresh,third?timeout=10"), "", "X-Token: "+tok) }()
-	require.Eventually(t, func() bool { return len(p.watch.names()) == 2 }, waitLong, time.Millisecond, "fresh and third watched")
+	require.Eventually(t, func() bool { return len(p.Watch.Names()) == 2 }, waitLong, time.Millisecond, "fresh and third watched")
 	e.publish(tok, "ns", "fresh", "?delay=60", "not yet")
 	require.Eventually(t, func() bool {
-		n := p.watch.names()
-		return len(n) == 1 && n[0] == topicName("ns", "third")
+		n := p.Watch.Names()
+		return len(n) == 1 && n[0] == names.TopicName("ns", "third")
 	}, waitLong, time.Millisecond, "the poll goes on with fresh and watches third")
 	id := e.publish(tok, "ns", "old", "", "now")
 	a := <-got
 	require.Equal(t, http.StatusOK, a.status, a.String())
-	var j jobBody
+	var j encode.JobBody
 	a.json(t, &j)
 	require.Equal(t, id, j.JobID)
 	require.Equal(t, "old", j.Queue)
@@ -195,13 +201,13 @@ func TestLongPollKeepsItsQueuesWhenOneAppears(t *testing.T) {
 // The pull engine of a queue nobody consumes is released after PullIdle:
 // its wake-up subscription goes; a later consume makes a new one.
 func TestIdlePullEnginesReleased(t *testing.T) {
-	e := newEnv(t, func(c *serviceConfig) { c.PullIdle = 300 * time.Millisecond })
+	e := newEnv(t, func(c *service.Config) { c.PullIdle = 300 * time.Millisecond })
 	tok := e.token("ns")
 	e.publish(tok, "ns", "q", "", "x")
 	// A 1 s lease: the engine stays until it ran out (and could be swept).
 	j := e.consumeJob(tok, "/api/ns/q?ttr=1")
 	require.Equal(t, http.StatusNoContent, do(t, "DELETE", e.url("/api/ns/q/job/"+j.JobID), "", "X-Token: "+tok).status)
-	wake := slots.KeysFor(e.prefix, mustQueueTopic(t, e.svc.pools[defaultPool], "ns", "q"), 0).Wake
+	wake := slots.KeysFor(e.prefix, mustQueueTopic(t, e.svc.Pools[names.DefaultPool], "ns", "q"), 0).Wake
 	require.Equal(t, int64(1), e.channels()[wake])
 	require.Eventually(t, func() bool { return e.channels()[wake] == 0 }, waitLong, 20*time.Millisecond)
 
@@ -237,7 +243,7 @@ func TestConsumeOfManyQueuesLooksThemUpInOneRead(t *testing.T) {
 	// Published through another process: this one has not seen them.
 	other := rmqtest.Producer(t, redistest.Client(t, e.srv), e.prefix)
 	for _, q := range []string{"a", "b"} {
-		_, err := other.SendFixedTime(context.Background(), topic.MustNew(topicName("ns", q), topic.FixedTime, queueSlots),
+		_, err := other.SendFixedTime(context.Background(), topic.MustNew(names.TopicName("ns", q), topic.FixedTime, pull.QueueSlots),
 			[]byte(q), time.Now().Add(-time.Second), producer.WithKey("job-"+q))
 		require.NoError(t, err)
 	}
@@ -249,7 +255,7 @@ func TestConsumeOfManyQueuesLooksThemUpInOneRead(t *testing.T) {
 	path := "/api/ns/" + strings.Join(names, ",") + "?count=2"
 	a := do(t, "GET", e.url(path), "", "X-Token: "+tok)
 	require.Equal(t, http.StatusOK, a.status, a.String())
-	var jobs []jobBody
+	var jobs []encode.JobBody
 	a.json(t, &jobs)
 	require.Len(t, jobs, 2)
 	assert.Equal(t, []string{"a", "b"}, []string{jobs[0].Queue, jobs[1].Queue})

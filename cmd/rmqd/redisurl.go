@@ -11,6 +11,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rmq-go/rmq/cmd/internal/redisaddr"
+
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/redact"
 )
 
 // newRedis opens a client for a pool's address as every program reads
@@ -65,8 +67,8 @@ func loadRoots(file string) (*x509.CertPool, error) {
 // length.
 func urlError(u string, err error) error {
 	msg := err.Error()
-	for _, pass := range urlSecrets(u) {
+	for _, pass := range redact.URLSecrets(u) {
 		msg = strings.ReplaceAll(msg, pass, "***")
 	}
-	return fmt.Errorf("redis URL %q: %s", redact(u), msg)
+	return fmt.Errorf("redis URL %q: %s", redact.Redact(u), msg)
 }

@@ -7,6 +7,9 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/api"
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/encode"
 )
 
 // brokenWriter is a connection whose client is gone: every write fails.
@@ -23,7 +26,7 @@ func TestConsumeReleasesJobsItCouldNotAnswer(t *testing.T) {
 	e := newEnv(t)
 	tok := e.token("ns")
 	id := e.publish(tok, "ns", "q", "?tries=1", "payload")
-	h := e.svc.apiHandler()
+	h := api.Handler(e.svc)
 	req := httptest.NewRequest("GET", "/api/ns/q?ttr=600", nil)
 	req.Header.Set("X-Token", tok)
 	h.ServeHTTP(&brokenWriter{h: http.Header{}}, req)
@@ -31,7 +34,7 @@ func TestConsumeReleasesJobsItCouldNotAnswer(t *testing.T) {
 	// At once, not after the 600 s lease, and with its one try left.
 	a := do(t, "GET", e.url("/api/ns/q?ttr=60"), "", "X-Token: "+tok)
 	require.Equal(t, http.StatusOK, a.status, "%s", a)
-	var j jobBody
+	var j encode.JobBody
 	a.json(t, &j)
 	require.Equal(t, id, j.JobID)
 	require.Equal(t, "payload", string(j.Data))

@@ -8,6 +8,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rmq-go/rmq/internal/redistest"
+
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/params"
 )
 
 // A republish with bad parameters deleted the job, then answered 400: the
@@ -27,7 +29,7 @@ func TestBinaryBadRepublishKeepsTheJob(t *testing.T) {
 		{"?delay=10&ttl=5", "x", http.StatusBadRequest},
 		{"?priority=100", "x", http.StatusBadRequest}, // a fixed-time queue takes none
 		{"?type=priority&priority=100", "x", http.StatusConflict},
-		{"", strings.Repeat("x", maxJobSize+1), http.StatusRequestEntityTooLarge},
+		{"", strings.Repeat("x", params.MaxJobSize+1), http.StatusRequestEntityTooLarge},
 	} {
 		a := do(t, "PUT", p.api+"/api/ns/q/job/"+id+c.query, c.body, hdr)
 		require.Equal(t, c.status, a.status, "%s: %s", c.query, a)

@@ -12,6 +12,8 @@ import (
 
 	"github.com/rmq-go/rmq/internal/redisserver"
 	"github.com/rmq-go/rmq/internal/redistest"
+
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/api"
 )
 
 // netOut is Redis's total_net_output_bytes.
@@ -56,7 +58,7 @@ func TestBinaryListSchedulesReadsOnlyTheQueues(t *testing.T) {
 	require.JSONEq(t, `{"schedules":[]}`, string(a.body))
 	a = do(t, "GET", p.api+"/api/nsA/q1/schedules", "", "X-Token: "+tokA)
 	require.Equal(t, http.StatusOK, a.status, "%s", a)
-	var got struct{ Schedules []scheduleJSON }
+	var got struct{ Schedules []api.ScheduleJSON }
 	a.json(t, &got)
 	require.Len(t, got.Schedules, 1)
 	require.Equal(t, "mine", got.Schedules[0].Name)

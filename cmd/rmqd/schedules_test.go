@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/api"
 )
 
 // The schedule routes over HTTP: set, get, list, the ticks consumed as
@@ -26,8 +28,8 @@ func TestScheduleRoutes(t *testing.T) {
 	a := call("PUT", "/api/ns/q/schedule/beat?spec="+spec+"&tries=2&ttl=60", "tick", tok)
 	require.Equal(t, http.StatusCreated, a.status, "%s", a)
 	var set struct {
-		Msg      string       `json:"msg"`
-		Schedule scheduleJSON `json:"schedule"`
+		Msg      string           `json:"msg"`
+		Schedule api.ScheduleJSON `json:"schedule"`
 	}
 	a.json(t, &set)
 	assert.Equal(t, "schedule set", set.Msg)
@@ -47,12 +49,12 @@ func TestScheduleRoutes(t *testing.T) {
 	require.Equal(t, http.StatusNoContent, call("DELETE", "/api/ns/q/job/"+url.PathEscape(j.JobID), "", tok).status)
 
 	var got struct {
-		Schedule scheduleJSON `json:"schedule"`
+		Schedule api.ScheduleJSON `json:"schedule"`
 	}
 	call("GET", "/api/ns/q/schedule/beat", "", tok).json(t, &got)
 	assert.Equal(t, "tick", got.Schedule.Data)
 	var list struct {
-		Schedules []scheduleJSON `json:"schedules"`
+		Schedules []api.ScheduleJSON `json:"schedules"`
 	}
 	call("GET", "/api/ns/q/schedules", "", tok).json(t, &list)
 	require.Len(t, list.Schedules, 1)
@@ -69,7 +71,7 @@ func TestScheduleRoutes(t *testing.T) {
 	a = call("POST", "/api/ns/q/schedule/beat/pause", "", tok)
 	require.Equal(t, http.StatusOK, a.status, "%s", a)
 	assert.JSONEq(t, `{"msg":"schedule paused"}`, string(a.body))
-	got.Schedule = scheduleJSON{}
+	got.Schedule = api.ScheduleJSON{}
 	call("GET", "/api/ns/q/schedule/beat", "", tok).json(t, &got)
 	assert.True(t, got.Schedule.Paused)
 	assert.Empty(t, got.Schedule.Next)

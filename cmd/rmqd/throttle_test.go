@@ -9,6 +9,10 @@ import (
 
 	"github.com/go-redis/redis_rate/v10"
 	"github.com/stretchr/testify/require"
+
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/auth"
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/names"
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/params"
 )
 
 func TestThrottleWrites(t *testing.T) {
@@ -22,7 +26,7 @@ func TestThrottleWrites(t *testing.T) {
 	}
 	// Refused requests give their unit back: a 400, a 413, a bad bulk.
 	requireError(t, pub(tok, "q", "?tries=0", "x"), http.StatusBadRequest, "tries shouldn't be zero")
-	requireError(t, pub(tok, "q", "", strings.Repeat("a", maxJobSize+1)), http.StatusRequestEntityTooLarge, "body too large")
+	requireError(t, pub(tok, "q", "", strings.Repeat("a", params.MaxJobSize+1)), http.StatusRequestEntityTooLarge, "body too large")
 	requireError(t, pub(tok, "q/bulk", "", "[]"), http.StatusBadRequest, "no jobs")
 	// A bulk counts as one write, whatever its size.
 	require.Equal(t, http.StatusCreated, pub(tok, "q/bulk", "", "[1,2,3]").status)
@@ -67,11 +71,11 @@ func TestThrottleReads(t *testing.T) {
 func TestRefundRestoresRedisRateAllowance(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	th := newThrottler(e.rdb, e.prefix)
-	ref := tokenRef{defaultPool, "ns", "tok"}
-	l := limit{Read: 3, Interval: 3600}
+	th := auth.NewThrottler(e.rdb, e.prefix)
+	ref := auth.NewTokenRef(names.DefaultPool, "ns", "tok")
+	l := auth.Limit{Read: 3, Interval: 3600}
 	take := func() (bool, func(context.Context) error) {
-		ok, giveBack, err := th.take(ctx, ref, l, readSide)
+		ok, giveBack, err := th.Take(ctx, ref, l, auth.ReadSide)
 		require.NoError(t, err)
 		return ok, giveBack
 	}
@@ -91,13 +95,13 @@ func TestRefundRestoresRedisRateAllowance(t *testing.T) {
 	for _, b := range append(backs[1:], gb) {
 		require.NoError(t, b(ctx))
 	}
-	key := "rate:" + th.rateKey(ref, readSide)
+	key := "rate:" + th.RateKey(ref, auth.ReadSide)
 	require.Zero(t, e.rdb.Exists(ctx, key).Val(), "everything given back: the key is gone")
-	res, err := redis_rate.NewLimiter(e.rdb).AllowN(ctx, th.rateKey(ref, readSide), redis_rate.Limit{Rate: 3, Burst: 3, Period: time.Hour}, 3)
+	res, err := redis_rate.NewLimiter(e.rdb).AllowN(ctx, th.RateKey(ref, auth.ReadSide), redis_rate.Limit{Rate: 3, Burst: 3, Period: time.Hour}, 3)
 	require.NoError(t, err)
 	require.Equal(t, 3, res.Allowed, "the whole burst is back")
 	// The write side and unlimited sides are separate.
-	ok, gb, err = th.take(ctx, ref, l, writeSide)
+	ok, gb, err = th.Take(ctx, ref, l, auth.WriteSide)
 	require.NoError(t, err)
 	require.True(t, ok)
 	require.Nil(t, gb, "write ≤ 0: unlimited, nothing to give back")

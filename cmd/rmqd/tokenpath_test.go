@@ -8,6 +8,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rmq-go/rmq/internal/redistest"
+
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/ids"
 )
 
 // The access log fingerprinted a token only in the canonical path
@@ -43,6 +45,6 @@ func TestBinaryNonCanonicalTokenPathsLogNoToken(t *testing.T) {
 	// request flushes nothing new but the stop below writes every line.
 	require.Equal(t, 0, p.stop(t))
 	out := p.out.String()
-	require.Equal(t, 10, strings.Count(out, fingerprint(tok)), "one fingerprint per request:\n%s", out)
+	require.Equal(t, 10, strings.Count(out, ids.Fingerprint(tok)), "one fingerprint per request:\n%s", out)
 	require.NotContains(t, out, tok)
 }

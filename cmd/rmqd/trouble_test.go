@@ -11,6 +11,8 @@ import (
 
 	"github.com/rmq-go/rmq/internal/redisserver"
 	"github.com/rmq-go/rmq/internal/redistest"
+
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/api"
 )
 
 // Redis gone: 500 JSON naming the request id, which the log line of the
@@ -71,7 +73,7 @@ func TestConsumeChecksInOrder(t *testing.T) {
 	} {
 		requireError(t, do(t, "POST", e.url("/api/ns/q/job/x/nack"+c.query), "", "X-Token: "+tok), http.StatusBadRequest, c.text)
 	}
-	requireError(t, do(t, "POST", e.url("/api/ns/q/job/x/nack"), strings.Repeat("e", maxCauseSize+1), "X-Token: "+tok),
+	requireError(t, do(t, "POST", e.url("/api/ns/q/job/x/nack"), strings.Repeat("e", api.MaxCauseSize+1), "X-Token: "+tok),
 		http.StatusRequestEntityTooLarge, "body too large")
 	// Unknown queue: no delivery in flight.
 	requireError(t, do(t, "POST", e.url("/api/ns/none/job/x/nack"), "", "X-Token: "+tok), http.StatusNotFound, "job not found")

@@ -1,0 +1,2 @@
+// Package gc sets the garbage collector target rmqd runs with.
+package gc

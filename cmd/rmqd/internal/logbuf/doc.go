@@ -1,0 +1,2 @@
+// Package logbuf gathers log lines and writes them out together.
+package logbuf
