@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/rmq-go/rmq/consumer"
@@ -98,9 +99,15 @@ func (s *handlers) consume(w http.ResponseWriter, r *http.Request, qr *service.Q
 		s.releaseJobs(r, jobs)
 		return
 	}
-	w.Header()[respond.HeaderContentType] = respond.JSONContentType
+	// The answer goes out now, with its length, so a failed write is seen
+	// here: one write as net/http's own at the handler's end would be, not
+	// a chunked answer and a second write for its last chunk.
+	body := encode.JobsJSON(out, count > 1)
+	h := w.Header()
+	h[respond.HeaderContentType] = respond.JSONContentType
+	h["Content-Length"] = []string{strconv.Itoa(len(body))}
 	w.WriteHeader(http.StatusOK)
-	_, err = w.Write(encode.JobsJSON(out, count > 1))
+	_, err = w.Write(body)
 	if err == nil {
 		err = http.NewResponseController(w).Flush()
 	}
