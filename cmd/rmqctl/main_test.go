@@ -167,16 +167,18 @@ func TestRmqctlEndToEnd(t *testing.T) {
 		"k1": []byte(`{"order":1}`), "k2": []byte(`{"order":2}`), "k3": []byte(`{"order":3}`),
 		"k4": []byte("line one\nline two"), "k5": []byte("ünïcode ✓"), "bin": {0xff, 0x00, 0x01, 0x80},
 	}
-	for _, id := range []string{"k1", "k2", "k3", "k4", "k5", "bin"} {
+	insp := c.Inspector()
+	// Each message is sent once the one before has died, so their times of
+	// death are in the order of the list (sent together, two could die in
+	// one fetch, in the same millisecond).
+	for i, id := range []string{"k1", "k2", "k3", "k4", "k5", "bin"} {
 		_, err := p.SendFixedTime(ctx, orders, bodies[id], time.Now(), producer.WithKey(id))
 		require.NoError(t, err)
-		time.Sleep(5 * time.Millisecond) // distinct times of death
+		require.Eventually(t, func() bool {
+			st, err := insp.Stats(ctx, orders)
+			return err == nil && st.Dead == int64(i+1)
+		}, 15*time.Second, 2*time.Millisecond)
 	}
-	insp := c.Inspector()
-	require.Eventually(t, func() bool {
-		st, err := insp.Stats(ctx, orders)
-		return err == nil && st.Dead == 6
-	}, 15*time.Second, 20*time.Millisecond)
 	require.NoError(t, c.Close(ctx))
 	for j, prio := range []int64{40, 900, 300} {
 		_, err := p.SendPriority(ctx, jobs, []byte(fmt.Sprintf("job %d", j)), prio, producer.WithKey(fmt.Sprintf("j%d", j)))
