@@ -262,7 +262,7 @@ func (f *fetcher) flowWait(wait *time.Duration) bool {
 		// A cluster's places: also when the first lease runs out (a
 		// killed client's places free then, and nobody says so).
 		f.c.syncClock()
-		d := f.c.clock.untilMs(f.flowRecheck)
+		d := f.c.clock.UntilMs(f.flowRecheck)
 		if d <= 0 {
 			f.flowBlocked, f.flowRecheck = false, 0
 			return false
@@ -275,7 +275,7 @@ func (f *fetcher) flowWait(wait *time.Duration) bool {
 	}
 	c := f.c
 	c.syncClock()
-	d := c.clock.untilMs(f.flowUntil)
+	d := c.clock.UntilMs(f.flowUntil)
 	if d <= 0 {
 		f.flowUntil = 0
 		return false

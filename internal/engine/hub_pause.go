@@ -90,7 +90,7 @@ func (p *pauser) round(ctx context.Context, reqs []pauseReq) {
 		m, err := readPausedTopics(rctx, wh.h.rdb, prefix)
 		if err != nil {
 			if !failed && ctx.Err() == nil {
-				wh.logger().Warn("rmq: could not read the pause state", "err", err)
+				wh.Logger().Warn("rmq: could not read the pause state", "err", err)
 			}
 			failed = true
 			continue

@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/rmq-go/rmq/internal/engine/wake"
 	"github.com/rmq-go/rmq/internal/groupcommit"
 	"github.com/rmq-go/rmq/internal/scripts"
 )
@@ -34,7 +35,7 @@ import (
 // pulled) before its Close returns, and it is never called again.
 //
 // Cluster: the channels are sharded, one subscription per master for every
-// topic (waker_cluster.go), with the same registration semantics.
+// topic (wake.ShardWaker), with the same registration semantics.
 //
 // A (re)subscription of a connection (its first confirmation: a connection
 // made again after a failure resubscribes every channel) means wake-ups may
@@ -46,7 +47,7 @@ import (
 // The hub also loads the scripts, once, before its first engine starts.
 type wakeHub struct {
 	h    *Hub
-	tune shardTuning // the subscriptions' timing (health check; the cluster's placement)
+	tune wake.Tuning // the subscriptions' timing (health check; the cluster's placement)
 	ctx  context.Context
 
 	// mu guards the registrations; the goroutines that call engines (the
@@ -75,7 +76,7 @@ type wakeHub struct {
 	heard    chan struct{} // closed and replaced when heardTok advances
 	pingedAt time.Time     // of the last PING with a token (kick)
 
-	shards *shardWaker // cluster
+	shards *wake.ShardWaker // cluster
 
 	pauses pauser
 	// starts: the definition and pause reads of engines that start at the
@@ -106,7 +107,7 @@ const wakeToken = "rmq-wake:"
 func newWakeHub(h *Hub) *wakeHub {
 	w := &wakeHub{
 		h:       h,
-		tune:    defaultShardTuning,
+		tune:    wake.DefaultTuning,
 		targets: map[string][]wakeTarget{},
 		wakers:  map[*waker]struct{}{},
 		nextTok: 1,
@@ -130,7 +131,7 @@ func (wh *wakeHub) open(startCtx, ctx context.Context) error {
 	}
 	wh.ctx = ctx
 	if cc, ok := wh.h.rdb.(*redis.ClusterClient); ok {
-		wh.shards = newShardWaker(wh, cc, ctx)
+		wh.shards = wake.NewShardWaker(wh, wh.tune, cc, ctx)
 		return nil
 	}
 	// No channel yet: the connection is made by the first registration or
@@ -139,7 +140,7 @@ func (wh *wakeHub) open(startCtx, ctx context.Context) error {
 	return nil
 }
 
-func (wh *wakeHub) logger() *slog.Logger {
+func (wh *wakeHub) Logger() *slog.Logger {
 	wh.mu.RLock()
 	defer wh.mu.RUnlock()
 	if wh.log == nil {
@@ -180,20 +181,20 @@ func (wh *wakeHub) register(ctx context.Context, w *waker) error {
 	// all at once (pong), so engines that start together share one
 	// SUBSCRIBE and one PING.
 	lead := false
-	var reg *shardReg
+	var reg *wake.Reg
 	if wh.shards == nil {
 		wh.ops = append(wh.ops, wakeOp{chans: chans})
 		lead = wh.sentTok <= wh.heardTok
 	} else {
 		// Under wh.mu, as unregister's forget: the shard waker learns of a
 		// channel's registrations and unregistrations in the hub's order.
-		reg = wh.shards.register(chans)
+		reg = wh.shards.Register(chans)
 	}
 	wh.mu.Unlock()
 
 	var err error
 	if wh.shards != nil {
-		err = wh.shards.wait(ctx, reg, chans)
+		err = wh.shards.Wait(ctx, reg, chans)
 	} else {
 		if lead {
 			wh.flush()
@@ -251,14 +252,14 @@ func (wh *wakeHub) unregister(w *waker) {
 		lead = wh.sentTok <= wh.heardTok
 	}
 	if wh.shards != nil && len(gone) > 0 {
-		wh.shards.forget(gone)
+		wh.shards.Forget(gone)
 	}
 	wh.mu.Unlock()
 	if len(gone) == 0 {
 		return
 	}
 	if wh.shards != nil {
-		wh.shards.remove(gone)
+		wh.shards.Remove(gone)
 		return
 	}
 	if lead {
@@ -309,7 +310,7 @@ func (wh *wakeHub) flush() {
 			// go-redis forgets them before it writes: a later reconnection
 			// does not subscribe them again, even if this write fails.
 			if err := wh.ps.Unsubscribe(ctx, chans...); err != nil && ctx.Err() == nil {
-				wh.logger().Warn("rmq: unsubscribe wake-ups", "err", err)
+				wh.Logger().Warn("rmq: unsubscribe wake-ups", "err", err)
 			}
 		} else {
 			// go-redis adds them to its set after the write: if the write
@@ -398,11 +399,11 @@ func (wh *wakeHub) receive(ctx context.Context) {
 		var msg any
 		var err error
 		if pinged {
-			rctx, cancel := context.WithTimeout(ctx, wh.tune.healthEvery)
+			rctx, cancel := context.WithTimeout(ctx, wh.tune.HealthEvery)
 			msg, err = wh.ps.ReceiveTimeout(rctx, 0)
 			cancel()
 		} else {
-			msg, err = wh.ps.ReceiveTimeout(ctx, wh.tune.healthEvery)
+			msg, err = wh.ps.ReceiveTimeout(ctx, wh.tune.HealthEvery)
 		}
 		if ctx.Err() != nil {
 			return
@@ -425,11 +426,11 @@ func (wh *wakeHub) receive(ctx context.Context) {
 				if !refused {
 					refused, level = true, slog.LevelWarn
 				}
-				wh.logger().Log(ctx, level, "rmq: wake-up subscription: command refused", "err", err)
+				wh.Logger().Log(ctx, level, "rmq: wake-up subscription: command refused", "err", err)
 				continue
 			}
-			backoff = min(max(2*backoff, 50*time.Millisecond), wh.tune.retryMax)
-			wh.logger().Info("rmq: wake-up subscription lost; subscribing again", "err", err, "retry_in", backoff)
+			backoff = min(max(2*backoff, 50*time.Millisecond), wh.tune.RetryMax)
+			wh.Logger().Info("rmq: wake-up subscription lost; subscribing again", "err", err, "retry_in", backoff)
 			t := time.NewTimer(backoff)
 			select {
 			case <-ctx.Done():
@@ -441,10 +442,10 @@ func (wh *wakeHub) receive(ctx context.Context) {
 		pinged, backoff = false, 0
 		switch m := msg.(type) {
 		case *redis.Message:
-			wh.dispatch(m.Channel, m.Payload)
+			wh.Dispatch(m.Channel, m.Payload)
 		case *redis.Subscription:
 			if m.Kind == "subscribe" && m.Count == 1 {
-				wh.resubscribed(true)
+				wh.Resubscribed(true)
 			}
 		case *redis.Pong:
 			wh.pong(m.Payload)
@@ -476,8 +477,8 @@ func (wh *wakeHub) pong(payload string) {
 	}
 }
 
-// dispatch hands a wake-up to every engine slot listening on channel.
-func (wh *wakeHub) dispatch(channel, payload string) {
+// Dispatch hands a wake-up to every engine slot listening on channel.
+func (wh *wakeHub) Dispatch(channel, payload string) {
 	wh.mu.RLock()
 	defer wh.mu.RUnlock()
 	for _, t := range wh.targets[channel] {
@@ -487,10 +488,10 @@ func (wh *wakeHub) dispatch(channel, payload string) {
 	}
 }
 
-// lookAt marks every engine slot of a channel subscribed again "look now"
+// LookAt marks every engine slot of a channel subscribed again "look now"
 // (cluster: per channel) and pokes its engine; it reports whether any
 // engine listens there.
-func (wh *wakeHub) lookAt(channel string) bool {
+func (wh *wakeHub) LookAt(channel string) bool {
 	wh.mu.RLock()
 	defer wh.mu.RUnlock()
 	ts := wh.targets[channel]
@@ -501,10 +502,10 @@ func (wh *wakeHub) lookAt(channel string) bool {
 	return len(ts) > 0
 }
 
-// resubscribed handles a connection subscribed again: wake-ups and pause
+// Resubscribed handles a connection subscribed again: wake-ups and pause
 // payloads may have been missed. all: every engine's slots are unknown (the
 // single node's one connection); the cluster marks its channels itself.
-func (wh *wakeHub) resubscribed(all bool) {
+func (wh *wakeHub) Resubscribed(all bool) {
 	wh.mu.RLock()
 	reqs := make([]pauseReq, 0, len(wh.wakers))
 	for w := range wh.wakers {
@@ -524,5 +525,5 @@ func (wh *wakeHub) resubscribed(all bool) {
 	}
 	// The pauser pokes every engine once their pause state is read again.
 	wh.pauses.queue(reqs...)
-	wh.h.leases.resubscribed()
+	wh.h.leases.Resubscribed()
 }

@@ -98,7 +98,7 @@ func (w *waker) message(payload string, slot int) bool {
 		w.pending[slot] = score
 	}
 	w.mu.Unlock()
-	w.c.hub.leases.heard(w.c)
+	w.c.hub.leases.Heard(w.c.lease())
 	return true
 }
 
