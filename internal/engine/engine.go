@@ -24,7 +24,7 @@ import (
 // The engine of one topic: a user consumes through rmq.Client.Register,
 // which makes it with Hub.New. Its one actor, the fetcher, runs in the
 // engine's group (internal/lifecycle; every goroutine is in the table of
-// doc.go). Its wake-ups (hub_wake.go, where its waker registers), its
+// doc.go). Its wake-ups (wake.Hub, where its waker registers), its
 // sweeping and its lease keeping (lease/hub.go) are the client's hub's.
 // Close stops fetching first (no new delivery starts), leaves the hub's
 // wake-ups and sweeping, then lets the handlers drain; leases are kept
@@ -91,7 +91,7 @@ type Engine struct {
 
 	// paused: the topic is paused (Inspector.Pause): read from Redis at
 	// start, on every resubscription and on every pause or resume payload
-	// of the wake channels, by the hub's pauser (hub_wake.go).
+	// of the wake channels, by the hub's pauser (wake.Hub).
 	paused atomic.Bool
 
 	// pull: an engine without a listener that fetches only when asked
@@ -190,7 +190,7 @@ func (h *Hub) New(p Params) (*Engine, error) {
 	for a := 1; a <= n; a++ {
 		c.backoffArgs = append(c.backoffArgs, max(cfg.backoff(a), 0).Milliseconds())
 	}
-	h.wake.expect(t.SlotAmount())
+	h.wake.Expect(t.SlotAmount())
 	return c, nil
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/rmq-go/rmq/internal/engine/fetchmux"
 	"github.com/rmq-go/rmq/internal/engine/hold"
 	"github.com/rmq-go/rmq/internal/engine/lease"
+	"github.com/rmq-go/rmq/internal/engine/wake"
 	"github.com/rmq-go/rmq/internal/groupcommit"
 	"github.com/rmq-go/rmq/internal/lifecycle"
 	"github.com/rmq-go/rmq/internal/scripts"
@@ -22,7 +23,7 @@ import (
 // the number of topics). What every topic used to own on its own, the hub
 // does once for all of them:
 //   - wake-ups: one subscription per client (per master on a cluster) for
-//     every slot channel of every topic (hub_wake.go);
+//     every slot channel of every topic (wake.Hub);
 //   - leases: one sweeper, woken by the earliest lease deadline it knows,
 //     and one lease keeper for every delivery in flight (lease/hub.go);
 //   - calls: fetches of different topics that are ready at once
@@ -65,13 +66,16 @@ type Hub struct {
 	// first use and stopped by Close.
 	actors *lifecycle.Group
 
-	wake   *wakeHub
+	wake   *wake.Hub
 	leases *lease.Hub
 	calls  *fetchmux.Mux
 	acks   *ack.Mux
 	looks  *groupcommit.Group[*lookReq] // fetchers' first look (hub_looks.go)
 	hold   *hold.Holder                 // messages taken ahead of their instant (hold/holder.go)
-	flows  flowEngines                  // engines by topic, for acks by id (hub_flow.go)
+	// starts: the definition and pause reads of engines that start at the
+	// same time, in shared round trips (engine.defineAndReadPaused).
+	starts *groupcommit.Group[*startRead]
+	flows  flowEngines // engines by topic, for acks by id (hub_flow.go)
 }
 
 // NewHub returns a hub on rdb; its goroutines start with the first Start
@@ -88,8 +92,11 @@ func NewHub(rdb redis.UniversalClient, cfg HubConfig) *Hub {
 	}
 	h := &Hub{rdb: rdb, cfg: cfg, id: "c" + scripts.Nonce()}
 	h.actors = lifecycle.NewGroup(context.Background())
-	h.wake = newWakeHub(h)
 	h.leases = lease.New()
+	h.wake = wake.NewHub(rdb, h.leases)
+	h.starts = groupcommit.New(startRoundsInFlight, func(ctx context.Context, batch []*startRead) {
+		runStartReads(ctx, h.rdb, batch)
+	}, nil)
 	h.calls = fetchmux.New(h.rdb)
 	h.acks = ack.New(h.rdb, h.calls)
 	h.looks = newLooks(rdb)
@@ -112,15 +119,15 @@ func (h *Hub) use(ctx context.Context) error {
 	// runs: a failure leaves nothing running, and the next Start tries
 	// again.
 	actx := h.actors.Context()
-	if err := h.wake.open(ctx, actx); err != nil {
+	if err := h.wake.Open(ctx, actx); err != nil {
 		return err
 	}
 	h.leases.SetContext(actx)
-	h.actors.Go("pauser", h.wake.pauses.run)
-	if h.wake.shards != nil {
-		h.actors.Go("shard waker", h.wake.shards.Run)
+	h.actors.Go("pauser", h.wake.RunPauser)
+	if h.wake.Shards() != nil {
+		h.actors.Go("shard waker", h.wake.Shards().Run)
 	} else {
-		h.actors.Go("wake receiver", h.wake.receive)
+		h.actors.Go("wake receiver", h.wake.Receive)
 	}
 	h.actors.Go("sweeper", h.leases.RunSweeps)
 	h.actors.Go("lease keeper", h.leases.RunKeeps)

@@ -74,7 +74,7 @@ func newShardFixture(t *testing.T, tune func(*wake.Tuning)) *shardFixture {
 	// The engine's own hub, its timing shortened before the engine starts.
 	h := NewHub(cc, HubConfig{Prefix: prefix, Logger: slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	t.Cleanup(h.Close)
-	tune(&h.wake.tune)
+	tune(&h.wake.Tune)
 	c, err := h.newEngine(f.tp, consumer.ListenerFunc(func(ctx context.Context, m *consumer.Message) error {
 		f.got <- m.ID
 		return nil
@@ -122,7 +122,7 @@ func (f *shardFixture) waitPlaced() {
 	redistest.PollWithin(f.t, 30*time.Second, func() error {
 		var off []string
 		for i, k := range f.c.keys {
-			if at, want := f.c.hub.wake.shards.SubscribedAt(k.Wake), f.owner(i); at != want {
+			if at, want := f.c.hub.wake.Shards().SubscribedAt(k.Wake), f.owner(i); at != want {
 				off = append(off, fmt.Sprintf("slot %d on %q, owner %s", i, at, want))
 			}
 		}
