@@ -330,10 +330,10 @@ func (c *Engine) Close(ctx context.Context) error {
 	// fetched ones never started) goes back to store at its original
 	// position, attempt not counted, so per-key order survives.
 	c.own.shutdown()
-	// Places of a cluster's topic concurrency go back (permits.go).
-	if pm := c.flow.permits; pm != nil && pm.limited() {
+	// Places of a cluster's topic concurrency go back (flow/permits.go).
+	if pm := c.flow.permits; pm != nil && pm.Limited() {
 		fctx, fcancel := context.WithTimeout(context.Background(), releaseTimeout)
-		pm.flush(fctx)
+		pm.Flush(fctx)
 		fcancel()
 	}
 	// Leases are kept until the last handler is done.

@@ -113,7 +113,7 @@ func (d *Pulled) Extend(ctx context.Context, dur time.Duration) error {
 	}
 	// Its place of a cluster's topic concurrency is held as long.
 	if pm := d.e.flow.permits; pm != nil {
-		pm.extended(ctx, d.Message, time.Duration(sec)*time.Second)
+		pm.Extended(ctx, d.Message, time.Duration(sec)*time.Second)
 	}
 	return nil
 }

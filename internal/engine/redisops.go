@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rmq-go/rmq/consumer"
+	"github.com/rmq-go/rmq/internal/engine/flow"
 	"github.com/rmq-go/rmq/internal/engine/lease"
 	"github.com/rmq-go/rmq/internal/scripts"
 	"github.com/rmq-go/rmq/slots"
@@ -47,7 +48,7 @@ type fetchResult struct {
 	// back by its rate may go again.
 	topicWait, groupWait int64
 	// topicRecheck, with topicWait -1 on a cluster: the Redis ms at which
-	// the first lease of the topic's places runs out (permits.go).
+	// the first lease of the topic's places runs out (flow/permits.go).
 	topicRecheck int64
 }
 
@@ -117,11 +118,11 @@ func (c *Engine) fetchLease(ctx context.Context, reqs []fetchReq, total int, lea
 	}
 	// ZooKeeper mode: only owned slots, each naming its term's epoch.
 	reqs, skipped := c.own.fetchable(reqs)
-	// A cluster's topic-wide limits: permits first (permits.go).
+	// A cluster's topic-wide limits: permits first (flow/permits.go).
 	pm := c.flow.permits
-	var g *grant
+	var g *flow.Grant
 	var topicWait, recheck int64
-	if pm != nil && pm.limited() {
+	if pm != nil && pm.Limited() {
 		var err error
 		if reqs, g, topicWait, recheck, err = c.takePermits(ctx, reqs); err != nil {
 			out := make([]fetchResult, 0, len(reqs)+len(skipped))
@@ -156,7 +157,7 @@ func (c *Engine) fetchLease(ctx context.Context, reqs []fetchReq, total int, lea
 		out = append(out, rs...)
 	}
 	if g != nil {
-		pm.fetched(ctx, *g, moved, lease*1000, c.pull)
+		pm.Fetched(ctx, *g, moved, lease*1000, c.pull)
 	}
 	return append(out, skipped...)
 }
@@ -169,7 +170,7 @@ func (c *Engine) fetchLease(ctx context.Context, reqs []fetchReq, total int, lea
 // clocks are never compared. A grant that reached the client longer ago
 // than permitValidity by the time the fetch is to go is not used (the
 // client stalled: its rate starts would bunch up); it goes back whole.
-func (c *Engine) takePermits(ctx context.Context, reqs []fetchReq) (out []fetchReq, g *grant, wait, recheck int64, err error) {
+func (c *Engine) takePermits(ctx context.Context, reqs []fetchReq) (out []fetchReq, g *flow.Grant, wait, recheck int64, err error) {
 	want := 0
 	for _, r := range reqs {
 		want += r.n
@@ -177,7 +178,7 @@ func (c *Engine) takePermits(ctx context.Context, reqs []fetchReq) (out []fetchR
 	if want == 0 {
 		return reqs, nil, 0, 0, nil
 	}
-	r, err := c.flow.permits.take(ctx, want)
+	r, err := c.flow.permits.Take(ctx, want)
 	if err != nil {
 		return reqs, nil, 0, 0, fmt.Errorf("rmq: permits of %s: %w", c.topic.Name(), err)
 	}
@@ -191,7 +192,7 @@ func (c *Engine) takePermits(ctx context.Context, reqs []fetchReq) (out []fetchR
 		recheck = nowMs + max(r.Expiry-r.NowMs, 1)
 	}
 	left := r.Granted
-	if l := c.flow.current(); l.Rate > 0 && time.Since(r.at) > permitValidity(l) {
+	if l := c.flow.current(); l.Rate > 0 && time.Since(r.At) > flow.PermitValidity(l) {
 		left = 0
 	}
 	out = reqs[:0:0]

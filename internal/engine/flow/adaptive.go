@@ -1,5 +1,6 @@
 // Package flow holds what bounds an engine's handlers and fetches beyond
-// its fixed concurrency: the adaptive concurrency limiter (Adaptive).
+// its fixed concurrency: the adaptive concurrency limiter (Adaptive), and
+// an engine's share of its topic's topic-wide limits on a cluster (Permits).
 package flow
 
 import (
