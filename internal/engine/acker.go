@@ -6,10 +6,11 @@ import (
 	"time"
 
 	"github.com/rmq-go/rmq/consumer"
+	"github.com/rmq-go/rmq/internal/engine/ack"
 )
 
 // A pushed delivery's ack goes through the client's ack rounds
-// (hub_acks.go), which group-commit the acks of every topic: a handler
+// (internal/engine/ack), which group-commit the acks of every topic: a handler
 // that finishes while a round slot is free sends its ack at once (no added
 // latency, never before the handler returned); handlers finishing meanwhile
 // queue up, and the next round acks them all, together with other topics'
@@ -24,13 +25,13 @@ func (c *Engine) ackAsync(ctx context.Context, d *delivery, took time.Duration) 
 	// The delivery is in flight (inflight, handlers) until its round ran:
 	// Close waits for it, and the lease keeper extends it meanwhile.
 	c.handlers.Add(1)
-	c.hub.acks.goDo(r, func() {
+	c.hub.acks.GoDo(r, func() {
 		defer c.handlers.Done()
 		outcome := c.finish(d, "ack", func(context.Context) (consumer.Outcome, error) {
-			if r.err != nil {
-				return consumer.Failed, fmt.Errorf("rmq: ack on %s slot %d: %w", c.topic.Name(), d.msg.Slot, r.err)
+			if r.Err != nil {
+				return consumer.Failed, fmt.Errorf("rmq: ack on %s slot %d: %w", c.topic.Name(), d.msg.Slot, r.Err)
 			}
-			if r.refused() {
+			if r.Refused() {
 				c.log.WarnContext(ctx, "rmq: ack refused: the delivery was no longer current", "id", d.msg.ID, "slot", d.msg.Slot)
 				return consumer.Refused, nil
 			}
@@ -43,18 +44,18 @@ func (c *Engine) ackAsync(ctx context.Context, d *delivery, took time.Duration) 
 // ackReqOf is the ack of m, a delivery of this engine, in the engine's
 // owner epoch fencing (ZooKeeper mode); bound is how long its round may
 // wait for Redis.
-func (c *Engine) ackReqOf(m *consumer.Message, bound time.Duration) *ackReq {
+func (c *Engine) ackReqOf(m *consumer.Message, bound time.Duration) *ack.Req {
 	k := c.keys[m.Slot]
-	r := &ackReq{
-		keys:  [6]string{k.Store, k.Prepare, k.Msg, k.Wake, c.ackDelayedKey(k), k.Dead},
-		id:    m.ID,
-		token: m.Token,
-		merge: c.merged,
-		bound: bound,
+	r := &ack.Req{
+		Keys:  [6]string{k.Store, k.Prepare, k.Msg, k.Wake, c.ackDelayedKey(k), k.Dead},
+		ID:    m.ID,
+		Token: m.Token,
+		Merge: c.merged,
+		Bound: bound,
 	}
 	if ek := c.own.epochKey(m.Slot); ek != "" {
-		r.epochKey, r.epoch = ek, m.Epoch
+		r.EpochKey, r.Epoch = ek, m.Epoch
 	}
-	r.flow, r.hasFlow = c.endFlowKeys(m.Slot)
+	r.Flow, r.HasFlow = c.endFlowKeys(m.Slot)
 	return r
 }

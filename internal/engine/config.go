@@ -27,7 +27,7 @@ type config struct {
 	deadMaxLen     int
 	deadMaxAge     time.Duration
 	limits         options.Limits // the options' limits (flow.go)
-	adaptiveMin    int            // WithAdaptiveConcurrency (adaptive.go); 0: off
+	adaptiveMin    int            // WithAdaptiveConcurrency (flow/adaptive.go); 0: off
 	adaptiveMax    int
 	logger         *slog.Logger
 	observer       Observer
@@ -81,7 +81,7 @@ func TopicSettings(opts []consumer.Option) (options.Topic, error) {
 	}
 	if t.AdaptiveMax > 0 {
 		// The listener tokens and the fetches are sized for the most the
-		// limit may reach (adaptive.go moves it).
+		// limit may reach (flow/adaptive.go moves it).
 		t.Concurrency = t.AdaptiveMax
 	}
 	if t.SweepInterval == 0 {

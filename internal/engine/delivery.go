@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/rmq-go/rmq/consumer"
+	"github.com/rmq-go/rmq/internal/engine/hold"
 	"github.com/rmq-go/rmq/internal/scripts"
 	"github.com/rmq-go/rmq/slots"
 )
@@ -47,7 +48,7 @@ func (c *Engine) freeCapacity() int {
 	p := c.prefetch()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	// Held messages (hub_hold.go) are not a prefetch waiting for a handler:
+	// Held messages (hold/holder.go) are not a prefetch waiting for a handler:
 	// they wait for their instant.
 	if p > 0 && c.busy-c.held-c.runningNow() > p/2 {
 		return 0
@@ -149,7 +150,7 @@ func (c *Engine) dispatchOne(m *consumer.Message) {
 
 // begin counts m as a delivery in flight and returns it with its context,
 // or nil when it may not start. held: m was held since a lookahead fetch
-// and counts as busy already (hub_hold.go).
+// and counts as busy already (hold/holder.go).
 func (c *Engine) begin(m *consumer.Message, held bool) (*delivery, context.Context) {
 	ctx, cancel := context.WithCancelCause(c.handleCtx)
 	d := &delivery{msg: m, cancel: cancel}
@@ -201,43 +202,30 @@ func (c *Engine) holdAll(msgs []*consumer.Message) {
 	c.busy += len(msgs)
 	c.held += len(msgs)
 	c.mu.Unlock()
-	xs := make([]*heldMsg, len(msgs))
+	xs := make([]*hold.Msg, len(msgs))
 	for i, m := range msgs {
-		x := &heldMsg{c: c, m: m, due: m.DueAt.UnixMilli(), ready: make(chan struct{})}
+		x := hold.NewMsg(holdEngine{c}, m, m.DueAt.UnixMilli())
 		xs[i] = x
 		c.handlers.Add(1)
 		go c.awaitHandOver(x)
 	}
-	c.hub.hold.add(xs)
+	c.hub.hold.Add(xs)
 }
 
 // awaitHandOver runs x's delivery once the holder hands it over, or ends
 // when the holder drops or gives it back (the holder frees its capacity).
-func (c *Engine) awaitHandOver(x *heldMsg) {
-	<-x.ready
-	if !x.deliver {
+func (c *Engine) awaitHandOver(x *hold.Msg) {
+	<-x.Ready()
+	if !x.Deliver() {
 		c.handlers.Done()
 		return
 	}
-	d, ctx := c.begin(x.m, true)
+	d, ctx := c.begin(x.Message(), true)
 	if d == nil {
 		c.handlers.Done()
 		return
 	}
 	c.handle(ctx, d)
-}
-
-// unhold frees the capacity of n held messages that will not be delivered
-// here.
-func (c *Engine) unhold(n int) {
-	if n == 0 {
-		return
-	}
-	c.mu.Lock()
-	c.busy -= n
-	c.held -= n
-	c.mu.Unlock()
-	c.wakeFetcher()
 }
 
 func (c *Engine) handle(ctx context.Context, d *delivery) {
@@ -312,7 +300,7 @@ func (c *Engine) handle(ctx context.Context, d *delivery) {
 	took := time.Since(began)
 	listenerReturned = true
 	if c.adaptive != nil && started {
-		c.adaptive.sample(took, err != nil)
+		c.adaptive.Sample(took, err != nil)
 	}
 	c.giveBack(started)
 
@@ -387,12 +375,12 @@ func (c *Engine) forget(d *delivery) {
 // (Close abandoned the delivery, or its lease was lost).
 func (c *Engine) acquire(ctx context.Context) bool {
 	if c.adaptive != nil {
-		// A semaphore whose size the limiter moves (adaptive.go).
-		if !c.adaptive.acquire(ctx) {
+		// A semaphore whose size the limiter moves (flow/adaptive.go).
+		if !c.adaptive.Acquire(ctx) {
 			return false
 		}
 		if ctx.Err() != nil {
-			c.adaptive.release()
+			c.adaptive.Release()
 			return false
 		}
 		return true
@@ -433,10 +421,19 @@ func (c *Engine) giveBack(started bool) {
 	c.mu.Unlock()
 	if started {
 		if c.adaptive != nil {
-			c.adaptive.release()
+			c.adaptive.Release()
 		} else {
 			<-c.running
 		}
+	}
+	c.wakeFetcher()
+}
+
+// adaptiveChanged tells the observer of the adaptive limit's new value
+// and wakes the fetcher, which may take more (or less) now.
+func (c *Engine) adaptiveChanged() {
+	if o, ok := c.cfg.observer.(flowObserver); ok {
+		o.ConcurrencyLimit(c.topic.Name(), c.adaptive.Current())
 	}
 	c.wakeFetcher()
 }

@@ -12,6 +12,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rmq-go/rmq/consumer"
+	"github.com/rmq-go/rmq/internal/engine/clock"
+	"github.com/rmq-go/rmq/internal/engine/flow"
 	"github.com/rmq-go/rmq/internal/lifecycle"
 	"github.com/rmq-go/rmq/internal/options"
 	"github.com/rmq-go/rmq/internal/scripts"
@@ -22,8 +24,8 @@ import (
 // The engine of one topic: a user consumes through rmq.Client.Register,
 // which makes it with Hub.New. Its one actor, the fetcher, runs in the
 // engine's group (internal/lifecycle; every goroutine is in the table of
-// doc.go). Its wake-ups (hub_wake.go, where its waker registers), its
-// sweeping and its lease keeping (hub_leases.go) are the client's hub's.
+// doc.go). Its wake-ups (wake.Hub, where its waker registers), its
+// sweeping and its lease keeping (lease/hub.go) are the client's hub's.
 // Close stops fetching first (no new delivery starts), leaves the hub's
 // wake-ups and sweeping, then lets the handlers drain; leases are kept
 // until the last handler is done. ZooKeeper mode is one seam, the
@@ -56,7 +58,7 @@ type Engine struct {
 	mu       sync.Mutex
 	inflight map[*delivery]struct{} // until the ack or rollback is done
 	busy     int                    // deliveries whose listener call has not returned, and held messages
-	held     int                    // messages the hub holds for their instant (hub_hold.go, heldRoom)
+	held     int                    // messages the hub holds for their instant (hold/holder.go, heldRoom)
 	perSlot  map[int]int            // inflight per slot
 	released chan struct{}          // a handler finished: capacity is free
 	// wantRelease: the fetcher is to be told of freed capacity (released);
@@ -77,7 +79,7 @@ type Engine struct {
 	backlogStarved bool
 
 	waker *waker
-	clock clock
+	clock clock.Clock
 
 	// own decides which slots are consumed and fences the script calls
 	// (ownership.go): allSlots, or assignedSlots in ZooKeeper mode.
@@ -89,7 +91,7 @@ type Engine struct {
 
 	// paused: the topic is paused (Inspector.Pause): read from Redis at
 	// start, on every resubscription and on every pause or resume payload
-	// of the wake channels, by the hub's pauser (hub_wake.go).
+	// of the wake channels, by the hub's pauser (wake.Hub).
 	paused atomic.Bool
 
 	// pull: an engine without a listener that fetches only when asked
@@ -104,8 +106,8 @@ type Engine struct {
 	// messages carry groups, a cluster's permits.
 	flow *flowState
 	// adaptive, when not nil, moves the concurrency between its min and
-	// max (WithAdaptiveConcurrency, adaptive.go).
-	adaptive *adaptive
+	// max (WithAdaptiveConcurrency, flow/adaptive.go).
+	adaptive *flow.Adaptive
 }
 
 // Params is what the engine of one topic is made from (Hub.New).
@@ -163,7 +165,13 @@ func (h *Hub) New(p Params) (*Engine, error) {
 	c.keys = keysOf(cfg.prefix, c)
 	c.flow = newFlowState(c, cfg.limits)
 	if cfg.adaptiveMax > 0 && !p.Pull {
-		c.adaptive = newAdaptive(c, cfg.adaptiveMin, cfg.adaptiveMax)
+		c.adaptive = flow.NewAdaptive(flow.AdaptiveEnv{
+			Changed: c.adaptiveChanged,
+			RDB:     c.rdb,
+			Key:     slots.AdaptiveKey(cfg.prefix, c.topic),
+			Field:   h.id,
+			Log:     c.log,
+		}, cfg.adaptiveMin, cfg.adaptiveMax)
 	}
 	if p.Coordinator != nil && !p.Pull {
 		c.own = newAssignedSlots(c, p.Coordinator)
@@ -182,7 +190,7 @@ func (h *Hub) New(p Params) (*Engine, error) {
 	for a := 1; a <= n; a++ {
 		c.backoffArgs = append(c.backoffArgs, max(cfg.backoff(a), 0).Milliseconds())
 	}
-	h.wake.expect(t.SlotAmount())
+	h.wake.Expect(t.SlotAmount())
 	return c, nil
 }
 
@@ -196,7 +204,7 @@ func (c *Engine) ConcurrencyLimit() int { return c.concurrency() }
 // concurrency is the handlers' limit now.
 func (c *Engine) concurrency() int {
 	if c.adaptive != nil {
-		return c.adaptive.current()
+		return c.adaptive.Current()
 	}
 	return c.cfg.concurrency
 }
@@ -204,7 +212,7 @@ func (c *Engine) concurrency() int {
 // runningNow is how many listener calls hold a token.
 func (c *Engine) runningNow() int {
 	if c.adaptive != nil {
-		return c.adaptive.runningNow()
+		return c.adaptive.RunningNow()
 	}
 	return len(c.running)
 }
@@ -257,14 +265,14 @@ func (c *Engine) Start(ctx context.Context) error {
 	c.hub.addFlow(c)
 	// A pull engine fetches when asked and extends no lease by itself; it
 	// still sweeps, so topics that are only pulled are swept too. Sweeping
-	// and lease keeping are the client's (hub_leases.go), told of the
+	// and lease keeping are the client's (lease/hub.go), told of the
 	// engine before its first fetch can lease anything.
-	c.hub.leases.add(c)
+	c.hub.leases.Add(c.lease(), c.leaseParams())
 	if !c.pull {
 		c.loops.Go("fetcher", newFetcher(c).run)
 	}
 	if c.adaptive != nil {
-		c.loops.Go("adaptive reporter", c.adaptive.runReporter)
+		c.loops.Go("adaptive reporter", c.adaptive.RunReporter)
 	}
 	c.mu.Lock()
 	c.live = true
@@ -296,9 +304,9 @@ func (c *Engine) Close(ctx context.Context) error {
 	c.loops.Stop()
 	// Messages taken ahead of their instant and not handed over yet go
 	// back to store, no attempt counted, for any consumer to deliver on
-	// time (hub_hold.go).
+	// time (hold/holder.go).
 	rctx, rcancel := context.WithTimeout(context.Background(), releaseTimeout)
-	c.hub.hold.drop(rctx, c)
+	c.hub.hold.Drop(rctx, holdEngine{c})
 	// So do prefetched ones that wait for a handler: Close lets run only
 	// what had started.
 	c.giveBackWaiting(rctx)
@@ -306,7 +314,7 @@ func (c *Engine) Close(ctx context.Context) error {
 	// The hub no longer calls this engine about wake-ups.
 	c.waker.unregister()
 	c.hub.dropFlow(c)
-	c.hub.leases.stopSweeping(c)
+	c.hub.leases.StopSweeping(c.lease())
 
 	drained := make(chan struct{})
 	go func() { c.handlers.Wait(); close(drained) }()
@@ -322,15 +330,15 @@ func (c *Engine) Close(ctx context.Context) error {
 	// fetched ones never started) goes back to store at its original
 	// position, attempt not counted, so per-key order survives.
 	c.own.shutdown()
-	// Places of a cluster's topic concurrency go back (permits.go).
-	if pm := c.flow.permits; pm != nil && pm.limited() {
+	// Places of a cluster's topic concurrency go back (flow/permits.go).
+	if pm := c.flow.permits; pm != nil && pm.Limited() {
 		fctx, fcancel := context.WithTimeout(context.Background(), releaseTimeout)
-		pm.flush(fctx)
+		pm.Flush(fctx)
 		fcancel()
 	}
 	// Leases are kept until the last handler is done.
 	c.stopAll()
-	c.hub.leases.stopKeeping(c)
+	c.hub.leases.StopKeeping(c.lease())
 	return err
 }
 
@@ -345,7 +353,7 @@ const releaseTimeout = 5 * time.Second
 func (c *Engine) lookaheadMs() int64 {
 	// Under flow control messages are taken at their instant: the
 	// lookahead's confirm and release know nothing of groups and limits.
-	if c.pull || !c.topic.Type().TimeBased() || !c.hub.calls.serves(c) || c.flow.active() {
+	if c.pull || !c.topic.Type().TimeBased() || !c.hub.calls.Serves(c.merged, c.rdb) || c.flow.active() {
 		return 0
 	}
 	return c.cfg.lookahead.Milliseconds()

@@ -1,6 +1,10 @@
 package engine
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/rmq-go/rmq/internal/engine/wake"
+)
 
 var (
 	// ErrNotStarted is returned by Pull before Start; rmq.Client reports
@@ -12,5 +16,5 @@ var (
 	// errStarted: a second Start.
 	errStarted = errors.New("rmq: consumer already started")
 	// errHubClosed: an engine started after its client's hub was closed.
-	errHubClosed = errors.New("rmq: consumer hub closed")
+	errHubClosed = wake.ErrHubClosed
 )

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/rmq-go/rmq/consumer"
+	"github.com/rmq-go/rmq/internal/engine/clock"
+	"github.com/rmq-go/rmq/internal/engine/fetchmux"
 	"github.com/rmq-go/rmq/internal/scripts"
 )
 
@@ -55,7 +57,7 @@ type fetcher struct {
 	dheads []float64
 	// ahead (ms, 0 none) is how long before their instant messages are
 	// taken (engine.lookaheadMs): those not due yet are held by the hub
-	// and handed over at their instant (hub_hold.go). It is decided again
+	// and handed over at their instant (hold/holder.go). It is decided again
 	// before each fetch, with the limits then in force: a topic that gains
 	// a limit (Inspector.SetLimits at run time) stops taking messages
 	// early, since a held message would be charged to the rate at its
@@ -147,7 +149,7 @@ func (f *fetcher) run(ctx context.Context) {
 			c.ensureLimits(ctx)
 			f.ahead = c.lookaheadMs()
 			ahead = f.ahead
-			nowMs := c.clock.now().UnixMilli()
+			nowMs := c.clock.Now().UnixMilli()
 			f.applyDelayed(nowMs)
 			if unknown := f.unknownSlots(); len(unknown) > 0 {
 				f.fetch(ctx, unknownReqs(unknown), 0)
@@ -195,10 +197,10 @@ func (f *fetcher) run(ctx context.Context) {
 				// read once more when it is loose and the due time near.
 				at -= ahead
 				c.syncClock()
-				if d := c.clock.untilMs(at); d > 0 && d < probeHorizon && c.hub.calls.probeClock(ctx) {
+				if d := c.clock.UntilMs(at); d > 0 && d < fetchmux.ProbeHorizon && c.hub.calls.ProbeClock(ctx) {
 					c.syncClock()
 				}
-				wait = min(wait, max(c.clock.untilMs(at), 0))
+				wait = min(wait, max(c.clock.UntilMs(at), 0))
 			}
 		}
 		if _, all := c.own.(*allSlots); all && free > 0 && ahead == f.ahead && !c.flow.active() {
@@ -384,7 +386,7 @@ func (f *fetcher) observeYield(moved, wanted, named int) {
 func (f *fetcher) fetch(ctx context.Context, reqs []fetchReq, total int) (moved int) {
 	c := f.c
 	if f.dheads != nil {
-		nowMs := c.clock.now().UnixMilli()
+		nowMs := c.clock.Now().UnixMilli()
 		for i := range reqs {
 			reqs[i].checkDelayed = f.delayedDue(reqs[i].slot, nowMs)
 		}
@@ -415,14 +417,14 @@ func (f *fetcher) fetch(ctx context.Context, reqs []fetchReq, total int) (moved 
 		}
 	}
 	if moved > 0 {
-		c.hub.leases.leased(c, time.Now().Add(c.cfg.prepareTimeout))
+		c.hub.leases.Leased(c.lease(), time.Now().Add(c.cfg.prepareTimeout))
 	}
 	if missed || failed {
 		// A head this fetcher believed due was gone: another consumer
 		// leased it, and no wake-up tells of that; or the fetch failed,
 		// maybe after Redis moved messages whose reply was lost. The
 		// sweeper looks at the topic, in case those leases run out.
-		c.hub.leases.heard(c)
+		c.hub.leases.Heard(c.lease())
 	}
 	if !failed {
 		f.errWait = 0
@@ -432,7 +434,7 @@ func (f *fetcher) fetch(ctx context.Context, reqs []fetchReq, total int) (moved 
 		return moved
 	}
 	// Redis is unreachable or failing: back off; the slots stay as they were.
-	f.errWait = nextBackoff(f.errWait)
+	f.errWait = clock.NextBackoff(f.errWait)
 	for _, r := range results {
 		if r.err != nil {
 			c.log.WarnContext(ctx, "rmq: fetch failed", "slot", r.slot, "err", r.err, "retry_in", f.errWait)
@@ -499,10 +501,6 @@ func (f *fetcher) dispatchOrHold(msgs []*consumer.Message) {
 
 // nextBackoff is the wait after a failed call to Redis that followed a
 // wait of d: 50 ms, doubling up to 5 s.
-func nextBackoff(d time.Duration) time.Duration {
-	return min(max(d*2, 50*time.Millisecond), 5*time.Second)
-}
-
 func (f *fetcher) headOf(r fetchResult) slotHead {
 	switch {
 	case r.head == -1:

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rmq-go/rmq/consumer"
+	"github.com/rmq-go/rmq/internal/engine/flow"
 	"github.com/rmq-go/rmq/internal/options"
 	"github.com/rmq-go/rmq/internal/scripts"
 	"github.com/rmq-go/rmq/slots"
@@ -21,7 +22,7 @@ import (
 // enforce them: fetch.lua gets them as its flow descriptor (fetchFlow),
 // and the ends of deliveries (ack, rollback, sweep) get the slot's group
 // keys so a group's place frees and a waiting group or topic is woken. On
-// a cluster the topic-wide ones are the permits' (permits.go). A topic
+// a cluster the topic-wide ones are the permits' (flow/permits.go). A topic
 // whose messages carry groups (a producer marked it, or the consumer
 // limits groups) is fetched group by group in turn.
 
@@ -45,7 +46,7 @@ type flowState struct {
 	fkeys  slots.FlowKeys
 	// prepares: every slot's prepare set (a topic concurrency counts them).
 	prepares []string
-	permits  *permits // a cluster's topic-wide limits; nil on one node
+	permits  *flow.Permits // a cluster's topic-wide limits; nil on one node
 }
 
 func newFlowState(c *Engine, opts options.Limits) *flowState {
@@ -59,7 +60,16 @@ func newFlowState(c *Engine, opts options.Limits) *flowState {
 		f.prepares[i] = c.keys[i].Prepare
 	}
 	if !single {
-		f.permits = newPermits(c, f)
+		f.permits = flow.NewPermits(flow.PermitEnv{
+			RDB:            c.rdb,
+			Log:            c.log,
+			WakeCmd:        c.wakeCmd,
+			Wake:           c.keys[0].Wake,
+			PrepareTimeout: c.cfg.prepareTimeout,
+			FlowKeys:       f.fkeys,
+			Prepares:       f.prepares,
+			Limits:         f.current,
+		})
 	}
 	return f
 }
@@ -125,26 +135,26 @@ func (c *Engine) endFlowKeys(slot int) (keys [4]string, ok bool) {
 }
 
 // ended tells a cluster's permits that a push delivery ended
-// (permits.go).
+// (flow/permits.go).
 func (f *flowState) ended(m *consumer.Message) {
 	if f.permits != nil {
-		f.permits.ended(m)
+		f.permits.Ended(m)
 	}
 }
 
 // endedPulled tells a cluster's permits that a pulled delivery of this
-// engine ended (permits.go): its place goes back at once.
+// engine ended (flow/permits.go): its place goes back at once.
 func (f *flowState) endedPulled(ctx context.Context, m *consumer.Message) {
 	if f.permits != nil {
-		f.permits.endPulled(ctx, m)
+		f.permits.EndPulled(ctx, m)
 	}
 }
 
 // endedByID tells a cluster's permits that whatever delivery of id in
-// slot was current ended by id (permits.go).
+// slot was current ended by id (flow/permits.go).
 func (f *flowState) endedByID(ctx context.Context, slot int, id string) {
 	if f.permits != nil {
-		f.permits.endByID(ctx, slot, id)
+		f.permits.EndByID(ctx, slot, id)
 	}
 }
 
@@ -262,7 +272,7 @@ func (f *fetcher) flowWait(wait *time.Duration) bool {
 		// A cluster's places: also when the first lease runs out (a
 		// killed client's places free then, and nobody says so).
 		f.c.syncClock()
-		d := f.c.clock.untilMs(f.flowRecheck)
+		d := f.c.clock.UntilMs(f.flowRecheck)
 		if d <= 0 {
 			f.flowBlocked, f.flowRecheck = false, 0
 			return false
@@ -275,7 +285,7 @@ func (f *fetcher) flowWait(wait *time.Duration) bool {
 	}
 	c := f.c
 	c.syncClock()
-	d := c.clock.untilMs(f.flowUntil)
+	d := c.clock.UntilMs(f.flowUntil)
 	if d <= 0 {
 		f.flowUntil = 0
 		return false
@@ -291,9 +301,9 @@ func (f *fetcher) flowHousekeeping(ctx context.Context) {
 	if pm == nil {
 		return
 	}
-	give, renew := pm.pending()
+	give, renew := pm.Pending()
 	if give || (!renew.IsZero() && !time.Now().Before(renew)) {
-		pm.flush(ctx)
+		pm.Flush(ctx)
 	}
 }
 
@@ -304,7 +314,7 @@ func (f *fetcher) permitWait(wait time.Duration) time.Duration {
 	if pm == nil {
 		return wait
 	}
-	if _, renew := pm.pending(); !renew.IsZero() {
+	if _, renew := pm.Pending(); !renew.IsZero() {
 		wait = min(wait, max(time.Until(renew), time.Millisecond))
 	}
 	return wait

@@ -8,6 +8,11 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rmq-go/rmq/consumer"
+	"github.com/rmq-go/rmq/internal/engine/ack"
+	"github.com/rmq-go/rmq/internal/engine/fetchmux"
+	"github.com/rmq-go/rmq/internal/engine/hold"
+	"github.com/rmq-go/rmq/internal/engine/lease"
+	"github.com/rmq-go/rmq/internal/engine/wake"
 	"github.com/rmq-go/rmq/internal/groupcommit"
 	"github.com/rmq-go/rmq/internal/lifecycle"
 	"github.com/rmq-go/rmq/internal/scripts"
@@ -18,15 +23,15 @@ import (
 // the number of topics). What every topic used to own on its own, the hub
 // does once for all of them:
 //   - wake-ups: one subscription per client (per master on a cluster) for
-//     every slot channel of every topic (hub_wake.go);
+//     every slot channel of every topic (wake.Hub);
 //   - leases: one sweeper, woken by the earliest lease deadline it knows,
-//     and one lease keeper for every delivery in flight (hub_leases.go);
+//     and one lease keeper for every delivery in flight (lease/hub.go);
 //   - calls: fetches of different topics that are ready at once
-//     group-committed into shared script calls (hub_calls.go), acks
-//     likewise (hub_acks.go), and the first look of starting fetchers
+//     group-committed into shared script calls (fetchmux), acks
+//     likewise (internal/engine/ack), and the first look of starting fetchers
 //     (hub_looks.go);
 //   - holding: messages taken shortly before their instant wait in one
-//     queue and are handed over together at it (hub_hold.go).
+//     queue and are handed over together at it (hold/holder.go).
 //
 // rmq.Client makes one with NewHub, its engines with Hub.New, and closes
 // the hub after its engines. The hub's actors (doc.go) start with its
@@ -51,7 +56,7 @@ type Hub struct {
 	rdb redis.UniversalClient
 	cfg HubConfig
 	// id names the client in what it reports to Redis (the adaptive
-	// limits of its topics, adaptive.go).
+	// limits of its topics, flow/adaptive.go).
 	id string
 
 	mu      sync.Mutex
@@ -61,13 +66,16 @@ type Hub struct {
 	// first use and stopped by Close.
 	actors *lifecycle.Group
 
-	wake   *wakeHub
-	leases *leaseHub
-	calls  *callMux
-	acks   *ackMux
+	wake   *wake.Hub
+	leases *lease.Hub
+	calls  *fetchmux.Mux
+	acks   *ack.Mux
 	looks  *groupcommit.Group[*lookReq] // fetchers' first look (hub_looks.go)
-	hold   *holder                      // messages taken ahead of their instant (hub_hold.go)
-	flows  flowEngines                  // engines by topic, for acks by id (hub_flow.go)
+	hold   *hold.Holder                 // messages taken ahead of their instant (hold/holder.go)
+	// starts: the definition and pause reads of engines that start at the
+	// same time, in shared round trips (engine.defineAndReadPaused).
+	starts *groupcommit.Group[*startRead]
+	flows  flowEngines // engines by topic, for acks by id (hub_flow.go)
 }
 
 // NewHub returns a hub on rdb; its goroutines start with the first Start
@@ -84,12 +92,15 @@ func NewHub(rdb redis.UniversalClient, cfg HubConfig) *Hub {
 	}
 	h := &Hub{rdb: rdb, cfg: cfg, id: "c" + scripts.Nonce()}
 	h.actors = lifecycle.NewGroup(context.Background())
-	h.wake = newWakeHub(h)
-	h.leases = newLeaseHub(h)
-	h.calls = newCallMux(h)
-	h.acks = newAckMux(h)
+	h.leases = lease.New()
+	h.wake = wake.NewHub(rdb, h.leases)
+	h.starts = groupcommit.New(startRoundsInFlight, func(ctx context.Context, batch []*startRead) {
+		runStartReads(ctx, h.rdb, batch)
+	}, nil)
+	h.calls = fetchmux.New(h.rdb)
+	h.acks = ack.New(h.rdb, h.calls)
 	h.looks = newLooks(rdb)
-	h.hold = newHolder(h)
+	h.hold = hold.New(h.rdb, h.calls)
 	return h
 }
 
@@ -108,20 +119,20 @@ func (h *Hub) use(ctx context.Context) error {
 	// runs: a failure leaves nothing running, and the next Start tries
 	// again.
 	actx := h.actors.Context()
-	if err := h.wake.open(ctx, actx); err != nil {
+	if err := h.wake.Open(ctx, actx); err != nil {
 		return err
 	}
-	h.leases.setContext(actx)
-	h.actors.Go("pauser", h.wake.pauses.run)
-	if h.wake.shards != nil {
-		h.actors.Go("shard waker", h.wake.shards.run)
+	h.leases.SetContext(actx)
+	h.actors.Go("pauser", h.wake.RunPauser)
+	if h.wake.Shards() != nil {
+		h.actors.Go("shard waker", h.wake.Shards().Run)
 	} else {
-		h.actors.Go("wake receiver", h.wake.receive)
+		h.actors.Go("wake receiver", h.wake.Receive)
 	}
-	h.actors.Go("sweeper", h.leases.runSweeps)
-	h.actors.Go("lease keeper", h.leases.runKeeps)
-	h.actors.Go("ack rounds", h.acks.run)
-	h.actors.Go("holder", h.hold.run)
+	h.actors.Go("sweeper", h.leases.RunSweeps)
+	h.actors.Go("lease keeper", h.leases.RunKeeps)
+	h.actors.Go("ack rounds", h.acks.Run)
+	h.actors.Go("holder", h.hold.Run)
 	h.started = true
 	return nil
 }

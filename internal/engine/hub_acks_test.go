@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rmq-go/rmq/consumer"
+	"github.com/rmq-go/rmq/internal/engine/ack"
 	"github.com/rmq-go/rmq/internal/redisserver"
 	"github.com/rmq-go/rmq/internal/redistest"
 	"github.com/rmq-go/rmq/producer"
@@ -130,7 +131,7 @@ func TestAckMuxMergesTopicsIntoOneCall(t *testing.T) {
 		})
 
 	m := h.acks
-	rounds0, calls0 := m.rounds.Load(), m.calls.Load()
+	rounds0, calls0 := m.Rounds.Load(), m.Calls.Load()
 	require.NoError(t, ctl.Do(ctx, "CLIENT", "PAUSE", 30000, "WRITE").Err())
 	unpaused := false
 	defer func() {
@@ -150,14 +151,14 @@ func TestAckMuxMergesTopicsIntoOneCall(t *testing.T) {
 	// The first two acks each started a round, held by the pause; every
 	// other one queues behind them.
 	require.Eventually(t, func() bool {
-		return m.rounds.Load()-rounds0 == ackRoundsInFlight && m.g.Queued() == len(jobs)-ackRoundsInFlight
+		return m.Rounds.Load()-rounds0 == ack.RoundsInFlight && m.Queued() == len(jobs)-ack.RoundsInFlight
 	}, 20*time.Second, time.Millisecond)
 	require.NoError(t, ctl.Do(ctx, "CLIENT", "UNPAUSE").Err())
 	unpaused = true
 	wg.Wait()
 
-	assert.Equal(t, int64(3), m.rounds.Load()-rounds0, "rounds for %d acks", len(jobs))
-	assert.Equal(t, int64(3), m.calls.Load()-calls0, "one ack.lua call per round on a single node")
+	assert.Equal(t, int64(3), m.Rounds.Load()-rounds0, "rounds for %d acks", len(jobs))
+	assert.Equal(t, int64(3), m.Calls.Load()-calls0, "one ack.lua call per round on a single node")
 	for i, r := range results {
 		switch {
 		case i == len(jobs)-2 || i == len(jobs)-1:

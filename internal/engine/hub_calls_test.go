@@ -71,7 +71,7 @@ func TestFetchesOfTopicsMerge(t *testing.T) {
 	defer cancel()
 	h := newHub(t, rdb, prefix)
 	var biggest atomic.Int64
-	h.calls.roundHook = func(n int) {
+	h.calls.RoundHook = func(n int) {
 		for {
 			old := biggest.Load()
 			if int64(n) <= old || biggest.CompareAndSwap(old, int64(n)) {
@@ -123,7 +123,7 @@ func TestFetchesOfTopicsMerge(t *testing.T) {
 			require.NoError(t, err)
 		}
 	}
-	roundsBefore, fetchesBefore := h.calls.rounds.Load(), h.calls.fetches.Load()
+	roundsBefore, fetchesBefore := h.calls.Rounds.Load(), h.calls.Fetches.Load()
 	for _, mt := range mts {
 		select {
 		case <-mt.all:
@@ -131,7 +131,7 @@ func TestFetchesOfTopicsMerge(t *testing.T) {
 			t.Fatalf("%s: got %d of %d", mt.tp.Name(), len(mt.got), len(mt.sent))
 		}
 	}
-	rounds, fetches := h.calls.rounds.Load()-roundsBefore, h.calls.fetches.Load()-fetchesBefore
+	rounds, fetches := h.calls.Rounds.Load()-roundsBefore, h.calls.Fetches.Load()-fetchesBefore
 	t.Logf("wave: %d fetches in %d rounds, the largest round %d", fetches, rounds, biggest.Load())
 	assert.Less(t, rounds, fetches, "fetches merged into fewer rounds")
 	assert.GreaterOrEqual(t, biggest.Load(), int64(4), "a round carried several topics' fetches")
@@ -160,7 +160,7 @@ func TestMuxDropsAbandonedFetch(t *testing.T) {
 	ctx := context.Background()
 	h := newHub(t, rdb, prefix)
 	gate := make(chan struct{})
-	h.calls.roundHook = func(int) { <-gate }
+	h.calls.RoundHook = func(int) { <-gate }
 
 	tp := topic.MustNew("drop", topic.FixedTime, 4)
 	p := newProducer(rdb, prefix)
@@ -182,12 +182,12 @@ func TestMuxDropsAbandonedFetch(t *testing.T) {
 	run := func(i int, ctx context.Context) {
 		res[i] = make(chan result, 1)
 		go func() {
-			r, _, _, err := h.calls.fetch(ctx, calls[i])
+			r, _, _, err := h.calls.Fetch(ctx, calls[i])
 			res[i] <- result{r, err}
 		}()
 	}
 	queued := func(n int) {
-		require.Eventually(t, func() bool { return h.calls.g.Queued() == n }, 5*time.Second, time.Millisecond)
+		require.Eventually(t, func() bool { return h.calls.Queued() == n }, 5*time.Second, time.Millisecond)
 	}
 	// Two rounds in flight, held at the gate; two fetches queue behind them.
 	// The first one's caller gives up while its round runs: it still gets
@@ -195,7 +195,7 @@ func TestMuxDropsAbandonedFetch(t *testing.T) {
 	late, lateGiveUp := context.WithCancel(ctx)
 	run(0, late)
 	run(1, ctx)
-	require.Eventually(t, func() bool { return h.calls.rounds.Load() == 2 }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return h.calls.Rounds.Load() == 2 }, 5*time.Second, time.Millisecond)
 	lateGiveUp()
 	gone, giveUp := context.WithCancel(ctx)
 	run(2, gone)
@@ -212,40 +212,10 @@ func TestMuxDropsAbandonedFetch(t *testing.T) {
 		require.NoError(t, r.err)
 		require.Len(t, r.reply.Heads, 1)
 	}
-	assert.EqualValues(t, 3, h.calls.rounds.Load(), "rounds")
-	assert.EqualValues(t, 3, h.calls.fetches.Load(), "the abandoned fetch never ran")
+	assert.EqualValues(t, 3, h.calls.Rounds.Load(), "rounds")
+	assert.EqualValues(t, 3, h.calls.Fetches.Load(), "the abandoned fetch never ran")
 	k := slots.KeysFor(prefix, tp, 2)
 	n, err := rdb.ZCard(ctx, k.Prepare).Result()
 	require.NoError(t, err)
 	assert.Zero(t, n, "nothing moved to prepare for the abandoned fetch")
-}
-
-// The clock estimate is the best lower bound of Redis − local that the
-// replies tell, never above the truth while the clocks keep their pace;
-// a reply that contradicts it (a clock was set) starts it again.
-func TestRedisClockKeepsTightestLowerBound(t *testing.T) {
-	var k redisClock
-	base := time.Unix(1_800_000_000, 0)
-	const truth = 5_000 // µs: Redis runs 5 ms ahead
-	reply := func(sentAt, tookUs, execAtUs int64) int64 {
-		sent := base.Add(time.Duration(sentAt) * time.Microsecond)
-		received := sent.Add(time.Duration(tookUs) * time.Microsecond)
-		redisUs := sent.UnixMicro() + execAtUs + truth
-		return k.observe(redisUs, sent, received)
-	}
-	// A slow reply (a large fetch, read at its start): loose.
-	assert.EqualValues(t, truth-9_000, reply(0, 10_000, 1_000))
-	_, slack, ok := k.estimate()
-	require.True(t, ok)
-	assert.Equal(t, 10*time.Millisecond, slack)
-	// A quick one tightens it; a later slow one does not loosen it.
-	assert.EqualValues(t, truth-100, reply(50_000, 200, 100))
-	assert.EqualValues(t, truth-100, reply(90_000, 30_000, 0))
-	_, slack, _ = k.estimate()
-	assert.LessOrEqual(t, slack, 200*time.Microsecond)
-	// Redis's clock set back by a second: the next reply contradicts the
-	// estimate, which starts again from it.
-	sent := base.Add(time.Second)
-	got := k.observe(sent.UnixMicro()+truth-1_000_000+50, sent, sent.Add(100*time.Microsecond))
-	assert.EqualValues(t, truth-1_000_000-50, got)
 }

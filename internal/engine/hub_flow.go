@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/rmq-go/rmq/internal/engine/flow"
 	"github.com/rmq-go/rmq/internal/scripts"
 	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
@@ -88,7 +89,7 @@ func (h *Hub) endedByID(ctx context.Context, prefix string, t topic.Topic, slot 
 	if len(es) > 0 {
 		for _, e := range es[1:] {
 			if pm := e.flow.permits; pm != nil {
-				pm.forget(slot, id)
+				pm.Forget(slot, id)
 			}
 		}
 		es[0].flow.endedByID(ctx, slot, id)
@@ -96,7 +97,7 @@ func (h *Hub) endedByID(ctx context.Context, prefix string, t topic.Topic, slot 
 	}
 	pc := scripts.PermitCall{Keys: slots.FlowKeysFor(prefix, t), ID: h.id + ":" + strconv.FormatUint(byIDCalls.Add(1), 36),
 		End: []scripts.PlaceEnd{{Member: scripts.PlaceMember(slot, id), Token: -1}}}
-	if _, err := runPermit(ctx, h.rdb, scripts.WakeCommand(h.rdb), slots.KeysFor(prefix, t, 0).Wake, pc); err != nil {
+	if _, err := flow.RunPermit(ctx, h.rdb, scripts.WakeCommand(h.rdb), slots.KeysFor(prefix, t, 0).Wake, pc); err != nil {
 		h.cfg.Logger.WarnContext(ctx, "rmq: give back a place", "topic", t.Name(), "err", err)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rmq-go/rmq/consumer"
+	"github.com/rmq-go/rmq/internal/engine/lease"
 	"github.com/rmq-go/rmq/internal/redisserver"
 	"github.com/rmq-go/rmq/internal/redistest"
 	"github.com/rmq-go/rmq/internal/scripts"
@@ -189,9 +190,7 @@ func TestSweepSafetyNetFindsUnheardLease(t *testing.T) {
 	f.start(b)
 	// The start-up probe found prepare empty: b is idle for sweeping.
 	require.Eventually(t, func() bool {
-		b.hub.leases.mu.Lock()
-		defer b.hub.leases.mu.Unlock()
-		return b.hub.leases.engines[b].sweep.idx < 0
+		return !b.hub.leases.SweepQueued(b.lease())
 	}, 5*time.Second, 5*time.Millisecond)
 
 	d, expiry := f.leaveLease(tp, 3*time.Second)
@@ -276,14 +275,7 @@ func TestSweepIdleTopicsCostNoCommands(t *testing.T) {
 	// The start-up probes are done (every engine idle for the sweeper) and
 	// the fetchers' first looks too (every fetcher asleep).
 	redistest.Poll(t, func() error {
-		h.leases.mu.Lock()
-		defer h.leases.mu.Unlock()
-		busy := 0
-		for _, st := range h.leases.engines {
-			if st.sweep.idx >= 0 {
-				busy++
-			}
-		}
+		busy := h.leases.QueuedSweeps()
 		if busy > 0 {
 			return fmt.Errorf("%d of %d engines not probed yet", busy, topics)
 		}
@@ -386,19 +378,19 @@ func slotOf(c *Engine, id string) int { return slots.IndexString(id, c.topic.Slo
 // The hooks run on hot paths (every fetch, every wake-up): a map lookup
 // and a heap update, no Redis call.
 func BenchmarkLeaseHooks(b *testing.B) {
-	l := newLeaseHub(nil)
+	l := lease.New()
 	engines := make([]*Engine, 1000)
 	for i := range engines {
 		settings, err := TopicSettings(nil)
 		require.NoError(b, err)
 		engines[i] = &Engine{cfg: newConfig(settings, HubConfig{}), topic: topic.MustNew(fmt.Sprintf("t%d", i), topic.FixedTime, 16)}
-		l.add(engines[i])
+		l.Add(engines[i].lease(), engines[i].leaseParams())
 	}
 	now := time.Now()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		c := engines[i%len(engines)]
-		l.leased(c, now.Add(time.Duration(i%4000)*time.Millisecond))
-		l.heard(c)
+		l.Leased(c.lease(), now.Add(time.Duration(i%4000)*time.Millisecond))
+		l.Heard(c.lease())
 	}
 }

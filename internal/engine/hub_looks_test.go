@@ -73,7 +73,7 @@ func TestEmptyTopicsStartWithoutFetching(t *testing.T) {
 	waitFetchersAsleep(t, len(ts))
 	// The subscription's first confirmation reads as a resubscription
 	// (wakeHub.receive): the engine registered by then looks again, once.
-	assert.LessOrEqual(t, h.calls.fetches.Load(), int64(1), "fetches of 12 empty topics")
+	assert.LessOrEqual(t, h.calls.Fetches.Load(), int64(1), "fetches of 12 empty topics")
 
 	p := newProducer(rdb, prefix)
 	_, err := p.SendFixedTime(ctx, ts[0], []byte("a"), time.Now())

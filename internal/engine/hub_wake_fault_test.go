@@ -122,7 +122,7 @@ func TestWakeHubBlackholedSubscription(t *testing.T) {
 	tp := topic.MustNew("hole", topic.FixedTime, 4)
 	got := make(chan string, 16)
 	h := newHub(t, rdb, prefix)
-	h.wake.tune.healthEvery = 300 * time.Millisecond
+	h.wake.Tune.HealthEvery = 300 * time.Millisecond
 	c, err := h.newEngine(tp, consumer.ListenerFunc(func(_ context.Context, m *consumer.Message) error {
 		got <- m.ID
 		return nil

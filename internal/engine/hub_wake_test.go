@@ -104,7 +104,7 @@ func (f *wakeFixture) pubsubConns() int {
 // subscribers returns PUBSUB NUMSUB of every wake channel of c.
 func (f *wakeFixture) subscribers(c *Engine) []int64 {
 	f.t.Helper()
-	res, err := f.admin.PubSubNumSub(context.Background(), c.waker.channels()...).Result()
+	res, err := f.admin.PubSubNumSub(context.Background(), c.waker.Channels()...).Result()
 	require.NoError(f.t, err)
 	out := make([]int64, len(c.keys))
 	for i, k := range c.keys {

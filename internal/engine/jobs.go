@@ -93,28 +93,17 @@ func logOutcome(ctx context.Context, log *slog.Logger, m *consumer.Message, outc
 	}
 }
 
-// readPausedTopics reads the paused hash of a key prefix (Inspector.Pause
-// writes it): the names of its paused topics. One read serves every topic
-// of the prefix (the hub's pauser, hub_wake.go).
-func readPausedTopics(ctx context.Context, rdb redis.UniversalClient, prefix string) (map[string]string, error) {
-	m, err := rdb.HGetAll(ctx, slots.PausedKey(prefix)).Result()
-	if err != nil {
-		return nil, fmt.Errorf("rmq: read the pause state of prefix %s: %w", prefix, err)
-	}
-	return m, nil
-}
-
 // defineAndReadPaused stores or checks the topic's definition and reads its
 // pause state, in one round trip shared with the engines that start at the
-// same time (wakeHub.starts). Called once the wake channels are
+// same time (Hub.starts). Called once the wake channels are
 // subscribed: a pause published from now on is heard, and one published
 // before is read here.
 func (c *Engine) defineAndReadPaused(ctx context.Context) error {
 	if c.topic.IsZero() {
 		return fmt.Errorf("%w: zero Topic", topic.ErrInvalidName)
 	}
-	r := &startRead{c: c, seq: c.hub.wake.pauses.nextSeq()}
-	if err := c.hub.wake.starts.Do(ctx, r); err != nil {
+	r := &startRead{c: c, seq: c.hub.wake.NextPauseSeq()}
+	if err := c.hub.starts.Do(ctx, r); err != nil {
 		return fmt.Errorf("rmq: start %s: %w", c.topic.Name(), err)
 	}
 	if r.check == nil {
@@ -126,7 +115,7 @@ func (c *Engine) defineAndReadPaused(ctx context.Context) error {
 	if err := r.get.Err(); err != nil && !errors.Is(err, redis.Nil) {
 		return fmt.Errorf("rmq: read the pause state of %s: %w", c.topic.Name(), err)
 	}
-	if paused := r.get.Err() == nil; c.waker.applyPaused(r.seq, paused) {
+	if paused := r.get.Err() == nil; c.waker.ApplyPaused(r.seq, paused) {
 		c.pauseChanged(paused)
 	}
 	for _, cmd := range []*redis.StringCmd{r.limits, r.grouped} {
@@ -137,10 +126,14 @@ func (c *Engine) defineAndReadPaused(ctx context.Context) error {
 	return c.applyStored(ctx, r.limits, r.grouped)
 }
 
+// startRoundsInFlight bounds the start-up rounds (defineAndReadPaused)
+// at once; engines that start meanwhile queue for the next.
+const startRoundsInFlight = 4
+
 // startRead is one starting engine's definition and pause read.
 type startRead struct {
 	c     *Engine
-	seq   uint64 // taken before the read (pauser.nextSeq)
+	seq   uint64 // taken before the read (wake.Hub.NextPauseSeq)
 	check func() error
 	get   *redis.StringCmd
 	// limits and grouped: the topic's stored limits and grouped mark

@@ -39,7 +39,7 @@ type Pulled struct {
 // Ack ends the delivery as done. ErrLeaseLost: its lease ran out (or it was
 // removed) and it is no longer this delivery's to end.
 //
-// The ack rides the client's ack rounds (hub_acks.go), with other topics'
+// The ack rides the client's ack rounds (internal/engine/ack), with other topics'
 // acks; ctx bounds the wait for it, and the round waits for Redis at most
 // the prepare timeout (less when ctx ends sooner).
 func (d *Pulled) Ack(ctx context.Context) error {
@@ -48,14 +48,14 @@ func (d *Pulled) Ack(ctx context.Context) error {
 		bound = min(bound, max(time.Until(dl), 0))
 	}
 	r := d.e.ackReqOf(d.Message, bound)
-	if err := d.e.hub.acks.do(ctx, r); err != nil {
+	if err := d.e.hub.acks.Do(ctx, r); err != nil {
 		d.finish(consumer.Failed, nil)
 		return fmt.Errorf("rmq: ack %s on %s: %w", d.ID, d.Topic, err)
 	}
 	// Its place of a cluster's topic concurrency goes back (acked, or no
 	// longer this delivery's).
 	d.e.flow.endedPulled(ctx, d.Message)
-	if r.refused() {
+	if r.Refused() {
 		d.finish(consumer.Refused, nil)
 		return consumer.ErrLeaseLost
 	}
@@ -113,7 +113,7 @@ func (d *Pulled) Extend(ctx context.Context, dur time.Duration) error {
 	}
 	// Its place of a cluster's topic concurrency is held as long.
 	if pm := d.e.flow.permits; pm != nil {
-		pm.extended(ctx, d.Message, time.Duration(sec)*time.Second)
+		pm.Extended(ctx, d.Message, time.Duration(sec)*time.Second)
 	}
 	return nil
 }
@@ -231,20 +231,20 @@ func (c *Engine) pulled(results []fetchResult, sec int64) ([]*Pulled, time.Durat
 	if firstErr != nil {
 		// A failed call may have moved messages whose reply was lost: the
 		// sweeper looks at the topic.
-		c.hub.leases.heard(c)
+		c.hub.leases.Heard(c.lease())
 		if len(out) == 0 {
 			return nil, -1, fmt.Errorf("rmq: pull %s: %w", c.topic.Name(), firstErr)
 		}
 	}
 	if len(out) > 0 {
-		c.hub.leases.leased(c, time.Now().Add(time.Duration(sec)*time.Second))
+		c.hub.leases.Leased(c.lease(), time.Now().Add(time.Duration(sec)*time.Second))
 	}
 	for _, d := range out {
 		c.cfg.observer.Delivered(d.Message)
 	}
 	wait := time.Duration(-1)
 	if !math.IsInf(next, 1) {
-		wait = max(c.clock.untilMs(int64(math.Ceil(next))), 0)
+		wait = max(c.clock.UntilMs(int64(math.Ceil(next))), 0)
 	}
 	return out, wait, nil
 }

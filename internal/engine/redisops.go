@@ -8,6 +8,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rmq-go/rmq/consumer"
+	"github.com/rmq-go/rmq/internal/engine/flow"
+	"github.com/rmq-go/rmq/internal/engine/lease"
 	"github.com/rmq-go/rmq/internal/scripts"
 	"github.com/rmq-go/rmq/slots"
 )
@@ -46,7 +48,7 @@ type fetchResult struct {
 	// back by its rate may go again.
 	topicWait, groupWait int64
 	// topicRecheck, with topicWait -1 on a cluster: the Redis ms at which
-	// the first lease of the topic's places runs out (permits.go).
+	// the first lease of the topic's places runs out (flow/permits.go).
 	topicRecheck int64
 }
 
@@ -86,7 +88,7 @@ func (c *Engine) fetchLease(ctx context.Context, reqs []fetchReq, total int, lea
 		}
 		return g
 	}
-	if c.merged && (len(reqs) > 1 || c.hub.calls.serves(c)) {
+	if c.merged && (len(reqs) > 1 || c.hub.calls.Serves(c.merged, c.rdb)) {
 		// Under a flow, never a lookahead (engine.lookaheadMs): limits
 		// that changed since the fetch was planned take effect with this
 		// call, which then takes only what is due (mode 1 ignores a bound
@@ -104,9 +106,9 @@ func (c *Engine) fetchLease(ctx context.Context, reqs []fetchReq, total int, lea
 		for _, r := range reqs {
 			call.Groups = append(call.Groups, group(r))
 		}
-		if c.hub.calls.serves(c) {
-			// With the fetches of the client's other topics (hub_calls.go).
-			reply, sent, received, err := c.hub.calls.fetch(ctx, call)
+		if c.hub.calls.Serves(c.merged, c.rdb) {
+			// With the fetches of the client's other topics (fetchmux).
+			reply, sent, received, err := c.hub.calls.Fetch(ctx, call)
 			return c.decodeFetch(reqs, reply, err, sent, received)
 		}
 		keys, args := call.Args()
@@ -116,11 +118,11 @@ func (c *Engine) fetchLease(ctx context.Context, reqs []fetchReq, total int, lea
 	}
 	// ZooKeeper mode: only owned slots, each naming its term's epoch.
 	reqs, skipped := c.own.fetchable(reqs)
-	// A cluster's topic-wide limits: permits first (permits.go).
+	// A cluster's topic-wide limits: permits first (flow/permits.go).
 	pm := c.flow.permits
-	var g *grant
+	var g *flow.Grant
 	var topicWait, recheck int64
-	if pm != nil && pm.limited() {
+	if pm != nil && pm.Limited() {
 		var err error
 		if reqs, g, topicWait, recheck, err = c.takePermits(ctx, reqs); err != nil {
 			out := make([]fetchResult, 0, len(reqs)+len(skipped))
@@ -155,7 +157,7 @@ func (c *Engine) fetchLease(ctx context.Context, reqs []fetchReq, total int, lea
 		out = append(out, rs...)
 	}
 	if g != nil {
-		pm.fetched(ctx, *g, moved, lease*1000, c.pull)
+		pm.Fetched(ctx, *g, moved, lease*1000, c.pull)
 	}
 	return append(out, skipped...)
 }
@@ -168,7 +170,7 @@ func (c *Engine) fetchLease(ctx context.Context, reqs []fetchReq, total int, lea
 // clocks are never compared. A grant that reached the client longer ago
 // than permitValidity by the time the fetch is to go is not used (the
 // client stalled: its rate starts would bunch up); it goes back whole.
-func (c *Engine) takePermits(ctx context.Context, reqs []fetchReq) (out []fetchReq, g *grant, wait, recheck int64, err error) {
+func (c *Engine) takePermits(ctx context.Context, reqs []fetchReq) (out []fetchReq, g *flow.Grant, wait, recheck int64, err error) {
 	want := 0
 	for _, r := range reqs {
 		want += r.n
@@ -176,11 +178,11 @@ func (c *Engine) takePermits(ctx context.Context, reqs []fetchReq) (out []fetchR
 	if want == 0 {
 		return reqs, nil, 0, 0, nil
 	}
-	r, err := c.flow.permits.take(ctx, want)
+	r, err := c.flow.permits.Take(ctx, want)
 	if err != nil {
 		return reqs, nil, 0, 0, fmt.Errorf("rmq: permits of %s: %w", c.topic.Name(), err)
 	}
-	nowMs := c.clock.now().UnixMilli()
+	nowMs := c.clock.Now().UnixMilli()
 	if r.Wait > 0 {
 		wait = nowMs + max(r.Wait-r.NowMs, 1)
 	} else {
@@ -190,7 +192,7 @@ func (c *Engine) takePermits(ctx context.Context, reqs []fetchReq) (out []fetchR
 		recheck = nowMs + max(r.Expiry-r.NowMs, 1)
 	}
 	left := r.Granted
-	if l := c.flow.current(); l.Rate > 0 && time.Since(r.at) > permitValidity(l) {
+	if l := c.flow.current(); l.Rate > 0 && time.Since(r.At) > flow.PermitValidity(l) {
 		left = 0
 	}
 	out = reqs[:0:0]
@@ -213,16 +215,16 @@ func parseFetch(cmd *redis.Cmd) (scripts.FetchReply, error) {
 // observeClock folds one reading of Redis's clock, taken while a call sent
 // at sent and answered at received was under way, into the engine's
 // estimate. On a single node the client's tightest estimate is used
-// (redisClock); on a cluster, whose nodes' clocks may differ, the reading
+// (clock.RedisClock); on a cluster, whose nodes' clocks may differ, the reading
 // itself.
 func (c *Engine) observeClock(redisUs int64, sent, received time.Time) {
 	if redisUs <= 0 {
 		return
 	}
-	if m := c.hub.calls; m.single && c.rdb == m.h.rdb {
-		redisUs = received.UnixMicro() + m.clock.observe(redisUs, sent, received)
+	if m := c.hub.calls; m.SingleNode(c.rdb) {
+		redisUs = received.UnixMicro() + m.Clock.Observe(redisUs, sent, received)
 	}
-	c.clock.observe(redisUs, received)
+	c.clock.Observe(redisUs, received)
 }
 
 // mergedWindow is how many entries of each slot a merged fetch reads at a
@@ -295,39 +297,6 @@ func (c *Engine) decodeFetch(reqs []fetchReq, reply scripts.FetchReply, err erro
 	return out
 }
 
-// ackCall returns the KEYS and ARGV of one ack.lua call for the acks of
-// the given slot groups, which may be of several topics (a single node);
-// with an owner epoch (ZooKeeper mode), one group, fenced by it. ARGV[1],
-// the wake command, is the client's, the same for every topic.
-func (m *ackMux) ackCall(groups [][]*ackReq) ([]string, []any) {
-	n := 0
-	for _, g := range groups {
-		n += len(g)
-	}
-	keys := make([]string, 0, 10*len(groups)+1)
-	args := make([]any, 0, 2+len(groups)+2*n)
-	args = append(args, m.wakeCmd)
-	for _, g := range groups {
-		keys = append(keys, g[0].keys[:]...)
-		if g[0].hasFlow {
-			// Under flow control: four more keys, a negative count.
-			keys = append(keys, g[0].flow[:]...)
-			args = append(args, -len(g))
-			continue
-		}
-		args = append(args, len(g))
-	}
-	for _, g := range groups {
-		for _, r := range g {
-			args = append(args, r.id, r.token)
-		}
-	}
-	if r := groups[0][0]; r.epochKey != "" {
-		keys, args = append(keys, r.epochKey), append(args, r.epoch)
-	}
-	return keys, args
-}
-
 // Rollback outcomes, as rollback.lua returns them.
 const (
 	rollbackStale      = 0
@@ -340,16 +309,6 @@ const (
 	// handed over (sweep.lua): back in store, no attempt counted. A
 	// listener's delivery never gets it (held ones are released, never
 	// rolled back), so rollbackOutcome has no case for it.
-)
-
-// Ack results, as ack.lua returns them.
-const (
-	ackRefused = 0
-	ackDone    = 1
-	// ackGone: refused, and the id is nowhere: what a resent ack whose
-	// first run succeeded sees (go-redis resends after a lost reply), so
-	// it counts as acked (see ack.lua).
-	ackGone = 2
 )
 
 type rollbackItem struct {
@@ -445,7 +404,7 @@ type deadLease struct {
 // were rolled back, which of them died, and how many expired messages were
 // dropped.
 func (c *Engine) sweep(ctx context.Context, slotList []int) (rolled int, dead []deadLease, expiredN int, err error) {
-	args := c.retryArgs(sweepLimit)
+	args := c.retryArgs(lease.SweepLimit)
 	// ZooKeeper mode: only the owner sweeps a slot, naming its epoch.
 	slotList, epochs := c.own.sweepable(slotList)
 	cmds := c.runPipelined(ctx, len(slotList), func(i int) scripts.Call {

@@ -3,12 +3,13 @@ package engine
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sync"
 )
 
 // waker keeps what one engine heard on its slots' wake channels. Producers
 // (and acks or rollbacks that make a message fetchable) publish the new
-// head's score there; the client's wake hub (hub_wake.go), which holds the
+// head's score there; the client's wake hub (wake.Hub), which holds the
 // one subscription for every topic, hands each wake-up to the waker, which
 // records it and signals the fetcher. The waker owns no connection and no
 // goroutine.
@@ -17,7 +18,7 @@ type waker struct {
 	signal chan struct{}
 
 	// pauseMu orders the reads of the topic's pause state: each read takes
-	// a sequence number before it starts (pauser.nextSeq), and one older
+	// a sequence number before it starts (wake.Hub.NextPauseSeq), and one older
 	// than the last applied is dropped. confirmed is the state last read;
 	// holds counts payloads heard whose read is not applied yet. The
 	// engine is paused (c.paused) while either says so.
@@ -36,8 +37,8 @@ func newWaker(c *Engine) *waker {
 	return &waker{c: c, signal: make(chan struct{}, 1), pending: map[int]float64{}, delayed: map[int]float64{}}
 }
 
-// channels returns the wake channel of every slot, by slot.
-func (w *waker) channels() []string {
+// Channels returns the wake channel of every slot, by slot.
+func (w *waker) Channels() []string {
 	out := make([]string, len(w.c.keys))
 	for i, k := range w.c.keys {
 		out[i] = k.Wake
@@ -50,7 +51,7 @@ func (w *waker) channels() []string {
 // returns can be missed. ctx bounds only that; on error nothing stays
 // registered. A waker has no goroutine: the hub's receiver calls it.
 func (w *waker) register(ctx context.Context) error {
-	if err := w.c.hub.wake.register(ctx, w); err != nil {
+	if err := w.c.hub.wake.Register(ctx, w); err != nil {
 		return fmt.Errorf("rmq: subscribe to wake-ups of %s: %w", w.c.topic.Name(), err)
 	}
 	return nil
@@ -58,20 +59,20 @@ func (w *waker) register(ctx context.Context) error {
 
 // unregister unregisters the engine's channels: the hub unsubscribes those
 // no other engine listens to, and never calls this waker again.
-func (w *waker) unregister() { w.c.hub.wake.unregister(w) }
+func (w *waker) unregister() { w.c.hub.wake.Unregister(w) }
 
-// message records a wake-up of slot (its new head score); it reports
+// Message records a wake-up of slot (its new head score); it reports
 // whether the fetcher should be signalled now. Pause and resume payloads go
 // to the hub's pauser, which signals once it read the state.
-func (w *waker) message(payload string, slot int) bool {
+func (w *waker) Message(payload string, slot int) bool {
 	kind, score := parseWake(payload)
 	switch kind {
 	case wakePause, wakeResume:
 		// Inspector.Pause / Resume of the topic (told on every slot): the
-		// stored state decides, not the payload (see pauser.recheck);
+		// stored state decides, not the payload (see wake.Hub.Recheck);
 		// nothing is fetched until it is read.
 		w.hold()
-		w.c.hub.wake.pauses.recheck(w, kind == wakePause)
+		w.c.hub.wake.Recheck(w, kind == wakePause)
 		return false
 	case wakeLimits:
 		// Inspector.SetLimits: the next fetch reads the stored limits.
@@ -98,17 +99,17 @@ func (w *waker) message(payload string, slot int) bool {
 		w.pending[slot] = score
 	}
 	w.mu.Unlock()
-	w.c.hub.leases.heard(w.c)
+	w.c.hub.leases.Heard(w.c.lease())
 	return true
 }
 
-// applyPaused records the pause state a read that started with seq found,
+// ApplyPaused records the pause state a read that started with seq found,
 // unless a read that started later was applied already.
 //
 // It reports whether the state read changed; the caller tells the
 // observers (engine.pauseChanged) once it holds no lock of the hub, since
 // an observer is user code that may start or close topics.
-func (w *waker) applyPaused(seq uint64, paused bool) (changed bool) {
+func (w *waker) ApplyPaused(seq uint64, paused bool) (changed bool) {
 	w.pauseMu.Lock()
 	defer w.pauseMu.Unlock()
 	if seq <= w.pauseSeq {
@@ -121,7 +122,7 @@ func (w *waker) applyPaused(seq uint64, paused bool) (changed bool) {
 	return changed
 }
 
-// hold stops fetching until the pause state is read again (release): a
+// hold stops fetching until the pause state is read again (Release): a
 // pause or resume payload was heard, and a wake-up that follows it on a
 // channel (a send after Inspector.Pause returned) must not be fetched
 // before the read says whether the topic is paused.
@@ -132,8 +133,8 @@ func (w *waker) hold() {
 	w.c.paused.Store(true)
 }
 
-// release ends a hold once the read it waited for was applied.
-func (w *waker) release() {
+// Release ends a hold once the read it waited for was applied.
+func (w *waker) Release() {
 	w.pauseMu.Lock()
 	defer w.pauseMu.Unlock()
 	w.holds--
@@ -154,20 +155,20 @@ func (w *waker) takeDelayed() map[int]float64 {
 	return d
 }
 
-// markAll makes every slot unknown after the subscription was made again:
+// MarkAll makes every slot unknown after the subscription was made again:
 // wake-ups published while it was missing are lost, so the fetcher reads
 // every head again. It does not signal (the hub pokes once the pause state
 // was read again).
-func (w *waker) markAll() {
+func (w *waker) MarkAll() {
 	w.mu.Lock()
 	w.all = true
 	w.mu.Unlock()
 }
 
-// lookAt marks one slot "look now" (head unknown) after its channel's
+// LookAt marks one slot "look now" (head unknown) after its channel's
 // subscription was (re)made (a cluster's channels are subscribed one by
 // one). It does not signal.
-func (w *waker) lookAt(slot int) {
+func (w *waker) LookAt(slot int) {
 	w.mu.Lock()
 	w.pending[slot] = -1
 	w.mu.Unlock()
@@ -183,12 +184,12 @@ func (w *waker) better(score, old float64) bool {
 // reset makes the fetcher look at slot again from scratch (its head is
 // unknown), e.g. because this consumer just started owning it.
 func (w *waker) reset(slot int) {
-	w.lookAt(slot)
-	w.poke()
+	w.LookAt(slot)
+	w.Poke()
 }
 
-// poke wakes the fetcher so it re-plans (and a pull engine's waiters).
-func (w *waker) poke() {
+// Poke wakes the fetcher so it re-plans (and a pull engine's waiters).
+func (w *waker) Poke() {
 	select {
 	case w.signal <- struct{}{}:
 	default:
@@ -210,3 +211,10 @@ func (w *waker) take() (all bool, pending map[int]float64) {
 	w.pending = map[int]float64{}
 	return all, pending
 }
+
+// The topic and engine the wake hub's pauser reads and tells (wake.Target).
+
+func (w *waker) Prefix() string           { return w.c.cfg.prefix }
+func (w *waker) TopicName() string        { return w.c.topic.Name() }
+func (w *waker) Logger() *slog.Logger     { return w.c.cfg.logger }
+func (w *waker) PauseChanged(paused bool) { w.c.pauseChanged(paused) }

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rmq-go/rmq/consumer"
+	"github.com/rmq-go/rmq/internal/engine/wake"
 	"github.com/rmq-go/rmq/internal/keyspace"
 	"github.com/rmq-go/rmq/internal/redisserver"
 	"github.com/rmq-go/rmq/internal/redistest"
@@ -54,7 +55,7 @@ type shardFixture struct {
 
 // newShardFixture starts the fixture's engine after tune adjusted its
 // shard waker's timing.
-func newShardFixture(t *testing.T, tune func(*shardTuning)) *shardFixture {
+func newShardFixture(t *testing.T, tune func(*wake.Tuning)) *shardFixture {
 	t.Helper()
 	cl := redistest.StartCluster(t, redisserver.ClusterConfig{})
 	cc := redistest.ClusterClient(t, cl)
@@ -73,7 +74,7 @@ func newShardFixture(t *testing.T, tune func(*shardTuning)) *shardFixture {
 	// The engine's own hub, its timing shortened before the engine starts.
 	h := NewHub(cc, HubConfig{Prefix: prefix, Logger: slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	t.Cleanup(h.Close)
-	tune(&h.wake.tune)
+	tune(&h.wake.Tune)
 	c, err := h.newEngine(f.tp, consumer.ListenerFunc(func(ctx context.Context, m *consumer.Message) error {
 		f.got <- m.ID
 		return nil
@@ -121,7 +122,7 @@ func (f *shardFixture) waitPlaced() {
 	redistest.PollWithin(f.t, 30*time.Second, func() error {
 		var off []string
 		for i, k := range f.c.keys {
-			if at, want := f.c.hub.wake.shards.subscribedAt(k.Wake), f.owner(i); at != want {
+			if at, want := f.c.hub.wake.Shards().SubscribedAt(k.Wake), f.owner(i); at != want {
 				off = append(off, fmt.Sprintf("slot %d on %q, owner %s", i, at, want))
 			}
 		}
@@ -196,7 +197,7 @@ func TestShardWakerFollowsTheCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a cluster and disturbs it")
 	}
-	f := newShardFixture(t, func(s *shardTuning) { s.healthEvery, s.checkEvery = 300*time.Millisecond, time.Second })
+	f := newShardFixture(t, func(s *wake.Tuning) { s.HealthEvery, s.CheckEvery = 300*time.Millisecond, time.Second })
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	owners := map[string]bool{}

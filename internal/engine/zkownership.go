@@ -151,7 +151,7 @@ func (o *assignedSlots) Pause(paused bool) {
 	}
 	c.mu.Unlock()
 	if changed && !paused && w != nil {
-		w.poke()
+		w.Poke()
 	}
 }
 

@@ -1,4 +1,4 @@
-package engine
+package wake
 
 import (
 	"context"
@@ -13,14 +13,14 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/rmq-go/rmq/internal/groupcommit"
+	"github.com/rmq-go/rmq/internal/engine/lease"
 	"github.com/rmq-go/rmq/internal/scripts"
 )
 
-// wakeHub: the client's one subscription to the wake channels of every
-// topic (issue 15). A topic no longer owns a connection or a goroutine for
+// Hub: the client's one subscription to the wake channels of every
+// topic. A topic no longer owns a connection or a goroutine for
 // its wake-ups: its waker registers its channels here and keeps only what
-// it heard (waker.go).
+// it heard (the engine's waker.go).
 //
 // Single node: one PubSub connection for every channel of every engine, read
 // by one goroutine (receive). A registration queues its channels; whoever
@@ -34,19 +34,22 @@ import (
 // pulled) before its Close returns, and it is never called again.
 //
 // Cluster: the channels are sharded, one subscription per master for every
-// topic (waker_cluster.go), with the same registration semantics.
+// topic (wake.ShardWaker), with the same registration semantics.
 //
 // A (re)subscription of a connection (its first confirmation: a connection
 // made again after a failure resubscribes every channel) means wake-ups may
 // have been missed: every registered engine's slots become unknown (on a
 // cluster only the channels subscribed again), the pause state of every
-// topic is read again with one HGETALL per key prefix (pauser, hub_pause.go), every
+// topic is read again with one HGETALL per key prefix (pauser, pause.go), every
 // engine is poked after it, and the lease hub is told once.
 //
 // The hub also loads the scripts, once, before its first engine starts.
-type wakeHub struct {
-	h    *Hub
-	tune shardTuning // the subscriptions' timing (health check; the cluster's placement)
+type Hub struct {
+	rdb    redis.UniversalClient
+	leases *lease.Hub // told of every resubscription
+	// Tune is the subscriptions' timing (health check; the cluster's
+	// placement); tests shorten it before the first registration.
+	Tune Tuning
 	ctx  context.Context
 
 	// mu guards the registrations; the goroutines that call engines (the
@@ -55,7 +58,7 @@ type wakeHub struct {
 	mu      sync.RWMutex
 	log     *slog.Logger // the first engine's logger
 	targets map[string][]wakeTarget
-	wakers  map[*waker]struct{}
+	wakers  map[Target]struct{}
 	// expected counts the channels of the engines made on this hub so far
 	// (expect): the first registration sizes targets for all of them, so
 	// a client starting 1,000 topics does not grow the map 16,000 entries
@@ -75,17 +78,14 @@ type wakeHub struct {
 	heard    chan struct{} // closed and replaced when heardTok advances
 	pingedAt time.Time     // of the last PING with a token (kick)
 
-	shards *shardWaker // cluster
+	shards *ShardWaker // cluster
 
 	pauses pauser
-	// starts: the definition and pause reads of engines that start at the
-	// same time, in shared round trips (engine.defineAndReadPaused).
-	starts *groupcommit.Group[*startRead]
 }
 
 // wakeTarget is one engine's slot listening on a channel.
 type wakeTarget struct {
-	w    *waker
+	w    Target
 	slot int
 }
 
@@ -95,51 +95,48 @@ type wakeOp struct {
 	chans []string
 }
 
-// startRoundsInFlight bounds the start-up rounds (engine.defineAndReadPaused)
-// at once; engines that start meanwhile queue for the next.
-const startRoundsInFlight = 4
-
 // wakeToken prefixes the payload of the PINGs that confirm registrations;
 // the health check's PINGs carry none.
 const wakeToken = "rmq-wake:"
 
-func newWakeHub(h *Hub) *wakeHub {
-	w := &wakeHub{
-		h:       h,
-		tune:    defaultShardTuning,
+// NewHub returns the wake hub of a client's Redis client rdb; leases is
+// the client's lease hub, told when wake-ups may have been missed.
+func NewHub(rdb redis.UniversalClient, leases *lease.Hub) *Hub {
+	w := &Hub{
+		rdb:     rdb,
+		leases:  leases,
+		Tune:    DefaultTuning,
 		targets: map[string][]wakeTarget{},
-		wakers:  map[*waker]struct{}{},
+		wakers:  map[Target]struct{}{},
 		nextTok: 1,
 		heard:   make(chan struct{}),
 	}
 	w.pauses.wh = w
 	w.pauses.signal = make(chan struct{}, 1)
-	w.starts = groupcommit.New(startRoundsInFlight, func(ctx context.Context, batch []*startRead) {
-		runStartReads(ctx, h.rdb, batch)
-	}, nil)
 	return w
 }
 
-// open loads the scripts (once per hub: hub.use calls open on first use
+// Open loads the scripts (once per hub: hub.use calls open on first use
 // only, and again after a failure) and makes the hub's subscription, which
 // its actors (the pauser, and the receiver or the shard waker) then run
 // with ctx; startCtx bounds the start-up calls.
-func (wh *wakeHub) open(startCtx, ctx context.Context) error {
-	if err := scripts.Load(startCtx, wh.h.rdb); err != nil {
+func (wh *Hub) Open(startCtx, ctx context.Context) error {
+	if err := scripts.Load(startCtx, wh.rdb); err != nil {
 		return err
 	}
 	wh.ctx = ctx
-	if cc, ok := wh.h.rdb.(*redis.ClusterClient); ok {
-		wh.shards = newShardWaker(wh, cc, ctx)
+	if cc, ok := wh.rdb.(*redis.ClusterClient); ok {
+		wh.shards = NewShardWaker(wh, wh.Tune, cc, ctx)
 		return nil
 	}
 	// No channel yet: the connection is made by the first registration or
 	// the receiver, whichever comes first.
-	wh.ps = wh.h.rdb.Subscribe(ctx)
+	wh.ps = wh.rdb.Subscribe(ctx)
 	return nil
 }
 
-func (wh *wakeHub) logger() *slog.Logger {
+// Logger is the logger of the first engine registered (it logs for all).
+func (wh *Hub) Logger() *slog.Logger {
 	wh.mu.RLock()
 	defer wh.mu.RUnlock()
 	if wh.log == nil {
@@ -148,20 +145,20 @@ func (wh *wakeHub) logger() *slog.Logger {
 	return wh.log
 }
 
-// register subscribes w's channels and returns once Redis confirmed them.
+// Register subscribes w's channels and returns once Redis confirmed them.
 // On error w is not registered.
-func (wh *wakeHub) register(ctx context.Context, w *waker) error {
-	chans := w.channels()
+func (wh *Hub) Register(ctx context.Context, w Target) error {
+	chans := w.Channels()
 	wh.mu.Lock()
 	if len(wh.targets) == 0 && wh.expected > len(chans) {
 		wh.targets = make(map[string][]wakeTarget, wh.expected)
 	}
 	if wh.ctx == nil || wh.ctx.Err() != nil {
 		wh.mu.Unlock()
-		return errHubClosed
+		return ErrHubClosed
 	}
 	if wh.log == nil {
-		wh.log = w.c.cfg.logger
+		wh.log = w.Logger()
 	}
 	// One backing array for the engine's channels (most have no other
 	// engine): no allocation per channel.
@@ -180,20 +177,20 @@ func (wh *wakeHub) register(ctx context.Context, w *waker) error {
 	// all at once (pong), so engines that start together share one
 	// SUBSCRIBE and one PING.
 	lead := false
-	var reg *shardReg
+	var reg *Reg
 	if wh.shards == nil {
 		wh.ops = append(wh.ops, wakeOp{chans: chans})
 		lead = wh.sentTok <= wh.heardTok
 	} else {
 		// Under wh.mu, as unregister's forget: the shard waker learns of a
 		// channel's registrations and unregistrations in the hub's order.
-		reg = wh.shards.register(chans)
+		reg = wh.shards.Register(chans)
 	}
 	wh.mu.Unlock()
 
 	var err error
 	if wh.shards != nil {
-		err = wh.shards.wait(ctx, reg, chans)
+		err = wh.shards.Wait(ctx, reg, chans)
 	} else {
 		if lead {
 			wh.flush()
@@ -201,26 +198,26 @@ func (wh *wakeHub) register(ctx context.Context, w *waker) error {
 		err = wh.waitHeard(ctx, tok)
 	}
 	if err != nil {
-		wh.unregister(w)
+		wh.Unregister(w)
 		return err
 	}
 	return nil
 }
 
-// expect notes an engine of n slot channels made on the hub (not yet
+// Expect notes an engine of n slot channels made on the hub (not yet
 // registered).
-func (wh *wakeHub) expect(n int) {
+func (wh *Hub) Expect(n int) {
 	wh.mu.Lock()
 	wh.expected += n
 	wh.mu.Unlock()
 }
 
-// unregister removes w's channels; those no other engine listens to are
+// Unregister removes w's channels; those no other engine listens to are
 // unsubscribed before it returns (confirmed by Redis, or after
 // unsubscribeWait; on a cluster, written by the shard waker). The hub never
 // calls w again.
-func (wh *wakeHub) unregister(w *waker) {
-	chans := w.channels()
+func (wh *Hub) Unregister(w Target) {
+	chans := w.Channels()
 	wh.mu.Lock()
 	if _, ok := wh.wakers[w]; !ok {
 		wh.mu.Unlock()
@@ -251,14 +248,14 @@ func (wh *wakeHub) unregister(w *waker) {
 		lead = wh.sentTok <= wh.heardTok
 	}
 	if wh.shards != nil && len(gone) > 0 {
-		wh.shards.forget(gone)
+		wh.shards.Forget(gone)
 	}
 	wh.mu.Unlock()
 	if len(gone) == 0 {
 		return
 	}
 	if wh.shards != nil {
-		wh.shards.remove(gone)
+		wh.shards.Remove(gone)
 		return
 	}
 	if lead {
@@ -279,7 +276,7 @@ const unsubscribeWait = 2 * time.Second
 // the queued registrations and unregistrations wait for. Writes run under the hub's context,
 // not a caller's: one caller giving up must not break the connection all
 // share.
-func (wh *wakeHub) flush() {
+func (wh *Hub) flush() {
 	wh.wmu.Lock()
 	defer wh.wmu.Unlock()
 	wh.mu.Lock()
@@ -309,7 +306,7 @@ func (wh *wakeHub) flush() {
 			// go-redis forgets them before it writes: a later reconnection
 			// does not subscribe them again, even if this write fails.
 			if err := wh.ps.Unsubscribe(ctx, chans...); err != nil && ctx.Err() == nil {
-				wh.logger().Warn("rmq: unsubscribe wake-ups", "err", err)
+				wh.Logger().Warn("rmq: unsubscribe wake-ups", "err", err)
 			}
 		} else {
 			// go-redis adds them to its set after the write: if the write
@@ -335,7 +332,7 @@ func (wh *wakeHub) flush() {
 // it be slow (a PING lost with a connection that had no channel left to
 // subscribe again, so no resubscription pings again), the waiter writes
 // what is queued, or pings the last token again, itself.
-func (wh *wakeHub) waitHeard(ctx context.Context, tok uint64) error {
+func (wh *Hub) waitHeard(ctx context.Context, tok uint64) error {
 	retry := time.NewTicker(wakeRetry)
 	defer retry.Stop()
 	for {
@@ -352,7 +349,7 @@ func (wh *wakeHub) waitHeard(ctx context.Context, tok uint64) error {
 		case <-ctx.Done():
 			return fmt.Errorf("wake-up subscription not confirmed: %w", context.Cause(ctx))
 		case <-wh.ctx.Done():
-			return errHubClosed
+			return ErrHubClosed
 		}
 	}
 }
@@ -364,7 +361,7 @@ const wakeRetry = 250 * time.Millisecond
 // kick writes the queued changes, or, with none queued, pings the last
 // token written again; once per wakeRetry for all waiters (many engines
 // may wait at once).
-func (wh *wakeHub) kick() {
+func (wh *Hub) kick() {
 	wh.mu.Lock()
 	if time.Since(wh.pingedAt) < wakeRetry {
 		wh.mu.Unlock()
@@ -384,11 +381,11 @@ func (wh *wakeHub) kick() {
 	}
 }
 
-// receive reads the single node subscription until ctx ends. A connection
+// Receive reads the single node subscription until ctx ends. A connection
 // silent for healthEvery is PINGed; with no answer within as long again it
 // counts as broken (a read deadline that go-redis treats as a bad
 // connection) and go-redis connects again, subscribing every channel.
-func (wh *wakeHub) receive(ctx context.Context) {
+func (wh *Hub) Receive(ctx context.Context) {
 	// A blocked read ends only when the connection closes.
 	stop := context.AfterFunc(ctx, func() { _ = wh.ps.Close() })
 	defer stop()
@@ -398,11 +395,11 @@ func (wh *wakeHub) receive(ctx context.Context) {
 		var msg any
 		var err error
 		if pinged {
-			rctx, cancel := context.WithTimeout(ctx, wh.tune.healthEvery)
+			rctx, cancel := context.WithTimeout(ctx, wh.Tune.HealthEvery)
 			msg, err = wh.ps.ReceiveTimeout(rctx, 0)
 			cancel()
 		} else {
-			msg, err = wh.ps.ReceiveTimeout(ctx, wh.tune.healthEvery)
+			msg, err = wh.ps.ReceiveTimeout(ctx, wh.Tune.HealthEvery)
 		}
 		if ctx.Err() != nil {
 			return
@@ -425,11 +422,11 @@ func (wh *wakeHub) receive(ctx context.Context) {
 				if !refused {
 					refused, level = true, slog.LevelWarn
 				}
-				wh.logger().Log(ctx, level, "rmq: wake-up subscription: command refused", "err", err)
+				wh.Logger().Log(ctx, level, "rmq: wake-up subscription: command refused", "err", err)
 				continue
 			}
-			backoff = min(max(2*backoff, 50*time.Millisecond), wh.tune.retryMax)
-			wh.logger().Info("rmq: wake-up subscription lost; subscribing again", "err", err, "retry_in", backoff)
+			backoff = min(max(2*backoff, 50*time.Millisecond), wh.Tune.RetryMax)
+			wh.Logger().Info("rmq: wake-up subscription lost; subscribing again", "err", err, "retry_in", backoff)
 			t := time.NewTimer(backoff)
 			select {
 			case <-ctx.Done():
@@ -441,10 +438,10 @@ func (wh *wakeHub) receive(ctx context.Context) {
 		pinged, backoff = false, 0
 		switch m := msg.(type) {
 		case *redis.Message:
-			wh.dispatch(m.Channel, m.Payload)
+			wh.Dispatch(m.Channel, m.Payload)
 		case *redis.Subscription:
 			if m.Kind == "subscribe" && m.Count == 1 {
-				wh.resubscribed(true)
+				wh.Resubscribed(true)
 			}
 		case *redis.Pong:
 			wh.pong(m.Payload)
@@ -453,7 +450,7 @@ func (wh *wakeHub) receive(ctx context.Context) {
 }
 
 // pong records the answer to a registration's PING.
-func (wh *wakeHub) pong(payload string) {
+func (wh *Hub) pong(payload string) {
 	s, ok := strings.CutPrefix(payload, wakeToken)
 	if !ok {
 		return
@@ -476,40 +473,40 @@ func (wh *wakeHub) pong(payload string) {
 	}
 }
 
-// dispatch hands a wake-up to every engine slot listening on channel.
-func (wh *wakeHub) dispatch(channel, payload string) {
+// Dispatch hands a wake-up to every engine slot listening on channel.
+func (wh *Hub) Dispatch(channel, payload string) {
 	wh.mu.RLock()
 	defer wh.mu.RUnlock()
 	for _, t := range wh.targets[channel] {
-		if t.w.message(payload, t.slot) {
-			t.w.poke()
+		if t.w.Message(payload, t.slot) {
+			t.w.Poke()
 		}
 	}
 }
 
-// lookAt marks every engine slot of a channel subscribed again "look now"
+// LookAt marks every engine slot of a channel subscribed again "look now"
 // (cluster: per channel) and pokes its engine; it reports whether any
 // engine listens there.
-func (wh *wakeHub) lookAt(channel string) bool {
+func (wh *Hub) LookAt(channel string) bool {
 	wh.mu.RLock()
 	defer wh.mu.RUnlock()
 	ts := wh.targets[channel]
 	for _, t := range ts {
-		t.w.lookAt(t.slot)
-		t.w.poke()
+		t.w.LookAt(t.slot)
+		t.w.Poke()
 	}
 	return len(ts) > 0
 }
 
-// resubscribed handles a connection subscribed again: wake-ups and pause
+// Resubscribed handles a connection subscribed again: wake-ups and pause
 // payloads may have been missed. all: every engine's slots are unknown (the
 // single node's one connection); the cluster marks its channels itself.
-func (wh *wakeHub) resubscribed(all bool) {
+func (wh *Hub) Resubscribed(all bool) {
 	wh.mu.RLock()
 	reqs := make([]pauseReq, 0, len(wh.wakers))
 	for w := range wh.wakers {
 		if all {
-			w.markAll()
+			w.MarkAll()
 		}
 		// No hold, unlike after a payload: a new connection (a cluster
 		// master's first, or the hub's first) would stop every topic,
@@ -524,5 +521,5 @@ func (wh *wakeHub) resubscribed(all bool) {
 	}
 	// The pauser pokes every engine once their pause state is read again.
 	wh.pauses.queue(reqs...)
-	wh.h.leases.resubscribed()
+	wh.leases.Resubscribed()
 }

@@ -1,21 +1,26 @@
-package engine
+package wake
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/rmq-go/rmq/slots"
 )
 
 // pauser reads the pause state of topics (Inspector.Pause) for the hub:
 // after a pause or resume payload, and for every topic after a
 // resubscription (a starting engine reads its own with its definition,
-// engine.defineAndReadPaused). Requests that arrive while it reads share
+// the engine's defineAndReadPaused). Requests that arrive while it reads share
 // the next read: one HGETALL of the paused hash per key prefix, whatever
 // the number of topics. Every read takes a sequence number before it
-// starts, so an older read never overwrites a newer one (waker.applyPaused).
+// starts, so an older read never overwrites a newer one (Target.ApplyPaused).
 type pauser struct {
-	wh     *wakeHub
+	wh     *Hub
 	signal chan struct{}
 	seq    atomic.Uint64
 
@@ -26,11 +31,11 @@ type pauser struct {
 // pauseReq asks for a read of w's pause state; w is poked once it is
 // applied.
 type pauseReq struct {
-	w *waker
+	w Target
 	// fallback is applied when Redis cannot be read (the payload's state),
 	// unless keep (a resubscription: the state stays as it was).
 	fallback, keep bool
-	// held: w holds (waker.hold) until the read is applied (a payload).
+	// held: w holds (the engine's waker.hold) until the read is applied (a payload).
 	held bool
 }
 
@@ -53,7 +58,7 @@ func (p *pauser) queue(reqs ...pauseReq) {
 // Inspector writes the hash before it publishes, so a read that starts
 // after the payload was heard sees that state or a newer one. fallback (the
 // payload's state) is applied when Redis cannot be read.
-func (p *pauser) recheck(w *waker, fallback bool) {
+func (p *pauser) recheck(w Target, fallback bool) {
 	p.queue(pauseReq{w: w, fallback: fallback, held: true})
 }
 
@@ -74,23 +79,23 @@ func (p *pauser) run(ctx context.Context) {
 
 func (p *pauser) round(ctx context.Context, reqs []pauseReq) {
 	wh := p.wh
-	set := map[*waker]bool{}
+	set := map[Target]bool{}
 	for _, r := range reqs {
 		set[r.w] = true
 	}
 	prefixes := map[string]bool{}
 	for w := range set {
-		prefixes[w.c.cfg.prefix] = true
+		prefixes[w.Prefix()] = true
 	}
 	seq := p.nextSeq()
 	paused := map[string]map[string]string{}
 	failed := false
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	for prefix := range prefixes {
-		m, err := readPausedTopics(rctx, wh.h.rdb, prefix)
+		m, err := readPausedTopics(rctx, wh.rdb, prefix)
 		if err != nil {
 			if !failed && ctx.Err() == nil {
-				wh.logger().Warn("rmq: could not read the pause state", "err", err)
+				wh.Logger().Warn("rmq: could not read the pause state", "err", err)
 			}
 			failed = true
 			continue
@@ -100,27 +105,27 @@ func (p *pauser) round(ctx context.Context, reqs []pauseReq) {
 	cancel()
 
 	type change struct {
-		c      *Engine
+		w      Target
 		paused bool
 	}
 	var changes []change
-	// Observers are told after the lock is released (applyPaused).
+	// Observers are told after the lock is released (ApplyPaused).
 	defer func() {
 		for _, ch := range changes {
-			ch.c.pauseChanged(ch.paused)
+			ch.w.PauseChanged(ch.paused)
 		}
 	}()
 	wh.mu.RLock()
 	defer wh.mu.RUnlock()
-	poke := map[*waker]bool{}
+	poke := map[Target]bool{}
 	for w := range set {
 		if _, live := wh.wakers[w]; !live {
 			continue // unregistered meanwhile: never called again
 		}
-		if m, ok := paused[w.c.cfg.prefix]; ok {
-			_, isPaused := m[w.c.topic.Name()]
-			if w.applyPaused(seq, isPaused) {
-				changes = append(changes, change{w.c, isPaused})
+		if m, ok := paused[w.Prefix()]; ok {
+			_, isPaused := m[w.TopicName()]
+			if w.ApplyPaused(seq, isPaused) {
+				changes = append(changes, change{w, isPaused})
 			}
 		}
 	}
@@ -128,18 +133,29 @@ func (p *pauser) round(ctx context.Context, reqs []pauseReq) {
 		if _, live := wh.wakers[r.w]; !live {
 			continue
 		}
-		if _, ok := paused[r.w.c.cfg.prefix]; !ok && !r.keep {
-			if r.w.applyPaused(seq, r.fallback) {
-				changes = append(changes, change{r.w.c, r.fallback})
+		if _, ok := paused[r.w.Prefix()]; !ok && !r.keep {
+			if r.w.ApplyPaused(seq, r.fallback) {
+				changes = append(changes, change{r.w, r.fallback})
 			}
 		}
 		if r.held {
-			// The payload's hold (waker.message) ends with the read.
-			r.w.release()
+			// The payload's hold (Target.Message) ends with the read.
+			r.w.Release()
 		}
 		poke[r.w] = true
 	}
 	for w := range poke {
-		w.poke()
+		w.Poke()
 	}
+}
+
+// readPausedTopics reads the paused hash of a key prefix (Inspector.Pause
+// writes it): the names of its paused topics. One read serves every topic
+// of the prefix (the hub's pauser).
+func readPausedTopics(ctx context.Context, rdb redis.UniversalClient, prefix string) (map[string]string, error) {
+	m, err := rdb.HGetAll(ctx, slots.PausedKey(prefix)).Result()
+	if err != nil {
+		return nil, fmt.Errorf("rmq: read the pause state of prefix %s: %w", prefix, err)
+	}
+	return m, nil
 }

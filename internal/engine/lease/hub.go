@@ -1,4 +1,7 @@
-package engine
+// Package lease is the client's one sweeper and one lease keeper (Hub):
+// when each engine's prepare sets are checked for leases that ran out, and
+// when its deliveries in flight are extended.
+package lease
 
 import (
 	"context"
@@ -6,15 +9,17 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/rmq-go/rmq/internal/engine/timerq"
 )
 
-// leaseHub: one sweeper and one lease keeper for every topic of the client
+// Hub: one sweeper and one lease keeper for every topic of the client
 // (issue 15), instead of a goroutine and a ticker of each per topic.
 //
 // Sweeping follows what the hub knows rather than a clock:
 //   - After a check of an engine (its prepare heads read: the earliest
-//     lease of each active slot, sweep_probe.go), expired leases are rolled
-//     back (sweeper.go). If a prepare set is left non-empty the engine is
+//     lease of each active slot, probe.go), expired leases are rolled
+//     back (sweep.go). If a prepare set is left non-empty the engine is
 //     checked again at min(earliest lease expiry, now + sweepInterval): the
 //     sweepInterval bound is what it was (another consumer may lease with a
 //     shorter lease than the earliest one seen); if every prepare set is
@@ -67,43 +72,42 @@ import (
 // The hooks (leased, heard, resubscribed) run on hot paths: a map lookup
 // and a heap update under l.mu, a non-blocking kick, never a Redis call.
 // An engine is added at Start and removed in two steps by Close:
-// stopSweeping (with the loops) and stopKeeping (after the handlers
+// StopSweeping (with the loops) and stopKeeping (after the handlers
 // drained); each waits for a call of the hub into the engine that runs, and
 // the hub calls it no more.
-type leaseHub struct {
-	h *Hub
-
+type Hub struct {
 	mu      sync.Mutex
 	ctx     context.Context // the hub's actors'; nil until the hub's first use
-	engines map[*Engine]*leaseState
-	order   []*leaseState // registration order: the cluster probe's round-robin
-	sweeps  timerQueue    // engines with a check due, by time
-	keeps   timerQueue    // engines with leases to extend, by time
-	probeAt time.Time     // next safety-net round; zero: none yet
-	cursor  int           // cluster probe: next index into order
-	lastRes time.Time     // last resubscribed round (cluster)
+	engines map[Engine]*state
+	order   []*state             // registration order: the cluster probe's round-robin
+	sweeps  timerq.Queue[*state] // engines with a check due, by time
+	keeps   timerq.Queue[*state] // engines with leases to extend, by time
+	probeAt time.Time            // next safety-net round; zero: none yet
+	cursor  int                  // cluster probe: next index into order
+	lastRes time.Time            // last resubscribed round (cluster)
 
 	sweepKick chan struct{}
 	keepKick  chan struct{}
 }
 
-// leaseState is the hub's record of one engine. Guarded by leaseHub.mu.
-type leaseState struct {
-	c *Engine
+// state is the hub's record of one engine. Guarded by Hub.mu.
+type state struct {
+	c Engine
+	p Params
 	// sweeping
-	sweep       timed
+	sweep       timerq.Timed[*state]
 	read        bool // the check reads heads at once (checkRead)
 	exact       bool // the check is not run early (checkExact, checkRead)
 	sweepClosed bool
 	sweepUse    sync.WaitGroup // a sweep of the hub into the engine runs
 	// keeping
-	keep        timed
+	keep        timerq.Timed[*state]
 	keeping     bool // in keeps or an extension runs
 	leasedAgain bool // leased while an extension ran
 	keepClosed  bool
 	keepUse     sync.WaitGroup
 	interval    time.Duration
-	// prepare keys, when fixed (sweep_probe.go prepareKeys); only the
+	// prepare keys, when fixed (probe.go prepareKeys); only the
 	// sweeper goroutine touches them
 	fixed bool
 	slots []int
@@ -133,41 +137,41 @@ const (
 	clusterProbeRate = 50
 )
 
-func newLeaseHub(h *Hub) *leaseHub {
-	return &leaseHub{
-		h:         h,
-		engines:   map[*Engine]*leaseState{},
+// New returns a lease hub with no engine.
+func New() *Hub {
+	return &Hub{
+		engines:   map[Engine]*state{},
 		sweepKick: make(chan struct{}, 1),
 		keepKick:  make(chan struct{}, 1),
 	}
 }
 
-// setContext gives the hub's actors' context, which probes started by an
+// SetContext gives the hub's actors' context, which probes started by an
 // engine's Start check (the sweeper and the lease keeper run with it).
-func (l *leaseHub) setContext(ctx context.Context) {
+func (l *Hub) SetContext(ctx context.Context) {
 	l.mu.Lock()
 	l.ctx = ctx
 	l.mu.Unlock()
 }
 
-// add registers a started engine: it is probed at once (what a dead
+// Add registers a started engine: it is probed at once (what a dead
 // consumer left in prepare is recovered) and followed from then on.
-func (l *leaseHub) add(c *Engine) {
+func (l *Hub) Add(c Engine, p Params) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if _, ok := l.engines[c]; ok {
 		return
 	}
-	st := &leaseState{c: c, interval: max(c.cfg.prepareTimeout/3, 300*time.Millisecond)}
-	st.sweep.idx, st.keep.idx = -1, -1
-	st.sweep.st, st.keep.st = st, st
+	st := &state{c: c, p: p, interval: max(p.PrepareTimeout/3, 300*time.Millisecond)}
+	st.sweep.Init(st)
+	st.keep.Init(st)
 	l.engines[c] = st
 	l.order = append(l.order, st)
 	l.scheduleSweepLocked(st, time.Now(), checkProbe)
 }
 
-// stopSweeping ends the hub's sweeps of c and returns once none runs.
-func (l *leaseHub) stopSweeping(c *Engine) {
+// StopSweeping ends the hub's sweeps of c and returns once none runs.
+func (l *Hub) StopSweeping(c Engine) {
 	l.mu.Lock()
 	st := l.engines[c]
 	if st == nil {
@@ -175,15 +179,15 @@ func (l *leaseHub) stopSweeping(c *Engine) {
 		return
 	}
 	st.sweepClosed = true
-	l.sweeps.remove(&st.sweep)
+	l.sweeps.Remove(&st.sweep)
 	l.mu.Unlock()
 	st.sweepUse.Wait()
 }
 
-// stopKeeping ends the hub's lease extensions of c, returns once none runs,
+// StopKeeping ends the hub's lease extensions of c, returns once none runs,
 // and forgets c.
-func (l *leaseHub) stopKeeping(c *Engine) {
-	l.stopSweeping(c)
+func (l *Hub) StopKeeping(c Engine) {
+	l.StopSweeping(c)
 	l.mu.Lock()
 	st := l.engines[c]
 	if st == nil {
@@ -191,7 +195,7 @@ func (l *leaseHub) stopKeeping(c *Engine) {
 		return
 	}
 	st.keepClosed = true
-	l.keeps.remove(&st.keep)
+	l.keeps.Remove(&st.keep)
 	delete(l.engines, c)
 	for i, o := range l.order {
 		if o == st {
@@ -203,9 +207,9 @@ func (l *leaseHub) stopKeeping(c *Engine) {
 	st.keepUse.Wait()
 }
 
-// leased tells that c just leased messages whose leases run out at until
+// Leased tells that c just leased messages whose leases run out at until
 // at the earliest (a fetch, or a pull with the caller's lease).
-func (l *leaseHub) leased(c *Engine, until time.Time) {
+func (l *Hub) Leased(c Engine, until time.Time) {
 	l.mu.Lock()
 	st := l.engines[c]
 	if st == nil {
@@ -219,17 +223,17 @@ func (l *leaseHub) leased(c *Engine, until time.Time) {
 	// A long lease (a Pull may name hours) must not hold the topic's next
 	// check back: another process's shorter lease there runs out sooner,
 	// and a sweep interval is what an expired lease may wait.
-	if soon := time.Now().Add(c.cfg.sweepInterval); soon.Before(at) {
+	if soon := time.Now().Add(st.p.SweepInterval); soon.Before(at) {
 		at, kind = soon, checkProbe
 	}
 	l.scheduleSweepLocked(st, at, kind)
 	kick := false
-	if !c.pull && !st.keepClosed {
+	if !st.p.Pull && !st.keepClosed {
 		if st.keeping {
 			st.leasedAgain = true
 		} else {
 			st.keeping = true
-			kick = l.keeps.set(&st.keep, time.Now().Add(st.interval))
+			kick = l.keeps.Set(&st.keep, time.Now().Add(st.interval))
 		}
 	}
 	l.mu.Unlock()
@@ -238,28 +242,28 @@ func (l *leaseHub) leased(c *Engine, until time.Time) {
 	}
 }
 
-// heard tells that a wake-up of one of c's slots arrived: messages may be
-// leased there from now (or from its due time) by any consumer.
-func (l *leaseHub) heard(c *Engine) {
+// Heard tells that a wake-up of one of c's slots arrived: messages may be
+// Leased there from now (or from its due time) by any consumer.
+func (l *Hub) Heard(c Engine) {
 	l.mu.Lock()
 	// Even with a check queued: scheduleSweepLocked only ever moves it
 	// earlier, and a queued check may be a long lease's, later than this.
 	if st := l.engines[c]; st != nil {
-		l.scheduleSweepLocked(st, time.Now().Add(c.cfg.sweepInterval), checkProbe)
+		l.scheduleSweepLocked(st, time.Now().Add(st.p.SweepInterval), checkProbe)
 	}
 	l.mu.Unlock()
 }
 
-// resubscribed tells that wake-ups may have been missed (a subscription was
+// Resubscribed tells that wake-ups may have been missed (a subscription was
 // made again): every topic is looked at once.
-func (l *leaseHub) resubscribed() {
+func (l *Hub) Resubscribed() {
 	now := time.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if len(l.order) == 0 {
 		return
 	}
-	if _, single := l.order[0].c.rdb.(*redis.Client); single {
+	if _, single := l.order[0].p.RDB.(*redis.Client); single {
 		// The net's next round probes every idle engine in one command;
 		// a burst of resubscriptions (every topic's, when each has its
 		// own) shares the round that starts after it.
@@ -277,7 +281,7 @@ func (l *leaseHub) resubscribed() {
 	l.lastRes = now
 	window := min(time.Duration(len(l.order))*10*time.Millisecond, 10*time.Second)
 	for i, st := range l.order {
-		if st.sweep.idx < 0 && !st.sweepClosed {
+		if !st.sweep.Queued() && !st.sweepClosed {
 			l.scheduleSweepLocked(st, now.Add(window*time.Duration(i)/time.Duration(len(l.order))), checkRead)
 		}
 	}
@@ -292,17 +296,17 @@ const (
 
 // scheduleSweepLocked makes st's next check no later than at. A check
 // that stays where it was keeps its kind, and becomes a read if asked.
-func (l *leaseHub) scheduleSweepLocked(st *leaseState, at time.Time, kind int) {
+func (l *Hub) scheduleSweepLocked(st *state, at time.Time, kind int) {
 	if st.sweepClosed {
 		return
 	}
-	if st.sweep.idx >= 0 && !at.Before(st.sweep.at) {
+	if st.sweep.Queued() && !at.Before(st.sweep.At) {
 		st.read = st.read || kind == checkRead
 		return
 	}
 	st.read = st.read || kind == checkRead
 	st.exact = kind != checkProbe
-	if l.sweeps.set(&st.sweep, at) {
+	if l.sweeps.Set(&st.sweep, at) {
 		poke(l.sweepKick)
 	}
 }
@@ -315,9 +319,9 @@ func poke(ch chan struct{}) {
 	}
 }
 
-// runSweeps is the one sweeper goroutine: it sleeps until the earliest check
+// RunSweeps is the one sweeper goroutine: it sleeps until the earliest check
 // due (or the safety net's round) and runs the checks due.
-func (l *leaseHub) runSweeps(ctx context.Context) {
+func (l *Hub) RunSweeps(ctx context.Context) {
 	t := time.NewTimer(time.Hour)
 	defer t.Stop()
 	for {
@@ -343,10 +347,10 @@ func (l *leaseHub) runSweeps(ctx context.Context) {
 }
 
 // nextSweepLocked is when the sweeper has something to do.
-func (l *leaseHub) nextSweepLocked(now time.Time) time.Time {
+func (l *Hub) nextSweepLocked(now time.Time) time.Time {
 	next := now.Add(time.Hour)
-	if top := l.sweeps.peek(); top != nil && top.at.Before(next) {
-		next = top.at
+	if top := l.sweeps.Peek(); top != nil && top.At.Before(next) {
+		next = top.At
 	}
 	if len(l.engines) > 0 {
 		if l.probeAt.IsZero() {
@@ -363,28 +367,28 @@ func (l *leaseHub) nextSweepLocked(now time.Time) time.Time {
 // sweepInterval of the engines (a lease nobody here heard of is rolled back
 // about as late as a swept topic's), at least minNetInterval, and longer
 // for very many keys on a single node.
-func (l *leaseHub) netIntervalLocked() time.Duration {
+func (l *Hub) netIntervalLocked() time.Duration {
 	iv := time.Duration(0)
 	keys := 0
 	for _, st := range l.order {
-		if iv == 0 || st.c.cfg.sweepInterval < iv {
-			iv = st.c.cfg.sweepInterval
+		if iv == 0 || st.p.SweepInterval < iv {
+			iv = st.p.SweepInterval
 		}
-		keys += st.c.topic.SlotAmount()
+		keys += st.p.SlotAmount
 	}
 	return max(iv, minNetInterval, time.Duration(keys)*time.Second/netKeysPerSec)
 }
 
 // sweepDue takes the checks due at now (probes a little early, to batch
 // them) and the safety net's round if due, and runs them.
-func (l *leaseHub) sweepDue(ctx context.Context, now time.Time) {
-	var reads, probes []*leaseState
-	var later []*timed
+func (l *Hub) sweepDue(ctx context.Context, now time.Time) {
+	var reads, probes []*state
+	var later []*timerq.Timed[*state]
 	l.mu.Lock()
-	for top := l.sweeps.peek(); top != nil && !top.at.After(now.Add(probeBatch)); top = l.sweeps.peek() {
-		l.sweeps.pop()
-		st := top.st
-		if (st.read || st.exact) && top.at.After(now) {
+	for top := l.sweeps.Peek(); top != nil && !top.At.After(now.Add(probeBatch)); top = l.sweeps.Peek() {
+		l.sweeps.Pop()
+		st := top.V
+		if (st.read || st.exact) && top.At.After(now) {
 			// Timed to a lease's expiry: not early.
 			later = append(later, top)
 			continue
@@ -397,11 +401,11 @@ func (l *leaseHub) sweepDue(ctx context.Context, now time.Time) {
 		st.read, st.exact = false, false
 	}
 	for _, t := range later {
-		l.sweeps.set(t, t.at)
+		l.sweeps.Set(t, t.At)
 	}
-	var net []*leaseState
+	var net []*state
 	if !l.probeAt.IsZero() && !now.Before(l.probeAt) {
-		taken := make(map[*leaseState]bool, len(reads)+len(probes))
+		taken := make(map[*state]bool, len(reads)+len(probes))
 		for _, st := range reads {
 			taken[st] = true
 		}
@@ -420,15 +424,15 @@ func (l *leaseHub) sweepDue(ctx context.Context, now time.Time) {
 // netRoundLocked picks the idle engines the safety net looks at now: all
 // of them on a single node (one probe command), a budget of keys on a
 // cluster (read round-robin). taken are checked in this round already.
-func (l *leaseHub) netRoundLocked(taken map[*leaseState]bool) []*leaseState {
+func (l *Hub) netRoundLocked(taken map[*state]bool) []*state {
 	if len(l.order) == 0 {
 		return nil
 	}
-	_, single := l.order[0].c.rdb.(*redis.Client)
-	var out []*leaseState
+	_, single := l.order[0].p.RDB.(*redis.Client)
+	var out []*state
 	if single {
 		for _, st := range l.order {
-			if st.sweep.idx < 0 && !st.sweepClosed && !taken[st] {
+			if !st.sweep.Queued() && !st.sweepClosed && !taken[st] {
 				out = append(out, st)
 			}
 		}
@@ -439,9 +443,9 @@ func (l *leaseHub) netRoundLocked(taken map[*leaseState]bool) []*leaseState {
 		l.cursor %= len(l.order)
 		st := l.order[l.cursor]
 		l.cursor++
-		if st.sweep.idx < 0 && !st.sweepClosed && !taken[st] {
+		if !st.sweep.Queued() && !st.sweepClosed && !taken[st] {
 			out = append(out, st)
-			budget -= st.c.topic.SlotAmount()
+			budget -= st.p.SlotAmount
 		}
 	}
 	return out
@@ -449,7 +453,7 @@ func (l *leaseHub) netRoundLocked(taken map[*leaseState]bool) []*leaseState {
 
 // finishCheck schedules st after a check: its next check at next, or none
 // (zero next: nothing in prepare) unless a hook scheduled one meanwhile.
-func (l *leaseHub) finishCheck(st *leaseState, next time.Time) {
+func (l *Hub) finishCheck(st *state, next time.Time) {
 	if next.IsZero() {
 		return
 	}
@@ -459,7 +463,7 @@ func (l *leaseHub) finishCheck(st *leaseState, next time.Time) {
 }
 
 // useForSweep marks st's engine in use by a sweep; false once it stopped.
-func (l *leaseHub) useForSweep(st *leaseState) bool {
+func (l *Hub) useForSweep(st *state) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if st.sweepClosed {

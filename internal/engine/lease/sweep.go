@@ -1,4 +1,4 @@
-package engine
+package lease
 
 import (
 	"context"
@@ -8,29 +8,28 @@ import (
 // The sweep of one engine: roll back deliveries whose lease ran out (their
 // consumer died or lost Redis). Every consumer of a topic sweeps; the
 // scripts make concurrent sweeps harmless. The client's one sweeper
-// (hub_leases.go) decides when; this file does one engine's sweep and says
+// (hub.go) decides when; this file does one engine's sweep and says
 // when its next is due.
 
 // sweepRecheck is how soon an engine is looked at again when a sweep left
-// leases that look expired (sweep.lua rolls back at most sweepLimit a slot
+// leases that look expired (sweep.lua rolls back at most SweepLimit a slot
 // per call).
 const sweepRecheck = 10 * time.Millisecond
 
-// sweepLimit is the most leases one sweep.lua call rolls back.
-const sweepLimit = 1000
+// SweepLimit is the most leases one sweep.lua call rolls back.
+const SweepLimit = 1000
 
 // sweepHeads sweeps st's engine on the slots whose earliest lease ran out
 // by heads (read with Redis's clock offset, nil: the engine's estimate),
 // and returns when to look at the engine next: at the earliest lease's
 // expiry but no later than a sweepInterval from now; zero when every
 // prepare set is empty (the engine is idle for sweeping).
-func sweepHeads(ctx context.Context, l *leaseHub, st *leaseState, heads []leaseHead, offset *time.Duration) time.Time {
-	c := st.c
+func sweepHeads(ctx context.Context, l *Hub, st *state, heads []head, offset *time.Duration) time.Time {
 	redisNow := func() time.Time {
 		if offset != nil {
 			return time.Now().Add(*offset)
 		}
-		return c.clock.now()
+		return st.p.Clock.Now()
 	}
 	// A lease is expired when its deadline second is before Redis's
 	// (sweep.lua); the estimate is a lower bound of Redis's clock, so what
@@ -48,17 +47,17 @@ func sweepHeads(ctx context.Context, l *leaseHub, st *leaseState, heads []leaseH
 			return time.Time{} // the engine stopped sweeping
 		}
 		var err error
-		swept, err = sweepSlots(c, cands)
+		swept, err = st.c.SweepSlots(cands)
 		st.sweepUse.Done()
 		if err != nil {
-			return time.Now().Add(c.cfg.sweepInterval)
+			return time.Now().Add(st.p.SweepInterval)
 		}
 		// The swept slots' earliest leases are new: read them again.
-		fresh, err := readEngineHeads(ctx, c, cands)
+		fresh, err := readEngineHeads(ctx, st, cands)
 		if err != nil {
-			return time.Now().Add(c.cfg.sweepInterval)
+			return time.Now().Add(st.p.SweepInterval)
 		}
-		at := map[int]leaseHead{}
+		at := map[int]head{}
 		for _, h := range fresh {
 			at[h.slot] = h
 		}
@@ -79,13 +78,13 @@ func sweepHeads(ctx context.Context, l *leaseHub, st *leaseState, heads []leaseH
 		return time.Time{}
 	}
 	if earliest < redisNow().Unix() {
-		if swept >= sweepLimit {
+		if swept >= SweepLimit {
 			// More expired than one call took.
 			return now.Add(sweepRecheck)
 		}
 		// Expired, but not swept (a slot this engine may not sweep now):
 		// as the old ticker did.
-		return now.Add(c.cfg.sweepInterval)
+		return now.Add(st.p.SweepInterval)
 	}
 	// The lease runs out when Redis's clock reaches the next second.
 	expiry := time.Unix(earliest+1, 0)
@@ -93,10 +92,10 @@ func sweepHeads(ctx context.Context, l *leaseHub, st *leaseState, heads []leaseH
 	if offset != nil {
 		local = expiry.Add(-*offset)
 	} else {
-		local = now.Add(c.clock.untilMs(expiry.UnixMilli()))
+		local = now.Add(st.p.Clock.UntilMs(expiry.UnixMilli()))
 	}
 	next := local.Add(sweepMargin)
-	if limit := now.Add(c.cfg.sweepInterval); limit.Before(next) {
+	if limit := now.Add(st.p.SweepInterval); limit.Before(next) {
 		next = limit
 	}
 	if soonest := now.Add(sweepRecheck); next.Before(soonest) {
@@ -104,33 +103,3 @@ func sweepHeads(ctx context.Context, l *leaseHub, st *leaseState, heads []leaseH
 	}
 	return next
 }
-
-// sweepSlots runs sweep.lua on slotList of c, reports what it did and
-// returns how many leases it ended.
-func sweepSlots(c *Engine, slotList []int) (int, error) {
-	ctx, cancel := context.WithTimeout(c.loops.Context(), max(c.cfg.sweepInterval, time.Second))
-	defer cancel()
-	rolled, dead, exp, err := c.sweep(ctx, slotList)
-	if err != nil && ctx.Err() == nil {
-		c.log.WarnContext(ctx, "rmq: sweep failed", "err", err)
-	}
-	if exp > 0 {
-		expired(c.cfg.observer, c.topic.Name(), exp)
-		c.log.InfoContext(ctx, "rmq: dropped expired messages", "count", exp)
-	}
-	if rolled > 0 {
-		c.cfg.observer.LeasesExpired(c.topic.Name(), rolled, len(dead))
-		c.log.InfoContext(ctx, "rmq: rolled back expired leases", "count", rolled, "dead", len(dead))
-	}
-	// Each dead-lettered message at Warn, as a handler's dead-lettering is
-	// (logOutcome): nobody handles it any more unless someone looks.
-	for _, d := range dead {
-		c.log.WarnContext(ctx, "rmq: message moved to the dead queue", "id", d.id, "slot", d.slot,
-			"attempts", d.attempts, "last_error", leaseExpiredError)
-	}
-	return rolled + exp, err
-}
-
-// leaseExpiredError is the last error sweep.lua records for a delivery
-// whose lease ran out.
-const leaseExpiredError = "rmq: lease expired"

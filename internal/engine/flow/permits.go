@@ -1,8 +1,9 @@
-package engine
+package flow
 
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"math"
 	"strconv"
 	"sync"
@@ -17,14 +18,14 @@ import (
 	"github.com/rmq-go/rmq/slots"
 )
 
-// permitValidity is how long after their grant reached the client a
+// PermitValidity is how long after their grant reached the client a
 // cluster's rate starts may still be sent to a fetch (permit.lua): one
 // interval of the rate, 5 to 50 ms, by the client's own monotonic clock.
 // A client that stalls longer between the two calls (a pause, a starved
 // CPU) fetches nothing and gives them back, so its starts cannot bunch up.
 // The nodes' clocks are never compared: a fetch takes what was granted
 // however long the network takes to carry it.
-func permitValidity(l options.Limits) time.Duration {
+func PermitValidity(l options.Limits) time.Duration {
 	iv := l.RatePer / time.Duration(max(l.Rate, 1))
 	return min(max(iv, 5*time.Millisecond), 50*time.Millisecond)
 }
@@ -33,7 +34,7 @@ func permitValidity(l options.Limits) time.Duration {
 // before it checks the places against the slots' prepare sets (heal).
 const healAfter = 5 * time.Second
 
-// permits is an engine's share of its topic's topic-wide limits on a Redis
+// Permits is an engine's share of its topic's topic-wide limits on a Redis
 // Cluster (docs/flow-control.md). The topic's slots lie on several nodes,
 // so no slot's fetch can see the whole topic: the rate and the places
 // live on the node of the topic's own hash tag (slots.FlowKeys), and the
@@ -47,9 +48,8 @@ const healAfter = 5 * time.Second
 // a fetch that used fewer than it took (or after every pull: its
 // deliveries are bound before they are handed out), one per fetcher
 // wake-up that gives places back, and one per end of a pulled delivery.
-type permits struct {
-	c      *Engine
-	f      *flowState
+type Permits struct {
+	env    PermitEnv
 	client string
 	seq    atomic.Uint64
 
@@ -68,13 +68,30 @@ type permits struct {
 	blockedSince time.Time // the first of the grants that found no place
 }
 
-func newPermits(c *Engine, f *flowState) *permits {
-	return &permits{c: c, f: f, client: "e" + scripts.Nonce(), pushed: map[string]int64{}, pulled: map[string]pulledPlace{}}
+// PermitEnv is what an engine's Permits need of it; it does not change.
+type PermitEnv struct {
+	RDB     redis.UniversalClient
+	Log     *slog.Logger
+	WakeCmd string // permit.lua's wake command of the engine's client
+	// Wake is slot 0's wake channel, on which every consumer of the topic
+	// listens for places that came free.
+	Wake           string
+	PrepareTimeout time.Duration
+	FlowKeys       slots.FlowKeys
+	// Prepares: every slot's prepare set (heal counts them).
+	Prepares []string
+	// Limits returns the limits in force.
+	Limits func() options.Limits
 }
 
-// limited reports whether the topic has topic-wide limits.
-func (p *permits) limited() bool {
-	l := p.f.current()
+// NewPermits returns an engine's share of its topic's topic-wide limits.
+func NewPermits(env PermitEnv) *Permits {
+	return &Permits{env: env, client: "e" + scripts.Nonce(), pushed: map[string]int64{}, pulled: map[string]pulledPlace{}}
+}
+
+// Limited reports whether the topic has topic-wide limits.
+func (p *Permits) Limited() bool {
+	l := p.env.Limits()
 	return l.Rate > 0 || l.Concurrency > 0
 }
 
@@ -87,22 +104,22 @@ type pulledPlace struct {
 
 // lease is how long a reservation, and a push delivery's place, outlive
 // the call that last renewed them.
-func (p *permits) lease() time.Duration { return max(p.c.cfg.prepareTimeout, time.Second) }
+func (p *Permits) lease() time.Duration { return max(p.env.PrepareTimeout, time.Second) }
 
-// grant is what take got: the reply, the call's id (its reservations are
+// Grant is what Take got: the reply, the call's id (its reservations are
 // scripts.Reservation(id, 1..Granted) with a concurrency) and when the
-// reply came (the client's monotonic clock: permitValidity).
-type grant struct {
+// reply came (the client's monotonic clock: PermitValidity).
+type Grant struct {
 	scripts.PermitReply
 	id   string
-	at   time.Time
+	At   time.Time
 	conc bool
 }
 
-// runPermit runs one permit.lua call; a reply that says places came free
+// RunPermit runs one permit.lua call; a reply that says places came free
 // while someone waited wakes the topic's consumers (they all listen on
 // slot 0's channel, wake).
-func runPermit(ctx context.Context, rdb redis.UniversalClient, wakeCmd, wake string, pc scripts.PermitCall) (scripts.PermitReply, error) {
+func RunPermit(ctx context.Context, rdb redis.UniversalClient, wakeCmd, wake string, pc scripts.PermitCall) (scripts.PermitReply, error) {
 	keys, args := pc.Args()
 	vals, err := scripts.Permit.Run(ctx, rdb, keys, args...).Slice()
 	if err != nil {
@@ -127,10 +144,10 @@ func runPermit(ctx context.Context, rdb redis.UniversalClient, wakeCmd, wake str
 // the renewal of the pushed places. What it carried is queued again when
 // it fails (every part of a call may be sent twice: permit.lua keys its
 // effects by name).
-func (p *permits) call(ctx context.Context, want int, renew bool) (grant, error) {
-	l := p.f.current()
+func (p *Permits) call(ctx context.Context, want int, renew bool) (Grant, error) {
+	l := p.env.Limits()
 	id := p.nextID()
-	pc := scripts.PermitCall{Keys: p.f.fkeys, ID: id, Want: want, ReserveMs: p.lease().Milliseconds(), Concurrency: l.Concurrency}
+	pc := scripts.PermitCall{Keys: p.env.FlowKeys, ID: id, Want: want, ReserveMs: p.lease().Milliseconds(), Concurrency: l.Concurrency}
 	pc.RateIv, pc.RateTol = options.GCRA(l.Rate, l.RatePer)
 	p.mu.Lock()
 	pc.Release, pc.Bind, pc.End, pc.Refund = p.release, p.binds, p.ends, p.refund
@@ -144,7 +161,7 @@ func (p *permits) call(ctx context.Context, want int, renew bool) (grant, error)
 		}
 	}
 	p.mu.Unlock()
-	r, err := runPermit(ctx, p.c.rdb, p.c.wakeCmd, p.c.keys[0].Wake, pc)
+	r, err := RunPermit(ctx, p.env.RDB, p.env.WakeCmd, p.env.Wake, pc)
 	at := time.Now()
 	p.mu.Lock()
 	if err != nil {
@@ -157,16 +174,16 @@ func (p *permits) call(ctx context.Context, want int, renew bool) (grant, error)
 	}
 	p.mu.Unlock()
 	if err != nil {
-		return grant{}, err
+		return Grant{}, err
 	}
-	return grant{PermitReply: r, id: id, at: at, conc: l.Concurrency > 0}, nil
+	return Grant{PermitReply: r, id: id, At: at, conc: l.Concurrency > 0}, nil
 }
 
-// take asks for want permits before a fetch, carrying what is queued. A
+// Take asks for want permits before a fetch, carrying what is queued. A
 // failed call grants nothing and keeps what it carried. A client that has
 // found no place free for healAfter checks the places (heal), and asks
 // again when that gave some back.
-func (p *permits) take(ctx context.Context, want int) (grant, error) {
+func (p *Permits) Take(ctx context.Context, want int) (Grant, error) {
 	g, err := p.call(ctx, want, false)
 	if err != nil || want == 0 {
 		return g, err
@@ -174,7 +191,7 @@ func (p *permits) take(ctx context.Context, want int) (grant, error) {
 	if p.noteBlocked(g.Wait == -1) {
 		n, herr := p.heal(ctx)
 		if herr != nil {
-			p.c.log.WarnContext(ctx, "rmq: check the topic's places", "err", herr)
+			p.env.Log.WarnContext(ctx, "rmq: check the topic's places", "err", herr)
 		}
 		if n > 0 {
 			// The first grant found no place free, so it granted nothing.
@@ -186,14 +203,14 @@ func (p *permits) take(ctx context.Context, want int) (grant, error) {
 	return g, nil
 }
 
-// fetched settles a grant after its fetch moved msgs: each delivery takes
+// Fetched settles a grant after its fetch moved msgs: each delivery takes
 // one of the reservations (bound under leaseMs), the reservations and
 // rate starts left over go back. A pull (pulled) settles at once, in a
 // call of its own, before its deliveries are handed out, so that an end
 // by another process never comes before its binding; a push fetch that
 // used its whole grant leaves the bindings to the next call (its own ends
 // come after them).
-func (p *permits) fetched(ctx context.Context, g grant, msgs []*consumer.Message, leaseMs int64, pulled bool) {
+func (p *Permits) Fetched(ctx context.Context, g Grant, msgs []*consumer.Message, leaseMs int64, pulled bool) {
 	var ops placeOps
 	if g.conc {
 		for i, m := range msgs {
@@ -207,7 +224,7 @@ func (p *permits) fetched(ctx context.Context, g grant, msgs []*consumer.Message
 			ops.release = append(ops.release, scripts.Reservation(g.id, i))
 		}
 	}
-	if l := p.f.current(); l.Rate > 0 && g.Granted > len(msgs) {
+	if l := p.env.Limits(); l.Rate > 0 && g.Granted > len(msgs) {
 		ops.refund = g.Granted - len(msgs)
 	}
 	p.mu.Lock()
@@ -236,7 +253,7 @@ func (p *permits) fetched(ctx context.Context, g grant, msgs []*consumer.Message
 	}
 	if err := p.send(ctx, ops); err != nil {
 		// Kept for the next call.
-		p.c.log.WarnContext(ctx, "rmq: settle permits", "err", err)
+		p.env.Log.WarnContext(ctx, "rmq: settle permits", "err", err)
 	}
 }
 
@@ -255,12 +272,12 @@ func (o placeOps) empty() bool {
 // send runs a call that carries ops and nothing else, so its caller knows
 // they were applied when it returns nil; a failed call queues them for the
 // next call (each may be applied twice: permit.lua keys them by name).
-func (p *permits) send(ctx context.Context, ops placeOps) error {
-	l := p.f.current()
-	pc := scripts.PermitCall{Keys: p.f.fkeys, ID: p.nextID(), Concurrency: l.Concurrency,
+func (p *Permits) send(ctx context.Context, ops placeOps) error {
+	l := p.env.Limits()
+	pc := scripts.PermitCall{Keys: p.env.FlowKeys, ID: p.nextID(), Concurrency: l.Concurrency,
 		Release: ops.release, Bind: ops.binds, End: ops.ends, Refund: ops.refund}
 	pc.RateIv, pc.RateTol = options.GCRA(l.Rate, l.RatePer)
-	if _, err := runPermit(ctx, p.c.rdb, p.c.wakeCmd, p.c.keys[0].Wake, pc); err != nil {
+	if _, err := RunPermit(ctx, p.env.RDB, p.env.WakeCmd, p.env.Wake, pc); err != nil {
 		p.mu.Lock()
 		p.release = append(p.release, ops.release...)
 		p.binds = append(p.binds, ops.binds...)
@@ -273,12 +290,12 @@ func (p *permits) send(ctx context.Context, ops placeOps) error {
 }
 
 // nextID names a call of this engine.
-func (p *permits) nextID() string { return p.client + ":" + strconv.FormatUint(p.seq.Add(1), 36) }
+func (p *Permits) nextID() string { return p.client + ":" + strconv.FormatUint(p.seq.Add(1), 36) }
 
-// ended notes that a push delivery ended: its place goes back with the
+// Ended notes that a push delivery ended: its place goes back with the
 // next call (the fetcher is woken for it). A delivery that holds none (it
 // was leased before the topic had a concurrency limit) gives nothing.
-func (p *permits) ended(m *consumer.Message) {
+func (p *Permits) Ended(m *consumer.Message) {
 	member := scripts.PlaceMember(m.Slot, m.ID)
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -288,10 +305,10 @@ func (p *permits) ended(m *consumer.Message) {
 	}
 }
 
-// endPulled gives back the place of a pulled delivery of this engine that
-// ended (acked or nacked, or found no longer its), at once: the caller
+// EndPulled gives back the place of a pulled delivery of this engine that
+// Ended (acked or nacked, or found no longer its), at once: the caller
 // may pull again through another process next.
-func (p *permits) endPulled(ctx context.Context, m *consumer.Message) {
+func (p *Permits) EndPulled(ctx context.Context, m *consumer.Message) {
 	member := scripts.PlaceMember(m.Slot, m.ID)
 	p.mu.Lock()
 	pp, ok := p.pulled[member]
@@ -304,15 +321,15 @@ func (p *permits) endPulled(ctx context.Context, m *consumer.Message) {
 		return
 	}
 	if err := p.send(ctx, placeOps{ends: []scripts.PlaceEnd{{Member: member, Token: m.Token}}}); err != nil {
-		p.c.log.WarnContext(ctx, "rmq: give back a place", "err", err)
+		p.env.Log.WarnContext(ctx, "rmq: give back a place", "err", err)
 	}
 }
 
-// endByID gives back the place of whatever delivery of id in slot holds
+// EndByID gives back the place of whatever delivery of id in slot holds
 // one: an ack or nack by id (rmqd's DELETE job, maybe of a job another
 // process pulled). Without a concurrency limit and no place of its own
 // there is nothing to give.
-func (p *permits) endByID(ctx context.Context, slot int, id string) {
+func (p *Permits) EndByID(ctx context.Context, slot int, id string) {
 	member := scripts.PlaceMember(slot, id)
 	p.mu.Lock()
 	pp, mine := p.pulled[member]
@@ -323,25 +340,25 @@ func (p *permits) endByID(ctx context.Context, slot int, id string) {
 		tok = -1
 	}
 	p.mu.Unlock()
-	if !mine && p.f.current().Concurrency == 0 {
+	if !mine && p.env.Limits().Concurrency == 0 {
 		return
 	}
 	if err := p.send(ctx, placeOps{ends: []scripts.PlaceEnd{{Member: member, Token: tok}}}); err != nil {
-		p.c.log.WarnContext(ctx, "rmq: give back a place", "err", err)
+		p.env.Log.WarnContext(ctx, "rmq: give back a place", "err", err)
 	}
 }
 
-// forget drops a pulled delivery that another engine of the topic gave
+// Forget drops a pulled delivery that another engine of the topic gave
 // back by id.
-func (p *permits) forget(slot int, id string) {
+func (p *Permits) Forget(slot int, id string) {
 	p.mu.Lock()
 	delete(p.pulled, scripts.PlaceMember(slot, id))
 	p.mu.Unlock()
 }
 
-// extended renews the place of a pulled delivery whose lease was extended
+// Extended renews the place of a pulled delivery whose lease was extended
 // to dur from now.
-func (p *permits) extended(ctx context.Context, m *consumer.Message, dur time.Duration) {
+func (p *Permits) Extended(ctx context.Context, m *consumer.Message, dur time.Duration) {
 	member := scripts.PlaceMember(m.Slot, m.ID)
 	p.mu.Lock()
 	pp, ok := p.pulled[member]
@@ -354,18 +371,18 @@ func (p *permits) extended(ctx context.Context, m *consumer.Message, dur time.Du
 	if !ok {
 		return
 	}
-	l := p.f.current()
-	pc := scripts.PermitCall{Keys: p.f.fkeys, ID: p.nextID(), Concurrency: l.Concurrency,
+	l := p.env.Limits()
+	pc := scripts.PermitCall{Keys: p.env.FlowKeys, ID: p.nextID(), Concurrency: l.Concurrency,
 		Renew: []scripts.PlaceRenew{{Member: member, LeaseMs: dur.Milliseconds()}}}
-	if _, err := runPermit(ctx, p.c.rdb, p.c.wakeCmd, p.c.keys[0].Wake, pc); err != nil {
-		p.c.log.WarnContext(ctx, "rmq: renew a place", "err", err)
+	if _, err := RunPermit(ctx, p.env.RDB, p.env.WakeCmd, p.env.Wake, pc); err != nil {
+		p.env.Log.WarnContext(ctx, "rmq: renew a place", "err", err)
 	}
 }
 
-// pending reports whether something waits to be given back, and when the
+// Pending reports whether something waits to be given back, and when the
 // places of the push deliveries (and reservations waiting for their
 // binding) must be renewed (zero: none).
-func (p *permits) pending() (give bool, renew time.Time) {
+func (p *Permits) Pending() (give bool, renew time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if len(p.pushed) > 0 || len(p.binds) > 0 {
@@ -374,17 +391,17 @@ func (p *permits) pending() (give bool, renew time.Time) {
 	return len(p.ends) > 0 || len(p.release) > 0 || p.refund > 0, renew
 }
 
-// flush gives back what ended and renews the places held.
-func (p *permits) flush(ctx context.Context) {
+// Flush gives back what ended and renews the places held.
+func (p *Permits) Flush(ctx context.Context) {
 	if _, err := p.call(ctx, 0, true); err != nil {
-		p.c.log.WarnContext(ctx, "rmq: give back permits", "err", err)
+		p.env.Log.WarnContext(ctx, "rmq: give back permits", "err", err)
 	}
 }
 
 // noteBlocked follows how long this client has found no place free, and
 // reports whether it is time to check the places (past healAfter, then
 // every healAfter).
-func (p *permits) noteBlocked(blocked bool) bool {
+func (p *Permits) noteBlocked(blocked bool) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !blocked {
@@ -472,10 +489,10 @@ func heal(ctx context.Context, rdb redis.UniversalClient, fk slots.FlowKeys, pre
 }
 
 // heal is heal for this engine's topic.
-func (p *permits) heal(ctx context.Context) (int, error) {
-	return heal(ctx, p.c.rdb, p.f.fkeys, p.f.prepares, func(pc scripts.PermitCall) error {
+func (p *Permits) heal(ctx context.Context) (int, error) {
+	return heal(ctx, p.env.RDB, p.env.FlowKeys, p.env.Prepares, func(pc scripts.PermitCall) error {
 		pc.ID = p.nextID()
-		_, err := runPermit(ctx, p.c.rdb, p.c.wakeCmd, p.c.keys[0].Wake, pc)
+		_, err := RunPermit(ctx, p.env.RDB, p.env.WakeCmd, p.env.Wake, pc)
 		return err
 	})
 }

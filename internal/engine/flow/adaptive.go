@@ -1,16 +1,20 @@
-package engine
+// Package flow holds what bounds an engine's handlers and fetches beyond
+// its fixed concurrency: the adaptive concurrency limiter (Adaptive), and
+// an engine's share of its topic's topic-wide limits on a cluster (Permits).
+package flow
 
 import (
 	"context"
+	"log/slog"
 	"math"
 	"strconv"
 	"sync"
 	"time"
 
-	"github.com/rmq-go/rmq/slots"
+	"github.com/redis/go-redis/v9"
 )
 
-// adaptive is the concurrency limiter of consumer.WithAdaptiveConcurrency:
+// Adaptive is the concurrency limiter of consumer.WithAdaptiveConcurrency:
 // a gradient limiter of the kind Netflix's concurrency-limits library
 // calls Gradient2. Handlers' latencies are gathered in windows; each
 // window compares its average (the short-run latency) with a slowly moving
@@ -30,8 +34,8 @@ import (
 //
 // The limit bounds the listeners running at once (a semaphore whose size
 // moves) and, through freeCapacity, what the fetcher takes.
-type adaptive struct {
-	c        *Engine
+type Adaptive struct {
+	env      AdaptiveEnv
 	min, max int
 
 	mu      sync.Mutex
@@ -59,20 +63,34 @@ const (
 	adaptiveWindowMax = time.Second
 )
 
-func newAdaptive(c *Engine, min, max int) *adaptive {
-	return &adaptive{c: c, min: min, max: max, limit: float64(min), free: make(chan struct{}), report: make(chan struct{}, 1), start: time.Now()}
+// AdaptiveEnv is what an Adaptive needs of its engine.
+type AdaptiveEnv struct {
+	// Changed is called once the limit moved: the engine tells its
+	// observer and wakes its fetcher.
+	Changed func()
+	// RDB, Key and Field are where the reporter writes the limit (the
+	// topic's slots.AdaptiveKey, the client's id).
+	RDB        redis.Cmdable
+	Key, Field string
+	Log        *slog.Logger
 }
 
-// current returns the limit as a whole number of handlers.
-func (a *adaptive) current() int {
+// NewAdaptive returns a limiter that moves between min and max, starting
+// at min.
+func NewAdaptive(env AdaptiveEnv, min, max int) *Adaptive {
+	return &Adaptive{env: env, min: min, max: max, limit: float64(min), free: make(chan struct{}), report: make(chan struct{}, 1), start: time.Now()}
+}
+
+// Current returns the limit as a whole number of handlers.
+func (a *Adaptive) Current() int {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return int(a.limit)
 }
 
-// acquire takes a listener token within the limit; false, holding none,
+// Acquire takes a listener token within the limit; false, holding none,
 // when ctx ended first.
-func (a *adaptive) acquire(ctx context.Context) bool {
+func (a *Adaptive) Acquire(ctx context.Context) bool {
 	for {
 		a.mu.Lock()
 		if a.running < int(a.limit) {
@@ -91,29 +109,29 @@ func (a *adaptive) acquire(ctx context.Context) bool {
 	}
 }
 
-// release gives a token back.
-func (a *adaptive) release() {
+// Release gives a token back.
+func (a *Adaptive) Release() {
 	a.mu.Lock()
 	a.running--
 	a.wakeLocked()
 	a.mu.Unlock()
 }
 
-func (a *adaptive) wakeLocked() {
+func (a *Adaptive) wakeLocked() {
 	close(a.free)
 	a.free = make(chan struct{})
 }
 
-// runningNow is how many listeners hold a token.
-func (a *adaptive) runningNow() int {
+// RunningNow is how many listeners hold a token.
+func (a *Adaptive) RunningNow() int {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.running
 }
 
-// sample folds one handler's latency and outcome in; at a window's end it
+// Sample folds one handler's latency and outcome in; at a window's end it
 // moves the limit.
-func (a *adaptive) sample(took time.Duration, failed bool) {
+func (a *Adaptive) Sample(took time.Duration, failed bool) {
 	a.mu.Lock()
 	a.n++
 	a.sum += took
@@ -162,11 +180,8 @@ func (a *adaptive) sample(took time.Duration, failed bool) {
 }
 
 // changed tells the observer and the reporter of a new limit.
-func (a *adaptive) changed() {
-	if o, ok := a.c.cfg.observer.(flowObserver); ok {
-		o.ConcurrencyLimit(a.c.topic.Name(), a.current())
-	}
-	a.c.wakeFetcher()
+func (a *Adaptive) changed() {
+	a.env.Changed()
 	select {
 	case a.report <- struct{}{}:
 	default:
@@ -181,20 +196,19 @@ const (
 	adaptiveExpiry = 30 * time.Second
 )
 
-// runReporter writes the limit to Redis (slots.AdaptiveKey, which
+// RunReporter writes the limit to Redis (slots.AdaptiveKey, which
 // rmq.Inspector.Stats reads), at most once a second when it changes and
 // every adaptiveReport anyway; it removes its entry when ctx ends. An
 // actor of the engine's group (doc.go).
-func (a *adaptive) runReporter(ctx context.Context) {
-	key := slots.AdaptiveKey(a.c.cfg.prefix, a.c.topic)
-	field := a.c.hub.id
+func (a *Adaptive) RunReporter(ctx context.Context) {
+	key, field := a.env.Key, a.env.Field
 	write := func() {
 		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
-		val := strconv.Itoa(a.current()) + " " + strconv.Itoa(a.min) + " " + strconv.Itoa(a.max) + " " +
+		val := strconv.Itoa(a.Current()) + " " + strconv.Itoa(a.min) + " " + strconv.Itoa(a.max) + " " +
 			strconv.FormatInt(time.Now().Add(adaptiveExpiry).UnixMilli(), 10)
-		if err := a.c.rdb.HSet(wctx, key, field, val).Err(); err != nil && ctx.Err() == nil {
-			a.c.log.DebugContext(ctx, "rmq: report the adaptive limit", "err", err)
+		if err := a.env.RDB.HSet(wctx, key, field, val).Err(); err != nil && ctx.Err() == nil {
+			a.env.Log.DebugContext(ctx, "rmq: report the adaptive limit", "err", err)
 		}
 	}
 	write()
@@ -204,7 +218,7 @@ func (a *adaptive) runReporter(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-			a.c.rdb.HDel(dctx, key, field)
+			a.env.RDB.HDel(dctx, key, field)
 			cancel()
 			return
 		case <-a.report:

@@ -1,4 +1,4 @@
-package engine
+package lease
 
 import (
 	"context"
@@ -9,10 +9,10 @@ import (
 	"github.com/rmq-go/rmq/internal/scripts"
 )
 
-// This file is the shared sweeper's reading of Redis (hub_leases.go says
+// This file is the shared sweeper's reading of Redis (hub.go says
 // when it runs): probes, which ask only whether prepare sets exist, and
 // head reads, which learn each slot's earliest lease. Nothing here writes;
-// the sweep itself is sweep.lua (sweeper.go).
+// the sweep itself is sweep.lua (sweep.go).
 
 const (
 	// probeChunk bounds the keys of one EXISTS: a 8,192-key EXISTS costs
@@ -22,8 +22,8 @@ const (
 	readTimeout = 5 * time.Second
 )
 
-// leaseHead is the earliest lease of one slot's prepare set.
-type leaseHead struct {
+// head is the earliest lease of one slot's prepare set.
+type head struct {
 	slot     int
 	deadline int64 // Unix seconds; the lease runs out once Redis's clock passes it
 	empty    bool
@@ -33,14 +33,14 @@ type leaseHead struct {
 // read at once, probes and net (the safety net's idle engines) are probed
 // first on a single node, and read only if a prepare set exists. Each
 // engine read is swept where a lease ran out and scheduled again.
-func (l *leaseHub) check(ctx context.Context, reads, probes, net []*leaseState) {
+func (l *Hub) check(ctx context.Context, reads, probes, net []*state) {
 	ctx, cancel := context.WithTimeout(ctx, readTimeout)
 	defer cancel()
 	rdb := firstRedis(reads, probes, net)
 	if _, single := rdb.(*redis.Client); single {
 		// A batch of probes is asked at once first: mostly the answer is
 		// no, one command for many topics.
-		var each []*leaseState
+		var each []*state
 		if len(probes) == 1 {
 			each = probes
 		} else if len(probes) > 1 {
@@ -70,13 +70,12 @@ func (l *leaseHub) check(ctx context.Context, reads, probes, net []*leaseState) 
 	heads, offset, errs := readHeads(ctx, rdb, reads)
 	failed := 0
 	for i, st := range reads {
-		c := st.c
 		if errs[i] != nil {
 			// Look again a sweep interval later, as the old sweeper did.
 			if failed++; failed == 1 && l.ctxErr() == nil {
-				c.log.WarnContext(ctx, "rmq: reading leases failed", "err", errs[i])
+				st.p.Log.WarnContext(ctx, "rmq: reading leases failed", "err", errs[i])
 			}
-			l.finishCheck(st, time.Now().Add(c.cfg.sweepInterval))
+			l.finishCheck(st, time.Now().Add(st.p.SweepInterval))
 			continue
 		}
 		l.finishCheck(st, sweepHeads(ctx, l, st, heads[i], offset))
@@ -84,7 +83,7 @@ func (l *leaseHub) check(ctx context.Context, reads, probes, net []*leaseState) 
 }
 
 // ctxErr is the hub's context's error.
-func (l *leaseHub) ctxErr() error {
+func (l *Hub) ctxErr() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.ctx == nil {
@@ -93,37 +92,36 @@ func (l *leaseHub) ctxErr() error {
 	return l.ctx.Err()
 }
 
-func firstRedis(lists ...[]*leaseState) redis.UniversalClient {
+func firstRedis(lists ...[]*state) redis.UniversalClient {
 	for _, l := range lists {
 		if len(l) > 0 {
-			return l[0].c.rdb
+			return l[0].p.RDB
 		}
 	}
 	return nil
 }
 
-func logWarn(ctx context.Context, sts []*leaseState, msg string, err error) {
+func logWarn(ctx context.Context, sts []*state, msg string, err error) {
 	if len(sts) > 0 && ctx.Err() == nil {
-		sts[0].c.log.WarnContext(ctx, msg, "err", err, "topics", len(sts))
+		sts[0].p.Log.WarnContext(ctx, msg, "err", err, "topics", len(sts))
 	}
 }
 
 // prepareKeys returns the slots st's engine sweeps (its active slots) and
 // their prepare keys, as strings and as command arguments. Those of an
 // engine that consumes every slot never change: they are made once.
-func (st *leaseState) prepareKeys() ([]int, []string, []any) {
+func (st *state) prepareKeys() ([]int, []string, []any) {
 	if st.fixed {
 		return st.slots, st.keys, st.args
 	}
-	c := st.c
-	slots := c.own.activeSlots()
+	slots, all := st.c.ActiveSlots()
 	keys := make([]string, len(slots))
 	args := make([]any, len(slots))
 	for i, s := range slots {
-		keys[i] = c.keys[s].Prepare
+		keys[i] = st.c.PrepareKey(s)
 		args[i] = keys[i]
 	}
-	if _, all := c.own.(*allSlots); all {
+	if all {
 		st.slots, st.keys, st.args, st.fixed = slots, keys, args, true
 	}
 	return slots, keys, args
@@ -132,7 +130,7 @@ func (st *leaseState) prepareKeys() ([]int, []string, []any) {
 // probeAny reports whether any prepare set of sts exists: one EXISTS per
 // probeChunk keys, pipelined (single node: the keys of many hash slots in
 // one command).
-func probeAny(ctx context.Context, rdb redis.UniversalClient, sts []*leaseState) (bool, error) {
+func probeAny(ctx context.Context, rdb redis.UniversalClient, sts []*state) (bool, error) {
 	pipe := rdb.Pipeline()
 	var cmds []*redis.Cmd
 	total := 0
@@ -174,7 +172,7 @@ func probeAny(ctx context.Context, rdb redis.UniversalClient, sts []*leaseState)
 // probeEach returns the engines of sts with a prepare set that exists: one
 // EXISTS per engine, pipelined. On an error it returns them all (they are
 // read, and the read's error schedules them again).
-func probeEach(ctx context.Context, rdb redis.UniversalClient, sts []*leaseState) ([]*leaseState, error) {
+func probeEach(ctx context.Context, rdb redis.UniversalClient, sts []*state) ([]*state, error) {
 	if len(sts) == 0 {
 		return nil, nil
 	}
@@ -188,7 +186,7 @@ func probeEach(ctx context.Context, rdb redis.UniversalClient, sts []*leaseState
 	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
 		return sts, err
 	}
-	var out []*leaseState
+	var out []*state
 	for i, cmd := range cmds {
 		if cmd != nil && cmd.Val() > 0 {
 			out = append(out, sts[i])
@@ -203,15 +201,15 @@ func probeEach(ctx context.Context, rdb redis.UniversalClient, sts []*leaseState
 // the reply arrived), nil when TIME failed. It is the sweeper's own
 // estimate: the engines' clocks steer their fetchers and are left to the
 // fetch replies.
-func readHeads(ctx context.Context, rdb redis.UniversalClient, sts []*leaseState) ([][]leaseHead, *time.Duration, []error) {
-	heads := make([][]leaseHead, len(sts))
+func readHeads(ctx context.Context, rdb redis.UniversalClient, sts []*state) ([][]head, *time.Duration, []error) {
+	heads := make([][]head, len(sts))
 	errs := make([]error, len(sts))
 	pipe := rdb.Pipeline()
 	timeCmd := pipe.Time(ctx)
 	cmds := make([][]*redis.ZSliceCmd, len(sts))
 	for i, st := range sts {
 		slots, keys, _ := st.prepareKeys()
-		heads[i] = make([]leaseHead, len(slots))
+		heads[i] = make([]head, len(slots))
 		cmds[i] = make([]*redis.ZSliceCmd, len(slots))
 		for j, k := range keys {
 			heads[i][j].slot = slots[j]
@@ -243,16 +241,16 @@ func readHeads(ctx context.Context, rdb redis.UniversalClient, sts []*leaseState
 }
 
 // readEngineHeads reads the heads of some slots of one engine.
-func readEngineHeads(ctx context.Context, c *Engine, slotList []int) ([]leaseHead, error) {
-	pipe := c.rdb.Pipeline()
+func readEngineHeads(ctx context.Context, st *state, slotList []int) ([]head, error) {
+	pipe := st.p.RDB.Pipeline()
 	cmds := make([]*redis.ZSliceCmd, len(slotList))
 	for i, s := range slotList {
-		cmds[i] = pipe.ZRangeWithScores(ctx, c.keys[s].Prepare, 0, 0)
+		cmds[i] = pipe.ZRangeWithScores(ctx, st.c.PrepareKey(s), 0, 0)
 	}
 	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
 		return nil, err
 	}
-	out := make([]leaseHead, len(slotList))
+	out := make([]head, len(slotList))
 	for i, cmd := range cmds {
 		out[i].slot = slotList[i]
 		if zs := cmd.Val(); len(zs) > 0 {

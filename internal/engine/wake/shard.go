@@ -1,4 +1,4 @@
-package engine
+package wake
 
 import (
 	"context"
@@ -40,35 +40,11 @@ import (
 // missing are lost, so the fetcher reads that slot's head again. A periodic
 // check re-reads the slot map in case a change went unnoticed.
 
-// shardTuning is the wake hub's timing; a hub copies defaultShardTuning
-// (tests in this package shorten their hub's copy). The single node
-// subscription uses healthEvery and retryMax too.
-type shardTuning struct {
-	// healthEvery is how long a subscription connection may stay silent
-	// before it is PINGed; no answer within as long again fails it.
-	healthEvery time.Duration
-	// checkEvery is how often the slot map is re-read to catch moves that
-	// no push announced.
-	checkEvery time.Duration
-	// settle collects a burst of events (a failover drops every channel of
-	// a node, one push each) into one re-subscription.
-	settle time.Duration
-	// retryMax bounds the wait between failed placements.
-	retryMax time.Duration
-}
-
-var defaultShardTuning = shardTuning{
-	healthEvery: 3 * time.Second,
-	checkEvery:  10 * time.Second,
-	settle:      20 * time.Millisecond,
-	retryMax:    2 * time.Second,
-}
-
-type shardWaker struct {
-	wh *wakeHub
+type ShardWaker struct {
+	wh Listener
 	cc *redis.ClusterClient
 
-	tune   shardTuning
+	tune   Tuning
 	ctx    context.Context // the hub's
 	events chan shardEvent
 	kick   chan struct{} // channels were registered: place them
@@ -88,12 +64,12 @@ type shardWaker struct {
 	// on which Redis confirmed its subscription last, while that holds.
 	mu       sync.Mutex
 	channels map[string]bool
-	pending  map[string][]*shardReg
+	pending  map[string][]*Reg
 	live     map[string]*shardConn
 }
 
-// shardReg is a registration waiting for the confirmation of its channels.
-type shardReg struct {
+// Reg is a registration waiting for the confirmation of its channels.
+type Reg struct {
 	left int
 	done chan struct{}
 }
@@ -116,32 +92,32 @@ type shardEvent struct {
 	done   chan struct{}
 }
 
-// newShardWaker returns the shard waker of wh; ctx is its hub's actors'
+// NewShardWaker returns the shard waker of wh; ctx is its hub's actors'
 // context, which its run and its receivers end with.
-func newShardWaker(wh *wakeHub, cc *redis.ClusterClient, ctx context.Context) *shardWaker {
-	return &shardWaker{
+func NewShardWaker(wh Listener, tune Tuning, cc *redis.ClusterClient, ctx context.Context) *ShardWaker {
+	return &ShardWaker{
 		ctx:       ctx,
 		receivers: lifecycle.NewGroup(ctx),
 		wh:        wh,
 		cc:        cc,
-		tune:      wh.tune,
+		tune:      tune,
 		events:    make(chan shardEvent, 64),
 		kick:      make(chan struct{}, 1),
 		conns:     map[string]*shardConn{},
 		where:     map[string]*shardConn{},
 		channels:  map[string]bool{},
-		pending:   map[string][]*shardReg{},
+		pending:   map[string][]*Reg{},
 		live:      map[string]*shardConn{},
 	}
 }
 
-// register notes channels as registered and returns the registration that
+// Register notes channels as registered and returns the registration that
 // waits for their confirmation (nil: every one is confirmed already:
 // another engine of the client listens there too). The hub calls it under
 // its lock, so that registrations and unregistrations (forget) of one
 // channel reach the shard waker in the order the hub decided them.
-func (s *shardWaker) register(chans []string) *shardReg {
-	reg := &shardReg{done: make(chan struct{})}
+func (s *ShardWaker) Register(chans []string) *Reg {
+	reg := &Reg{done: make(chan struct{})}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, ch := range chans {
@@ -157,9 +133,9 @@ func (s *shardWaker) register(chans []string) *shardReg {
 	return reg
 }
 
-// wait returns once Redis confirmed the subscription of reg's channels
+// Wait returns once Redis confirmed the subscription of reg's channels
 // (chans, as given to register), or when ctx ends or the hub closes.
-func (s *shardWaker) wait(ctx context.Context, reg *shardReg, chans []string) error {
+func (s *ShardWaker) Wait(ctx context.Context, reg *Reg, chans []string) error {
 	if reg == nil {
 		return nil
 	}
@@ -177,7 +153,7 @@ func (s *shardWaker) wait(ctx context.Context, reg *shardReg, chans []string) er
 			err = fmt.Errorf("%w (last error: %w)", err, *last)
 		}
 	case <-s.ctx.Done():
-		err = errHubClosed
+		err = ErrHubClosed
 	}
 	s.mu.Lock()
 	for _, ch := range chans {
@@ -192,9 +168,9 @@ func (s *shardWaker) wait(ctx context.Context, reg *shardReg, chans []string) er
 	return err
 }
 
-// forget notes that no engine listens to chans any more; the hub calls it
+// Forget notes that no engine listens to chans any more; the hub calls it
 // under its lock (see register), then remove.
-func (s *shardWaker) forget(chans []string) {
+func (s *ShardWaker) Forget(chans []string) {
 	s.mu.Lock()
 	for _, ch := range chans {
 		delete(s.channels, ch)
@@ -203,10 +179,10 @@ func (s *shardWaker) forget(chans []string) {
 	s.mu.Unlock()
 }
 
-// remove unsubscribes forgotten channels and returns once that was written
+// Remove unsubscribes forgotten channels and returns once that was written
 // (or the hub closed). A channel registered again meanwhile is left
 // subscribed (unsubscribe decides in the run goroutine).
-func (s *shardWaker) remove(chans []string) {
+func (s *ShardWaker) Remove(chans []string) {
 	done := make(chan struct{})
 	select {
 	case s.events <- shardEvent{remove: chans, done: done}:
@@ -219,7 +195,9 @@ func (s *shardWaker) remove(chans []string) {
 	}
 }
 
-func (s *shardWaker) run(context.Context) {
+// Run places the registered channels and follows the cluster until the
+// context given to NewShardWaker ends.
+func (s *ShardWaker) Run(context.Context) {
 	defer s.receivers.Stop()
 	defer func() {
 		for _, sc := range s.conns {
@@ -227,7 +205,7 @@ func (s *shardWaker) run(context.Context) {
 		}
 	}()
 
-	check := time.NewTicker(s.tune.checkEvery)
+	check := time.NewTicker(s.tune.CheckEvery)
 	defer check.Stop()
 	retry := time.NewTimer(0) // the first placement: at once
 	defer retry.Stop()
@@ -252,7 +230,7 @@ func (s *shardWaker) run(context.Context) {
 			}
 			if s.apply(ev) {
 				reload = true
-				arm(s.tune.settle)
+				arm(s.tune.Settle)
 			}
 		case <-s.kick:
 			// New channels: placed from the slot map the client has.
@@ -268,8 +246,8 @@ func (s *shardWaker) run(context.Context) {
 				}
 				s.lastErr.Store(&err)
 				reload = true
-				backoff = min(max(2*backoff, 50*time.Millisecond), s.tune.retryMax)
-				s.wh.logger().Warn("rmq: wake-up subscription incomplete; retrying", "err", err, "retry_in", backoff)
+				backoff = min(max(2*backoff, 50*time.Millisecond), s.tune.RetryMax)
+				s.wh.Logger().Warn("rmq: wake-up subscription incomplete; retrying", "err", err, "retry_in", backoff)
 				arm(backoff)
 			} else {
 				reload = false
@@ -281,7 +259,7 @@ func (s *shardWaker) run(context.Context) {
 
 // unsubscribe drops unregistered channels from their connections: one
 // SUNSUBSCRIBE per hash slot, or the connection closed when none is left.
-func (s *shardWaker) unsubscribe(chans []string) {
+func (s *ShardWaker) unsubscribe(chans []string) {
 	ctx, cancel := context.WithTimeout(s.ctx, 5*time.Second)
 	defer cancel()
 	bySlot := map[*shardConn]map[int][]string{}
@@ -326,7 +304,7 @@ func (s *shardWaker) unsubscribe(chans []string) {
 		}
 		for _, chs := range slots {
 			if err := sc.ps.SUnsubscribe(ctx, chs...); err != nil {
-				s.wh.logger().Debug("rmq: unsubscribe wake-ups", "node", sc.addr, "err", err)
+				s.wh.Logger().Debug("rmq: unsubscribe wake-ups", "node", sc.addr, "err", err)
 				break
 			}
 		}
@@ -335,13 +313,13 @@ func (s *shardWaker) unsubscribe(chans []string) {
 
 // apply takes an event of a receiver; it reports whether channels need to
 // be placed again.
-func (s *shardWaker) apply(ev shardEvent) bool {
+func (s *ShardWaker) apply(ev shardEvent) bool {
 	sc := ev.conn
 	if sc.closed.Load() || s.conns[sc.addr] != sc {
 		return false // about a connection already replaced
 	}
 	if ev.err != nil {
-		s.wh.logger().Info("rmq: wake-up subscription lost; subscribing again", "node", sc.addr, "err", ev.err)
+		s.wh.Logger().Info("rmq: wake-up subscription lost; subscribing again", "node", sc.addr, "err", ev.err)
 		s.closeConn(sc)
 		return true
 	}
@@ -356,7 +334,7 @@ func (s *shardWaker) apply(ev shardEvent) bool {
 	return false
 }
 
-func (s *shardWaker) closeConn(sc *shardConn) {
+func (s *ShardWaker) closeConn(sc *shardConn) {
 	if sc.closed.Swap(true) {
 		return
 	}
@@ -382,7 +360,7 @@ func (s *shardWaker) closeConn(sc *shardConn) {
 // master owning its hash slot now; reload: read the cluster's slot map
 // afresh first (after a move or a failure, and periodically), rather than
 // use the one the client has (new registrations).
-func (s *shardWaker) place(reload bool) error {
+func (s *ShardWaker) place(reload bool) error {
 	ctx, cancel := context.WithTimeout(s.ctx, 5*time.Second)
 	defer cancel()
 	if reload {
@@ -458,10 +436,10 @@ func (s *shardWaker) place(reload bool) error {
 }
 
 // receive reads one subscription connection until it fails or is closed.
-func (s *shardWaker) receive(sc *shardConn) {
+func (s *ShardWaker) receive(sc *shardConn) {
 	pinged := false
 	for {
-		msg, err := sc.ps.ReceiveTimeout(s.ctx, s.tune.healthEvery)
+		msg, err := sc.ps.ReceiveTimeout(s.ctx, s.tune.HealthEvery)
 		if sc.closed.Load() || s.ctx.Err() != nil {
 			return
 		}
@@ -483,18 +461,18 @@ func (s *shardWaker) receive(sc *shardConn) {
 		pinged = false
 		switch m := msg.(type) {
 		case *redis.Message:
-			s.wh.dispatch(m.Channel, m.Payload)
+			s.wh.Dispatch(m.Channel, m.Payload)
 		case *redis.Subscription:
 			switch m.Kind {
 			case "ssubscribe":
 				// Wake-ups published while the channel was not subscribed
 				// here are lost: its slots are looked at again.
-				s.wh.lookAt(m.Channel)
+				s.wh.LookAt(m.Channel)
 				s.confirm(sc, m.Channel)
 				if m.Count <= 1 {
 					// A connection's first channel: pause or resume
 					// payloads may have been missed while it was missing.
-					s.wh.resubscribed(false)
+					s.wh.Resubscribed(false)
 				}
 			case "sunsubscribe":
 				// Redis dropped the channel: its hash slot moved away (or
@@ -510,7 +488,7 @@ func (s *shardWaker) receive(sc *shardConn) {
 	}
 }
 
-func (s *shardWaker) send(ev shardEvent) {
+func (s *ShardWaker) send(ev shardEvent) {
 	select {
 	case s.events <- ev:
 	case <-s.ctx.Done():
@@ -519,13 +497,13 @@ func (s *shardWaker) send(ev shardEvent) {
 
 // confirm records Redis's confirmation of a channel's subscription on sc
 // and ends the registrations that waited for it.
-func (s *shardWaker) confirm(sc *shardConn, ch string) {
+func (s *ShardWaker) confirm(sc *shardConn, ch string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.confirmLocked(sc, ch)
 }
 
-func (s *shardWaker) confirmLocked(sc *shardConn, ch string) {
+func (s *ShardWaker) confirmLocked(sc *shardConn, ch string) {
 	if sc.closed.Load() || !s.channels[ch] {
 		return
 	}
@@ -538,9 +516,9 @@ func (s *shardWaker) confirmLocked(sc *shardConn, ch string) {
 	delete(s.pending, ch)
 }
 
-// subscribedAt returns the address of the master on which Redis confirmed
+// SubscribedAt returns the address of the master on which Redis confirmed
 // the subscription of a channel, or "" while it has none.
-func (s *shardWaker) subscribedAt(ch string) string {
+func (s *ShardWaker) SubscribedAt(ch string) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if sc := s.live[ch]; sc != nil {
