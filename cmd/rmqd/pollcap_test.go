@@ -40,7 +40,7 @@ func TestBinaryLongPollCaps(t *testing.T) {
 		select {
 		case a := <-done:
 			require.Equal(t, http.StatusTooManyRequests, a.status, "%s", a)
-			go poll()
+			restartUntilWaiting(t, done, poll)
 			continue
 		default:
 		}
@@ -73,7 +73,7 @@ func TestBinaryLongPollCaps(t *testing.T) {
 		select {
 		case a := <-done: // the probe took the names first
 			require.Equal(t, http.StatusTooManyRequests, a.status, "%s", a)
-			go watcher()
+			restartUntilWaiting(t, done, watcher)
 			continue
 		default:
 		}
@@ -91,4 +91,21 @@ func TestBinaryLongPollCaps(t *testing.T) {
 	var j encode.JobBody
 	a.json(t, &j)
 	require.Equal(t, "n2", j.Queue)
+}
+
+// restartUntilWaiting starts again a long poll that was refused, until one
+// is not refused within 200 ms: a refusal answers at once, so that one
+// waits, and the caller's probe may go (probing at once would take the
+// place the poll came back for, again and again).
+func restartUntilWaiting(t *testing.T, done <-chan answer, start func()) {
+	t.Helper()
+	for {
+		go start()
+		select {
+		case a := <-done:
+			require.Equal(t, http.StatusTooManyRequests, a.status, "%s", a)
+		case <-time.After(200 * time.Millisecond):
+			return
+		}
+	}
 }
