@@ -201,7 +201,7 @@
 // ErrDuplicateTopic, ErrInvalidOption (a bad client or consumer option),
 // ErrInvalidPull, ErrInvalidLimits, ErrInvalidSchedule, ErrScheduleNotFound
 // and, from the Inspector, ErrUnknownTopic, ErrMessageNotFound,
-// ErrInvalidCursor and ErrInvalidLimit. Sends fail with the producer's
+// ErrInvalidCursor and ErrInvalidPageSize. Sends fail with the producer's
 // sentinels (producer.ErrEmptyBody, producer.ErrTypeMismatch, ...); a
 // handler context is cancelled with consumer.ErrLeaseLost or
 // consumer.ErrFenced as its cause. Errors from Redis come through as

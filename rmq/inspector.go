@@ -22,8 +22,14 @@ var (
 	// ErrInvalidCursor is returned for a cursor that is not one a listing
 	// returned for the same topic.
 	ErrInvalidCursor = inspect.ErrInvalidCursor
-	// ErrInvalidLimit is returned for a page size outside 1..MaxListLimit.
-	ErrInvalidLimit = inspect.ErrInvalidLimit
+	// ErrInvalidPageSize is returned for a page size outside
+	// 1..MaxListLimit.
+	ErrInvalidPageSize = inspect.ErrInvalidPageSize
+	// ErrInvalidLimit is ErrInvalidPageSize.
+	//
+	// Deprecated: use ErrInvalidPageSize; the name read as if it were about
+	// flow control's limits (ErrInvalidLimits).
+	ErrInvalidLimit = ErrInvalidPageSize
 )
 
 // Inspector reads and repairs the queues of every topic under one key

@@ -491,7 +491,7 @@ func TestInspectorPeek(t *testing.T) {
 	ackOne(t, e, ft, slotOfKey(ft, "ft0"), "ft0", token)
 
 	_, err = insp.Peek(ctx, ft, rmq.MaxListLimit+1)
-	assert.ErrorIs(t, err, rmq.ErrInvalidLimit)
+	assert.ErrorIs(t, err, rmq.ErrInvalidPageSize)
 }
 
 // Stats counts each queue per slot and in total, with what is due now.
@@ -588,7 +588,7 @@ func TestInspectorTopicsAndErrors(t *testing.T) {
 	assert.ErrorIs(t, err, rmq.ErrInvalidCursor, "slot 9 of 8")
 	for _, l := range []int{0, -1, rmq.MaxListLimit + 1} {
 		_, err = insp.Dead(ctx, b, rmq.WithLimit(l))
-		assert.ErrorIs(t, err, rmq.ErrInvalidLimit, "limit %d", l)
+		assert.ErrorIs(t, err, rmq.ErrInvalidPageSize, "limit %d", l)
 	}
 	n, err := insp.Requeue(ctx, b)
 	require.NoError(t, err)

@@ -29,8 +29,8 @@ var (
 	// ErrInvalidCursor is returned for a cursor that is not one a listing
 	// returned for the same topic.
 	ErrInvalidCursor = errors.New("rmq: invalid cursor")
-	// ErrInvalidLimit is returned for a page size outside 1..MaxListLimit.
-	ErrInvalidLimit = errors.New("rmq: invalid limit")
+	// ErrInvalidPageSize is returned for a page size outside 1..MaxListLimit.
+	ErrInvalidPageSize = errors.New("rmq: invalid page size")
 )
 
 // Inspector does the Redis work of rmq.Inspector, which wraps it: every

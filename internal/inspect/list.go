@@ -18,7 +18,7 @@ type ListConfig struct {
 
 func checkLimit(n int) error {
 	if n < 1 || n > MaxListLimit {
-		return fmt.Errorf("%w: %d (want 1..%d)", ErrInvalidLimit, n, MaxListLimit)
+		return fmt.Errorf("%w: %d (want 1..%d)", ErrInvalidPageSize, n, MaxListLimit)
 	}
 	return nil
 }
