@@ -18,7 +18,7 @@ import (
 	"github.com/rmq-go/rmq/topic"
 )
 
-// The flow case (-cases flow, issue 23): what flow control costs, RMQ
+// The flow case (-cases flow): what flow control costs, RMQ
 // only. Consume+ack of a backlog of -n FixedTime messages (-slots slots,
 // -workers handlers, no-op handler) with each limit set far above the load,
 // against the unlimited figure in the same run, the variants alternating

@@ -18,7 +18,7 @@ func printFlowReport(w io.Writer, o options, env environment, res *results) {
 	if r == nil {
 		return
 	}
-	fmt.Fprintf(w, "\nFlow control (issue 23): consume+ack of %d messages, %d handlers, %d slots, %d-byte bodies; medians of %d runs\n",
+	fmt.Fprintf(w, "\nFlow control: consume+ack of %d messages, %d handlers, %d slots, %d-byte bodies; medians of %d runs\n",
 		o.n, o.workers, o.slots, o.body, o.runs)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "variant\tmsgs/s\tvs its base\tRedis µs/msg\tRedis cmds/msg\tclient µs/msg\t")

@@ -22,7 +22,7 @@ import (
 	"github.com/rmq-go/rmq/internal/redisserver"
 )
 
-// The http case (-cases http, issues 12 and 21; not in the default run):
+// The http case (-cases http; not in the default run):
 // rmqd, the lmstfy-compatible HTTP server, measured over HTTP as its users
 // see it, and for what it costs. rmqd is built from the working tree; when
 // LMSTFY_BIN names an lmstfy server binary, lmstfy runs the same cases in

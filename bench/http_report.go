@@ -15,7 +15,7 @@ func printHTTP(w io.Writer, o options, res *results) {
 	if len(res.http) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "\nHTTP (issues 12, 21): wrk -t1 -c%d, %v per phase, %d-byte bodies; each server on a redis-server of its own with appendonly yes, appendfsync everysec; medians of %d runs (the servers' order reversed every run)\n\n",
+	fmt.Fprintf(w, "\nHTTP: wrk -t1 -c%d, %v per phase, %d-byte bodies; each server on a redis-server of its own with appendonly yes, appendfsync everysec; medians of %d runs (the servers' order reversed every run)\n\n",
 		httpClients, o.httpDur, o.body, len(res.http[0].runs))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "\t")

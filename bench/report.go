@@ -190,7 +190,7 @@ func printReport(w io.Writer, o options, env environment, systems []system, res 
 	aName := "asynq " + env.asynqVersion
 	fmt.Fprintf(w, "\nRMQ for Go vs hibiken/asynq — one invocation, one throwaway redis-server, %d-byte bodies, medians of %d runs\n\n", o.body, o.runs)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "case\t%s\tRMQ for Go\tRMQ better by\ttarget (issue 6)\t\n", aName)
+	fmt.Fprintf(tw, "case\t%s\tRMQ for Go\tRMQ better by\ttarget\t\n", aName)
 	fmt.Fprintf(tw, "----\t----\t----\t----\t----\t\n")
 	rate := func(id, sys string) (float64, string, bool) {
 		smp := res.lookup(id, sys)

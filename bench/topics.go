@@ -21,7 +21,7 @@ import (
 	"github.com/rmq-go/rmq/topic"
 )
 
-// The topics case (-cases topics, issue 15): what a client costs by the
+// The topics case (-cases topics): what a client costs by the
 // number of topics it consumes rather than by its work. For each N of
 // -topics, one rmq.Client registers N FixedTime topics of -slots slots with
 // concurrency topicConcurrency each and is started; it idles while the

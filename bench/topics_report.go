@@ -24,7 +24,7 @@ func printTopics(w io.Writer, o options, res *results) {
 	if len(res.topics) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "\nRMQ for Go, N topics on one client: FixedTime, %d slots, concurrency %d each (issue 15)\n\n", o.slots, topicConcurrency)
+	fmt.Fprintf(w, "\nRMQ for Go, N topics on one client: FixedTime, %d slots, concurrency %d each\n\n", o.slots, topicConcurrency)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "topics\tstart ᵃ\tidle client CPU ᵇ\tidle Redis cmds/s ᵇ\tRedis conns\tgoroutines/topic\tmemory/topic ᶜ\twave p50 / p99 / max ᵈ\tone topic p50 / p99 ᵈ\tp99 ratio\tclose\t\n")
 	for _, r := range res.topics {
@@ -58,14 +58,14 @@ func printTopics(w io.Writer, o options, res *results) {
 		if r.n != 1000 || r.conns == 0 {
 			continue
 		}
-		// The targets of issue 15 are for 1,000 topics on this machine.
+		// The targets are for 1,000 topics on this machine.
 		check := func(ok bool) string {
 			if ok {
 				return "met"
 			}
 			return "MISSED"
 		}
-		fmt.Fprintf(w, "\ntargets at 1,000 topics (issue 15): start ≤ 200 ms %s; idle client CPU ≤ 1 %% %s; idle Redis ≤ 20 cmds/s %s;\n",
+		fmt.Fprintf(w, "\ntargets at 1,000 topics: start ≤ 200 ms %s; idle client CPU ≤ 1 %% %s; idle Redis ≤ 20 cmds/s %s;\n",
 			check(r.start <= 200*time.Millisecond), check(r.idleCPU <= 0.01), check(r.idleCmds <= 20))
 		fmt.Fprintf(w, "  wave p99 ≤ 15 ms %s, ≤ 1.5× one topic's %s; one topic's p99 ≤ 15 ms %s\n",
 			check(r.wave.fired == r.n && r.wave.p99 <= 15*time.Millisecond),

@@ -16,7 +16,7 @@ import (
 	"github.com/rmq-go/rmq/topic"
 )
 
-// Flow control across a fleet (issue 23): every test runs on a single node
+// Flow control across a fleet: every test runs on a single node
 // and on a cluster, with three consumers: two clients in this process and
 // one in a worker process (flow_helpers_test.go).
 

@@ -23,7 +23,7 @@ import (
 // attempts counted equal the listener calls). The lease keeper extends
 // every delivery in flight, and one whose rollback (or ack) committed just
 // before its extension is refused the extension: that is no lost lease, and
-// the engine no longer says it is (issue 25's note: 166 such warnings in
+// the engine no longer says it is (a review counted 166 such warnings in
 // 5 s before).
 func TestFailingListenerLosesNoLease(t *testing.T) {
 	e := rmqtest.New(t)

@@ -22,7 +22,7 @@ import (
 	"github.com/rmq-go/rmq/topic"
 )
 
-// Many topics with different types and options on one client (issue 15):
+// Many topics with different types and options on one client:
 // each topic keeps its own order, concurrency limit and retries whatever
 // the others do (serial slots: ZooKeeper mode, below), and Close leaves nothing in prepare in any
 // of them. These tests pin today's behaviour so that sharing the consumer

@@ -1,4 +1,4 @@
-// Command schedules measures rmq's schedules (issue 24) against one
+// Command schedules measures rmq's schedules against one
 // throwaway redis-server it starts on a free loopback port and stops:
 //
 //   - tick lateness (handler call − tick instant) p50/p99/max of N schedules

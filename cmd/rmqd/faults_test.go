@@ -19,7 +19,7 @@ import (
 	"github.com/rmq-go/rmq/cmd/rmqd/internal/encode"
 )
 
-// The fault figures of issue 22's probe, as tests: every publish rmqd
+// The fault figures of a probe of rmqd, as tests: every publish rmqd
 // acknowledged (201) is delivered through a kill -9 of Redis (with its
 // AOF fsynced on every write) and through a SIGTERM of rmqd, both under
 // load.

@@ -71,7 +71,7 @@ func (e *env) channels() map[string]int64 {
 	return n
 }
 
-// Issue 22 #4: consume, peek and size of queues that do not exist answer as
+// Consume, peek and size of queues that do not exist answer as
 // lmstfy does and leave Redis's keyspace and rmqd's subscriptions as they
 // were: no topic definition, no pull engine, no wake-up subscription.
 func TestReadsOfUnknownQueuesWriteNothing(t *testing.T) {

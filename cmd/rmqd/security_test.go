@@ -18,7 +18,7 @@ import (
 	"github.com/rmq-go/rmq/internal/redistest"
 )
 
-// Tests of issue 22's findings against the real rmqd binary and a real
+// Tests of an attacker's findings against the real rmqd binary and a real
 // redis-server: each fails on the tree before the fix.
 
 const (

@@ -519,7 +519,7 @@ func (c *Engine) leaseLost(ds []*delivery) {
 	for _, d := range ds {
 		// An ending delivery's ack or rollback may have committed between
 		// the keeper's snapshot and its extension: the extension is then
-		// refused, but nothing was lost (issue 25's "lease lost" warnings
+		// refused, but nothing was lost ("lease lost" warnings
 		// for listeners that fail at once).
 		c.mu.Lock()
 		ending := d.ending

@@ -19,7 +19,7 @@ import (
 	"github.com/rmq-go/rmq/slots"
 )
 
-// The engines of one client share a hub (issue 15: cost follows work, not
+// The engines of one client share a hub (cost follows work, not
 // the number of topics). What every topic used to own on its own, the hub
 // does once for all of them:
 //   - wake-ups: one subscription per client (per master on a cluster) for

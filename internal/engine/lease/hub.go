@@ -14,7 +14,7 @@ import (
 )
 
 // Hub: one sweeper and one lease keeper for every topic of the client
-// (issue 15), instead of a goroutine and a ticker of each per topic.
+// instead of a goroutine and a ticker of each per topic.
 //
 // Sweeping follows what the hub knows rather than a clock:
 //   - After a check of an engine (its prepare heads read: the earliest

@@ -1,6 +1,6 @@
 package api
 
-// api_schedules.go: the schedules of a queue (an RMQ extension, issue 24).
+// api_schedules.go: the schedules of a queue (an RMQ extension).
 // A schedule publishes one job on its queue at every tick of a cron spec,
 // with the job id "<schedule>@<tick as Unix ms>"; every rmqd (every RMQ
 // client of the pool) takes part in firing them, each tick once. The token
