@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rmq-go/rmq/consumer"
+	"github.com/rmq-go/rmq/internal/brokerserver"
 	"github.com/rmq-go/rmq/internal/brokerserver/brokertest"
 	"github.com/rmq-go/rmq/internal/redistest"
 
@@ -263,16 +264,7 @@ func TestBinaryForwardNATS(t *testing.T) {
 // GET /forwards in a service: the JSON shape, ?pool=, and the admin
 // accounts in front of it (it shows brokers and their errors).
 func TestForwardsRoute(t *testing.T) {
-	srv := brokertest.NATS(t)
-	nc, err := nats.Connect(srv.URL())
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
-	defer cancel()
-	_, err = js.CreateStream(ctx, jetstream.StreamConfig{Name: "FW", Subjects: []string{"fw.>"}})
-	require.NoError(t, err)
+	srv, js := natsWithStreamFW(t)
 	spec, err := forward.ParseForward("shop/orders=nats://" + srv.Addr() + "/fw.orders")
 	require.NoError(t, err)
 	e := newEnv(t, func(c *service.Config) {
@@ -291,7 +283,7 @@ func TestForwardsRoute(t *testing.T) {
 	// A forward that fails shows the error and when it happened.
 	f := e.svc.Pools[names.DefaultPool].ForwardOf("shop", "orders")
 	require.NotNil(t, f)
-	require.NoError(t, js.DeleteStream(ctx, "FW"))
+	require.NoError(t, js.DeleteStream(context.Background(), "FW"))
 	a = do(t, "POST", e.admin.URL+"/token/shop?description=x", "", auth)
 	require.Equal(t, http.StatusCreated, a.status, "%s", a)
 	var tok map[string]string
@@ -367,4 +359,22 @@ func TestBinaryForwardNATSOutage(t *testing.T) {
 		require.Contains(t, out, line)
 	}
 	require.Equal(t, 0, e.stop(t))
+}
+
+// natsWithStreamFW starts a nats-server with JetStream holding the stream
+// FW over the subjects fw.>, where the forwards of these tests publish,
+// and a JetStream client of it.
+func natsWithStreamFW(t *testing.T) (*brokerserver.NATS, jetstream.JetStream) {
+	t.Helper()
+	srv := brokertest.NATS(t)
+	nc, err := nats.Connect(srv.URL())
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
+	defer cancel()
+	_, err = js.CreateStream(ctx, jetstream.StreamConfig{Name: "FW", Subjects: []string{"fw.>"}})
+	require.NoError(t, err)
+	return srv, js
 }

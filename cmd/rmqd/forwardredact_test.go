@@ -1,17 +1,13 @@
 package main
 
 import (
-	"context"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
-	"github.com/rmq-go/rmq/internal/brokerserver/brokertest"
 	"github.com/rmq-go/rmq/internal/redistest"
 
 	"github.com/rmq-go/rmq/cmd/rmqd/internal/redact"
@@ -22,16 +18,7 @@ import (
 // line and every log line of the forward. One redaction now hides every
 // URL credential form everywhere.
 func TestBinaryForwardTokenURLRedacted(t *testing.T) {
-	srv := brokertest.NATS(t)
-	nc, err := nats.Connect(srv.URL())
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
-	defer cancel()
-	_, err = js.CreateStream(ctx, jetstream.StreamConfig{Name: "FW", Subjects: []string{"fw.>"}})
-	require.NoError(t, err)
+	srv, _ := natsWithStreamFW(t)
 
 	const secret = "s3cr3tNatsTok99"
 	rsrv := redistest.Shared(t)
