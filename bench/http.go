@@ -18,8 +18,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/rmq-go/rmq/internal/procutil"
-	"github.com/rmq-go/rmq/internal/redisserver"
+	"github.com/rmq-go/rmq/internal/testkit/procutil"
+	"github.com/rmq-go/rmq/internal/testkit/redisserver"
 )
 
 // The http case (-cases http; not in the default run):

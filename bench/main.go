@@ -52,7 +52,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/rmq-go/rmq/internal/redisserver"
+	"github.com/rmq-go/rmq/internal/testkit/redisserver"
 	"github.com/rmq-go/rmq/topic"
 )
 

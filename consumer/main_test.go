@@ -3,7 +3,7 @@ package consumer_test
 import (
 	"testing"
 
-	"github.com/rmq-go/rmq/internal/redistest"
+	"github.com/rmq-go/rmq/internal/testkit/redistest"
 )
 
 // TestMain runs the examples against a throwaway redis-server (started on

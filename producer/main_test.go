@@ -3,7 +3,7 @@ package producer_test
 import (
 	"testing"
 
-	"github.com/rmq-go/rmq/internal/redistest"
+	"github.com/rmq-go/rmq/internal/testkit/redistest"
 )
 
 // TestMain runs the tests and examples against the shared redis-server and

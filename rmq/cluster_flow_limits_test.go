@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rmq-go/rmq/consumer"
-	"github.com/rmq-go/rmq/internal/faultproxy"
-	"github.com/rmq-go/rmq/internal/redistest"
+	"github.com/rmq-go/rmq/internal/testkit/faultproxy"
+	"github.com/rmq-go/rmq/internal/testkit/redistest"
 	"github.com/rmq-go/rmq/producer"
 	"github.com/rmq-go/rmq/rmq"
 	"github.com/rmq-go/rmq/slots"

@@ -9,9 +9,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/rmq-go/rmq/internal/faultproxy"
-	"github.com/rmq-go/rmq/internal/redistest"
 	"github.com/rmq-go/rmq/internal/scripts"
+	"github.com/rmq-go/rmq/internal/testkit/faultproxy"
+	"github.com/rmq-go/rmq/internal/testkit/redistest"
 	"github.com/rmq-go/rmq/rmq"
 	"github.com/rmq-go/rmq/topic"
 )

@@ -4,7 +4,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/rmq-go/rmq/internal/redistest"
+	"github.com/rmq-go/rmq/internal/testkit/redistest"
 )
 
 // TestMain runs the tests and examples against one shared redis-server and

@@ -17,7 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rmq-go/rmq/consumer"
-	"github.com/rmq-go/rmq/internal/zkserver"
+	"github.com/rmq-go/rmq/internal/testkit/zkserver"
 	"github.com/rmq-go/rmq/producer"
 	"github.com/rmq-go/rmq/topic"
 )

@@ -16,9 +16,9 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/rmq-go/rmq/consumer"
-	"github.com/rmq-go/rmq/internal/redistest"
-	"github.com/rmq-go/rmq/internal/zkserver"
-	"github.com/rmq-go/rmq/internal/zkserver/zktest"
+	"github.com/rmq-go/rmq/internal/testkit/redistest"
+	"github.com/rmq-go/rmq/internal/testkit/zkserver"
+	"github.com/rmq-go/rmq/internal/testkit/zkserver/zktest"
 	"github.com/rmq-go/rmq/producer"
 	"github.com/rmq-go/rmq/rmq"
 	"github.com/rmq-go/rmq/slots"
@@ -26,7 +26,7 @@ import (
 )
 
 // In-process tests of ZooKeeper mode; the fleet tests with worker processes
-// (kill -9, SIGSTOP, ZooKeeper restarts) live in internal/zkfleet.
+// (kill -9, SIGSTOP, ZooKeeper restarts) live in internal/testkit/zkfleet.
 
 // zkHandling is one handler call seen by a ZooKeeper-mode test listener.
 type zkHandling struct {

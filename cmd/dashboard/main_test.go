@@ -3,7 +3,7 @@ package dashboard_test
 import (
 	"testing"
 
-	"github.com/rmq-go/rmq/internal/redistest"
+	"github.com/rmq-go/rmq/internal/testkit/redistest"
 )
 
 // TestMain runs the tests against one shared redis-server, started on first

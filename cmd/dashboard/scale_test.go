@@ -18,9 +18,9 @@ import (
 
 	"github.com/rmq-go/rmq/cmd/dashboard"
 	"github.com/rmq-go/rmq/consumer"
-	"github.com/rmq-go/rmq/internal/redisserver"
-	"github.com/rmq-go/rmq/internal/redistest"
-	"github.com/rmq-go/rmq/internal/rmqtest"
+	"github.com/rmq-go/rmq/internal/testkit/redisserver"
+	"github.com/rmq-go/rmq/internal/testkit/redistest"
+	"github.com/rmq-go/rmq/internal/testkit/rmqtest"
 	"github.com/rmq-go/rmq/producer"
 	"github.com/rmq-go/rmq/rmq"
 	"github.com/rmq-go/rmq/topic"

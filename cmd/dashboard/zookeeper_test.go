@@ -16,7 +16,7 @@ import (
 	"github.com/rmq-go/rmq/cmd/dashboard"
 	"github.com/rmq-go/rmq/consumer"
 	"github.com/rmq-go/rmq/internal/keyspace"
-	"github.com/rmq-go/rmq/internal/zkserver/zktest"
+	"github.com/rmq-go/rmq/internal/testkit/zkserver/zktest"
 	"github.com/rmq-go/rmq/rmq"
 	"github.com/rmq-go/rmq/topic"
 )

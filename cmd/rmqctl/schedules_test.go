@@ -15,8 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rmq-go/rmq/consumer"
-	"github.com/rmq-go/rmq/internal/redisserver"
-	"github.com/rmq-go/rmq/internal/redistest"
+	"github.com/rmq-go/rmq/internal/testkit/redisserver"
+	"github.com/rmq-go/rmq/internal/testkit/redistest"
 	"github.com/rmq-go/rmq/internal/topicstore"
 	"github.com/rmq-go/rmq/rmq"
 	"github.com/rmq-go/rmq/slots"

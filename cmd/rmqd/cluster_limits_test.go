@@ -10,7 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/rmq-go/rmq/internal/redistest"
+	"github.com/rmq-go/rmq/internal/testkit/redistest"
 
 	"github.com/rmq-go/rmq/cmd/rmqd/internal/admin"
 	"github.com/rmq-go/rmq/cmd/rmqd/internal/api"

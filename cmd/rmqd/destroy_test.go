@@ -7,8 +7,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/rmq-go/rmq/internal/redisserver"
-	"github.com/rmq-go/rmq/internal/redistest"
+	"github.com/rmq-go/rmq/internal/testkit/redisserver"
+	"github.com/rmq-go/rmq/internal/testkit/redistest"
 )
 
 // DELETE /api/NS/Q read the ready jobs with their bodies, 500 at a time,

@@ -8,7 +8,7 @@ import (
 	"net"
 	"net/netip"
 
-	"github.com/rmq-go/rmq/internal/redisserver"
+	"github.com/rmq-go/rmq/internal/testkit/redisserver"
 )
 
 // startDevRedis starts a throwaway redis-server for --dev: a loopback port,

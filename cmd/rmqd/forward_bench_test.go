@@ -15,9 +15,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/rmq-go/rmq/internal/brokerserver/brokertest"
-	"github.com/rmq-go/rmq/internal/forwarding/forwardtest"
-	"github.com/rmq-go/rmq/internal/redistest"
+	"github.com/rmq-go/rmq/internal/testkit/brokerserver/brokertest"
+	"github.com/rmq-go/rmq/internal/testkit/forwardtest"
+	"github.com/rmq-go/rmq/internal/testkit/redistest"
 )
 
 // BenchmarkBinaryForwardNATS measures the rmqd binary forwarding into

@@ -14,9 +14,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rmq-go/rmq/consumer"
-	"github.com/rmq-go/rmq/internal/brokerserver"
-	"github.com/rmq-go/rmq/internal/brokerserver/brokertest"
-	"github.com/rmq-go/rmq/internal/redistest"
+	"github.com/rmq-go/rmq/internal/testkit/brokerserver"
+	"github.com/rmq-go/rmq/internal/testkit/brokerserver/brokertest"
+	"github.com/rmq-go/rmq/internal/testkit/redistest"
 
 	"github.com/rmq-go/rmq/cmd/rmqd/internal/api"
 	"github.com/rmq-go/rmq/cmd/rmqd/internal/forward"

@@ -18,8 +18,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/rmq-go/rmq/internal/procutil"
-	"github.com/rmq-go/rmq/internal/readmetest"
+	"github.com/rmq-go/rmq/internal/testkit/procutil"
+	"github.com/rmq-go/rmq/internal/testkit/readmetest"
 )
 
 // The README's rmqd session runs as written against `rmqd --dev`: the

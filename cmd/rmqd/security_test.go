@@ -14,8 +14,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/rmq-go/rmq/internal/redisserver"
-	"github.com/rmq-go/rmq/internal/redistest"
+	"github.com/rmq-go/rmq/internal/testkit/redisserver"
+	"github.com/rmq-go/rmq/internal/testkit/redistest"
 )
 
 // Tests of an attacker's findings against the real rmqd binary and a real

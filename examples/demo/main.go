@@ -38,8 +38,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/rmq-go/rmq/internal/redisserver"
-	"github.com/rmq-go/rmq/internal/zkserver"
+	"github.com/rmq-go/rmq/internal/testkit/redisserver"
+	"github.com/rmq-go/rmq/internal/testkit/zkserver"
 )
 
 var (

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rmq-go/rmq/internal/redistest"
+	"github.com/rmq-go/rmq/internal/testkit/redistest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )

@@ -11,9 +11,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/rmq-go/rmq/internal/redistest"
-	"github.com/rmq-go/rmq/internal/zkserver"
-	"github.com/rmq-go/rmq/internal/zkserver/zktest"
+	"github.com/rmq-go/rmq/internal/testkit/redistest"
+	"github.com/rmq-go/rmq/internal/testkit/zkserver"
+	"github.com/rmq-go/rmq/internal/testkit/zkserver/zktest"
 )
 
 func TestMain(m *testing.M) { redistest.VerifyTestMain(m) }

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/rmq-go/rmq/internal/redisserver"
+	"github.com/rmq-go/rmq/internal/testkit/redisserver"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

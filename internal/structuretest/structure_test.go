@@ -28,13 +28,11 @@ var publicPackages = []string{
 	module + "/slots",
 }
 
-// testRigs are the internal packages that start real servers or whole
-// clients for tests, examples and the demo: they may import package rmq,
-// which no other internal package may (the public packages sit on top).
-var testRigs = []string{
-	"brokerserver", "faultproxy", "forwarding/forwardtest", "procutil",
-	"readmetest", "redisserver", "redistest", "rmqtest", "zkfleet", "zkserver",
-}
+// testkit is the folder of the test rigs: the internal packages that start
+// real servers or whole clients for tests, examples and the demo. They may
+// import package rmq, which no other internal package may (the public
+// packages sit on top), and nothing of the library may import them.
+const testkit = "testkit/"
 
 // listed is what `go list -json` says of a package.
 type listed struct {
@@ -234,7 +232,7 @@ func TestInternalDoesNotImportRMQ(t *testing.T) {
 	rmqPkg := module + "/rmq"
 	for _, p := range goList(t, module+"/internal/...") {
 		rel := strings.TrimPrefix(p.ImportPath, module+"/internal/")
-		if slices.Contains(testRigs, rel) {
+		if strings.HasPrefix(rel, testkit) {
 			continue
 		}
 		if slices.Contains(p.Deps, rmqPkg) {
@@ -292,4 +290,34 @@ func TestWalkerFindsInternalTypes(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("leaks:\n got %q\nwant %q", got, want)
 	}
+}
+
+// TestLibraryDoesNotImportTestkit keeps the rigs out of what users link:
+// no package of the library outside internal/testkit depends on one of
+// them (their tests may; go list's Deps covers only non-test imports).
+// Programs may: the demo, the bench and rmqd --dev start a throwaway
+// redis-server with internal/testkit/redisserver.
+func TestLibraryDoesNotImportTestkit(t *testing.T) {
+	for _, p := range goList(t, module+"/...") {
+		rel := strings.TrimPrefix(p.ImportPath, module+"/")
+		if strings.HasPrefix(rel, "internal/"+testkit) || isProgram(rel) {
+			continue
+		}
+		for _, d := range p.Deps {
+			if strings.HasPrefix(d, module+"/internal/"+testkit) {
+				t.Errorf("%s depends on the test rig %s", p.ImportPath, d)
+			}
+		}
+	}
+}
+
+// isProgram tells the module's programs (examples, the bench, cmd/) from
+// its library packages.
+func isProgram(rel string) bool {
+	for _, dir := range []string{"examples", "bench", "cmd"} {
+		if rel == dir || strings.HasPrefix(rel, dir+"/") {
+			return true
+		}
+	}
+	return false
 }

@@ -4,9 +4,9 @@ import (
 	"context"
 	"testing"
 
-	"github.com/rmq-go/rmq/internal/redisserver"
-	"github.com/rmq-go/rmq/internal/redistest"
-	"github.com/rmq-go/rmq/internal/rmqtest"
+	"github.com/rmq-go/rmq/internal/testkit/redisserver"
+	"github.com/rmq-go/rmq/internal/testkit/redistest"
+	"github.com/rmq-go/rmq/internal/testkit/rmqtest"
 	"github.com/rmq-go/rmq/topic"
 )
 
@@ -15,7 +15,7 @@ import (
 // github.com/rmq-go/rmq.
 func TestMain(m *testing.M) { redistest.VerifyTestMain(m) }
 
-// env is one test's Redis client, key prefix and log (internal/rmqtest,
+// env is one test's Redis client, key prefix and log (internal/testkit/rmqtest,
 // shared with the other integration module's tests).
 type env struct{ *rmqtest.Env }
 

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rmq-go/rmq/consumer"
-	"github.com/rmq-go/rmq/internal/rmqtest"
+	"github.com/rmq-go/rmq/internal/testkit/rmqtest"
 	"github.com/rmq-go/rmq/rmq"
 	"github.com/rmq-go/rmq/topic"
 )

@@ -7,8 +7,8 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/rmq-go/rmq/internal/brokerserver/brokertest"
-	"github.com/rmq-go/rmq/internal/forwarding/forwardtest"
+	"github.com/rmq-go/rmq/internal/testkit/brokerserver/brokertest"
+	"github.com/rmq-go/rmq/internal/testkit/forwardtest"
 	rmqamqp "github.com/rmq-go/rmq/x/forward/amqp"
 )
 

@@ -11,9 +11,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rmq-go/rmq/consumer"
-	"github.com/rmq-go/rmq/internal/brokerserver/brokertest"
-	"github.com/rmq-go/rmq/internal/forwarding/forwardtest"
-	"github.com/rmq-go/rmq/internal/rmqtest"
+	"github.com/rmq-go/rmq/internal/testkit/brokerserver/brokertest"
+	"github.com/rmq-go/rmq/internal/testkit/forwardtest"
+	"github.com/rmq-go/rmq/internal/testkit/rmqtest"
 	"github.com/rmq-go/rmq/producer"
 	rmqamqp "github.com/rmq-go/rmq/x/forward/amqp"
 )

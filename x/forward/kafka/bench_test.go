@@ -7,7 +7,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 
-	"github.com/rmq-go/rmq/internal/forwarding/forwardtest"
+	"github.com/rmq-go/rmq/internal/testkit/forwardtest"
 	rmqkafka "github.com/rmq-go/rmq/x/forward/kafka"
 )
 

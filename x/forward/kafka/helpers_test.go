@@ -12,9 +12,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/rmq-go/rmq/consumer"
-	"github.com/rmq-go/rmq/internal/forwarding/forwardtest"
-	"github.com/rmq-go/rmq/internal/procutil"
-	"github.com/rmq-go/rmq/internal/redistest"
+	"github.com/rmq-go/rmq/internal/testkit/forwardtest"
+	"github.com/rmq-go/rmq/internal/testkit/procutil"
+	"github.com/rmq-go/rmq/internal/testkit/redistest"
 	rmqkafka "github.com/rmq-go/rmq/x/forward/kafka"
 )
 

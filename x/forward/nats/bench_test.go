@@ -7,8 +7,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/rmq-go/rmq/internal/brokerserver/brokertest"
-	"github.com/rmq-go/rmq/internal/forwarding/forwardtest"
+	"github.com/rmq-go/rmq/internal/testkit/brokerserver/brokertest"
+	"github.com/rmq-go/rmq/internal/testkit/forwardtest"
 	rmqnats "github.com/rmq-go/rmq/x/forward/nats"
 )
 

@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rmq-go/rmq/consumer"
-	"github.com/rmq-go/rmq/internal/forwarding/forwardtest"
-	"github.com/rmq-go/rmq/internal/rmqtest"
+	"github.com/rmq-go/rmq/internal/testkit/forwardtest"
+	"github.com/rmq-go/rmq/internal/testkit/rmqtest"
 	"github.com/rmq-go/rmq/producer"
 	rmqnats "github.com/rmq-go/rmq/x/forward/nats"
 )
