@@ -15,6 +15,9 @@
 -- KEYS[10] -> tflow HASH    /  again when it has no group places, and the
 --                              topic's tflow (a single node with a topic
 --                              concurrency; else the store key again)
+-- KEYS[+1..+5] -> done HASH, doneq ZSET, events STREAM, waiters HASH,
+--            finish channel: a life group's keys (lifelib.lua), after its
+--            flow keys if it has them
 -- KEYS[last] -> owner epoch STRING, ZooKeeper mode only, with exactly one
 --            group (omit it for no fencing)
 -- ARGV[1] -> wake command: PUBLISH, SPUBLISH or '', for every group (it
@@ -24,6 +27,11 @@
 --            message of a group frees its group's place (one at its place
 --            limit comes back into the rotation, its slot woken), and an
 --            ack wakes a topic found at its concurrency limit
+--            A count ending in "L" ("3L", "-3L") marks a life group: its
+--            keys include the life keys, and its part of what follows
+--            starts with its retention (ms; 0: keep no record) and its
+--            event log's length (0: no log), and has a result after each
+--            pair (empty: none)
 -- then pairs of id, delivery token: group 1's, then group 2's, ...; a
 --            token of -1 acks whatever delivery of the id is current
 --            (the unfenced ack by id of pull callers)
@@ -39,14 +47,16 @@
 -- is 0 too. With the epoch key: an error reply RMQFENCED, and nothing
 -- changed, when the epoch is not the slot's current owner epoch.
 -- kb[g] is the index in KEYS before group g's keys; flowg[g] says it has
--- the flow keys, cnt[g] how many deliveries it acks.
-local kb, flowg, cnt = {}, {}, {}
+-- the flow keys, lifeg[g] the life keys, cnt[g] how many deliveries it acks.
+local kb, flowg, lifeg, cnt = {}, {}, {}, {}
 local G, used = 0, 0
 while #KEYS - used >= 6 do
   G = G + 1
-  local c = tonumber(ARGV[1 + G])
-  kb[G], flowg[G], cnt[G] = used, c < 0, math.abs(c)
-  used = used + (c < 0 and 10 or 6)
+  local s = ARGV[1 + G]
+  local life = string.sub(s, -1) == 'L'
+  local c = tonumber(life and string.sub(s, 1, -2) or s)
+  kb[G], flowg[G], lifeg[G], cnt[G] = used, c < 0, life, math.abs(c)
+  used = used + (c < 0 and 10 or 6) + (life and 5 or 0)
 end
 if used < #KEYS then
   local refused = fence(KEYS[#KEYS], ARGV[#ARGV])
@@ -70,15 +80,25 @@ local res = {}
 local at = 2 + G
 for g = 1, G do
   local b = kb[g]
-  local ids, tokens = {}, {}
+  local ids, tokens, results = {}, {}, {}
+  local retention, evmax = 0, 0
+  if lifeg[g] then
+    retention, evmax = tonumber(ARGV[at]), tonumber(ARGV[at + 1])
+    at = at + 2
+  end
   for _ = 1, cnt[g] do
     ids[#ids + 1] = ARGV[at]
     tokens[#tokens + 1] = tonumber(ARGV[at + 1])
     at = at + 2
+    if lifeg[g] then
+      results[#ids] = ARGV[at]
+      at = at + 1
+    end
   end
   if #ids > 0 then
     local cur = mcall('ZMSCORE', KEYS[b + 2], ids)
-    local acked, seen = {}, {}
+    -- For a life group: each acked delivery's result and attempt.
+    local acked, seen, ares, aatt = {}, {}, {}, {}
     for j = 1, #ids do
       -- An id named twice is acked once, as two calls in a row would.
       local tok = cur[j] and token_of(cur[j])
@@ -88,6 +108,9 @@ for g = 1, G do
         seen[ids[j]] = true
         acked[#acked + 1] = ids[j]
         res[#res + 1] = 1
+        if lifeg[g] then
+          ares[#acked], aatt[#acked] = results[j], math.fmod(tok, 1000)
+        end
       elseif seen[ids[j]] then
         -- Named again after this call acked it: as a second call would
         -- see it, gone unless a re-send of it waits.
@@ -129,6 +152,20 @@ for g = 1, G do
         end
       end
       if flowg[g] and KEYS[b + 10] ~= KEYS[b + 1] then topic_wake(KEYS[b + 10], ARGV[1], KEYS[b + 4]) end
+      if lifeg[g] then
+        -- The record, the event and the waiters' word, before the bodies go.
+        now = now or now_ms()
+        local lk = life_keys(b + (flowg[g] and 11 or 7))
+        local envs = retention > 0 and mcall('HMGET', KEYS[b + 3], acked) or {}
+        local keep, fins = {}, {}
+        for j = 1, #acked do
+          if envs[j] then keep[#keep + 1] = { acked[j], LIFE_COMPLETED, ares[j], envs[j] } end
+          life_event(lk, evmax, 'completed', acked[j], aatt[j], ares[j])
+          fins[j] = { acked[j], 'c', ares[j] }
+        end
+        life_keep(lk, keep, now, retention)
+        life_notify(lk, ARGV[1], fins)
+      end
       for j = 1, #acked do
         if waiting[j] then
           -- A send arrived during the delivery: keep its body, let it go next.

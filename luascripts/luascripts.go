@@ -8,7 +8,8 @@
 // internal packages. lib.lua holds helpers that are prepended to every
 // script that uses them, since Redis scripts cannot call each other;
 // flowlib.lua and grouplib.lua hold those of flow control (groups and
-// limits), prepended after lib.lua's.
+// limits), prepended after lib.lua's, and lifelib.lua those of a message's
+// life after hand-off (retained records, the event log, waiters).
 package luascripts
 
 import (
@@ -34,7 +35,7 @@ func Source(name string) (string, error) {
 }
 
 // Names lists the scripts, sorted, without the libraries (lib, flowlib,
-// grouplib: files named *lib.lua), which are not scripts of their own but
+// grouplib, lifelib: files named *lib.lua), which are not scripts of their own but
 // the helpers prepended to the others.
 func Names() []string {
 	entries, _ := files.ReadDir(".")

@@ -56,9 +56,10 @@ var (
 // their sources.
 var registry = map[string]*redis.Script{}
 
-// lib is lib.lua's definitions followed by flowlib.lua's and grouplib.lua's
+// lib is lib.lua's definitions followed by flowlib.lua's, grouplib.lua's
+// and lifelib.lua's
 // (each may call the ones before it, never the other way round).
-var lib = parseLib(mustRead("lib") + "\n" + mustRead("flowlib") + "\n" + mustRead("grouplib"))
+var lib = parseLib(mustRead("lib") + "\n" + mustRead("flowlib") + "\n" + mustRead("grouplib") + "\n" + mustRead("lifelib"))
 
 func mustRead(name string) string {
 	src, err := luascripts.Source(name)

@@ -5,6 +5,7 @@ package ack
 
 import (
 	"context"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -63,8 +64,17 @@ type Req struct {
 	// more keys), when the topic is under flow control (the engine's flow.go).
 	Flow    [4]string
 	HasFlow bool
-	ID      string
-	Token   int64
+	// Life: the slot's life keys (keyspace.LifeKeys.Slice), when the
+	// ack records anything of the message's life: the topic retains
+	// (Retention, ms), keeps an event log (Events: its length), or
+	// Result is set. Then nobody waiting costs one HLEN.
+	Life      [5]string
+	HasLife   bool
+	Retention int64
+	Events    int64
+	Result    []byte
+	ID        string
+	Token     int64
 	// Merge: the slot may share a call with other slots (a single node,
 	// no fencing). EpochKey, when set, fences the call with Epoch.
 	Merge    bool
@@ -88,6 +98,7 @@ type ackGroupKey struct {
 	prepare  string
 	epochKey string
 	epoch    int64
+	life     bool
 }
 
 // New returns the ack rounds of a client's Redis client rdb; fetches, when
@@ -143,7 +154,7 @@ func (m *Mux) round(ctx context.Context, batch []*Req) {
 	var groups [][]*Req
 	at := map[ackGroupKey]int{}
 	for _, r := range batch {
-		k := ackGroupKey{prepare: r.Keys[1], epochKey: r.EpochKey, epoch: r.Epoch}
+		k := ackGroupKey{prepare: r.Keys[1], epochKey: r.EpochKey, epoch: r.Epoch, life: r.HasLife}
 		i, seen := at[k]
 		if !seen {
 			i = len(groups)
@@ -199,22 +210,34 @@ func (m *Mux) ackCall(groups [][]*Req) ([]string, []any) {
 	for _, g := range groups {
 		n += len(g)
 	}
-	keys := make([]string, 0, 10*len(groups)+1)
+	keys := make([]string, 0, 15*len(groups)+1)
 	args := make([]any, 0, 2+len(groups)+2*n)
 	args = append(args, m.wakeCmd)
 	for _, g := range groups {
 		keys = append(keys, g[0].Keys[:]...)
+		c := len(g)
 		if g[0].HasFlow {
 			// Under flow control: four more keys, a negative count.
 			keys = append(keys, g[0].Flow[:]...)
-			args = append(args, -len(g))
+			c = -c
+		}
+		if g[0].HasLife {
+			// A life group: five more keys, a count ending in "L".
+			keys = append(keys, g[0].Life[:]...)
+			args = append(args, strconv.Itoa(c)+"L")
 			continue
 		}
-		args = append(args, len(g))
+		args = append(args, c)
 	}
 	for _, g := range groups {
+		if r := g[0]; r.HasLife {
+			args = append(args, r.Retention, r.Events)
+		}
 		for _, r := range g {
 			args = append(args, r.ID, r.Token)
+			if r.HasLife {
+				args = append(args, r.Result)
+			}
 		}
 	}
 	if r := groups[0][0]; r.EpochKey != "" {

@@ -254,15 +254,24 @@ func flowGroups(name string, keys, argv []any) (groups [][]any, ok bool) {
 	case scripts.NameAck:
 		k, g := 0, 0
 		for len(keys)-k >= 6 {
-			c, _ := strconv.Atoi(arg(1 + g))
+			// A count ending in "L" marks a life group: five more keys
+			// of its slot after the others.
+			cs, life := strings.CutSuffix(arg(1+g), "L")
+			c, _ := strconv.Atoi(cs)
 			g++
+			var grp []any
 			if c < 0 {
-				groups = append(groups, keys[k:k+9]) // the tenth is the topic's
+				grp = append(grp, keys[k:k+9]...) // the tenth is the topic's
 				k += 10
-				continue
+			} else {
+				grp = append(grp, keys[k:k+6]...)
+				k += 6
 			}
-			groups = append(groups, keys[k:k+6])
-			k += 6
+			if life {
+				grp = append(grp, keys[k:k+5]...)
+				k += 5
+			}
+			groups = append(groups, grp)
 		}
 		if k < len(keys) {
 			groups[0] = append(append([]any{}, groups[0]...), keys[k])
