@@ -92,3 +92,21 @@ local function life_notify(lk, cmd, fins)
   end
   if #gone > 0 then mcall('HDEL', lk.waiters, gone) end
 end
+
+-- life_rolled records how a failed delivery of id (attempt) ended, by
+-- rollback_one's answer r: back to wait (a retry, a snooze, or a re-send
+-- that came meanwhile) is "retried", the dead queue "dead", a passed
+-- expiry "expired", each with the error text; the last two end the
+-- message, so its waiters hear of it. A refused or held delivery (0, 7)
+-- changed nothing and records nothing.
+local function life_rolled(lk, max, cmd, id, attempt, r, err)
+  if r == 2 or r == 4 or r == 6 then
+    life_event(lk, max, 'retried', id, attempt, err)
+  elseif r == 3 then
+    life_event(lk, max, 'dead', id, attempt, err)
+    life_notify(lk, cmd, { { id, 'd', err } })
+  elseif r == 5 then
+    life_event(lk, max, 'expired', id, attempt)
+    life_notify(lk, cmd, { { id, 'e' } })
+  end
+end

@@ -278,12 +278,20 @@ func flowGroups(name string, keys, argv []any) (groups [][]any, ok bool) {
 		}
 		return groups, true
 	case scripts.NameRollback, scripts.NameSweep:
-		if len(keys) < 11 {
+		// ARGV[2] ending in "L": the slot's five life keys follow the
+		// others (before an epoch key).
+		nlife := 0
+		if strings.HasSuffix(arg(1), "L") {
+			nlife = 5
+		}
+		nk := len(keys) - nlife
+		if nk < 11 {
 			return nil, false
 		}
 		g := append([]any{}, keys[:10]...)
-		if len(keys) == 12 {
-			g = append(g, keys[11])
+		g = append(g, keys[11:11+nlife]...)
+		if nk == 12 {
+			g = append(g, keys[len(keys)-1])
 		}
 		return [][]any{g}, true
 	}
