@@ -15,8 +15,8 @@
 -- KEYS[10] -> tflow HASH    /  again when it has no group places, and the
 --                              topic's tflow (a single node with a topic
 --                              concurrency; else the store key again)
--- KEYS[+1..+5] -> done HASH, doneq ZSET, events STREAM, waiters HASH,
---            finish channel: a life group's keys (lifelib.lua), after its
+-- KEYS[+1..+6] -> done HASH, doneq ZSET, events STREAM, waiters HASH,
+--            finish channel, progress HASH: a life group's keys (lifelib.lua), after its
 --            flow keys if it has them
 -- KEYS[last] -> owner epoch STRING, ZooKeeper mode only, with exactly one
 --            group (omit it for no fencing)
@@ -28,7 +28,7 @@
 --            limit comes back into the rotation, its slot woken), and an
 --            ack wakes a topic found at its concurrency limit
 --            A count ending in "L" ("3L", "-3L") marks a life group: its
---            keys include the life keys, and its part of what follows
+--            keys include the six life keys, and its part of what follows
 --            starts with its retention (ms; 0: keep no record) and its
 --            event log's length (0: no log), and has a result after each
 --            pair (empty: none)
@@ -56,7 +56,7 @@ while #KEYS - used >= 6 do
   local life = string.sub(s, -1) == 'L'
   local c = tonumber(life and string.sub(s, 1, -2) or s)
   kb[G], flowg[G], lifeg[G], cnt[G] = used, c < 0, life, math.abs(c)
-  used = used + (c < 0 and 10 or 6) + (life and 5 or 0)
+  used = used + (c < 0 and 10 or 6) + (life and LIFE_KEYS or 0)
 end
 if used < #KEYS then
   local refused = fence(KEYS[#KEYS], ARGV[#ARGV])
@@ -165,6 +165,7 @@ for g = 1, G do
         end
         life_keep(lk, keep, now, retention)
         life_notify(lk, ARGV[1], fins)
+        life_ended(lk, acked)
       end
       for j = 1, #acked do
         if waiting[j] then

@@ -14,7 +14,10 @@
 --           (attempt) and, when there is some, d (data)
 --   waiters HASH id -> how many Wait calls are registered for it
 --   finch   pub/sub channel: "<state><len(id)>:<id><data>" for a waited-for
---           id that finished (state c completed, d dead, x cancelled)
+--           id that finished (state c completed, d dead, e expired, x
+--           cancelled)
+--   progress HASH id -> "<delivery token>:<progress>": the latest progress
+--           of an in-flight delivery (progress.lua), cleared when it ends
 --
 -- Record (value of done), big-endian:
 --   u8 version(1) | u8 state (1 completed, 2 cancelled) | u48 finishedAtMs |
@@ -30,7 +33,15 @@ local LIFE_TRIM = 64
 
 -- life_keys returns a life group's keys from KEYS[at], KEYS[at+1], ...
 local function life_keys(at)
-  return { done = KEYS[at], doneq = KEYS[at + 1], events = KEYS[at + 2], waiters = KEYS[at + 3], finch = KEYS[at + 4] }
+  return { done = KEYS[at], doneq = KEYS[at + 1], events = KEYS[at + 2], waiters = KEYS[at + 3], finch = KEYS[at + 4], progress = KEYS[at + 5] }
+end
+
+-- LIFE_KEYS is how many keys life_keys takes.
+local LIFE_KEYS = 6
+
+-- life_ended forgets the progress of deliveries that ended (ids).
+local function life_ended(lk, ids)
+  if #ids > 0 and redis.call('EXISTS', lk.progress) == 1 then mcall('HDEL', lk.progress, ids) end
 end
 
 -- life_event appends one event to the slot's log (max: about how many to
@@ -100,6 +111,7 @@ end
 -- message, so its waiters hear of it. A refused or held delivery (0, 7)
 -- changed nothing and records nothing.
 local function life_rolled(lk, max, cmd, id, attempt, r, err)
+  if r ~= 0 and r ~= 7 then life_ended(lk, { id }) end
   if r == 2 or r == 4 or r == 6 then
     life_event(lk, max, 'retried', id, attempt, err)
   elseif r == 3 then

@@ -12,8 +12,8 @@
 -- KEYS[10] -> gturn ZSET     | (flowlib.lua), or store again when it has
 -- KEYS[11] -> tflow HASH    /  no group places, and the topic's tflow (a
 --                              single node; else the store key again)
--- KEYS[+1..+5] -> done HASH, doneq ZSET, events STREAM, waiters HASH,
---            finish channel: the slot's life keys (lifelib.lua), when
+-- KEYS[+1..+6] -> done HASH, doneq ZSET, events STREAM, waiters HASH,
+--            finish channel, progress HASH: the slot's life keys (lifelib.lua), when
 --            ARGV[2] ends in "L" (after the flow keys if given)
 -- KEYS[last] -> owner epoch STRING, ZooKeeper mode only (omit it for no
 --            fencing)
@@ -43,7 +43,7 @@
 -- snooze keeps its place (the group's order is kept).
 local last = #ARGV
 local life = string.sub(ARGV[2], -1) == 'L'
-local nk = #KEYS - (life and 5 or 0)
+local nk = #KEYS - (life and LIFE_KEYS or 0)
 local flow = nk >= 11
 if nk == 8 or nk == 12 then
   local refused = fence(KEYS[#KEYS], ARGV[last])

@@ -134,3 +134,110 @@ func TestFencedRollbackWithLifeKeys(t *testing.T) {
 	require.NoError(t, err)
 	assert.Zero(t, n, "a rollback keeps no record")
 }
+
+func (s *lifeSlot) progress(id string, token int64, data string) int64 {
+	s.t.Helper()
+	n, err := scripts.Progress.Run(s.ctx, s.rdb, []string{s.k.Prepare, s.lk.Progress, s.lk.Events}, id, token, data, 100).Int64()
+	require.NoError(s.t, err)
+	return n
+}
+
+func (s *lifeSlot) cancel(id string, retention int64) int64 {
+	s.t.Helper()
+	keys := append([]string{s.k.Store, s.k.Prepare, s.k.Msg, s.k.Delayed, s.k.Wake}, s.lifeKeys()...)
+	n, err := scripts.Cancel.Run(s.ctx, s.rdb, keys, id, "PUBLISH", retention, 100).Int64()
+	require.NoError(s.t, err)
+	return n
+}
+
+// ackL acks one delivery as a life group without retention or log.
+func (s *lifeSlot) ackL(id string, token int64) int64 {
+	s.t.Helper()
+	keys := append([]string{s.k.Store, s.k.Prepare, s.k.Msg, s.k.Wake, s.k.Delayed, s.k.Dead}, s.lifeKeys()...)
+	res, err := scripts.Ack.Run(s.ctx, s.rdb, keys, "PUBLISH", "1L", 0, 0, id, token, "").Int64Slice()
+	require.NoError(s.t, err)
+	return res[0]
+}
+
+// Progress is stored for the current delivery only, with its token, and
+// recorded as an event; it goes when the delivery ends.
+func TestProgressOfTheCurrentDeliveryOnly(t *testing.T) {
+	s := newLifeSlot(t, 3)
+	s.send("m", past(), "body")
+	_, got := s.fetch(1, 30)
+	require.Len(t, got, 1)
+	tok := got[0].token
+	require.Equal(t, int64(1), s.progress("m", tok, "50%"))
+	require.Equal(t, int64(0), s.progress("m", tok+1, "stale"), "another delivery's token")
+	require.Equal(t, int64(0), s.progress("other", tok, "unknown"))
+	v, err := s.rdb.HGet(s.ctx, s.lk.Progress, "m").Result()
+	require.NoError(t, err)
+	assert.Equal(t, itoa(int(tok))+":50%", v)
+	assert.Equal(t, []map[string]any{{"t": "progress", "id": "m", "a": "1", "d": "50%"}}, s.events())
+
+	require.Equal(t, int64(1), s.ackL("m", tok))
+	require.Equal(t, int64(0), s.progress("m", tok, "too late"), "the delivery ended")
+	n, err := s.rdb.HLen(s.ctx, s.lk.Progress).Result()
+	require.NoError(t, err)
+	assert.Zero(t, n, "the ack cleared it")
+}
+
+// A waiting message is cancelled: gone, its record kept as cancelled, its
+// waiters told, one event; a second cancel finds nothing.
+func TestCancelWaiting(t *testing.T) {
+	s := newLifeSlot(t, 3)
+	require.NoError(t, s.rdb.HIncrBy(s.ctx, s.lk.Waiters, "w", 1).Err())
+	sub := s.rdb.Subscribe(s.ctx, s.lk.Finish)
+	defer sub.Close()
+	_, err := sub.Receive(s.ctx)
+	require.NoError(t, err)
+
+	s.send("w", past()+3_600_000, "body")
+	require.Equal(t, int64(1), s.cancel("w", 60_000))
+	require.Equal(t, int64(0), s.cancel("w", 60_000), "cancelled already")
+	assert.False(t, s.where("w").store)
+	exists, err := s.rdb.HExists(s.ctx, s.k.Msg, "w").Result()
+	require.NoError(t, err)
+	assert.False(t, exists)
+	assert.Equal(t, []map[string]any{{"t": "cancelled", "id": "w", "a": "0"}}, s.events())
+	raw, err := s.rdb.HGet(s.ctx, s.lk.Done, "w").Bytes()
+	require.NoError(t, err)
+	assert.Equal(t, byte(2), raw[1], "kept as cancelled")
+	msg, err := sub.ReceiveMessage(s.ctx)
+	require.NoError(t, err)
+	assert.Equal(t, "x1:w", msg.Payload)
+}
+
+// A running delivery is cancelled: its ack is refused afterwards (a handler
+// that ignores its context cannot complete it), and the slot's wake channel
+// tells the process running it, with the delivery's token.
+func TestCancelRunning(t *testing.T) {
+	s := newLifeSlot(t, 3)
+	s.send("r", past(), "body")
+	_, got := s.fetch(1, 30)
+	require.Len(t, got, 1)
+	wake := s.rdb.Subscribe(s.ctx, s.k.Wake)
+	defer wake.Close()
+	_, err := wake.Receive(s.ctx)
+	require.NoError(t, err)
+
+	require.Equal(t, int64(4), s.cancel("r", 0))
+	msg, err := wake.ReceiveMessage(s.ctx)
+	require.NoError(t, err)
+	assert.Equal(t, "x"+itoa(int(got[0].token))+":r", msg.Payload)
+	assert.Equal(t, int64(0), s.ackL("r", got[0].token), "refused: cancelled")
+	assert.Equal(t, []map[string]any{{"t": "cancelled", "id": "r", "a": "1"}}, s.events(), "and no completed event")
+	n, err := s.rdb.Exists(s.ctx, s.lk.Done).Result()
+	require.NoError(t, err)
+	assert.Zero(t, n, "no retention, no record")
+}
+
+// Cancelling an id that is nowhere writes nothing at all.
+func TestCancelUnknownWritesNothing(t *testing.T) {
+	s := newLifeSlot(t, 3)
+	require.Equal(t, int64(0), s.cancel("nobody", 60_000))
+	keys := append(s.allKeys(), s.lifeKeys()...)
+	n, err := s.rdb.Exists(s.ctx, keys...).Result()
+	require.NoError(t, err)
+	assert.Zero(t, n)
+}

@@ -50,6 +50,11 @@ var (
 	GSend   = load("gsend")
 	GRemove = load("gremove")
 	Permit  = load("permit")
+	// Progress stores an in-flight delivery's progress, and Cancel
+	// cancels a message wherever it is (a message's life after hand-off,
+	// lifelib.lua).
+	Progress = load("progress")
+	Cancel   = load("cancel")
 )
 
 // registry lists every script by name, for Load and for tests that read

@@ -68,7 +68,7 @@ type Req struct {
 	// ack records anything of the message's life: the topic retains
 	// (Retention, ms), keeps an event log (Events: its length), or
 	// Result is set. Then nobody waiting costs one HLEN.
-	Life      [5]string
+	Life      [6]string
 	HasLife   bool
 	Retention int64
 	Events    int64
@@ -210,7 +210,7 @@ func (m *Mux) ackCall(groups [][]*Req) ([]string, []any) {
 	for _, g := range groups {
 		n += len(g)
 	}
-	keys := make([]string, 0, 15*len(groups)+1)
+	keys := make([]string, 0, 16*len(groups)+1)
 	args := make([]any, 0, 2+len(groups)+2*n)
 	args = append(args, m.wakeCmd)
 	for _, g := range groups {
@@ -222,7 +222,7 @@ func (m *Mux) ackCall(groups [][]*Req) ([]string, []any) {
 			c = -c
 		}
 		if g[0].HasLife {
-			// A life group: five more keys, a count ending in "L".
+			// A life group: six more keys, a count ending in "L".
 			keys = append(keys, g[0].Life[:]...)
 			args = append(args, strconv.Itoa(c)+"L")
 			continue

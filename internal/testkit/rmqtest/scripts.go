@@ -254,7 +254,7 @@ func flowGroups(name string, keys, argv []any) (groups [][]any, ok bool) {
 	case scripts.NameAck:
 		k, g := 0, 0
 		for len(keys)-k >= 6 {
-			// A count ending in "L" marks a life group: five more keys
+			// A count ending in "L" marks a life group: six more keys
 			// of its slot after the others.
 			cs, life := strings.CutSuffix(arg(1+g), "L")
 			c, _ := strconv.Atoi(cs)
@@ -268,8 +268,8 @@ func flowGroups(name string, keys, argv []any) (groups [][]any, ok bool) {
 				k += 6
 			}
 			if life {
-				grp = append(grp, keys[k:k+5]...)
-				k += 5
+				grp = append(grp, keys[k:k+6]...)
+				k += 6
 			}
 			groups = append(groups, grp)
 		}
@@ -278,11 +278,11 @@ func flowGroups(name string, keys, argv []any) (groups [][]any, ok bool) {
 		}
 		return groups, true
 	case scripts.NameRollback, scripts.NameSweep:
-		// ARGV[2] ending in "L": the slot's five life keys follow the
+		// ARGV[2] ending in "L": the slot's six life keys follow the
 		// others (before an epoch key).
 		nlife := 0
 		if strings.HasSuffix(arg(1), "L") {
-			nlife = 5
+			nlife = 6
 		}
 		nk := len(keys) - nlife
 		if nk < 11 {
