@@ -58,7 +58,10 @@ func TestClusterEveryScriptKeysOneHashSlot(t *testing.T) {
 		case strings.HasPrefix(m.ID, "fail"):
 			return fmt.Errorf("fails")
 		case m.ID == "slow":
-			time.Sleep(2500 * time.Millisecond) // past one lease extension
+			// Handled until the lease keeper extended its lease (the only
+			// delivery in flight for that long).
+			assert.Eventually(t, func() bool { return slices.Contains(e.scripts.Seen(), scripts.NameExtend) },
+				waitLong, 10*time.Millisecond, "no lease extension")
 		}
 		return nil
 	})
@@ -243,9 +246,9 @@ func TestClusterKeyPlacement(t *testing.T) {
 }
 
 // faultRun is a consumer and a producer at work on a cluster of the test's
-// own: the producer sends messages due now (or soon) without pause and
-// records every send Redis acknowledged; the listener records every id it
-// handled.
+// own: the producer sends messages due now (or soon), as long as fewer
+// than 256 sent are not handled yet, and records every send Redis
+// acknowledged; the listener records every id it handled.
 type faultRun struct {
 	e    *env
 	tp   topic.Topic
@@ -258,6 +261,7 @@ type faultRun struct {
 	failed  int
 	handled map[string]int
 	retried int
+	pace    chan struct{} // a place per send not yet handled
 }
 
 // handledCount is how many distinct messages the run has handled.
@@ -278,11 +282,17 @@ func (r *faultRun) waitHandled(t *testing.T, n int) {
 
 func startFaultRun(t *testing.T, e *env, tp topic.Topic) *faultRun {
 	t.Helper()
-	r := &faultRun{e: e, tp: tp, stop: make(chan struct{}), acked: map[string]bool{}, handled: map[string]int{}}
+	r := &faultRun{e: e, tp: tp, stop: make(chan struct{}), acked: map[string]bool{}, handled: map[string]int{}, pace: make(chan struct{}, 256)}
 	r.c = e.client()
 	require.NoError(t, r.c.Register(tp, consumer.ListenerFunc(func(ctx context.Context, m *consumer.Message) error {
 		r.mu.Lock()
 		r.handled[m.ID]++
+		if r.handled[m.ID] == 1 {
+			select {
+			case <-r.pace: // its send's place
+			default: // sent but not acknowledged: it took no place back yet
+			}
+		}
 		if m.Attempt > 1 {
 			r.retried++
 		}
@@ -302,6 +312,13 @@ func startFaultRun(t *testing.T, e *env, tp topic.Topic) *faultRun {
 					return
 				default:
 				}
+				// At most pace sends not yet handled: the load follows
+				// the consumer, without piling up.
+				select {
+				case r.pace <- struct{}{}:
+				case <-r.stop:
+					return
+				}
 				id := fmt.Sprintf("g%d-%d", g, i)
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 				due := time.Now().Add(time.Duration(i%5) * 50 * time.Millisecond)
@@ -312,9 +329,9 @@ func startFaultRun(t *testing.T, e *env, tp topic.Topic) *faultRun {
 					r.acked[id] = true
 				} else {
 					r.failed++
+					<-r.pace // never handled: its place is free again
 				}
 				r.mu.Unlock()
-				time.Sleep(2 * time.Millisecond) // paces the load
 			}
 		}()
 	}
