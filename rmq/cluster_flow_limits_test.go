@@ -34,6 +34,17 @@ func pullN(t *testing.T, c *rmq.Client, tp topic.Topic, n int) []*rmq.Delivery {
 	return got
 }
 
+// requireNoPlaceFor pulls tp through c again and again for d and fails
+// as soon as a pull gets a delivery (or an error): no place came free.
+func requireNoPlaceFor(t *testing.T, c *rmq.Client, tp topic.Topic, d time.Duration, msg string) {
+	t.Helper()
+	ctx := ctxT(t)
+	require.Never(t, func() bool {
+		got, err := c.Pull(ctx, []topic.Topic{tp}, 1, rmq.WithLease(2*time.Minute))
+		return err != nil || len(got) > 0
+	}, d, 50*time.Millisecond, msg)
+}
+
 // A pulled delivery holds its place of a topic concurrency for as long as
 // its own lease, not the prepare timeout of the engine that pulled it, and
 // the place comes back when another process acks it by id (rmqd behind a
@@ -54,9 +65,8 @@ func TestClusterPulledDeliveryHoldsItsPlaceForItsLease(t *testing.T) {
 	require.Empty(t, pullN(t, b, tp, 1), "the one place is held")
 	// The behaviour under test is a duration: A's delivery (leased for 2
 	// minutes) outlives its engine's prepare timeout (1 s), and so must its
-	// place.
-	time.Sleep(1500 * time.Millisecond)
-	require.Empty(t, pullN(t, b, tp, 1), "A's delivery still holds the one place")
+	// place: B's pulls find none free all that while.
+	requireNoPlaceFor(t, b, tp, 1500*time.Millisecond, "A's delivery still holds the one place")
 
 	// Acked by id through a client that never pulled the topic.
 	c := e.client()
@@ -235,9 +245,9 @@ func TestClusterExtendedPullKeepsItsPlace(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, held, 1)
 	require.NoError(t, held[0].Extend(ctxT(t), 2*time.Minute))
-	// The behaviour under test is a duration: the first lease (1 s) ran out.
-	time.Sleep(1500 * time.Millisecond)
-	require.Empty(t, pullN(t, b, tp, 1), "the extended delivery still holds the one place")
+	// The behaviour under test is a duration: the first lease (1 s) runs
+	// out, and B's pulls find no place free all that while.
+	requireNoPlaceFor(t, b, tp, 1500*time.Millisecond, "the extended delivery still holds the one place")
 	require.NoError(t, held[0].Ack(ctxT(t)))
 	require.Len(t, pullN(t, b, tp, 1), 1)
 }

@@ -3,6 +3,7 @@ package rmq_test
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -26,6 +27,20 @@ func (e *env) waitAllDue(tp topic.Topic) {
 			if len(last) == 1 && int64(last[0].Score) > now.UnixMilli() {
 				return fmt.Errorf("slot %d: %s due at %d ms, Redis's clock at %d ms", s, last[0].Member, int64(last[0].Score), now.UnixMilli())
 			}
+		}
+		return nil
+	})
+}
+
+// waitRedisPast waits until Redis's clock, which the scripts read, is past
+// at: the event a test of an expiry or a due time waits for.
+func (e *env) waitRedisPast(at time.Time) {
+	e.t.Helper()
+	redistest.Poll(e.t, func() error {
+		now, err := e.rdb.Time(context.Background()).Result()
+		require.NoError(e.t, err)
+		if !now.After(at) {
+			return fmt.Errorf("Redis's clock at %v, not past %v", now, at)
 		}
 		return nil
 	})

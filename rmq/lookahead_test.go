@@ -249,10 +249,10 @@ func TestLookaheadHeldThenLongHandlerKeepsLease(t *testing.T) {
 func TestLookaheadHeldDoNotDelayAnEarlierMessage(t *testing.T) {
 	e := newEnv(t)
 	tp := mustTopic(t, "lookcap", topic.FixedTime, 4)
-	rec := newRecorder(func(context.Context, *consumer.Message) error {
-		time.Sleep(300 * time.Millisecond) // a handler that works, keeping its capacity
-		return nil
-	})
+	// Handlers that work until the end of the test, keeping their capacity.
+	release := make(chan struct{})
+	defer close(release)
+	rec := newRecorder(waitFor(release))
 	ctx := ctxT(t)
 	c := e.client()
 	require.NoError(t, c.Register(tp, rec, consumer.WithLookahead(testLookahead), consumer.WithConcurrency(2)))
