@@ -128,7 +128,8 @@ func (s *Schedules) Get(ctx context.Context, name string) (ScheduleInfo, error) 
 
 // List returns every schedule under the prefix, by name.
 func (s *Schedules) List(ctx context.Context) ([]ScheduleInfo, error) {
-	return scheduleInfos(s.m.List(ctx))
+	infos, err := s.m.List(ctx)
+	return convertAll(infos, err, scheduleInfo)
 }
 
 // Remove deletes the schedule name; its pending tick goes too, unless it
@@ -160,16 +161,4 @@ func scheduleInfo(in schedule.Info) ScheduleInfo {
 		Schedule: Schedule(in.Schedule), Message: in.Message, Next: in.Next, LastFired: in.LastFired,
 		Fired: in.Fired, Skipped: in.Skipped, UpdatedAt: in.UpdatedAt,
 	}
-}
-
-// scheduleInfos converts a listing, passing its error on.
-func scheduleInfos(in []schedule.Info, err error) ([]ScheduleInfo, error) {
-	if err != nil {
-		return nil, err
-	}
-	out := make([]ScheduleInfo, len(in))
-	for j, x := range in {
-		out[j] = scheduleInfo(x)
-	}
-	return out, nil
 }

@@ -7,7 +7,8 @@ import "context"
 // a service that keeps one tenant's schedules under a name prefix lists
 // them without loading every other tenant's.
 func (s *Schedules) ListPrefix(ctx context.Context, prefix string) ([]ScheduleInfo, error) {
-	return scheduleInfos(s.m.ListPrefix(ctx, prefix))
+	infos, err := s.m.ListPrefix(ctx, prefix)
+	return convertAll(infos, err, scheduleInfo)
 }
 
 // Names returns the names of the schedules whose name starts with prefix
