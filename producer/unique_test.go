@@ -262,3 +262,12 @@ func TestUniqueBadWindow(t *testing.T) {
 		require.NoError(t, err, d)
 	}
 }
+
+// A recurring message refuses WithUniqueFor: its copies are stored by the
+// schedule, not by a send, so the option would be dropped silently.
+func TestUniqueNotOnRecurring(t *testing.T) {
+	_, err := producer.ParseRecurring(topic.FixedTime, producer.WithUniqueFor(time.Hour))
+	require.ErrorIs(t, err, producer.ErrInvalidRecurring)
+	_, err = producer.ParseRecurring(topic.FixedTime, producer.WithUniqueFor(0))
+	require.ErrorIs(t, err, producer.ErrInvalidUniqueFor)
+}
