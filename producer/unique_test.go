@@ -105,6 +105,8 @@ func TestUniqueRefusedInEveryState(t *testing.T) {
 					require.Equal(t, id, got)
 				}
 
+				t0, err := rdb.Time(ctx).Result()
+				require.NoError(t, err)
 				first("fly")
 				fly := pull("fly")
 				first("acked")
@@ -112,11 +114,12 @@ func TestUniqueRefusedInEveryState(t *testing.T) {
 				first("dead", producer.WithMaxRetries(0))
 				require.NoError(t, pull("dead").Nack(ctx, 0, errors.New("boom")))
 				first("removed")
+				var removed producer.Removed
 				var rm []producer.SendOption
 				if group != "" {
 					rm = append(rm, producer.WithGroup(group))
 				}
-				removed, err := p.Remove(ctx, tp, "removed", rm...)
+				removed, err = p.Remove(ctx, tp, "removed", rm...)
 				require.NoError(t, err)
 				require.Equal(t, producer.RemovedWaiting, removed)
 				first("waiting")
@@ -125,11 +128,22 @@ func TestUniqueRefusedInEveryState(t *testing.T) {
 				_, err = rdb.ZScore(ctx, deadKey, "dead").Result()
 				require.NoError(t, err, "dead")
 
-				for _, id := range []string{"waiting", "fly", "acked", "dead", "removed"} {
+				t1, err := rdb.Time(ctx).Result()
+				require.NoError(t, err)
+				ids := []string{"waiting", "fly", "acked", "dead", "removed"}
+				for _, id := range ids {
 					before := slotDump(t, rdb, prefix, tp)
 					_, err := sendOf(ctx, p, tp, "again "+id, opts(id)...)
 					require.ErrorIs(t, err, producer.ErrDuplicate, id)
 					assert.Equal(t, before, slotDump(t, rdb, prefix, tp), "%s: a refused send writes nothing", id)
+				}
+				// Each claim lasts until its send's Redis ms plus d.
+				for _, id := range ids {
+					u := slots.UniqueKeysFor(prefix, tp, slotOf(tp, id, group))
+					until, err := rdb.ZScore(ctx, u.Until, id).Result()
+					require.NoError(t, err, id)
+					assert.GreaterOrEqual(t, int64(until), t0.Add(time.Hour).UnixMilli(), id)
+					assert.LessOrEqual(t, int64(until), t1.Add(time.Hour).UnixMilli(), id)
 				}
 				// The first send of the waiting one is what waits.
 				raw, err := rdb.HGet(ctx, slots.KeysFor(prefix, tp, slotOf(tp, "waiting", group)).Msg, "waiting").Bytes()
@@ -137,6 +151,21 @@ func TestUniqueRefusedInEveryState(t *testing.T) {
 				env, err := scripts.DecodeEnvelope(raw)
 				require.NoError(t, err)
 				assert.Equal(t, "first waiting", string(env.Body))
+
+				// Once Redis's clock reaches a claim's end the id may be sent
+				// again, in every state. The claims are ended by setting their
+				// until-ms to now (TestUniqueWindowEnds waits for a real
+				// window to pass), and the new send claims the id again.
+				now, err := rdb.Time(ctx).Result()
+				require.NoError(t, err)
+				for _, id := range ids {
+					u := slots.UniqueKeysFor(prefix, tp, slotOf(tp, id, group))
+					require.NoError(t, rdb.ZAddXX(ctx, u.Until, redis.Z{Score: float64(now.UnixMilli()), Member: id}).Err())
+					_, err := sendOf(ctx, p, tp, "later "+id, opts(id)...)
+					require.NoError(t, err, "%s: accepted once its window passed", id)
+					_, err = sendOf(ctx, p, tp, "again "+id, opts(id)...)
+					require.ErrorIs(t, err, producer.ErrDuplicate, "%s: claimed again", id)
+				}
 				require.NoError(t, fly.Ack(ctx))
 			})
 		}
