@@ -77,12 +77,18 @@ func (p *Producer) SendBatch(ctx context.Context, t topic.Topic, msgs []BatchMes
 	if err := p.runCalls(ctx, p.group(items)); err != nil {
 		return fail(fmt.Errorf("rmq: send batch to %s: %w", t.Name(), err))
 	}
+	return p.batchSent(t, items, afters)
+}
+
+// batchSent reports a stored batch: each message's id and hooks, and an
+// error wrapping ErrDuplicate naming the unique sends refused as
+// duplicates (the only error a message has on its own once its call ran),
+// whose ids are "".
+func (p *Producer) batchSent(t topic.Topic, items []*pending, afters [][]func(string, error)) ([]string, error) {
 	ids := make([]string, len(items))
 	var refused []int
 	for i, it := range items {
 		if it.err != nil {
-			// A unique send refused as a duplicate (the only error a
-			// message has on its own once its call ran).
 			refused = append(refused, i)
 			callAfters(afters[i], "", fmt.Errorf("rmq: send to %s: %w", t.Name(), it.err))
 			continue

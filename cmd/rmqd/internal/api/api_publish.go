@@ -349,16 +349,23 @@ func (s *handlers) publishParsed(w http.ResponseWriter, r *http.Request, qr *ser
 	respond.WriteRawJSON(w, http.StatusCreated, encode.PublishedJSON(j.ID))
 }
 
+// bulkKeyError is the 400 text of a bulk publish that names a job id: one
+// id for many jobs would merge them (key=), or refuse all but the first
+// (unique_key=).
+func bulkKeyError(q url.Values) string {
+	if q.Has("unique_key") {
+		return "invalid unique_key"
+	}
+	return "invalid key"
+}
+
 // maxBulkBody bounds a bulk body: 64 jobs of 1 MiB and their JSON syntax.
 const maxBulkBody = params.MaxBulkJobs*(params.MaxJobSize+1) + 4096
 
 func (s *handlers) publishBulk(w http.ResponseWriter, r *http.Request, qr *service.QueueReq) {
 	p, bad := parsePublish(r)
 	if bad == "" && p.key != "" {
-		bad = "invalid key" // one key for many jobs would merge them
-		if r.URL.Query().Has("unique_key") {
-			bad = "invalid unique_key"
-		}
+		bad = bulkKeyError(r.URL.Query())
 	}
 	if bad != "" {
 		respond.WriteError(w, http.StatusBadRequest, bad)
