@@ -209,10 +209,14 @@ func (p *Producer) gsendCall(groups []slotCall) ([]string, []any) {
 	for i, g := range groups {
 		slot := g.batch[0].slot
 		gk := slots.GroupKeysFor(p.prefix, g.topic, slot)
-		u := slots.UniqueKeysFor(p.prefix, g.topic, slot)
 		gs[i] = scripts.GSendGroup{Store: g.keys.Store, Prepare: g.keys.Prepare, Msg: g.keys.Msg, Wake: g.keys.Wake,
-			Delayed: g.keys.Delayed, Queue: gk.Queue, Turn: gk.Turn, Uniq: u.Until, UniqNonce: u.Nonce, Type: int(g.topic.Type())}
+			Delayed: g.keys.Delayed, Queue: gk.Queue, Turn: gk.Turn, Type: int(g.topic.Type())}
 		for _, b := range g.batch {
+			if b.unique > 0 && gs[i].Uniq == "" {
+				// Only a group with unique sends names (and builds) the keys.
+				u := slots.UniqueKeysFor(p.prefix, g.topic, slot)
+				gs[i].Uniq, gs[i].UniqNonce = u.Until, u.Nonce
+			}
 			gs[i].Msgs = append(gs[i].Msgs, scripts.GSendMsg{ID: b.id, Score: b.score, Nonce: b.nonce, Unique: b.unique, Opts: b.opts, Body: b.body})
 		}
 	}
