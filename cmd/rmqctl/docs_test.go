@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -186,4 +187,83 @@ func TestDocsNameEveryRmqctlCommand(t *testing.T) {
 	for _, c := range cmds {
 		assert.Contains(t, list, "`"+c[1], "docs/operations.md's Commands: names %q", c[1])
 	}
+}
+
+// The connection forms of docs/operations.md (the block marked
+// rmqctl-connect) work as written, each run through bash with the
+// placeholders filled in: USER:PASSWORD an ACL user of real servers, HOST:PORT
+// a plain one, or for rediss:// a TLS one (ca.pem its CA), HOST1:PORT… the
+// nodes of a real cluster, COMMAND topics. The test rigs start no cluster
+// with TLS, so the one line that needs both is resolved (URL, seeds, user,
+// TLS) as rmqctl resolves it before dialling, and not run.
+func TestDocsRmqctlConnectForms(t *testing.T) {
+	root, err := readmetest.Root()
+	require.NoError(t, err)
+	page, err := os.ReadFile(filepath.Join(root, "docs", "operations.md"))
+	require.NoError(t, err)
+	fences, err := readmetest.Fences(page, readmetest.DocMarker)
+	require.NoError(t, err)
+	var block *readmetest.Fence
+	for _, f := range fences {
+		if f.Name == "rmqctl-connect" {
+			require.Nil(t, block, "one block marked rmqctl-connect")
+			block = &f
+		}
+	}
+	require.NotNil(t, block, "docs/operations.md's block marked rmqctl-connect")
+
+	bin := buildBinary(t)
+	const user, pw = "rmq", "s3cret"
+	acl := []string{"user " + user + " on >" + pw + " ~* &* +@all"}
+	plain := redistest.Start(t, redisserver.Config{ACL: acl})
+	files := redistest.TLSFiles(t)
+	tls := redistest.Start(t, redisserver.Config{ACL: acl, TLS: &files})
+	cluster := redistest.SharedCluster(t)
+	sendWaiting(t, redistest.Client(t, plain), 2)
+	tc, err := files.ClientConfig()
+	require.NoError(t, err)
+	sendWaiting(t, redistest.Client(t, tls, func(o *redis.Options) { o.Username, o.Password, o.TLSConfig = user, pw, tc }), 3)
+	nodes := cluster.Addrs()
+
+	ran := 0
+	for i, line := range strings.Split(strings.TrimSuffix(block.Text, "\n"), "\n") {
+		at := fmt.Sprintf("docs/operations.md:%d", block.Line+1+i)
+		line, _, _ = strings.Cut(line, "#")
+		line = strings.TrimSpace(line)
+		host, waiting := plain.Addr(), 2
+		if strings.Contains(line, "rediss://") {
+			host, waiting = tls.Addr(), 3
+		}
+		filled := strings.NewReplacer(
+			"USER:PASSWORD", user+":"+pw,
+			"HOST1:PORT", nodes[0], "HOST2:PORT", nodes[1], "HOST3:PORT", nodes[2],
+			"HOST:PORT/DB", host+"/0", "HOST:PORT", host,
+			"ca.pem", files.CAFile, "COMMAND", "topics").Replace(line)
+		if strings.Contains(line, "--cluster") && strings.Contains(line, "rediss://") {
+			seeds := regexp.MustCompile(`--cluster '([^']+)'`).FindStringSubmatch(filled)
+			require.NotNil(t, seeds, "%s: --cluster 'URL'", at)
+			f := connFlags{cluster: seeds[1], tlsCA: files.CAFile, set: map[string]bool{"cluster": true, "tls-ca": true}}
+			tg, err := f.resolveTarget(func(string) string { return "" })
+			require.NoError(t, err, "%s", at)
+			require.NotNil(t, tg.cluster, "%s", at)
+			assert.Equal(t, nodes[:3], tg.cluster.Addrs, "%s", at)
+			assert.Equal(t, user, tg.cluster.Username, "%s", at)
+			assert.Equal(t, pw, tg.cluster.Password, "%s", at)
+			assert.NotNil(t, tg.cluster.TLSConfig, "%s", at)
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		cmd := exec.CommandContext(ctx, "bash", "-c", filled)
+		cmd.Env = append(readmetest.WithoutRedisVars(os.Environ()), "PATH="+filepath.Dir(bin)+string(os.PathListSeparator)+os.Getenv("PATH"))
+		out, err := cmd.CombinedOutput()
+		cancel()
+		require.NoError(t, err, "%s: %s\n%s", at, filled, out)
+		if strings.Contains(line, "--cluster") {
+			assert.Regexp(t, `(?m)^TOPIC\s+TYPE`, string(out), "%s", at)
+		} else {
+			assert.Regexp(t, fmt.Sprintf(connTopicRow, waiting), string(out), "%s: %s", at, filled)
+		}
+		ran++
+	}
+	require.Equal(t, 5, ran, "lines run against real servers")
 }
