@@ -15,13 +15,14 @@ import (
 // docKinds are the markers of docs/*.md, <!-- doc-test: KIND ... -->, and
 // the test that runs the blocks of each.
 var docKinds = map[string]string{
-	"go":             "internal/testkit/readmetest TestDocsGoBlocks: compiled in a wrapper, in a user's module; most also run against a real redis-server (and ZooKeeper)",
-	"rmqd":           "cmd/rmqd TestDocsRmqdSessions: run as a shell session against rmqd --dev, output as the #> lines say",
-	"rmqd-flags":     "cmd/rmqd TestDocsRmqdCommands: each command's flags parsed by rmqd, and the servable ones started against a real redis-server",
-	"rmqctl":         "cmd/rmqctl TestDocsRmqctlSession: built as written, and the $ session run against a real redis-server holding its messages",
-	"rmqctl-connect": "cmd/rmqctl TestDocsRmqctlConnectForms: each line run with its placeholders filled in by real servers (ACL user, TLS, cluster)",
-	"bench":          "bench TestDocsBenchCommands: each command's flags parsed by the benchmark",
-	"skip":           "none: the marker says why, in parentheses",
+	"go":                "internal/testkit/readmetest TestDocsGoBlocks: compiled in a wrapper, in a user's module; most also run against a real redis-server (and ZooKeeper)",
+	"rmqd":              "cmd/rmqd TestDocsRmqdSessions: run as a shell session against rmqd --dev, output as the #> lines say",
+	"rmqd-flags":        "cmd/rmqd TestDocsRmqdCommands: each command's flags parsed by rmqd, and the servable ones started against a real redis-server",
+	"rmqctl":            "cmd/rmqctl TestDocsRmqctlSession: built as written, and the $ session run against a real redis-server holding its messages",
+	"rmqctl-connect":    "cmd/rmqctl TestDocsRmqctlConnectForms: each line run with its placeholders filled in by real servers (ACL user, TLS, cluster)",
+	"prometheus-scrape": "x/prometheus/example TestDocsScrape: the example's scrape holds each line",
+	"bench":             "bench TestDocsBenchCommands: each command's flags parsed by the benchmark",
+	"skip":              "none: the marker says why, in parentheses",
 }
 
 // Every code block of docs/*.md is either plain text (```text) or marked
