@@ -160,7 +160,6 @@ func TestDocsRmqdCommands(t *testing.T) {
 					}
 				}
 				args = withoutListeners(strings.Fields(joined))
-				var vars []string
 				redisURL := "redis://" + plain().Addr() + "/0" // the default pool when the line names none
 				if envURL != "" {
 					// startRmqd names the default pool by flag, which wins
@@ -171,7 +170,7 @@ func TestDocsRmqdCommands(t *testing.T) {
 				if u, ok := flagValue(args, "--redis-url"); ok {
 					redisURL = u
 				}
-				p := startRmqd(t, redisURL, vars, args...)
+				p := startRmqd(t, redisURL, nil, args...)
 				started++
 				pools := []string{""}
 				if strings.Contains(line, "--pool eu=") {

@@ -7,8 +7,14 @@
 //
 // and a shell block states what each command prints on the lines after it
 // that start with "#> ", where "…" stands for anything that differs from
-// run to run. Like internal/testkit/redisserver it is not a test file so that the
-// tests of another module (cmd) can import it.
+// run to run. The pages under docs/ mark their blocks the same way with
+//
+//	<!-- doc-test: KIND [anything] -->
+//
+// (Fences reads them), and TestDocsBlocksAreMarked refuses a code block of
+// docs/*.md that names no test. Like internal/testkit/redisserver it is
+// not a test file so that the tests of other modules (cmd, bench, x/...)
+// can import it.
 package readmetest
 
 import (
