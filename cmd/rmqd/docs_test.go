@@ -24,14 +24,15 @@ type docBlock struct {
 	page string
 }
 
-// docBlocks returns the blocks of docs/*.md marked <!-- doc-test: kind -->,
-// by page.
+// docBlocks returns the blocks of docs/*.md and cmd/rmqd/README.md marked
+// <!-- doc-test: kind -->, by page (its path from the repository's root).
 func docBlocks(t *testing.T, kind string) map[string][]docBlock {
 	t.Helper()
 	root, err := readmetest.Root()
 	require.NoError(t, err)
 	pages, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
 	require.NoError(t, err)
+	pages = append(pages, filepath.Join(root, "cmd", "rmqd", "README.md"))
 	out := map[string][]docBlock{}
 	for _, page := range pages {
 		text, err := os.ReadFile(page)
@@ -40,7 +41,9 @@ func docBlocks(t *testing.T, kind string) map[string][]docBlock {
 		require.NoError(t, err, "%s", page)
 		for _, f := range fences {
 			if f.Name == kind {
-				out[filepath.Base(page)] = append(out[filepath.Base(page)], docBlock{f, filepath.Base(page)})
+				rel, err := filepath.Rel(root, page)
+				require.NoError(t, err)
+				out[rel] = append(out[rel], docBlock{f, rel})
 			}
 		}
 	}
@@ -66,7 +69,7 @@ func TestDocsRmqdSessions(t *testing.T) {
 				bs = append(bs, b.Block)
 			}
 			addrs := strings.NewReplacer("127.0.0.1:7777", d.api, "127.0.0.1:7778", d.admin)
-			runSession(t, "docs/"+page, bs, addrs, t.TempDir(), nil, 3*time.Minute)
+			runSession(t, page, bs, addrs, t.TempDir(), nil, 3*time.Minute)
 		})
 	}
 }

@@ -26,7 +26,7 @@ var docKinds = map[string]string{
 	"skip":              "none: the marker says why, in parentheses",
 }
 
-// Every code block of docs/*.md is either plain text (```text) or marked
+// Every code block of docs/*.md and cmd/rmqd/README.md is either plain text (```text) or marked
 // with the test that runs it: a page cannot show a command, a curl call or
 // Go code that no test runs. A fence without a language is refused, so an
 // output block says it is text.
@@ -36,6 +36,9 @@ func TestDocsBlocksAreMarked(t *testing.T) {
 	pages, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
 	require.NoError(t, err)
 	require.NotEmpty(t, pages)
+	// rmqd's own page is a docs page too: the reference's security and
+	// forwarding parts.
+	pages = append(pages, filepath.Join(root, "cmd", "rmqd", "README.md"))
 	counts := map[string]int{}
 	for _, page := range pages {
 		text, err := os.ReadFile(page)
@@ -43,7 +46,8 @@ func TestDocsBlocksAreMarked(t *testing.T) {
 		fences, err := Fences(text, DocMarker)
 		require.NoError(t, err, "%s", page)
 		for _, f := range fences {
-			at := "docs/" + filepath.Base(page) + ":" + strconv.Itoa(f.Line)
+			rel, _ := filepath.Rel(root, page)
+			at := rel + ":" + strconv.Itoa(f.Line)
 			if f.Name == "" {
 				assert.Equal(t, "text", f.Lang, "%s: an unmarked block must be ```text; code needs <!-- doc-test: KIND --> (%s)", at, strings.Join(kinds(), ", "))
 				continue
