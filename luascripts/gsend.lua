@@ -8,36 +8,68 @@
 -- KEYS[4] -> wake channel    | node only)
 -- KEYS[5] -> delayed ZSET    |
 -- KEYS[6] -> gq ZSET         | (flowlib.lua)
--- KEYS[7] -> gturn ZSET     /
+-- KEYS[7] -> gturn ZSET      |
+-- KEYS[8] -> uniq ZSET       | these two only when the group's type
+-- KEYS[9] -> uniqn HASH     /  says so: unique sends (lib.lua's uniq_claim)
 -- ARGV[1] -> wake command: PUBLISH, SPUBLISH or ''
 -- ARGV[2g], ARGV[2g+1] -> group g's type (1 range-merge, 2 priority,
---            3 fixed-time) and how many messages of it follow
+--            3 fixed-time; plus 8 when some of its messages are unique
+--            sends: the group has 9 keys, not 7) and how many messages of
+--            it follow
 -- then, per message, id, score (range in ms for range-merge), send nonce,
---            options block (it names the message's group), body: group
---            1's messages, then group 2's, ...
+--            [unique window in ms, 0 for none, when the group's type says
+--            so], options block (it names the message's group), body:
+--            group 1's messages, then group 2's, ...
 -- Returns: one result per message, in order, with sendbatch.lua's codes:
 --   1 stored as new, 2 merged into the waiting message of its id
 --   (range-merge), 3 replaced the waiting message of its id, 4 stored
---   while the id is in flight, 0 already stored by this send (same nonce).
+--   while the id is in flight, 0 already stored by this send (same nonce),
+--   -1 refused as a duplicate of a unique send (nothing written).
 -- Where each message waits is flowlib.lua's gsend_one's to say. A slot is
 -- woken when a group's turn came forward or a message heads its store.
-local G = #KEYS / 7
+-- The groups and where their keys start: a group of unique sends has two
+-- keys more.
+local G, kb = 0, {}
+do
+  local n = 1
+  while n <= #KEYS do
+    G = G + 1
+    kb[G] = n - 1
+    n = n + (tonumber(ARGV[2 * G]) >= 8 and 9 or 7)
+  end
+end
 local now, _, now_up = now_ms()
 local res = {}
 local at = 2 + 2 * G
 for g = 1, G do
-  local b = 7 * (g - 1)
+  local b = kb[g]
   local k = { store = KEYS[b + 1], prepare = KEYS[b + 2], msg = KEYS[b + 3], delayed = KEYS[b + 5], gq = KEYS[b + 6], gturn = KEYS[b + 7] }
   local typ, count = tonumber(ARGV[2 * g]), tonumber(ARGV[2 * g + 1])
+  local u
+  if typ >= 8 then
+    typ = typ - 8
+    u = { uniq = KEYS[b + 8], uniqn = KEYS[b + 9] }
+  end
+  -- A unique group's messages carry their window after the nonce.
+  local x = u and 1 or 0
   local time_based = typ ~= 2
   local best, dbest
   for _ = 1, count do
-    local r, w, d = gsend_one(k, typ, ARGV[at], ARGV[at + 1], tonumber(ARGV[at + 2]), ARGV[at + 4], now, now_up, ARGV[at + 3])
-    at = at + 5
+    local r, w, d
+    local ums = u and tonumber(ARGV[at + 3]) or 0
+    if ums > 0 then
+      r = uniq_claim(u, ARGV[at], ums, ARGV[at + 2], now)
+      if r == 1 then r = nil end
+    end
+    if not r then
+      r, w, d = gsend_one(k, typ, ARGV[at], ARGV[at + 1], tonumber(ARGV[at + 2]), ARGV[at + x + 4], now, now_up, ARGV[at + x + 3])
+    end
+    at = at + 5 + x
     res[#res + 1] = r
     if w and (not best or (time_based and w < best) or (not time_based and w > best)) then best = w end
     if d and (not dbest or d < dbest) then dbest = d end
   end
+  if u then uniq_trim(u, now, UNIQ_TRIM * count) end
   if ARGV[1] ~= '' then
     if best then redis.call(ARGV[1], KEYS[b + 4], fmt_score(best)) end
     if dbest then

@@ -477,3 +477,38 @@ local function remove_id(store, prepare, msg, delayed, id)
   if what > 0 then redis.call('HDEL', msg, id) end
   return what
 end
+
+-- UNIQ_TRIM bounds the past entries one unique send clears from its slot's
+-- unique set, per message of the call: each such send records one entry
+-- and clears up to two past ones, so the set holds the live entries and
+-- at most a few past ones, never a growing tail.
+local UNIQ_TRIM = 2
+
+-- uniq_claim is the check and the record of a unique send
+-- (producer.WithUniqueFor): u holds the slot's uniq ZSET (id -> until ms)
+-- and uniqn HASH (id -> send nonce of the send that recorded it). It
+-- returns 1 when the send may go (the id is claimed until now + ms), -1
+-- when a send of the id recorded a window that still lasts (whatever
+-- became of that message), and 0 when that recorded send is this call's
+-- own earlier run (go-redis sent the script again after a lost reply):
+-- its work is done, nothing more is written.
+local function uniq_claim(u, id, ms, nonce, now)
+  local untl = redis.call('ZSCORE', u.uniq, id)
+  if untl then
+    if redis.call('HGET', u.uniqn, id) == nonce then return 0 end
+    if tonumber(untl) > now then return -1 end
+  end
+  redis.call('ZADD', u.uniq, now + ms, id)
+  redis.call('HSET', u.uniqn, id, nonce)
+  return 1
+end
+
+-- uniq_trim clears up to n entries of u whose window has passed (see
+-- UNIQ_TRIM).
+local function uniq_trim(u, now, n)
+  local old = redis.call('ZRANGE', u.uniq, '-inf', now, 'BYSCORE', 'LIMIT', 0, n)
+  if #old > 0 then
+    redis.call('ZREM', u.uniq, unpack(old))
+    redis.call('HDEL', u.uniqn, unpack(old))
+  end
+end

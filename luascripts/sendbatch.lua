@@ -2,17 +2,21 @@
 -- each slot at most once.
 --
 -- KEYS[1] -> store ZSET     \
--- KEYS[2] -> prepare ZSET    | of slot group 1; KEYS[5g-4..5g] likewise
--- KEYS[3] -> msg HASH        | for group g (several groups on a single
--- KEYS[4] -> wake channel    | node only)
--- KEYS[5] -> delayed ZSET   /  (priority messages that wait for a time)
+-- KEYS[2] -> prepare ZSET    | of slot group 1; the next group's keys
+-- KEYS[3] -> msg HASH        | follow likewise (several groups on a
+-- KEYS[4] -> wake channel    | single node only)
+-- KEYS[5] -> delayed ZSET    | (priority messages that wait for a time)
+-- KEYS[6] -> uniq ZSET       | these two only when the group's type
+-- KEYS[7] -> uniqn HASH     /  says so: unique sends (lib.lua's uniq_claim)
 -- ARGV[1] -> wake command: PUBLISH, SPUBLISH or ''
 -- ARGV[2g], ARGV[2g+1] -> group g's type (1 range-merge, 2 priority,
---            3 fixed-time; plus 4 when its messages carry options) and how
---            many messages of it follow
+--            3 fixed-time; plus 4 when its messages carry options, plus 8
+--            when some are unique sends: the group has 7 keys, not 5) and
+--            how many messages of it follow
 -- then, per message, id, score (range in ms for range-merge), send nonce,
---            [options block, when the group's type says so], body: group
---            1's messages, then group 2's, ...
+--            [unique window in ms, 0 for none, when the group's type says
+--            so], [options block, when the group's type says so], body:
+--            group 1's messages, then group 2's, ...
 -- Returns: one result per message, in order:
 --   1 stored as new
 --   2 merged into the waiting message of its id (range-merge: due time,
@@ -21,21 +25,43 @@
 --     score, body and options, failures kept)
 --   4 stored while the id is in flight: delivered after that delivery ends
 --   0 already stored by this send (same nonce): a rerun changes nothing
+--  -1 refused: a unique send of the id recorded a window that still lasts
+--     (nothing written)
 -- Due times arrive rounded up to the ms and range-merge windows start from
 -- Redis's ms rounded up, so no message comes due before its instant.
-local G = #KEYS / 5
+-- The groups and where their keys start: a group of unique sends has two
+-- keys more.
+local G, kb = 0, {}
+do
+  local n = 1
+  while n <= #KEYS do
+    G = G + 1
+    kb[G] = n - 1
+    n = n + (tonumber(ARGV[2 * G]) >= 8 and 7 or 5)
+  end
+end
 local now, _, now_up = now_ms()
 local res = {}
 local at = 2 + 2 * G
 
 -- send_group stores group g's count messages, from ARGV[at] on.
 local function send_group(g, typ, count)
-  local keys = { store = KEYS[5 * g - 4], prepare = KEYS[5 * g - 3], msg = KEYS[5 * g - 2], delayed = KEYS[5 * g] }
-  local store = KEYS[5 * g - 4]
-  local msg = KEYS[5 * g - 2]
+  local b = kb[g]
+  local keys = { store = KEYS[b + 1], prepare = KEYS[b + 2], msg = KEYS[b + 3], delayed = KEYS[b + 5] }
+  local store = KEYS[b + 1]
+  local msg = KEYS[b + 3]
+  local u
+  if typ >= 8 then
+    typ = typ - 8
+    u = { uniq = KEYS[b + 6], uniqn = KEYS[b + 7] }
+  end
   local with_opts = typ >= 4
   if with_opts then typ = typ - 4 end
-  local stride = with_opts and 5 or 4
+  -- Offsets from a message's first argument: its unique window, options
+  -- and body (stride arguments in all).
+  local uo = 3
+  local oo = u and 4 or 3
+  local stride = oo + (with_opts and 2 or 1)
   local time_based = typ ~= 2
   local head_id, head = head_of(store, time_based)
   head = head and tonumber(head)
@@ -67,9 +93,16 @@ local function send_group(g, typ, count)
   for k = 1, count do
     local i = first + stride * (k - 1)
     local id = ids[k]
-    local opts = with_opts and ARGV[i + 3] or ''
+    local opts = with_opts and ARGV[i + oo] or ''
     local r, score, due
-    if known[k] or seen[id] or (opts ~= '' and typ == 2 and has_bit(string.byte(opts, 1), 16)) then
+    local ums = u and tonumber(ARGV[i + uo]) or 0
+    if ums > 0 then
+      r = uniq_claim(u, id, ums, ARGV[i + 2], now)
+      if r == 1 then r = nil end
+    end
+    if r then
+      -- Refused (-1) or this call's own earlier run (0): nothing written.
+    elseif known[k] or seen[id] or (opts ~= '' and typ == 2 and has_bit(string.byte(opts, 1), 16)) then
       -- What is gathered holds only other ids, unless this one came
       -- earlier in the call: only then must it be written first.
       if seen[id] then write(store, msg) end
@@ -97,7 +130,7 @@ local function send_group(g, typ, count)
       zargs[n + 2] = id
       r = 1
     end
-    seen[id] = true
+    if r >= 0 then seen[id] = true end
     if due then
       if not dbest or due < dbest then dbest = due end
     elseif r >= 1 then
@@ -108,22 +141,23 @@ local function send_group(g, typ, count)
     res[#res + 1] = r
   end
   write(store, msg)
+  if u then uniq_trim(u, now, UNIQ_TRIM * count) end
   if ARGV[1] == '' then return end
   -- Wake the slot when a message now comes before the old head (fetchers
   -- sleep until the head they know of), or when the old head is blocked
   -- behind its own delivery (fetchers then wait for a wake-up).
   if best then
     local earlier = not head or (time_based and best < head) or (not time_based and best > head)
-    if earlier or redis.call('ZSCORE', KEYS[5 * g - 3], head_id) then
-      redis.call(ARGV[1], KEYS[5 * g - 1], fmt_score(best))
+    if earlier or redis.call('ZSCORE', KEYS[b + 2], head_id) then
+      redis.call(ARGV[1], KEYS[b + 4], fmt_score(best))
     end
   end
   -- A delayed message that is now the earliest: fetchers sleep until the
   -- earliest delayed due time ('d' marks a delayed due time).
   if dbest then
-    local first_delayed = redis.call('ZRANGE', KEYS[5 * g], 0, 0, 'WITHSCORES')
+    local first_delayed = redis.call('ZRANGE', KEYS[b + 5], 0, 0, 'WITHSCORES')
     if tonumber(first_delayed[2]) == dbest then
-      redis.call(ARGV[1], KEYS[5 * g - 1], 'd' .. fmt_score(dbest))
+      redis.call(ARGV[1], KEYS[b + 4], 'd' .. fmt_score(dbest))
     end
   end
 end

@@ -29,6 +29,10 @@ type BatchMessage struct {
 // pipelined across slots. It returns the ids in the order of msgs. A Redis
 // error can leave the batch partly stored; sending it again is safe (each
 // message merges with itself by its type's rule).
+//
+// Messages sent with WithUniqueFor are refused or accepted each on its
+// own: when some are refused as duplicates the others are stored, the
+// refused ones' ids are "" and the error wraps ErrDuplicate.
 func (p *Producer) SendBatch(ctx context.Context, t topic.Topic, msgs []BatchMessage) ([]string, error) {
 	if err := p.checkTopic(t, t.Type()); err != nil {
 		return nil, err
@@ -73,13 +77,30 @@ func (p *Producer) SendBatch(ctx context.Context, t topic.Topic, msgs []BatchMes
 	if err := p.runCalls(ctx, p.group(items)); err != nil {
 		return fail(fmt.Errorf("rmq: send batch to %s: %w", t.Name(), err))
 	}
+	return p.batchSent(t, items, afters)
+}
+
+// batchSent reports a stored batch: each message's id and hooks, and an
+// error wrapping ErrDuplicate naming the unique sends refused as
+// duplicates (the only error a message has on its own once its call ran),
+// whose ids are "".
+func (p *Producer) batchSent(t topic.Topic, items []*pending, afters [][]func(string, error)) ([]string, error) {
 	ids := make([]string, len(items))
+	var refused []int
 	for i, it := range items {
+		if it.err != nil {
+			refused = append(refused, i)
+			callAfters(afters[i], "", fmt.Errorf("rmq: send to %s: %w", t.Name(), it.err))
+			continue
+		}
 		ids[i] = it.id
 		callAfters(afters[i], it.id, nil)
 		if p.notify != nil {
 			p.notify.Sent(t, int(it.res))
 		}
+	}
+	if len(refused) > 0 {
+		return ids, fmt.Errorf("rmq: send batch to %s: messages %v refused (their ids are \"\"), the others sent: %w", t.Name(), refused, ErrDuplicate)
 	}
 	return ids, nil
 }

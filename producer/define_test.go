@@ -110,10 +110,9 @@ func TestTopicDefinitionRestoredAfterDataLoss(t *testing.T) {
 	assert.Equal(t, tp.Definition(), def)
 
 	// With the definition in place a check is one HGET, made by one of
-	// many concurrent sends.
-	const interval = 100 * time.Millisecond
-	producer.SetRedefineInterval(p, interval)
-	time.Sleep(interval + 20*time.Millisecond) // the interval is the behaviour under test
+	// many concurrent sends, once the interval is over.
+	producer.SetRedefineInterval(p, time.Hour)
+	producer.ExpireDefinitionChecks(p)
 	before = defCmds.Load()
 	var wg sync.WaitGroup
 	for range 32 {

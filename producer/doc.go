@@ -58,12 +58,35 @@
 //		producer.WithHeaders(map[string]string{"tenant": "acme"}),
 //	)
 //
+// # Unique sends
+//
+// WithUniqueFor(d) makes a send refuse a repeat: it fails with ErrDuplicate
+// and writes nothing (no message, no wake-up) when a unique send of the
+// same id to the topic was accepted less than that send's window ago,
+// whether that message still waits, is being handled, was acked, went dead
+// or was removed. An accepted unique send claims its id for d (1ms up to
+// MaxUniqueFor, on Redis's clock). The check and the claim are part of the
+// send's own script call, so concurrent sends of one id let exactly one
+// through, and a send without the option costs nothing more. On a
+// range-merge topic a repeat within the window is refused instead of
+// merged: the caller asked to know. In SendBatch and SendMany each message
+// is refused or accepted on its own.
+//
+//	_, err := p.SendFixedTime(ctx, mails, body, time.Now(),
+//		producer.WithKey("receipt-1001"), producer.WithUniqueFor(24*time.Hour))
+//	if errors.Is(err, producer.ErrDuplicate) {
+//		// sent already within the day
+//	}
+//
 // # Batches
 //
 // SendBatch sends many messages of one topic, validated all first (one bad
 // message fails the batch and writes nothing), with one script call per
 // slot. SendMany sends messages of any topics and reports each one on its
-// own, for servers that gather concurrent requests (rmqd's publishes).
+// own, for servers that gather concurrent requests (rmqd's publishes). A
+// unique message refused as a duplicate does not fail the others: SendBatch
+// stores them, gives the refused ones an empty id and returns an error
+// that wraps ErrDuplicate.
 //
 //	ids, err := p.SendBatch(ctx, timeouts, []producer.BatchMessage{
 //		{Key: "order-1", Body: []byte("cancel 1"), At: due1},
@@ -87,7 +110,8 @@
 // share one call (group commit: no timer, a send that finds Redis idle goes
 // at once). A send is safe to repeat: the same id merges by its type's
 // rule, and a script call that go-redis resends after a lost reply
-// recognises its own earlier run (SendDuplicate). Due times are stored in
+// recognises its own earlier run (SendDuplicate; a unique send's rerun
+// finds its own claim and succeeds). Due times are stored in
 // milliseconds rounded up, so no message is delivered before the instant it
 // was given. The first send to a topic stores the topic's definition (a
 // conflicting stored one fails the send with topic.ErrConflict), and a
@@ -100,10 +124,11 @@
 // sentinel (match with errors.Is): ErrEmptyBody, ErrBodyTooLarge,
 // ErrInvalidPriority, ErrInvalidTime, ErrInvalidRange, ErrTypeMismatch,
 // ErrInvalidKey, ErrInvalidSlotBasis, ErrInvalidMaxRetries,
-// ErrInvalidExpiry, ErrInvalidTimeout, ErrInvalidHeaders and
-// ErrInvalidGroup (ErrInvalidRecurring is a schedule's, for options a
+// ErrInvalidExpiry, ErrInvalidTimeout, ErrInvalidHeaders, ErrInvalidGroup
+// and ErrInvalidUniqueFor (ErrInvalidRecurring is a schedule's, for options a
 // recurring message may not have); a topic stored with another type or slot
-// amount gives topic.ErrConflict. Errors from Redis come through as go-redis
+// amount gives topic.ErrConflict. A unique send refused as a repeat gives
+// ErrDuplicate. Errors from Redis come through as go-redis
 // returned them.
 //
 // # Concurrency

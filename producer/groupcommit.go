@@ -40,6 +40,8 @@ type pending struct {
 	body  []byte
 	job   jobConfig
 	opts  []byte // the envelope's options block; nil for none
+	// unique is WithUniqueFor's window in ms; 0 for none.
+	unique int64
 
 	res SendResult // set by the flush
 	err error
@@ -129,7 +131,7 @@ func (p *Producer) runCalls(ctx context.Context, calls []slotCall) error {
 			sc[i] = scripts.Call{Script: scripts.GSend, Keys: keys, Args: args}
 			continue
 		}
-		sc[i] = sendCall(p.wakeCmd, groups)
+		sc[i] = sendCall(p.wakeCmd, p.prefix, groups)
 	}
 	var firstErr error
 	for i, cmd := range scripts.RunAll(ctx, p.rdb, sc) {
@@ -143,9 +145,10 @@ func (p *Producer) runCalls(ctx context.Context, calls []slotCall) error {
 
 // sendCall returns one script call of groups: send1.lua for one message
 // without options (a single send: most of what sendbatch.lua costs Redis
-// is its general path), else sendbatch.lua.
-func sendCall(wakeCmd string, groups []slotCall) scripts.Call {
-	if len(groups) == 1 && len(groups[0].batch) == 1 && len(groups[0].batch[0].opts) == 0 {
+// is its general path), else sendbatch.lua. A unique send (WithUniqueFor)
+// takes sendbatch.lua, so send1.lua's lean path stays as it is.
+func sendCall(wakeCmd, prefix string, groups []slotCall) scripts.Call {
+	if len(groups) == 1 && len(groups[0].batch) == 1 && len(groups[0].batch[0].opts) == 0 && groups[0].batch[0].unique == 0 {
 		g, b := groups[0], groups[0].batch[0]
 		return scripts.Call{
 			Script: scripts.Send1,
@@ -153,38 +156,48 @@ func sendCall(wakeCmd string, groups []slotCall) scripts.Call {
 			Args:   []any{wakeCmd, int(g.topic.Type()), b.id, b.score, b.nonce, b.body},
 		}
 	}
-	keys, args := sendBatchArgs(wakeCmd, groups)
+	keys, args := sendBatchArgs(wakeCmd, prefix, groups)
 	return scripts.Call{Script: scripts.SendBatch, Keys: keys, Args: args}
 }
 
 // sendBatchArgs returns the KEYS and ARGV of one sendbatch.lua call.
-func sendBatchArgs(wakeCmd string, groups []slotCall) ([]string, []any) {
+func sendBatchArgs(wakeCmd, prefix string, groups []slotCall) ([]string, []any) {
 	keys := make([]string, 0, 5*len(groups))
 	args := make([]any, 0, 1+2*len(groups))
 	args = append(args, wakeCmd)
 	// A group whose messages carry options says so in its type (+4) and
-	// gives each message an options argument; a group without any pays
-	// nothing for them.
+	// gives each message an options argument; one with unique sends (+8)
+	// names the slot's unique keys and gives each message its window. A
+	// group without any pays nothing for them.
 	withOpts := make([]bool, len(groups))
+	withUniq := make([]bool, len(groups))
 	for i, g := range groups {
 		keys = append(keys, g.keys.Store, g.keys.Prepare, g.keys.Msg, g.keys.Wake, g.keys.Delayed)
 		typ := int(g.topic.Type())
 		for _, b := range g.batch {
-			if len(b.opts) > 0 {
-				withOpts[i] = true
-				typ += 4
-				break
-			}
+			withOpts[i] = withOpts[i] || len(b.opts) > 0
+			withUniq[i] = withUniq[i] || b.unique > 0
+		}
+		if withOpts[i] {
+			typ += 4
+		}
+		if withUniq[i] {
+			typ += 8
+			u := slots.UniqueKeysFor(prefix, g.topic, g.batch[0].slot)
+			keys = append(keys, u.Until, u.Nonce)
 		}
 		args = append(args, typ, len(g.batch))
 	}
 	for i, g := range groups {
 		for _, b := range g.batch {
-			if withOpts[i] {
-				args = append(args, b.id, b.score, b.nonce, b.opts, b.body)
-			} else {
-				args = append(args, b.id, b.score, b.nonce, b.body)
+			args = append(args, b.id, b.score, b.nonce)
+			if withUniq[i] {
+				args = append(args, b.unique)
 			}
+			if withOpts[i] {
+				args = append(args, b.opts)
+			}
+			args = append(args, b.body)
 		}
 	}
 	return keys, args
@@ -199,12 +212,23 @@ func (p *Producer) gsendCall(groups []slotCall) ([]string, []any) {
 		gs[i] = scripts.GSendGroup{Store: g.keys.Store, Prepare: g.keys.Prepare, Msg: g.keys.Msg, Wake: g.keys.Wake,
 			Delayed: g.keys.Delayed, Queue: gk.Queue, Turn: gk.Turn, Type: int(g.topic.Type())}
 		for _, b := range g.batch {
-			gs[i].Msgs = append(gs[i].Msgs, scripts.GSendMsg{ID: b.id, Score: b.score, Nonce: b.nonce, Opts: b.opts, Body: b.body})
+			if b.unique > 0 && gs[i].Uniq == "" {
+				// Only a group with unique sends names (and builds) the keys.
+				u := slots.UniqueKeysFor(p.prefix, g.topic, slot)
+				gs[i].Uniq, gs[i].UniqNonce = u.Until, u.Nonce
+			}
+			gs[i].Msgs = append(gs[i].Msgs, scripts.GSendMsg{ID: b.id, Score: b.score, Nonce: b.nonce, Unique: b.unique, Opts: b.opts, Body: b.body})
 		}
 	}
 	return scripts.GSendArgs(p.wakeCmd, gs)
 }
 
+// resRefused is the scripts' result for a unique send refused as a
+// duplicate (lib.lua's uniq_claim).
+const resRefused = -1
+
+// record sets each message's result, or its error: its call's, or
+// ErrDuplicate for a refused unique send.
 func record(cmd *redis.Cmd, groups []slotCall) {
 	res, err := cmd.Int64Slice()
 	i := 0
@@ -213,6 +237,8 @@ func record(cmd *redis.Cmd, groups []slotCall) {
 			switch {
 			case err != nil:
 				b.err = err
+			case i < len(res) && res[i] == resRefused:
+				b.err = ErrDuplicate
 			case i < len(res):
 				b.res = SendResult(res[i])
 			}

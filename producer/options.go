@@ -16,6 +16,9 @@ type sendConfig struct {
 	group    string // WithGroup (group.go)
 	hasGroup bool
 	job      jobConfig
+	// unique is WithUniqueFor's window (unique.go).
+	unique    time.Duration
+	hasUnique bool
 }
 
 // SendOption configures one send (or Remove).

@@ -176,6 +176,10 @@ func (p *Producer) item(t topic.Topic, body []byte, score float64, sc sendConfig
 	if !sc.hasKey {
 		it.id = BodyID(body)
 	}
+	if sc.hasUnique {
+		// Checked by sendOptions.
+		it.unique, _ = uniqueMs(sc.unique)
+	}
 	basis := sc.basis
 	if sc.hasGroup {
 		// The group picks the slot: its state lives in one slot.
@@ -220,6 +224,11 @@ func sendOptions(opts []SendOption, typ topic.Type) (sendConfig, error) {
 	}
 	if sc.hasBasis && len(sc.basis) == 0 {
 		return sc, ErrInvalidSlotBasis
+	}
+	if sc.hasUnique && typ != 0 {
+		if _, err := uniqueMs(sc.unique); err != nil {
+			return sc, err
+		}
 	}
 	if sc.hasGroup {
 		if err := checkGroup(sc.group); err != nil {

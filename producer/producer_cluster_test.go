@@ -14,6 +14,7 @@ import (
 
 	"github.com/rmq-go/rmq/internal/keyspace"
 	"github.com/rmq-go/rmq/internal/scripts"
+	"github.com/rmq-go/rmq/internal/testkit/rmqtest"
 	"github.com/rmq-go/rmq/producer"
 	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
@@ -21,8 +22,8 @@ import (
 
 // clusterHook checks, for every script call on a cluster client, that its
 // KEYS share one hash slot, and counts NOSCRIPT replies. With grouped (a
-// single node, where one sendbatch call may carry several topic slots) it
-// checks each group of five keys instead.
+// single node, where one sendbatch or gsend call may carry several topic
+// slots) it checks each slot group instead (rmqtest.SendGroups).
 type clusterHook struct {
 	grouped  bool
 	mu       sync.Mutex
@@ -37,18 +38,25 @@ func (h *clusterHook) before(cmd redis.Cmder) {
 	}
 	args := cmd.Args()
 	n := int(args[2].(int))
-	size := n
-	if h.grouped && n%5 == 0 {
-		size = 5
+	keys, argv := args[3:3+n], args[3+n:]
+	groups := [][]any{keys}
+	if h.grouped {
+		sha, _ := rmqtest.ScriptSHA(cmd)
+		switch rmqtest.ScriptName(sha) {
+		case "sendbatch":
+			groups = rmqtest.SendGroups(5, keys, argv)
+		case "gsend":
+			groups = rmqtest.SendGroups(7, keys, argv)
+		}
 	}
-	for g := 0; g < n; g += size {
+	for _, g := range groups {
 		seen := map[int]bool{}
-		for _, k := range args[3+g : 3+g+size] {
+		for _, k := range g {
 			seen[keyspace.HashSlot(fmt.Sprint(k))] = true
 		}
 		if len(seen) != 1 {
 			h.mu.Lock()
-			h.bad = append(h.bad, fmt.Sprint(args[3+g:3+g+size]))
+			h.bad = append(h.bad, fmt.Sprint(g))
 			h.mu.Unlock()
 		}
 	}

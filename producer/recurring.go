@@ -22,9 +22,9 @@ type RecurringOptions struct {
 // ParseRecurring validates opts for recurring messages on a topic of type
 // typ: WithMaxRetries, WithTTL, WithTimeout and WithHeaders, with their
 // limits and errors. The options that name one message or one instant
-// (WithKey, WithSlotBasis, WithExpiresAt, WithNotBefore, WithDelay) are
-// refused with ErrInvalidRecurring: the recurring sender sets the key and
-// the time of each copy.
+// (WithKey, WithSlotBasis, WithExpiresAt, WithNotBefore, WithDelay) and
+// WithUniqueFor are refused with ErrInvalidRecurring: the recurring sender
+// sets the key and the time of each copy.
 func ParseRecurring(typ topic.Type, opts ...SendOption) (RecurringOptions, error) {
 	sc, err := sendOptions(opts, typ)
 	if err != nil {
@@ -40,6 +40,10 @@ func ParseRecurring(typ topic.Type, opts ...SendOption) (RecurringOptions, error
 		return RecurringOptions{}, fmt.Errorf("%w: WithExpiresAt (use WithTTL)", ErrInvalidRecurring)
 	case !j.notBefore.IsZero() || j.hasDelay:
 		return RecurringOptions{}, fmt.Errorf("%w: WithNotBefore or WithDelay", ErrInvalidRecurring)
+	case sc.hasUnique:
+		// The schedule stores each copy itself, not through a send: the
+		// option would be dropped without a word.
+		return RecurringOptions{}, fmt.Errorf("%w: WithUniqueFor", ErrInvalidRecurring)
 	}
 	r := RecurringOptions{MaxRetries: -1, Timeout: j.timeout, Headers: maps.Clone(j.headers)}
 	if j.hasMaxRetries {

@@ -2,12 +2,10 @@ package rmq
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
+	"github.com/rmq-go/rmq/internal/inspect"
 	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
 )
@@ -29,22 +27,14 @@ func (c *Client) AckByID(ctx context.Context, t topic.Topic, id string) (bool, e
 		return ok, err
 	}
 	// A body-derived id lives in its body's slot: look for its delivery.
-	cmds := make([]*redis.FloatCmd, t.SlotAmount())
-	pipe := c.rdb.Pipeline()
-	for s := range cmds {
-		if s != first {
-			cmds[s] = pipe.ZScore(ctx, slots.KeysFor(c.cfg.prefix, t, s).Prepare, id)
-		}
-	}
-	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+	slot, err := inspect.PreparedSlot(ctx, c.rdb, c.cfg.prefix, t, id, first)
+	if err != nil {
 		return false, fmt.Errorf("rmq: ack %s on %s: %w", id, t.Name(), err)
 	}
-	for s, cmd := range cmds {
-		if cmd != nil && cmd.Err() == nil {
-			return c.ackByIDAt(ctx, t, s, id)
-		}
+	if slot < 0 {
+		return false, nil
 	}
-	return false, nil
+	return c.ackByIDAt(ctx, t, slot, id)
 }
 
 // ackByIDAt acks the current delivery of id in slot through the client's

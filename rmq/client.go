@@ -8,12 +8,12 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rmq-go/rmq/consumer"
 	"github.com/rmq-go/rmq/internal/engine"
+	"github.com/rmq-go/rmq/internal/keyspace"
 	"github.com/rmq-go/rmq/internal/lifecycle"
 	"github.com/rmq-go/rmq/internal/options"
 	"github.com/rmq-go/rmq/internal/zkcoord"
@@ -166,8 +166,8 @@ func (c *Client) Start(ctx context.Context) error {
 		return fmt.Errorf("rmq: ping Redis: %w", err)
 	}
 	c.checkEviction(ctx)
-	if err := startAll(ctx, consumers); err != nil {
-		return err
+	if i, err := lifecycle.StartAll(ctx, consumers, startParallel); err != nil {
+		return wrapOp(err, "start "+consumers[i].Topic().Name())
 	}
 	if err := c.startZooKeeper(ctx); err != nil {
 		for _, started := range consumers {
@@ -180,59 +180,16 @@ func (c *Client) Start(ctx context.Context) error {
 	return nil
 }
 
-// startParallel bounds the consumers started at once: a start is a few
-// round trips, mostly waiting, so a client of many topics starts them side
-// by side rather than one after another, and the more start together, the
-// more share each subscription write and read round (1,000 topics: 148 ms
+// startParallel bounds the consumers started at once: a client of many
+// topics starts them side by side (lifecycle.StartAll), and the more start
+// together, the more share each subscription write and read round (1,000 topics: 148 ms
 // with 64 at once, 139 with 256, medians of 8).
 const startParallel = 256
-
-// startAll starts the consumers, up to startParallel at once. On the first
-// failure no more start, and every one that started is closed again.
-func startAll(ctx context.Context, consumers []*engine.Engine) error {
-	errs := make([]error, len(consumers))
-	sem := make(chan struct{}, startParallel)
-	var failed atomic.Bool
-	var wg sync.WaitGroup
-	for i, cons := range consumers {
-		sem <- struct{}{}
-		if failed.Load() {
-			<-sem
-			errs[i] = errNotStarted
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			if errs[i] = cons.Start(ctx); errs[i] != nil {
-				failed.Store(true)
-			}
-		}()
-	}
-	wg.Wait()
-	if !failed.Load() {
-		return nil
-	}
-	var first error
-	for i, cons := range consumers {
-		switch {
-		case errs[i] == nil:
-			_ = cons.Close(ctx)
-		case first == nil && !errors.Is(errs[i], errNotStarted):
-			first = wrapOp(errs[i], "start "+cons.Topic().Name())
-		}
-	}
-	return first
-}
-
-// errNotStarted marks the consumers startAll did not start after a failure.
-var errNotStarted = errors.New("rmq: not started")
 
 // checkEviction warns when Redis may evict keys: an evicted store or msg
 // key silently loses messages.
 func (c *Client) checkEviction(ctx context.Context) {
-	policy, err := maxmemoryPolicy(ctx, c.rdb)
+	policy, err := keyspace.EvictionPolicy(ctx, c.rdb)
 	if err != nil {
 		c.log.WarnContext(ctx, "rmq: could not read maxmemory-policy", "err", err)
 		return
@@ -240,22 +197,6 @@ func (c *Client) checkEviction(ctx context.Context) {
 	if policy != "noeviction" {
 		c.log.WarnContext(ctx, "rmq: Redis maxmemory-policy is not noeviction; evicted keys lose messages", "maxmemory-policy", policy)
 	}
-}
-
-// maxmemoryPolicy reads INFO memory rather than CONFIG GET: a
-// least-privilege ACL user may run INFO, while CONFIG GET would also hand
-// it every password in the configuration.
-func maxmemoryPolicy(ctx context.Context, rdb redis.UniversalClient) (string, error) {
-	info, err := rdb.Info(ctx, "memory").Result()
-	if err != nil {
-		return "", err
-	}
-	for _, line := range strings.Split(info, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "maxmemory_policy:"); ok {
-			return v, nil
-		}
-	}
-	return "", errors.New("no maxmemory_policy in INFO memory")
 }
 
 // Close stops every consumer (in parallel): fetching stops, handlers in
@@ -277,17 +218,8 @@ func (c *Client) Close(ctx context.Context) error {
 	// consumers, then end the session, which hands their slots over.
 	c.stopScheduler()
 	c.leaveZooKeeper(ctx)
-	errs := make([]error, len(consumers)+1)
-	var wg sync.WaitGroup
-	for i, cons := range consumers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = cons.Close(ctx)
-		}()
-	}
-	wg.Wait()
-	errs[len(consumers)] = c.closeZooKeeper()
+	errs := lifecycle.CloseAll(ctx, consumers)
+	errs = append(errs, c.closeZooKeeper())
 	c.hub.Close()
 	return errors.Join(errs...)
 }

@@ -2,6 +2,7 @@ package rmq_test
 
 import (
 	"context"
+	"errors"
 	"net"
 	"sync/atomic"
 	"testing"
@@ -33,6 +34,20 @@ func pullN(t *testing.T, c *rmq.Client, tp topic.Topic, n int) []*rmq.Delivery {
 	return got
 }
 
+// requireNoPlaceFor pulls tp through c every 50 ms for d, on the test's
+// goroutine (a pull left running could take a place freed later), and
+// fails as soon as one gets a delivery: a place came free. Nothing signals
+// a place that does not come free: d is the duration under test.
+func requireNoPlaceFor(t *testing.T, c *rmq.Client, tp topic.Topic, d time.Duration, msg string) {
+	t.Helper()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for end := time.Now().Add(d); time.Now().Before(end); <-tick.C {
+		require.Empty(t, pullN(t, c, tp, 1), msg)
+	}
+	require.Empty(t, pullN(t, c, tp, 1), msg)
+}
+
 // A pulled delivery holds its place of a topic concurrency for as long as
 // its own lease, not the prepare timeout of the engine that pulled it, and
 // the place comes back when another process acks it by id (rmqd behind a
@@ -53,9 +68,8 @@ func TestClusterPulledDeliveryHoldsItsPlaceForItsLease(t *testing.T) {
 	require.Empty(t, pullN(t, b, tp, 1), "the one place is held")
 	// The behaviour under test is a duration: A's delivery (leased for 2
 	// minutes) outlives its engine's prepare timeout (1 s), and so must its
-	// place.
-	time.Sleep(1500 * time.Millisecond)
-	require.Empty(t, pullN(t, b, tp, 1), "A's delivery still holds the one place")
+	// place: B's pulls find none free all that while.
+	requireNoPlaceFor(t, b, tp, 1500*time.Millisecond, "A's delivery still holds the one place")
 
 	// Acked by id through a client that never pulled the topic.
 	c := e.client()
@@ -186,10 +200,14 @@ func TestClusterLostGiveBackHeals(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEqual(t, producer.NotFound, r)
 	require.Empty(t, pullN(t, b, tp, 1), "the place is still held")
-	// The behaviour under test is a duration: B checks the places once it
-	// has waited at the limit for 5 s.
-	time.Sleep(5100 * time.Millisecond)
-	require.Len(t, pullN(t, b, tp, 1), 1, "the removed delivery's place was found and given back")
+	// B checks the places once it has waited at the limit for 5 s: its
+	// pulls find nothing until then, and then the message.
+	redistest.Poll(t, func() error {
+		if len(pullN(t, b, tp, 1)) == 1 {
+			return nil
+		}
+		return errors.New("the removed delivery's place was not given back")
+	})
 }
 
 // A permit call whose reply is lost is sent again by go-redis; the places
@@ -230,9 +248,9 @@ func TestClusterExtendedPullKeepsItsPlace(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, held, 1)
 	require.NoError(t, held[0].Extend(ctxT(t), 2*time.Minute))
-	// The behaviour under test is a duration: the first lease (1 s) ran out.
-	time.Sleep(1500 * time.Millisecond)
-	require.Empty(t, pullN(t, b, tp, 1), "the extended delivery still holds the one place")
+	// The behaviour under test is a duration: the first lease (1 s) runs
+	// out, and B's pulls find no place free all that while.
+	requireNoPlaceFor(t, b, tp, 1500*time.Millisecond, "the extended delivery still holds the one place")
 	require.NoError(t, held[0].Ack(ctxT(t)))
 	require.Len(t, pullN(t, b, tp, 1), 1)
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -58,7 +57,10 @@ func TestClusterEveryScriptKeysOneHashSlot(t *testing.T) {
 		case strings.HasPrefix(m.ID, "fail"):
 			return fmt.Errorf("fails")
 		case m.ID == "slow":
-			time.Sleep(2500 * time.Millisecond) // past one lease extension
+			// Handled until the lease keeper extended its lease (the only
+			// delivery in flight for that long).
+			assert.Eventually(t, func() bool { return slices.Contains(e.scripts.Seen(), scripts.NameExtend) },
+				waitLong, 10*time.Millisecond, "no lease extension")
 		}
 		return nil
 	})
@@ -240,115 +242,6 @@ func TestClusterKeyPlacement(t *testing.T) {
 			assert.LessOrEqual(t, slices.Max(got)-slices.Min(got), 1, "%s with %d slots: %v", name, n, got)
 		}
 	}
-}
-
-// faultRun is a consumer and a producer at work on a cluster of the test's
-// own: the producer sends messages due now (or soon) without pause and
-// records every send Redis acknowledged; the listener records every id it
-// handled.
-type faultRun struct {
-	e    *env
-	tp   topic.Topic
-	c    *rmq.Client
-	stop chan struct{}
-	wg   sync.WaitGroup
-
-	mu      sync.Mutex
-	acked   map[string]bool
-	failed  int
-	handled map[string]int
-	retried int
-}
-
-// handledCount is how many distinct messages the run has handled.
-func (r *faultRun) handledCount() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.handled)
-}
-
-// waitHandled waits until the run has handled n more messages than now:
-// traffic flows.
-func (r *faultRun) waitHandled(t *testing.T, n int) {
-	t.Helper()
-	want := r.handledCount() + n
-	require.Eventually(t, func() bool { return r.handledCount() >= want }, waitLong, 10*time.Millisecond,
-		"the run handled fewer than %d more messages", n)
-}
-
-func startFaultRun(t *testing.T, e *env, tp topic.Topic) *faultRun {
-	t.Helper()
-	r := &faultRun{e: e, tp: tp, stop: make(chan struct{}), acked: map[string]bool{}, handled: map[string]int{}}
-	r.c = e.client()
-	require.NoError(t, r.c.Register(tp, consumer.ListenerFunc(func(ctx context.Context, m *consumer.Message) error {
-		r.mu.Lock()
-		r.handled[m.ID]++
-		if m.Attempt > 1 {
-			r.retried++
-		}
-		r.mu.Unlock()
-		return nil
-	}), consumer.WithConcurrency(16), consumer.WithPrepareTimeout(2*time.Second),
-		consumer.WithSweepInterval(200*time.Millisecond), consumer.WithRetryBackoff(noBackoff)))
-	e.start(r.c)
-	p := r.c.Producer()
-	for g := range 4 {
-		r.wg.Add(1)
-		go func() {
-			defer r.wg.Done()
-			for i := 0; ; i++ {
-				select {
-				case <-r.stop:
-					return
-				default:
-				}
-				id := fmt.Sprintf("g%d-%d", g, i)
-				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				due := time.Now().Add(time.Duration(i%5) * 50 * time.Millisecond)
-				_, err := p.SendFixedTime(ctx, tp, []byte(id), due, producer.WithKey(id))
-				cancel()
-				r.mu.Lock()
-				if err == nil {
-					r.acked[id] = true
-				} else {
-					r.failed++
-				}
-				r.mu.Unlock()
-				time.Sleep(2 * time.Millisecond) // paces the load
-			}
-		}()
-	}
-	return r
-}
-
-// finish stops the producer and checks that every acknowledged send was
-// handled and that the topic's keys are empty: nothing left in store,
-// prepare or dead.
-func (r *faultRun) finish(t *testing.T) {
-	t.Helper()
-	close(r.stop)
-	r.wg.Wait()
-	redistest.PollWithin(t, 30*time.Second, func() error {
-		r.mu.Lock()
-		var missing []string
-		for id := range r.acked {
-			if r.handled[id] == 0 {
-				missing = append(missing, id)
-			}
-		}
-		r.mu.Unlock()
-		if len(missing) > 0 {
-			sort.Strings(missing)
-			return fmt.Errorf("%d acknowledged sends never handled, e.g. %v", len(missing), missing[:min(10, len(missing))])
-		}
-		return nil
-	})
-	r.e.eventuallyCounts(r.tp, counts{})
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	t.Logf("%d sends acknowledged, %d failed (not acknowledged), %d handled ids, %d redeliveries",
-		len(r.acked), r.failed, len(r.handled), r.retried)
-	require.NotEmpty(t, r.acked)
 }
 
 // probeWakeUps sends to every slot of tp a message due now while its

@@ -314,6 +314,8 @@
 //	                                        read by every fenced script
 //	<slot>:gq, :gocc, :gturn, :grate        flow control's groups (gsend, fetch, ack,
 //	                                        rollback, sweep)
+//	<slot>:uniq, :uniqn                     unique sends' claims (sendbatch, gsend:
+//	                                        producer.WithUniqueFor)
 //	<slot>:sched:due, :state, :def, :msg    schedules (schedule.lua) and the scheduler
 //	{<topic>}:flow, :holders, :permits      flow control's topic-wide rate and places
 //	                                        (fetch, ack, rollback, sweep on a single

@@ -4,15 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
-	"strconv"
-	"strings"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/rmq-go/rmq/internal/options"
-	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
 )
 
@@ -62,11 +56,7 @@ type FlowObserver interface {
 
 // ConcurrencyLimit tells the observers that implement FlowObserver.
 func (o *observers) ConcurrencyLimit(topic string, limit int) {
-	for _, x := range o.list {
-		if f, ok := x.(FlowObserver); ok {
-			f.ConcurrencyLimit(topic, limit)
-		}
-	}
+	each(o.list, func(x FlowObserver) { x.ConcurrencyLimit(topic, limit) })
 }
 
 // SetLimits stores t's limits, replacing the stored ones (a zero Limits
@@ -74,39 +64,12 @@ func (o *observers) ConcurrencyLimit(topic string, limit int) {
 // their next fetch. A consumer's limit options only store limits when none
 // are stored.
 func (i *Inspector) SetLimits(ctx context.Context, t topic.Topic, l Limits) error {
-	if err := i.check(ctx, t); err != nil {
-		return err
-	}
-	if err := options.Limits(l).Check(); err != nil {
-		return fmt.Errorf("%w: %v", ErrInvalidLimits, err)
-	}
-	key := slots.LimitsKey(i.prefix)
-	var err error
-	if l.IsZero() {
-		err = i.rdb.HDel(ctx, key, t.Name()).Err()
-	} else {
-		err = i.rdb.HSet(ctx, key, t.Name(), l.String()).Err()
-	}
-	if err != nil {
-		return fmt.Errorf("rmq: set the limits of %s: %w", t.Name(), err)
-	}
-	// As Pause: stored first, then every slot's consumers are told.
-	return i.tellSlots(ctx, t, "L")
+	return i.in.SetLimits(ctx, t, options.Limits(l), ErrInvalidLimits)
 }
 
 // Limits returns t's stored limits (zero when none are stored).
 func (i *Inspector) Limits(ctx context.Context, t topic.Topic) (Limits, error) {
-	if i.err != nil {
-		return Limits{}, i.err
-	}
-	s, err := i.rdb.HGet(ctx, slots.LimitsKey(i.prefix), t.Name()).Result()
-	if errors.Is(err, redis.Nil) {
-		return Limits{}, nil
-	}
-	if err != nil {
-		return Limits{}, fmt.Errorf("rmq: limits of %s: %w", t.Name(), err)
-	}
-	l, err := options.ParseLimits(s)
+	l, err := i.in.Limits(ctx, t)
 	return Limits(l), err
 }
 
@@ -116,30 +79,4 @@ type AdaptiveLimit struct {
 	Client   string // the reporting client's id
 	Limit    int    // handlers that may run at once now
 	Min, Max int    // the bounds it moves within
-}
-
-// adaptiveLimits reads the clients' reports of t, live ones only, sorted
-// by client.
-func (i *Inspector) adaptiveLimits(ctx context.Context, t topic.Topic, now time.Time) ([]AdaptiveLimit, error) {
-	m, err := i.rdb.HGetAll(ctx, slots.AdaptiveKey(i.prefix, t)).Result()
-	if err != nil {
-		return nil, fmt.Errorf("rmq: adaptive limits of %s: %w", t.Name(), err)
-	}
-	var out []AdaptiveLimit
-	for client, v := range m {
-		f := strings.Fields(v)
-		if len(f) != 4 {
-			continue
-		}
-		limit, _ := strconv.Atoi(f[0])
-		lo, _ := strconv.Atoi(f[1])
-		hi, _ := strconv.Atoi(f[2])
-		exp, _ := strconv.ParseInt(f[3], 10, 64)
-		if exp < now.UnixMilli() {
-			continue // its client stopped reporting
-		}
-		out = append(out, AdaptiveLimit{Client: client, Limit: limit, Min: lo, Max: hi})
-	}
-	sort.Slice(out, func(a, b int) bool { return out[a].Client < out[b].Client })
-	return out, nil
 }

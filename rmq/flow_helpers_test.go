@@ -115,6 +115,8 @@ func runFlowWorker() int {
 		if hold == "forever" {
 			select {}
 		}
+		// The handler's working time: the limits are checked on how the
+		// holds overlap, so it times the behaviour under test.
 		time.Sleep(holdFor)
 		print("E %s %d\n", m.ID, time.Now().UnixNano())
 		return nil
@@ -215,6 +217,8 @@ func (l *flowLog) listener(proc string, hold time.Duration, then func(m *consume
 		// A start is when the delivery left the store (fetchClock).
 		l.add(flowEvent{start: true, id: m.ID, group: m.Group, at: l.clock.of(m.ID, m.FetchedAt), proc: proc})
 		if hold > 0 {
+			// The handler's working time: the limits are checked on how
+			// the holds overlap, so it times the behaviour under test.
 			time.Sleep(hold)
 		}
 		var err error

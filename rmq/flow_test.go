@@ -71,9 +71,10 @@ func TestFlowRateLimitHoldsAcrossTheFleet(t *testing.T) {
 			return nil
 		})
 		startFlowWorker(t, e, tp, l, 20, "0s", "", log)
-		// While the backlog drains at 50/s, the held-back messages wait in
-		// store: what is in flight is about the last 100 ms of starts.
-		time.Sleep(time.Second)
+		// While the backlog drains at 50/s (here a second's worth has
+		// started), the held-back messages wait in store: what is in
+		// flight is about the last 100 ms of starts.
+		log.waitDistinct(t, 50, 15*time.Second)
 		st, err := e.client().Inspector().Stats(ctxT(t), tp)
 		require.NoError(t, err)
 		assert.Less(t, st.Prepare, int64(60), "held-back messages are not leased")
@@ -234,9 +235,10 @@ func TestFlowKilledConsumerFreesItsPlaces(t *testing.T) {
 		c := e.client()
 		require.NoError(t, c.Register(tp, log.listener("client", 0, nil), consumer.WithGlobalConcurrency(2), consumer.WithPrepareTimeout(time.Second)))
 		e.start(c)
-		// The worker holds both places: nothing starts here.
-		time.Sleep(1500 * time.Millisecond)
-		require.Equal(t, 2, log.distinct(), "the places are the worker's while it lives")
+		// The worker holds both places: nothing starts here for longer
+		// than the client's prepare timeout (the duration under test).
+		require.Never(t, func() bool { return log.distinct() != 2 }, 1500*time.Millisecond, 5*time.Millisecond,
+			"the places are the worker's while it lives")
 		killed := time.Now()
 		w.kill()
 		log.waitDistinct(t, 6, 15*time.Second)

@@ -247,7 +247,8 @@ func (r *recorder) none(t *testing.T, d time.Duration) {
 // quiet gives the library d to do what it must not (start a listener call
 // beyond its concurrency, fetch what is paused) where nothing observable
 // would tell that it will not; the caller then checks that it did not.
-// With recorder.none it is the only fixed wait of rmq's tests: d times
+// Like recorder.none (and requireNotTakenBefore and requireNoPlaceFor,
+// which look meanwhile), it waits for something not to happen: d times
 // the behaviour under test.
 func quiet(d time.Duration) { time.Sleep(d) }
 

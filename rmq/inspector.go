@@ -92,21 +92,12 @@ func (i *Inspector) Topic(ctx context.Context, name string) (topic.Topic, error)
 	return i.in.Topic(ctx, name)
 }
 
-// check validates the inspector and t against t's stored definition
-// (inspect.Inspector.Check).
-func (i *Inspector) check(ctx context.Context, t topic.Topic) error { return i.in.Check(ctx, t) }
-
-// tellSlots publishes payload on every slot's wake-up channel of t.
-func (i *Inspector) tellSlots(ctx context.Context, t topic.Topic, payload string) error {
-	return i.in.TellSlots(ctx, t, payload)
-}
-
 // Remove deletes a message and its body wherever it waits or runs, like
 // Producer.Remove (which also says where it was): it returns false when no
 // message with that id waits or is in flight (unknown, or dead: see
 // DeleteDead).
 func (i *Inspector) Remove(ctx context.Context, t topic.Topic, id string) (bool, error) {
-	if err := i.check(ctx, t); err != nil {
+	if err := i.in.Check(ctx, t); err != nil {
 		return false, err
 	}
 	p, err := producer.New(i.rdb, producer.WithPrefix(i.prefix))

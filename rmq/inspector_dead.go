@@ -64,14 +64,7 @@ func deadMessage(m inspect.DeadMessage) DeadMessage {
 // page only, so it works on dead queues of any size.
 func (i *Inspector) Dead(ctx context.Context, t topic.Topic, opts ...ListOption) ([]DeadMessage, error) {
 	page, err := i.in.Dead(ctx, t, listOptions(opts))
-	if err != nil {
-		return nil, err
-	}
-	out := make([]DeadMessage, len(page))
-	for j, m := range page {
-		out[j] = deadMessage(m)
-	}
-	return out, nil
+	return convertAll(page, err, deadMessage)
 }
 
 // DeadMessage returns the dead message with id, wherever its slot basis put

@@ -36,3 +36,16 @@ func listOptions(opts []ListOption) inspect.ListConfig {
 	}
 	return inspect.ListConfig{Limit: c.limit, Cursor: c.cursor}
 }
+
+// convertAll converts a listing of internal/inspect's (or
+// internal/schedule's) with f, passing its error on.
+func convertAll[A, B any](in []A, err error, f func(A) B) ([]B, error) {
+	if err != nil {
+		return nil, err
+	}
+	out := make([]B, len(in))
+	for j, x := range in {
+		out[j] = f(x)
+	}
+	return out, nil
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/rmq-go/rmq/internal/inspect"
 	"github.com/rmq-go/rmq/topic"
 )
 
@@ -40,12 +41,5 @@ type WaitingMessage struct {
 // slot and the bodies of the messages it returns; it changes nothing.
 func (i *Inspector) Peek(ctx context.Context, t topic.Topic, limit int) ([]WaitingMessage, error) {
 	page, err := i.in.Peek(ctx, t, limit)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]WaitingMessage, len(page))
-	for j, m := range page {
-		out[j] = WaitingMessage(m)
-	}
-	return out, nil
+	return convertAll(page, err, func(m inspect.WaitingMessage) WaitingMessage { return WaitingMessage(m) })
 }

@@ -81,12 +81,14 @@ func (i *Inspector) Stats(ctx context.Context, t topic.Topic) (Stats, error) {
 	if err != nil {
 		return Stats{}, err
 	}
-	st := statsOf(in)
-	if st.Limits, err = i.Limits(ctx, t); err != nil {
+	limits, adaptive, err := i.in.Flow(ctx, t, in.Now)
+	if err != nil {
 		return Stats{}, err
 	}
-	if st.Adaptive, err = i.adaptiveLimits(ctx, t, in.Now); err != nil {
-		return Stats{}, err
+	st := statsOf(in)
+	st.Limits = Limits(limits)
+	for _, a := range adaptive {
+		st.Adaptive = append(st.Adaptive, AdaptiveLimit(a))
 	}
 	return st, nil
 }

@@ -735,7 +735,11 @@ func TestInspectorDeadRetention(t *testing.T) {
 	require.NoError(t, c2.Register(byAge, fail, consumer.WithMaxRetries(0), consumer.WithDeadRetention(0, 300*time.Millisecond)))
 	e.start(c2)
 	killInTurn(c2, byAge, "old1", "old2")
-	time.Sleep(400 * time.Millisecond) // the age the retention trims by: the wait times the behaviour under test
+	// Until both died more than 300 ms ago by Redis's clock (a ms more:
+	// the scripts count whole ms).
+	old2, err := insp.DeadMessage(ctx, byAge, "old2")
+	require.NoError(t, err)
+	e.waitRedisPast(old2.DiedAt.Add(302 * time.Millisecond))
 	killInTurn(c2, byAge, "new")
 	kept, err = insp.Dead(ctx, byAge)
 	require.NoError(t, err)

@@ -3,6 +3,7 @@ package rmq_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -10,9 +11,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/rmq-go/rmq/consumer"
+	"github.com/rmq-go/rmq/internal/scripts"
+	"github.com/rmq-go/rmq/internal/testkit/redistest"
 	"github.com/rmq-go/rmq/internal/testkit/rmqtest"
 	"github.com/rmq-go/rmq/producer"
 	"github.com/rmq-go/rmq/topic"
@@ -46,7 +50,25 @@ func TestFailingListenerLosesNoLease(t *testing.T) {
 		}()
 		return errors.New("fails at once")
 	})
-	c := e.Client()
+	// The lease keeper's rounds, told apart by its extension calls: those
+	// of one round go out together, rounds a third of a second apart.
+	var keepMu sync.Mutex
+	var lastExtend time.Time
+	rounds := 0
+	rdb := e.NewRedis()
+	rdb.AddHook(redistest.Observer{Before: func(cmd redis.Cmder) {
+		if sha, ok := rmqtest.ScriptSHA(cmd); !ok || sha != scripts.Extend.Hash() {
+			return
+		}
+		keepMu.Lock()
+		defer keepMu.Unlock()
+		now := time.Now()
+		if now.Sub(lastExtend) > 150*time.Millisecond {
+			rounds++
+		}
+		lastExtend = now
+	}})
+	c := e.ClientOn(rdb)
 	require.NoError(t, c.Register(tp, l, consumer.WithPrepareTimeout(time.Second), consumer.WithMaxRetries(consumer.MaxMaxRetries),
 		consumer.WithRetryBackoff(func(int) time.Duration { return 50 * time.Millisecond })))
 	e.Start(c)
@@ -55,10 +77,16 @@ func TestFailingListenerLosesNoLease(t *testing.T) {
 		_, err := p.SendFixedTime(context.Background(), tp, []byte("x"), time.Now(), producer.WithKey(strconv.Itoa(i)))
 		require.NoError(t, err)
 	}
-	// The load runs for a while, across several rounds of the lease
-	// keeper (a timer of its own): the races it provokes are what is
-	// tested, so the wait times the behaviour under test.
-	time.Sleep(3 * time.Second)
+	// The load runs across several rounds of the lease keeper: the races
+	// they provoke are what is tested.
+	redistest.Poll(t, func() error {
+		keepMu.Lock()
+		defer keepMu.Unlock()
+		if rounds < 8 {
+			return fmt.Errorf("%d rounds of the lease keeper", rounds)
+		}
+		return nil
+	})
 	require.NoError(t, c.Close(context.Background()))
 
 	log := e.Log.String()
@@ -67,8 +95,8 @@ func TestFailingListenerLosesNoLease(t *testing.T) {
 	for _, a := range attempts {
 		sum += a
 	}
-	t.Logf("%d messages, %d listener calls in 3 s (longest %d µs), %d attempts counted, %d \"rmq: lease lost\" warnings, %d lease-lost-while-handling warnings",
-		messages, calls.Load(), longest.Load(), sum, warnings, strings.Count(log, "lease lost while handling"))
+	t.Logf("%d messages, %d listener calls in %d rounds of the lease keeper (longest %d µs), %d attempts counted, %d \"rmq: lease lost\" warnings, %d lease-lost-while-handling warnings",
+		messages, calls.Load(), rounds, longest.Load(), sum, warnings, strings.Count(log, "lease lost while handling"))
 	require.EqualValues(t, calls.Load(), sum, "every attempt was one listener call: no lease ran out")
 	require.Zero(t, warnings, "a refused extension of an ending delivery is no lost lease")
 }

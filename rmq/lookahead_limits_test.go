@@ -52,12 +52,7 @@ func TestLookaheadStopsWhenTheTopicGainsALimit(t *testing.T) {
 			due := time.Now().Add(1500 * time.Millisecond)
 			_, err := p.SendFixedTime(ctxT(t), tp, []byte("b"), due, producer.WithKey("k"))
 			require.NoError(t, err)
-			k := e.keys(tp, slotOfKey(tp, "k"))
-			for time.Until(due) > 20*time.Millisecond {
-				_, ok := e.zscore(k.Prepare, "k")
-				require.False(t, ok, "taken %v before its instant under %s", time.Until(due), l)
-				time.Sleep(5 * time.Millisecond) // watched until its instant: the time is the behaviour under test
-			}
+			e.requireNotTakenBefore(t, tp, "k", due, "taken before its instant under %s", l)
 			d := rec.next(t, 5*time.Second)
 			assert.Equal(t, "b", d.Body)
 			assert.False(t, d.At.Before(d.DueAt))

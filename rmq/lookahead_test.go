@@ -172,12 +172,7 @@ func TestNoLookaheadTakesAtTheInstant(t *testing.T) {
 	due := time.Now().Add(500 * time.Millisecond)
 	_, err := c.Producer().SendFixedTime(ctxT(t), tp, []byte("b"), due, producer.WithKey("k"))
 	require.NoError(t, err)
-	k := e.keys(tp, slotOfKey(tp, "k"))
-	for time.Until(due) > 20*time.Millisecond {
-		_, ok := e.zscore(k.Prepare, "k")
-		require.False(t, ok, "taken %v before its instant", time.Until(due))
-		time.Sleep(5 * time.Millisecond) // watched until its instant: the time is the behaviour under test
-	}
+	e.requireNotTakenBefore(t, tp, "k", due, "taken before its instant")
 	rec.next(t, 5*time.Second)
 }
 
@@ -254,10 +249,10 @@ func TestLookaheadHeldThenLongHandlerKeepsLease(t *testing.T) {
 func TestLookaheadHeldDoNotDelayAnEarlierMessage(t *testing.T) {
 	e := newEnv(t)
 	tp := mustTopic(t, "lookcap", topic.FixedTime, 4)
-	rec := newRecorder(func(context.Context, *consumer.Message) error {
-		time.Sleep(300 * time.Millisecond) // a handler that works, keeping its capacity
-		return nil
-	})
+	// Handlers that work until the end of the test, keeping their capacity.
+	release := make(chan struct{})
+	defer close(release)
+	rec := newRecorder(waitFor(release))
 	ctx := ctxT(t)
 	c := e.client()
 	require.NoError(t, c.Register(tp, rec, consumer.WithLookahead(testLookahead), consumer.WithConcurrency(2)))
@@ -310,12 +305,7 @@ func TestLookaheadNotWithOneHandler(t *testing.T) {
 	due := time.Now().Add(700 * time.Millisecond)
 	_, err := c.Producer().SendFixedTime(ctxT(t), tp, []byte("b"), due, producer.WithKey("k"))
 	require.NoError(t, err)
-	k := e.keys(tp, slotOfKey(tp, "k"))
-	for time.Until(due) > 20*time.Millisecond {
-		_, ok := e.zscore(k.Prepare, "k")
-		require.False(t, ok, "taken %v before its instant", time.Until(due))
-		time.Sleep(5 * time.Millisecond) // watched until its instant: the time is the behaviour under test
-	}
+	e.requireNotTakenBefore(t, tp, "k", due, "taken before its instant")
 	d := rec.next(t, 5*time.Second)
 	assert.False(t, d.At.Before(d.DueAt))
 }

@@ -178,67 +178,46 @@ func (o *observers) Before(ctx context.Context, t topic.Topic, key string, body 
 }
 
 func (o *observers) Sent(t topic.Topic, result int) {
-	for _, x := range o.list {
-		x.Sent(t, producer.SendResult(result))
-	}
+	each(o.list, func(x Observer) { x.Sent(t, producer.SendResult(result)) })
 }
 
 func (o *observers) Removed(t topic.Topic, removed bool) {
-	for _, x := range o.list {
-		x.Removed(t, removed)
-	}
+	each(o.list, func(x Observer) { x.Removed(t, removed) })
 }
 
-func (o *observers) Delivered(m *consumer.Message) {
-	for _, x := range o.list {
-		x.Delivered(m)
-	}
-}
+func (o *observers) Delivered(m *consumer.Message) { each(o.list, func(x Observer) { x.Delivered(m) }) }
 
 func (o *observers) Finished(m *consumer.Message, took time.Duration, outcome consumer.Outcome, err error) {
-	for _, x := range o.list {
-		x.Finished(m, took, outcome, err)
-	}
+	each(o.list, func(x Observer) { x.Finished(m, took, outcome, err) })
 }
 
 func (o *observers) LeasesExpired(topic string, rolledBack, dead int) {
-	for _, x := range o.list {
-		x.LeasesExpired(topic, rolledBack, dead)
-	}
+	each(o.list, func(x Observer) { x.LeasesExpired(topic, rolledBack, dead) })
 }
 
 // Consumes, Expired, Paused and Fenced tell the observers that implement
 // the extension (ConcurrencyLimit is in flow.go, the schedule calls in
 // schedule_client.go).
 
-func (o *observers) Consumes(t topic.Topic) {
-	for _, x := range o.list {
-		if c, ok := x.(TopicObserver); ok {
-			c.Consumes(t)
-		}
-	}
-}
+func (o *observers) Consumes(t topic.Topic) { each(o.list, func(x TopicObserver) { x.Consumes(t) }) }
 
 func (o *observers) Expired(topic string, n int) {
-	for _, x := range o.list {
-		if e, ok := x.(ExpiryObserver); ok {
-			e.Expired(topic, n)
-		}
-	}
+	each(o.list, func(x ExpiryObserver) { x.Expired(topic, n) })
 }
 
 func (o *observers) Paused(topic string, paused bool) {
-	for _, x := range o.list {
-		if p, ok := x.(PauseObserver); ok {
-			p.Paused(topic, paused)
-		}
-	}
+	each(o.list, func(x PauseObserver) { x.Paused(topic, paused) })
 }
 
 func (o *observers) Fenced(topic string, slot int, op string) {
-	for _, x := range o.list {
-		if f, ok := x.(FenceObserver); ok {
-			f.Fenced(topic, slot, op)
+	each(o.list, func(x FenceObserver) { x.Fenced(topic, slot, op) })
+}
+
+// each calls f with every observer of list that implements T, in order.
+func each[T any](list []Observer, f func(T)) {
+	for _, x := range list {
+		if t, ok := x.(T); ok {
+			f(t)
 		}
 	}
 }

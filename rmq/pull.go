@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/rmq-go/rmq/internal/pullwait"
 	"github.com/rmq-go/rmq/topic"
 )
 
@@ -96,7 +97,7 @@ func (c *Client) pullConfig(topics []topic.Topic, n int, opts []PullOption) (pul
 
 // pullCall is one Pull: it fetches from its topics in order until it has
 // messages or its wait ran out, sleeping in between on the topics' wake-ups
-// and due times (pullState).
+// and due times (internal/pullwait).
 type pullCall struct {
 	c        *Client
 	entries  []*pullEntry
@@ -105,7 +106,7 @@ type pullCall struct {
 	deadline time.Time
 	// w is registered with the entries only once a fetch came back empty,
 	// so a Pull that finds messages at once pays nothing for waiting.
-	w *pullWaiter
+	w *pullwait.Waiter
 	// waits are, per topic, how long until its next due time by the last
 	// fetch (-1: none known, -2: not fetched in the last round).
 	waits []time.Duration
@@ -120,7 +121,7 @@ func (p *pullCall) run(ctx context.Context) ([]*Delivery, error) {
 		if p.w == nil {
 			seen = seenBuf[:0]
 			for _, e := range p.entries {
-				seen = append(seen, e.wakes.Load())
+				seen = append(seen, e.Wakes())
 			}
 		}
 		if p.c.isClosed() {
@@ -171,10 +172,10 @@ func (p *pullCall) fetch(ctx context.Context) ([]*Delivery, error) {
 // register makes the call a waiter of its topics; it reports whether a
 // wake-up came since seen was read (then the call fetches again at once).
 func (p *pullCall) register(seen []uint64) (woke bool) {
-	p.w = &pullWaiter{ch: make(chan struct{}, 1)}
+	p.w = pullwait.NewWaiter()
 	for i, e := range p.entries {
-		e.watch(p.w)
-		woke = woke || e.wakes.Load() != seen[i]
+		e.Watch(p.w)
+		woke = woke || e.Wakes() != seen[i]
 	}
 	return woke
 }
@@ -185,7 +186,7 @@ func (p *pullCall) sleep(ctx context.Context) error {
 	left := time.Until(p.deadline)
 	now := time.Now()
 	for i, e := range p.entries {
-		if e.claim(p.w, now, p.waits[i]) {
+		if e.Claim(p.w, now, p.waits[i]) {
 			left = min(left, p.waits[i])
 		}
 	}
@@ -194,7 +195,7 @@ func (p *pullCall) sleep(ctx context.Context) error {
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
-	case <-p.w.ch:
+	case <-p.w.C:
 		p.c.pulls.woken.Add(1)
 	case <-t.C:
 	}
@@ -202,7 +203,7 @@ func (p *pullCall) sleep(ctx context.Context) error {
 }
 
 // leave unregisters a call that waited and is done, waking whom the others
-// need (see pullState): took says it returns messages.
+// need (internal/pullwait): took says it returns messages.
 func (p *pullCall) leave(took bool) {
 	w, entries, waits := p.w, p.entries, p.waits
 	if w == nil {
@@ -210,34 +211,30 @@ func (p *pullCall) leave(took bool) {
 	}
 	now := time.Now()
 	for i, e := range entries {
-		h := handNone
+		h := pullwait.HandNone
 		if took {
 			switch {
 			case waits[i] == 0:
-				h = handAll
+				h = pullwait.HandAll
 			case waits[i] != -2 && !e.topic.Type().TimeBased():
-				h = handTwo
+				h = pullwait.HandTwo
 			case waits[i] > 0:
-				h = handNext
+				h = pullwait.HandNext
 			}
 		}
-		e.leave(w, h, now.Add(max(waits[i], 0)))
+		e.Leave(w, h, now.Add(max(waits[i], 0)))
 		if waits[i] == -2 {
 			// Not fetched in the last round (the earlier topics filled n,
 			// or one failed): the wake-up that woke this Pull may have
 			// been this topic's, so another waiter looks at it.
-			e.mu.Lock()
-			e.signalLocked(1)
-			e.mu.Unlock()
+			e.Signal(1)
 		}
 	}
 	// A wake-up it received and did not act on goes on to another waiter.
 	select {
-	case <-w.ch:
+	case <-w.C:
 		for _, e := range entries {
-			e.mu.Lock()
-			e.signalLocked(1)
-			e.mu.Unlock()
+			e.Signal(1)
 		}
 	default:
 	}

@@ -103,7 +103,7 @@ func (c *Client) newPuller(ctx context.Context, e *pullEntry) (*engine.Engine, e
 	if err != nil {
 		return nil, err
 	}
-	p, err := c.hub.New(engine.Params{Topic: t, Settings: settings, Pull: true, OnWake: e.wake})
+	p, err := c.hub.New(engine.Params{Topic: t, Settings: settings, Pull: true, OnWake: e.Wake})
 	if err != nil {
 		return nil, err
 	}

@@ -36,7 +36,7 @@ func TestPullOrderAndLongPoll(t *testing.T) {
 		send(t, p, normal, "n1", "n1")
 		send(t, p, urgent, "u1", "u1")
 		send(t, p, normal, "n2", "n2")
-		time.Sleep(5 * time.Millisecond) // due times are rounded up to the next ms
+		e.waitAllDue(normal)
 		ds, err = c.Pull(ctx, []topic.Topic{urgent, normal}, 2, rmq.WithWait(2*time.Second))
 		require.NoError(t, err)
 		require.Len(t, ds, 2)
@@ -203,7 +203,7 @@ func TestPullPartialResult(t *testing.T) {
 			require.NoError(t, e.rdb.Set(ctx, e.keys(bad, s).Store, "x", 0).Err())
 		}
 		send(t, c.Producer(), good, "g", "g")
-		time.Sleep(5 * time.Millisecond) // due times are rounded up to the next ms
+		e.waitAllDue(good)
 
 		_, err := c.Pull(ctx, []topic.Topic{bad}, 1)
 		require.Error(t, err, "the bad topic's fetch fails on its own")

@@ -198,6 +198,10 @@ func testPullBurst(t *testing.T, typ topic.Type) {
 	var left atomic.Int64
 	left.Store(40)
 	allTaken := make(chan time.Time, 1)
+	// Closed once every waiter holds a delivery: a burst that reached the
+	// waiters one after another would keep the others waiting out their
+	// 5 s first.
+	spread := make(chan struct{})
 	for w := range waiters {
 		wg.Add(1)
 		go e.Labelled(func() {
@@ -213,13 +217,19 @@ func testPullBurst(t *testing.T, typ topic.Type) {
 				for _, d := range ds {
 					mu.Lock()
 					by[w]++
+					if len(by) == waiters && by[w] == 1 {
+						close(spread)
+					}
 					mu.Unlock()
 					if left.Add(-1) == 0 {
 						allTaken <- time.Now()
 					}
-					// Slow handling, so the burst needs every waiter: the
-					// wait times the behaviour under test.
-					time.Sleep(20 * time.Millisecond)
+					// Held until every waiter holds one, so the burst
+					// needs every waiter.
+					select {
+					case <-spread:
+					case <-pullCtx.Done():
+					}
 					assert.NoError(t, d.Ack(ctx))
 				}
 			}
@@ -242,7 +252,7 @@ func testPullBurst(t *testing.T, typ topic.Type) {
 	}
 	stopPulls()
 	wg.Wait()
-	// One waiter alone needs 40 × 20 ms.
+	// Waiters woken one after another would wait out 5 s first.
 	assert.Less(t, took, 600*time.Millisecond)
 	mu.Lock()
 	defer mu.Unlock()

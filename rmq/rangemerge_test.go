@@ -10,6 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rmq-go/rmq/consumer"
+	"github.com/rmq-go/rmq/internal/testkit/redistest"
+	"github.com/rmq-go/rmq/internal/testkit/rmqtest"
 	"github.com/rmq-go/rmq/producer"
 	"github.com/rmq-go/rmq/topic"
 )
@@ -86,19 +88,19 @@ func TestRangeMergeResendDuringHandling(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		ctx := ctxT(t)
 		tp := mustTopic(t, "prices", topic.RangeMerge, 4)
-		c := e.client()
+		c, fetches := e.clientCountingFetches()
 		started := make(chan struct{})
 		resent := make(chan struct{})
+		fetchedPastDue := make(chan struct{})
 		firstEnd := make(chan time.Time, 1)
 		rec := newRecorder(func(ctx context.Context, m *consumer.Message) error {
 			if string(m.Body) == "v1" {
 				close(started)
 				<-resent
-				// Stay busy well past the duplicate's due time: a fetcher that
-				// ignored the in-flight delivery would hand it out now. No
-				// event shows a hand-out that does not happen: the wait times
-				// the behaviour under test.
-				time.Sleep(800 * time.Millisecond)
+				// Busy until a fetch ran after the duplicate came due: a
+				// fetcher that ignored the in-flight delivery would have
+				// handed it out then.
+				<-fetchedPastDue
 				firstEnd <- time.Now()
 			}
 			return nil
@@ -123,6 +125,8 @@ func TestRangeMergeResendDuringHandling(t *testing.T) {
 		_, inStore := e.zscore(k.Store, "sku")
 		require.True(t, inStore, "the duplicate must wait in store while the first is handled")
 		close(resent)
+		waitFetchPastDue(e, tp, fetches)
+		close(fetchedPastDue)
 
 		second := rec.next(t, waitLong)
 		rec.drained(t, e, tp, counts{}) // exactly twice in all
@@ -143,18 +147,18 @@ func TestRangeMergeResendDuringFailedHandling(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		ctx := ctxT(t)
 		tp := mustTopic(t, "prices", topic.RangeMerge, 4)
-		c := e.client()
+		c, fetches := e.clientCountingFetches()
 		started := make(chan struct{})
 		resent := make(chan struct{})
+		fetchedPastDue := make(chan struct{})
 		failedAt := make(chan time.Time, 1)
 		rec := newRecorder(func(ctx context.Context, m *consumer.Message) error {
 			if string(m.Body) == "v1" {
 				close(started)
 				<-resent
 				// The duplicate (due 50 ms after its send) comes due and
-				// the fetcher finds its slot blocked meanwhile: the wait
-				// times the behaviour under test.
-				time.Sleep(300 * time.Millisecond)
+				// the fetcher finds its slot blocked meanwhile.
+				<-fetchedPastDue
 				failedAt <- time.Now()
 				return errors.New("handler failed")
 			}
@@ -170,6 +174,8 @@ func TestRangeMergeResendDuringFailedHandling(t *testing.T) {
 		_, err = c.Producer().SendRangeMerge(ctx, tp, []byte("v2"), 50*time.Millisecond, producer.WithKey("sku"))
 		require.NoError(t, err)
 		close(resent)
+		waitFetchPastDue(e, tp, fetches)
+		close(fetchedPastDue)
 
 		second := rec.next(t, waitLong)
 		failed := <-failedAt
@@ -178,5 +184,19 @@ func TestRangeMergeResendDuringFailedHandling(t *testing.T) {
 		assert.False(t, second.At.Before(failed), "handled concurrently")
 		assert.Less(t, second.At.Sub(failed), time.Second, "the waiting duplicate was delivered %v after the failed delivery ended", second.At.Sub(failed))
 		rec.drained(t, e, tp, counts{})
+	})
+}
+
+// waitFetchPastDue waits until what waits in tp's store is due by Redis's
+// clock and a fetch ran after that: a fetcher had its chance to take it.
+func waitFetchPastDue(e *env, tp topic.Topic, fetches *rmqtest.ScriptCounter) {
+	e.t.Helper()
+	e.waitAllDue(tp)
+	n := fetches.N()
+	redistest.Poll(e.t, func() error {
+		if fetches.N() == n {
+			return errors.New("no fetch since the duplicate came due")
+		}
+		return nil
 	})
 }

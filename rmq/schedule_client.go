@@ -2,8 +2,6 @@ package rmq
 
 import (
 	"context"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/rmq-go/rmq/consumer"
@@ -43,12 +41,10 @@ func ScheduleTick(m *consumer.Message) (name string, tick time.Time, ok bool) {
 	if !m.DueAt.IsZero() {
 		return name, m.DueAt, true
 	}
-	_, ms, found := strings.Cut(m.ID, "@")
-	v, err := strconv.ParseInt(ms, 10, 64)
-	if !found || err != nil {
+	if tick, ok = schedule.TickOf(m.ID); !ok {
 		return "", time.Time{}, false
 	}
-	return name, time.UnixMilli(v), true
+	return name, tick, true
 }
 
 // clientScheduler is the client's part in firing schedules: one actor
@@ -68,16 +64,8 @@ func (c *Client) startScheduler() {
 	if c.cfg.noScheduler || c.phase == lifecycle.Closed {
 		return
 	}
-	var obs schedulerObservers
-	for _, o := range c.cfg.observers {
-		if so, ok := o.(ScheduleObserver); ok {
-			obs = append(obs, so)
-		}
-	}
 	var so schedule.Observer
-	if len(obs) > 0 {
-		so = obs
-	}
+	each(c.cfg.observers, func(ScheduleObserver) { so = c.obs })
 	c.sched.sched = schedule.NewScheduler(schedule.NewStore(c.rdb, c.cfg.prefix), c.log, so)
 	c.sched.actors = lifecycle.NewGroup(context.Background())
 	c.sched.actors.Go("scheduler", c.sched.sched.Run)
@@ -94,16 +82,13 @@ func (c *Client) stopScheduler() {
 	}
 }
 
-type schedulerObservers []ScheduleObserver
+// TicksFired and TicksSkipped tell the observers that implement
+// ScheduleObserver: the client's scheduler's observer.
 
-func (s schedulerObservers) TicksFired(name string, t topic.Topic, n int) {
-	for _, o := range s {
-		o.TicksFired(name, t, n)
-	}
+func (o *observers) TicksFired(name string, t topic.Topic, n int) {
+	each(o.list, func(x ScheduleObserver) { x.TicksFired(name, t, n) })
 }
 
-func (s schedulerObservers) TicksSkipped(name string, t topic.Topic, n int) {
-	for _, o := range s {
-		o.TicksSkipped(name, t, n)
-	}
+func (o *observers) TicksSkipped(name string, t topic.Topic, n int) {
+	each(o.list, func(x ScheduleObserver) { x.TicksSkipped(name, t, n) })
 }

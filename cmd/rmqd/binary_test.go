@@ -89,24 +89,14 @@ func startRmqd(t testing.TB, redisURL string, env []string, args ...string) *rmq
 			t.Logf("rmqd output:\n%s", p.out.String())
 		}
 	})
-	deadline := time.Now().Add(waitLong)
+	// The listeners are bound before rmqd logs that it listens: from then
+	// on both answer.
+	p.out.waitFor(t, "rmqd: listening", p.done)
 	for _, u := range []string{p.admin + "/version", p.api + "/api/ns/q/size"} {
-		for {
-			resp, err := http.Get(u)
-			if err == nil {
-				resp.Body.Close()
-				if resp.StatusCode == http.StatusOK {
-					break
-				}
-			}
-			select {
-			case <-p.done:
-				t.Fatalf("rmqd exited during start-up:\n%s", p.out.String())
-			default:
-			}
-			require.True(t, time.Now().Before(deadline), "rmqd not ready: %v", err)
-			time.Sleep(20 * time.Millisecond) // polling a port: no signal to wait on
-		}
+		resp, err := http.Get(u)
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode, "%s", u)
 	}
 	return p
 }

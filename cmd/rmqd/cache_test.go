@@ -1,12 +1,17 @@
 package main
 
 import (
+	"context"
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/rmq-go/rmq/internal/testkit/redistest"
+
+	"github.com/rmq-go/rmq/cmd/rmqd/internal/names"
 	"github.com/rmq-go/rmq/cmd/rmqd/internal/service"
 )
 
@@ -32,9 +37,35 @@ func TestDeletedTokenRefusedElsewhereWithinCacheTTL(t *testing.T) {
 	deleted := time.Now()
 	require.Equal(t, http.StatusNoContent, do(t, "DELETE", a.admin.URL+"/token/ns/"+tok, "").status)
 	requireError(t, peek(a), http.StatusUnauthorized, "invalid token")
-	// b may still accept it until its cache entry runs out, never after.
-	time.Sleep(time.Until(deleted.Add(ttl + 10*time.Millisecond)))
+	// b may still accept it until its cache entry runs out, never after:
+	// polled until it refuses, a peek that starts past the bound must be
+	// refused.
+	redistest.Poll(t, func() error {
+		start := time.Now()
+		a := peek(b)
+		if a.status == http.StatusUnauthorized {
+			return nil
+		}
+		require.True(t, start.Before(deleted.Add(ttl+10*time.Millisecond)), "accepted past the cache TTL: %s", a)
+		return fmt.Errorf("still accepted: %s", a)
+	})
 	requireError(t, peek(b), http.StatusUnauthorized, "invalid token")
+}
+
+// waitLimitSeen waits until e's limit store sees tok's limit as found
+// (or not): polled, and a look that starts past bound must see it so.
+func waitLimitSeen(t *testing.T, e *env, tok string, found bool, bound time.Time) {
+	t.Helper()
+	redistest.Poll(t, func() error {
+		start := time.Now()
+		_, ok, err := e.svc.Limits.Get(context.Background(), names.DefaultPool, "ns", tok)
+		require.NoError(t, err)
+		if ok == found {
+			return nil
+		}
+		require.True(t, start.Before(bound), "the limit change unseen past the cache TTL")
+		return fmt.Errorf("the limit is still found = %v", ok)
+	})
 }
 
 // A limit set through one process throttles requests through another
@@ -48,7 +79,7 @@ func TestLimitChangesReachOtherProcessesWithinCacheTTL(t *testing.T) {
 
 	set := time.Now()
 	require.Equal(t, http.StatusCreated, do(t, "POST", a.admin.URL+"/token/ns/"+tok+"/limit", `{"read":0,"write":1,"interval":60}`).status)
-	time.Sleep(time.Until(set.Add(ttl + 10*time.Millisecond)))
+	waitLimitSeen(t, b, tok, true, set.Add(ttl+10*time.Millisecond))
 	require.Equal(t, http.StatusCreated, publish(b).status, "the one allowed")
 	require.Equal(t, http.StatusTooManyRequests, publish(b).status)
 	require.Equal(t, http.StatusTooManyRequests, publish(a).status, "one allowance for both processes")
@@ -56,6 +87,6 @@ func TestLimitChangesReachOtherProcessesWithinCacheTTL(t *testing.T) {
 	removed := time.Now()
 	require.Equal(t, http.StatusOK, do(t, "DELETE", a.admin.URL+"/token/ns/"+tok+"/limit", "").status)
 	require.Equal(t, http.StatusCreated, publish(a).status)
-	time.Sleep(time.Until(removed.Add(ttl + 10*time.Millisecond)))
+	waitLimitSeen(t, b, tok, false, removed.Add(ttl+10*time.Millisecond))
 	require.Equal(t, http.StatusCreated, publish(b).status)
 }

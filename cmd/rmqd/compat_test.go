@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/rmq-go/rmq/cmd/rmqd/internal/encode"
 	"github.com/rmq-go/rmq/cmd/rmqd/internal/pull"
+	"github.com/rmq-go/rmq/internal/testkit/redistest"
 )
 
 // lmstfy reports a job's ttl as Redis's TTL of its data: the milliseconds
@@ -49,7 +51,18 @@ func TestExpiredJobIsGone(t *testing.T) {
 	id := e.publish(tok, "ns", "q", "?ttl=1&tries=2", "x")
 	a := do(t, "GET", e.url("/api/ns/q/job/"+id), "", "X-Token: "+tok)
 	require.Equal(t, http.StatusOK, a.status, "%s", a)
-	time.Sleep(time.Until(published.Add(1100 * time.Millisecond)))
+	// Polled until the job is gone; a look that starts once its ttl ran
+	// out (with a margin for rounding) must find it gone.
+	expired := published.Add(1100 * time.Millisecond)
+	redistest.Poll(t, func() error {
+		start := time.Now()
+		a := do(t, "GET", e.url("/api/ns/q/job/"+id), "", "X-Token: "+tok)
+		if a.status == http.StatusNotFound {
+			return nil
+		}
+		require.True(t, start.Before(expired), "the job outlived its ttl: %s", a)
+		return fmt.Errorf("not expired yet: %s", a)
+	})
 
 	requireError(t, do(t, "GET", e.url("/api/ns/q/job/"+id), "", "X-Token: "+tok), http.StatusNotFound, "job not found")
 	a = do(t, "GET", e.url("/api/ns/q/peek"), "", "X-Token: "+tok)
@@ -83,12 +96,19 @@ func (e *env) killJob(tok, ns, q string) string {
 func TestDeadJobsKeepNoTTLAndRespawnRenews(t *testing.T) {
 	e := newEnv(t)
 	tok := e.token("ns")
-	published := time.Now()
 	e.publish(tok, "ns", "q", "?ttl=1&tries=3", "three")
 	a := e.killJob(tok, "ns", "q")
 	e.publish(tok, "ns", "q", "?ttl=1&tries=1", "one")
 	b := e.killJob(tok, "ns", "q")
-	time.Sleep(time.Until(published.Add(1100 * time.Millisecond)))
+	// A live job with the same ttl, published after both: once it expired,
+	// so would they have, had they kept their ttl.
+	w := e.publish(tok, "ns", "w", "?ttl=1", "witness")
+	redistest.Poll(t, func() error {
+		if a := do(t, "GET", e.url("/api/ns/w/job/"+w), "", "X-Token: "+tok); a.status != http.StatusNotFound {
+			return fmt.Errorf("the witness did not expire yet: %s", a)
+		}
+		return nil
+	})
 
 	for _, id := range []string{a, b} {
 		a := do(t, "GET", e.url("/api/ns/q/job/"+id), "", "X-Token: "+tok)

@@ -31,6 +31,10 @@ type publishLoad struct {
 	acked   map[string]bool
 	failed  int
 	changed chan struct{} // closed and replaced at each result
+	// While the server is away one worker probes it and the others wait
+	// for its first success: a retry loop, not a spin of every worker.
+	probing bool
+	back    chan struct{} // closed and replaced at the prober's success
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -38,12 +42,13 @@ type publishLoad struct {
 
 func startPublishLoad(t *testing.T, url, tok string, workers int) *publishLoad {
 	ctx, cancel := context.WithCancel(context.Background())
-	l := &publishLoad{acked: map[string]bool{}, changed: make(chan struct{}), cancel: cancel}
+	l := &publishLoad{acked: map[string]bool{}, changed: make(chan struct{}), back: make(chan struct{}), cancel: cancel}
 	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: workers}}
 	for w := range workers {
 		l.wg.Add(1)
 		go func() {
 			defer l.wg.Done()
+			prober := false
 			for i := 0; ctx.Err() == nil; i++ {
 				body := fmt.Sprintf("w%d-%d", w, i)
 				req, _ := http.NewRequestWithContext(ctx, "PUT", url, strings.NewReader(body))
@@ -66,9 +71,24 @@ func startPublishLoad(t *testing.T, url, tok string, workers int) *publishLoad {
 				}
 				close(l.changed)
 				l.changed = make(chan struct{})
+				wait := (chan struct{})(nil)
+				switch {
+				case ok && prober:
+					prober, l.probing = false, false
+					close(l.back)
+					l.back = make(chan struct{})
+				case !ok && !prober && l.probing:
+					wait = l.back
+				case !ok && !prober:
+					prober, l.probing = true, true
+				}
 				l.mu.Unlock()
-				if !ok {
-					time.Sleep(5 * time.Millisecond) // the server is away: do not spin
+				if wait != nil {
+					select {
+					case <-wait:
+					case <-ctx.Done():
+						return
+					}
 				}
 			}
 		}()

@@ -44,7 +44,6 @@ func TestDashboardLatenessCountsFirings(t *testing.T) {
 	e := newEnv(t, withDashboard)
 	tok := e.token("ns")
 	e.publish(tok, "ns", "q", "", "backlog")
-	time.Sleep(20 * time.Millisecond)
 	e.consumeJob(tok, "/api/ns/q?ttr=30")
 	require.Zero(t, sum(e.lateness()), "a job found waiting is no firing")
 

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/base64"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -113,8 +114,10 @@ func TestConsumeShapes(t *testing.T) {
 
 	// A long poll wakes as soon as a job arrives in any listed queue.
 	got := make(chan answer, 1)
+	polls := strings.Count(e.log.String(), "rmqd: long poll")
 	go func() { got <- do(t, "GET", e.url("/api/ns/q3,q4?timeout=20"), "", "X-Token: "+tok) }()
-	time.Sleep(200 * time.Millisecond) // let the poll start waiting; a late start only makes it immediate
+	// The consume logs its long poll once it waits.
+	require.Eventually(t, func() bool { return strings.Count(e.log.String(), "rmqd: long poll") == polls+1 }, waitLong, time.Millisecond)
 	start := time.Now()
 	e.publish(tok, "ns", "q4", "", "wake")
 	a = <-got

@@ -165,10 +165,11 @@ func benchCPU(b *testing.B, rdb *redis.Client, rmqdPID, natsPID int) [3]time.Dur
 
 // benchArrivals records each arrival's lateness against its rmq-due-at.
 type benchArrivals struct {
-	mu   sync.Mutex
-	late []time.Duration
-	at   time.Time // of the last arrival
-	bad  error
+	mu      sync.Mutex
+	late    []time.Duration
+	at      time.Time // of the last arrival
+	bad     error
+	changed chan struct{} // closed and replaced at each arrival; nil until waited on
 }
 
 func (r *benchArrivals) add(m *nats.Msg) {
@@ -181,6 +182,10 @@ func (r *benchArrivals) add(m *nats.Msg) {
 	}
 	r.late = append(r.late, now.Sub(due))
 	r.at = now
+	if r.changed != nil {
+		close(r.changed)
+		r.changed = nil
+	}
 }
 
 func (r *benchArrivals) reset() {
@@ -195,14 +200,18 @@ func (r *benchArrivals) last() time.Time {
 	return r.at
 }
 
-// wait returns the sorted lateness of n arrivals once they came (polling:
-// the subscriber's callback is nats.go's).
+// wait returns the sorted lateness of n arrivals once they came, woken by
+// each arrival.
 func (r *benchArrivals) wait(b *testing.B, n int) []time.Duration {
-	deadline := time.Now().Add(5 * time.Minute)
+	deadline := time.After(5 * time.Minute)
 	for {
 		r.mu.Lock()
 		got, bad := len(r.late), r.bad
 		late := slices.Clone(r.late)
+		if r.changed == nil {
+			r.changed = make(chan struct{})
+		}
+		changed := r.changed
 		r.mu.Unlock()
 		if bad != nil {
 			b.Fatal(bad)
@@ -214,9 +223,10 @@ func (r *benchArrivals) wait(b *testing.B, n int) []time.Duration {
 			slices.Sort(late)
 			return late
 		}
-		if time.Now().After(deadline) {
+		select {
+		case <-changed:
+		case <-deadline:
 			b.Fatalf("%d of %d jobs arrived", got, n)
 		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }

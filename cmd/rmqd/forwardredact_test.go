@@ -2,9 +2,7 @@ package main
 
 import (
 	"net/http"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -41,11 +39,7 @@ func TestBinaryForwardTokenURLRedacted(t *testing.T) {
 	tok := newTokenOn(t, p.admin, "shop", adminHdr)
 	require.NoError(t, srv.Kill())
 	require.Equal(t, http.StatusCreated, do(t, "PUT", p.api+"/api/shop/orders?tries=1", "x", "X-Token: "+tok).status)
-	deadline := time.Now().Add(waitLong)
-	for !strings.Contains(p.out.String(), "level=WARN") {
-		require.True(t, time.Now().Before(deadline), "no WARN line:\n%s", p.out.String())
-		time.Sleep(20 * time.Millisecond) // polling the process's output: no signal to wait on
-	}
+	p.out.waitFor(t, "level=WARN", p.done)
 	require.Equal(t, 0, p.stop(t))
 	out := p.out.String()
 	require.Contains(t, out, "target="+want)

@@ -46,14 +46,45 @@ const waitLong = 15 * time.Second
 
 // syncBuffer collects the service's log for assertions and failure output.
 type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
+	mu      sync.Mutex
+	buf     bytes.Buffer
+	changed chan struct{} // closed and replaced at each write; nil until waited on
 }
 
 func (b *syncBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.changed != nil {
+		close(b.changed)
+		b.changed = nil
+	}
 	return b.buf.Write(p)
+}
+
+// waitFor waits until the output holds want, woken by each write; it fails
+// the test if exited is closed first or after waitLong.
+func (b *syncBuffer) waitFor(t testing.TB, want string, exited <-chan struct{}) {
+	t.Helper()
+	deadline := time.After(waitLong)
+	for {
+		b.mu.Lock()
+		found := strings.Contains(b.buf.String(), want)
+		if b.changed == nil {
+			b.changed = make(chan struct{})
+		}
+		ch := b.changed
+		b.mu.Unlock()
+		if found {
+			return
+		}
+		select {
+		case <-ch:
+		case <-exited:
+			t.Fatalf("the process exited before writing %q:\n%s", want, b.String())
+		case <-deadline:
+			t.Fatalf("no %q in the output after %v:\n%s", want, waitLong, b.String())
+		}
+	}
 }
 
 func (b *syncBuffer) String() string {

@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/rmq-go/rmq/internal/testkit/redistest"
 	"github.com/rmq-go/rmq/topic"
 
 	"github.com/rmq-go/rmq/cmd/rmqd/internal/names"
@@ -88,15 +90,26 @@ func TestPullRoundsSkippedForLongPollsOfDrainedQueues(t *testing.T) {
 	jobs, err = p.Rounds.Pull(ctx, []topic.Topic{q}, 1, time.Minute, false)
 	require.NoError(t, err)
 	require.Len(t, jobs, 1, "a consume that does not wait always rides a round")
+	drainStart := time.Now()
 	jobs, err = p.Rounds.Pull(ctx, []topic.Topic{q}, 1, time.Minute, false)
 	require.NoError(t, err)
 	require.Empty(t, jobs, "drained again")
+	drainEnd := time.Now()
 	e.publish(tok, "ns", "q", "", "z")
 	jobs, err = p.Rounds.Pull(ctx, []topic.Topic{q}, 1, time.Minute, true)
 	require.NoError(t, err)
 	require.Empty(t, jobs, "skipped")
-	time.Sleep(pull.DrainedFor)
-	jobs, err = p.Rounds.Pull(ctx, []topic.Topic{q}, 1, time.Minute, true)
-	require.NoError(t, err)
-	require.Len(t, jobs, 1, "after drainedFor a long poll rides a round again")
+	// Long polls skip rounds until drainedFor passed since the queue was
+	// found drained, and then ride one again.
+	redistest.Poll(t, func() error {
+		start := time.Now()
+		jobs, err := p.Rounds.Pull(ctx, []topic.Topic{q}, 1, time.Minute, true)
+		require.NoError(t, err)
+		if len(jobs) == 1 {
+			require.GreaterOrEqual(t, time.Since(drainStart), pull.DrainedFor, "a round ridden before drainedFor")
+			return nil
+		}
+		require.Less(t, start.Sub(drainEnd), pull.DrainedFor, "after drainedFor a long poll rides a round again")
+		return errors.New("skipped")
+	})
 }

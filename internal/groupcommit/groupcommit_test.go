@@ -2,6 +2,7 @@ package groupcommit_test
 
 import (
 	"context"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -55,14 +56,36 @@ func (r *recorder) run(_ context.Context, batch []*req) {
 	r.running.Add(-1)
 }
 
+// arrivals keeps rounds busy while requests arrive, so that rounds overlap
+// with arrivals and requests that arrived together share the next round.
+type arrivals struct {
+	total, inFlight int
+	taken           atomic.Int32 // requests the rounds started so far took
+}
+
+// round waits, for a round of batch, until eight requests per round slot
+// queued behind it, or every request that is not in a round queued.
+func (a *arrivals) round(g *groupcommit.Group[*req], batch []*req) {
+	a.taken.Add(int32(len(batch)))
+	for {
+		q := g.Queued()
+		if q >= 8*a.inFlight || int(a.taken.Load())+q >= a.total {
+			return
+		}
+		runtime.Gosched()
+	}
+}
+
 func TestEveryRequestRunsOnceWithinTheRoundLimit(t *testing.T) {
 	for _, inFlight := range []int{1, 2, 4} {
 		r := &recorder{}
-		g := groupcommit.New(inFlight, func(ctx context.Context, b []*req) {
-			time.Sleep(time.Millisecond) // a round that works, so rounds overlap with arrivals: the wait times the behaviour under test
+		reqs := make([]*req, 2000)
+		a := &arrivals{total: len(reqs), inFlight: inFlight}
+		var g *groupcommit.Group[*req]
+		g = groupcommit.New(inFlight, func(ctx context.Context, b []*req) {
+			a.round(g, b)
 			r.run(ctx, b)
 		}, nil)
-		reqs := make([]*req, 2000)
 		var wg sync.WaitGroup
 		for i := range reqs {
 			reqs[i] = &req{n: i}
@@ -131,11 +154,13 @@ func TestGivingUpDoesNotStallTheQueue(t *testing.T) {
 func TestGoRunsEveryValueAndCallsBackAfterItsRound(t *testing.T) {
 	for _, inFlight := range []int{1, 2} {
 		r := &recorder{}
-		g := groupcommit.New(inFlight, func(ctx context.Context, b []*req) {
-			time.Sleep(time.Millisecond) // a round that works, so rounds overlap with arrivals: the wait times the behaviour under test
+		reqs := make([]*req, 2000)
+		a := &arrivals{total: len(reqs), inFlight: inFlight}
+		var g *groupcommit.Group[*req]
+		g = groupcommit.New(inFlight, func(ctx context.Context, b []*req) {
+			a.round(g, b)
 			r.run(ctx, b)
 		}, nil)
-		reqs := make([]*req, 2000)
 		var called atomic.Int32
 		var wg sync.WaitGroup
 		for i := range reqs {

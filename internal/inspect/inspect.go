@@ -111,7 +111,7 @@ func (i *Inspector) check(ctx context.Context, t topic.Topic) error {
 	return nil
 }
 
-// Check is check, for rmq's own methods on its Inspector (flow limits).
+// Check is check, for rmq's own method on its Inspector (Remove).
 func (i *Inspector) Check(ctx context.Context, t topic.Topic) error { return i.check(ctx, t) }
 
 func (i *Inspector) keys(t topic.Topic, slot int) slots.Keys {

@@ -53,12 +53,12 @@ func (i *Inspector) setPaused(ctx context.Context, t topic.Topic, paused bool) e
 	}
 	// The stored state comes first: a consumer that (re)subscribes reads
 	// it, one already subscribed hears the message.
-	return i.TellSlots(ctx, t, payload)
+	return i.tellSlots(ctx, t, payload)
 }
 
 // tellSlots publishes payload on every slot's wake-up channel of t, one
 // pipeline, for the consumers of t to act on (pause, resume, new limits).
-func (i *Inspector) TellSlots(ctx context.Context, t topic.Topic, payload string) error {
+func (i *Inspector) tellSlots(ctx context.Context, t topic.Topic, payload string) error {
 	err := i.pipelined(ctx, t.SlotAmount(), func(pipe redis.Pipeliner, s int) {
 		ch := i.keys(t, s).Wake
 		if i.wakeCmd == "SPUBLISH" {

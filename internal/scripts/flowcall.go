@@ -12,8 +12,11 @@ import (
 type GSendGroup struct {
 	Store, Prepare, Msg, Wake, Delayed string
 	Queue, Turn                        string // the slot's group keys
-	Type                               int    // 1 range-merge, 2 priority, 3 fixed-time
-	Msgs                               []GSendMsg
+	// Uniq and UniqNonce are the slot's unique-send keys
+	// (slots.UniqueKeys), named only when a message is a unique send.
+	Uniq, UniqNonce string
+	Type            int // 1 range-merge, 2 priority, 3 fixed-time
+	Msgs            []GSendMsg
 }
 
 // GSendMsg is one message of a GSendGroup.
@@ -21,8 +24,11 @@ type GSendMsg struct {
 	ID    string
 	Score string // due ms, priority, or the range in ms for range-merge
 	Nonce string
-	Opts  []byte // options block: names the group
-	Body  []byte
+	// Unique is the window of a unique send in ms (producer.WithUniqueFor);
+	// 0 for none.
+	Unique int64
+	Opts   []byte // options block: names the group
+	Body   []byte
 }
 
 // GSendArgs returns the KEYS and ARGV of one gsend.lua call; several
@@ -35,13 +41,29 @@ func GSendArgs(wakeCmd string, groups []GSendGroup) ([]string, []any) {
 	keys := make([]string, 0, 7*len(groups))
 	args := make([]any, 0, 1+2*len(groups)+5*n)
 	args = append(args, wakeCmd)
-	for _, g := range groups {
+	// A group with unique sends says so in its type (+8), names the
+	// slot's unique keys and gives each message its window; a group
+	// without pays nothing for them.
+	uniq := make([]bool, len(groups))
+	for i, g := range groups {
 		keys = append(keys, g.Store, g.Prepare, g.Msg, g.Wake, g.Delayed, g.Queue, g.Turn)
-		args = append(args, g.Type, len(g.Msgs))
-	}
-	for _, g := range groups {
+		typ := g.Type
 		for _, m := range g.Msgs {
-			args = append(args, m.ID, m.Score, m.Nonce, m.Opts, m.Body)
+			uniq[i] = uniq[i] || m.Unique > 0
+		}
+		if uniq[i] {
+			typ += 8
+			keys = append(keys, g.Uniq, g.UniqNonce)
+		}
+		args = append(args, typ, len(g.Msgs))
+	}
+	for i, g := range groups {
+		for _, m := range g.Msgs {
+			if uniq[i] {
+				args = append(args, m.ID, m.Score, m.Nonce, m.Unique, m.Opts, m.Body)
+			} else {
+				args = append(args, m.ID, m.Score, m.Nonce, m.Opts, m.Body)
+			}
 		}
 	}
 	return keys, args

@@ -523,7 +523,9 @@ for g = 1, #KEYS / 2 do redis.call('ZREM', KEYS[2 * g - 1], 'm') end`
 	lib := libraries(t)
 	for _, m := range []struct{ script, file, from, to string }{
 		{"ack", "lib", "redis.call('GET', key)", "redis.call('GET', 'x' .. key)"},
-		{"sendbatch", "sendbatch", "local msg = KEYS[5 * g - 2]", "local msg = ARGV[5 * g - 2]"},
+		{"sendbatch", "sendbatch", "local msg = KEYS[b + 3]", "local msg = ARGV[b + 3]"},
+		{"sendbatch", "sendbatch", "uniq = KEYS[b + 6]", "uniq = ARGV[b + 6]"},
+		{"sendbatch", "lib", "redis.call('HSET', u.uniqn, id, nonce)", "redis.call('HSET', u.uniqn .. id, id, nonce)"},
 		{"rollback", "rollback", "prepare = KEYS[2]", "prepare = ARGV[2]"},
 		{"fetch", "fetch", "redis.call('ZMSCORE', KEYS[kb[g] + 2], unpack(ids))", "redis.call('ZMSCORE', KEYS[kb[g] + 2] .. 'x', unpack(ids))"},
 		{"fetch", "fetch", "redis.call('ZCARD', KEYS[tk + 1 + i])", "redis.call('ZCARD', KEYS[ARGV[tk + 1 + i]])"},

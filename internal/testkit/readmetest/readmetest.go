@@ -7,8 +7,14 @@
 //
 // and a shell block states what each command prints on the lines after it
 // that start with "#> ", where "…" stands for anything that differs from
-// run to run. Like internal/testkit/redisserver it is not a test file so that the
-// tests of another module (cmd) can import it.
+// run to run. The pages under docs/ mark their blocks the same way with
+//
+//	<!-- doc-test: KIND [anything] -->
+//
+// (Fences reads them), and TestDocsBlocksAreMarked refuses a code block of
+// docs/*.md that names no test. Like internal/testkit/redisserver it is
+// not a test file so that the tests of other modules (cmd, bench, x/...)
+// can import it.
 package readmetest
 
 import (
@@ -61,47 +67,80 @@ func isFile(path string) bool {
 // fence must be closed: a README edit that breaks either is an error, not
 // a block silently left out of the tests.
 func Blocks(readme []byte, name string) ([]Block, error) {
+	fences, err := Fences(readme, ReadmeMarker)
+	if err != nil {
+		return nil, err
+	}
+	var out []Block
+	for _, f := range fences {
+		if f.Name == name {
+			out = append(out, f.Block)
+		}
+	}
+	return out, nil
+}
+
+// ReadmeMarker and DocMarker open the marker comments of README.md and of
+// the pages under docs/: <!-- readme-test: NAME ... --> and
+// <!-- doc-test: NAME ... -->.
+const (
+	ReadmeMarker = marker
+	DocMarker    = "<!-- doc-test:"
+)
+
+// Fence is one fenced code block of a page, marked or not.
+type Fence struct {
+	Block
+	// Args are the marker's words after its name; nil when unmarked.
+	Args []string
+}
+
+// Fences returns every fenced code block of page, in order, with the
+// marker (opened by markerPrefix) that precedes it, if any. A fence may be
+// indented (a block inside a list item): its marker then carries the same
+// indentation, and the block's lines lose it. The rules of Blocks apply: a
+// marker not followed by a block, or a fence never closed, is an error.
+func Fences(page []byte, markerPrefix string) ([]Fence, error) {
 	var (
-		out     []Block
-		pending string // a marker's name waiting for its block
-		cur     *Block
+		out     []Fence
+		pending *Fence // a marker waiting for its block
+		cur     *Fence
+		indent  string // the open fence's indentation
 		lineNo  int
 	)
-	sc := bufio.NewScanner(bytes.NewReader(readme))
+	sc := bufio.NewScanner(bytes.NewReader(page))
 	sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
 	for sc.Scan() {
 		lineNo++
 		line := sc.Text()
+		trimmed := strings.TrimLeft(line, " \t")
 		switch {
 		case cur != nil:
 			if strings.TrimSpace(line) == "```" {
-				if cur.Name == name {
-					out = append(out, *cur)
-				}
+				out = append(out, *cur)
 				cur = nil
 				continue
 			}
-			cur.Text += line + "\n"
-		case strings.HasPrefix(line, "```"):
-			if pending != "" {
-				cur = &Block{Name: pending, Lang: strings.TrimSpace(strings.TrimPrefix(line, "```")), Line: lineNo}
-				pending = ""
-			} else {
-				// An unmarked block: skip to its closing fence.
-				cur = &Block{Line: lineNo}
+			cur.Text += strings.TrimPrefix(line, indent) + "\n"
+		case strings.HasPrefix(trimmed, "```"):
+			indent = line[:len(line)-len(trimmed)]
+			cur = &Fence{Block: Block{Lang: strings.TrimSpace(strings.TrimPrefix(trimmed, "```")), Line: lineNo}}
+			if pending != nil {
+				cur.Name, cur.Args = pending.Name, pending.Args
+				pending = nil
 			}
-		case strings.HasPrefix(line, marker):
-			if pending != "" {
-				return nil, fmt.Errorf("readmetest: line %d: marker %q has no code block before the next marker", lineNo, pending)
+		case strings.HasPrefix(trimmed, markerPrefix):
+			if pending != nil {
+				return nil, fmt.Errorf("readmetest: line %d: marker %q has no code block before the next marker", lineNo, pending.Name)
 			}
-			rest := strings.TrimSpace(strings.TrimPrefix(line, marker))
+			rest := strings.TrimSpace(strings.TrimPrefix(trimmed, markerPrefix))
 			fields := strings.Fields(strings.TrimSuffix(rest, "-->"))
 			if len(fields) == 0 || !strings.HasSuffix(rest, "-->") {
-				return nil, fmt.Errorf("readmetest: line %d: want <!-- readme-test: NAME ... --> on one line", lineNo)
+				return nil, fmt.Errorf("readmetest: line %d: want %s NAME ... --> on one line", lineNo, markerPrefix)
 			}
-			pending = fields[0]
-		case pending != "" && strings.TrimSpace(line) != "":
-			return nil, fmt.Errorf("readmetest: line %d: marker %q is not followed by a code block", lineNo, pending)
+			pending = &Fence{Block: Block{Name: fields[0]}, Args: fields[1:]}
+		case pending != nil && strings.TrimSpace(line) != "":
+			return nil, fmt.Errorf("readmetest: line %d: marker %q is not followed by a code block", lineNo, pending.Name)
 		}
 	}
 	if err := sc.Err(); err != nil {
@@ -110,8 +149,8 @@ func Blocks(readme []byte, name string) ([]Block, error) {
 	if cur != nil {
 		return nil, fmt.Errorf("readmetest: the code block of line %d is never closed", cur.Line)
 	}
-	if pending != "" {
-		return nil, fmt.Errorf("readmetest: marker %q at the end has no code block", pending)
+	if pending != nil {
+		return nil, fmt.Errorf("readmetest: marker %q at the end has no code block", pending.Name)
 	}
 	return out, nil
 }

@@ -277,6 +277,10 @@ func flowGroups(name string, keys, argv []any) (groups [][]any, ok bool) {
 			groups[0] = append(append([]any{}, groups[0]...), keys[k])
 		}
 		return groups, true
+	case "sendbatch":
+		return SendGroups(5, keys, argv), true
+	case "gsend":
+		return SendGroups(7, keys, argv), true
 	case scripts.NameRollback, scripts.NameSweep:
 		// ARGV[2] ending in "L": the slot's six life keys follow the
 		// others (before an epoch key).
@@ -296,6 +300,24 @@ func flowGroups(name string, keys, argv []any) (groups [][]any, ok bool) {
 		return [][]any{g}, true
 	}
 	return nil, false
+}
+
+// SendGroups splits the KEYS of a sendbatch.lua (base 5) or gsend.lua
+// (base 7) call into its slot groups: base keys a group, two more for a
+// group of unique sends (its type plus 8).
+func SendGroups(base int, keys, argv []any) [][]any {
+	var groups [][]any
+	for g, k := 0, 0; k < len(keys); g++ {
+		size := base
+		if 1+2*g < len(argv) {
+			if typ, _ := strconv.Atoi(fmt.Sprint(argv[1+2*g])); typ >= 8 {
+				size += 2
+			}
+		}
+		groups = append(groups, keys[k:min(k+size, len(keys))])
+		k += size
+	}
+	return groups
 }
 
 func (h *KeySlotCheck) fail(msg string) {

@@ -2,6 +2,7 @@ package rmqnats_test
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -80,15 +81,17 @@ func TestStalledServerBoundsInFlight(t *testing.T) {
 	require.NoError(t, b.srv.Suspend())
 	const n = 400
 	sent := e.SendDue(tp, n, time.Now(), 0)
-	end := time.Now().Add(3 * time.Second)
-	peak := 0
-	for time.Now().Before(end) {
-		peak = max(peak, b.js.PublishAsyncPending())
-		require.LessOrEqual(t, peak, window, "publishes awaiting a PubAck")
-		// Sampled through the stall: its 3 s are the behaviour under test.
-		time.Sleep(5 * time.Millisecond)
-	}
-	require.Equal(t, window, peak, "the window never filled; the test proves nothing")
+	// Sampled through the stall until three windows' worth of forwards
+	// timed out: retries went through the window again and again.
+	var peak atomic.Int64
+	require.Eventually(t, func() bool {
+		if p := int64(b.js.PublishAsyncPending()); p > peak.Load() {
+			peak.Store(p) // one sampler at a time
+		}
+		return fw.Failed() >= 3*window
+	}, forwardtest.WaitLong, 5*time.Millisecond, "forwards did not time out")
+	require.LessOrEqual(t, peak.Load(), int64(window), "publishes awaiting a PubAck")
+	require.EqualValues(t, window, peak.Load(), "the window never filled; the test proves nothing")
 	require.EqualValues(t, n, e.Unacked(tp))
 	require.Positive(t, fw.Failed(), "no forward timed out")
 

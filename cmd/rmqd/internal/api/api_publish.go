@@ -2,11 +2,13 @@ package api
 
 import (
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
 	"github.com/oklog/ulid/v2"
 
+	"github.com/rmq-go/rmq/producer"
 	"github.com/rmq-go/rmq/topic"
 
 	"github.com/rmq-go/rmq/cmd/rmqd/internal/encode"
@@ -23,16 +25,19 @@ const immediateSkew = time.Second
 
 // publishParams are a publish's query and headers, checked.
 type publishParams struct {
-	typ     topic.Type // 0: the queue's own
-	delay   time.Duration
-	at      time.Time // absolute due time (RMQ extension); zero: now+delay
-	ttl     time.Duration
-	tries   int
-	prio    int64
-	key     string
-	group   string // ?group= (../admin/admin_flow.go)
-	version bool   // Enable-Job-Version: YES
-	attrs   map[string]string
+	typ   topic.Type // 0: the queue's own
+	delay time.Duration
+	at    time.Time // absolute due time (RMQ extension); zero: now+delay
+	ttl   time.Duration
+	tries int
+	prio  int64
+	key   string
+	group string // ?group= (../admin/admin_flow.go)
+	// uniqueFor is ?unique_for= (0: none): the publish is refused (409)
+	// when a unique publish of its id came within that one's window.
+	uniqueFor time.Duration
+	version   bool // Enable-Job-Version: YES
+	attrs     map[string]string
 }
 
 // parsePublish checks the query in lmstfy's order (delay, ttl, ttl<delay,
@@ -108,8 +113,44 @@ func parsePublish(r *http.Request) (publishParams, string) {
 		}
 		p.group = s[0]
 	}
+	if bad := p.parseUnique(q); bad != "" {
+		return p, bad
+	}
 	p.version = strings.EqualFold(r.Header.Get("Enable-Job-Version"), "yes")
 	return p, ""
+}
+
+// maxUniqueFor is the longest unique_for in seconds (the library's
+// producer.MaxUniqueFor).
+const maxUniqueFor = uint64(producer.MaxUniqueFor / time.Second)
+
+// parseUnique checks the unique publish parameters: unique_for=N (1 s ..
+// 30 days) refuses a repeat of the job's id within N s, whatever became of
+// the first job; unique_key=K names that id (the job id, as key=K does;
+// without it key= is the id). One without the other's id is refused, so
+// a unique publish always names what it is unique by.
+func (p *publishParams) parseUnique(q url.Values) string {
+	if s, has := q["unique_key"]; has {
+		if !validKey(s[0]) || (p.key != "" && p.key != s[0]) {
+			return "invalid unique_key"
+		}
+		p.key = s[0]
+	}
+	if !q.Has("unique_for") {
+		if q.Has("unique_key") {
+			return "invalid unique_for: unique_key needs it"
+		}
+		return ""
+	}
+	secs, ok := params.QueryUint(q, "unique_for", 0, maxUniqueFor)
+	if !ok || secs == 0 {
+		return "invalid unique_for: 1 to 2592000 (30 days)"
+	}
+	if p.key == "" {
+		return "invalid unique_for: needs unique_key or key"
+	}
+	p.uniqueFor = time.Duration(secs) * time.Second
+	return ""
 }
 
 // validKey: a key is a job id, used in paths: [-_.:A-Za-z0-9]{1,255}.
@@ -171,7 +212,8 @@ func (p publishParams) newJobID() string {
 
 // spec builds the job of one body for a queue of type typ.
 func (p publishParams) spec(body []byte, typ topic.Type) pull.JobSpec {
-	j := pull.JobSpec{ID: p.newJobID(), Body: body, Tries: p.tries, TTL: p.ttl, Headers: p.attrs, Prio: p.prio, Window: p.delay, Group: p.group}
+	j := pull.JobSpec{ID: p.newJobID(), Body: body, Tries: p.tries, TTL: p.ttl, Headers: p.attrs, Prio: p.prio, Window: p.delay, Group: p.group,
+		UniqueFor: p.uniqueFor}
 	switch {
 	case !p.at.IsZero():
 		j.Due = p.at
@@ -221,6 +263,12 @@ func (s *handlers) publish(w http.ResponseWriter, r *http.Request, qr *service.Q
 func (s *handlers) republish(w http.ResponseWriter, r *http.Request, qr *service.QueueReq) {
 	p, body, ok := readPublish(w, r)
 	if !ok {
+		return
+	}
+	if p.uniqueFor > 0 {
+		// A republish deletes the old job first: a refused unique publish
+		// would leave neither.
+		respond.WriteError(w, http.StatusBadRequest, "invalid unique_for: not on republish")
 		return
 	}
 	t, found, err := qr.Pool.QueueTopic(r.Context(), qr.Ns, qr.Q)
@@ -301,13 +349,23 @@ func (s *handlers) publishParsed(w http.ResponseWriter, r *http.Request, qr *ser
 	respond.WriteRawJSON(w, http.StatusCreated, encode.PublishedJSON(j.ID))
 }
 
+// bulkKeyError is the 400 text of a bulk publish that names a job id: one
+// id for many jobs would merge them (key=), or refuse all but the first
+// (unique_key=).
+func bulkKeyError(q url.Values) string {
+	if q.Has("unique_key") {
+		return "invalid unique_key"
+	}
+	return "invalid key"
+}
+
 // maxBulkBody bounds a bulk body: 64 jobs of 1 MiB and their JSON syntax.
 const maxBulkBody = params.MaxBulkJobs*(params.MaxJobSize+1) + 4096
 
 func (s *handlers) publishBulk(w http.ResponseWriter, r *http.Request, qr *service.QueueReq) {
 	p, bad := parsePublish(r)
 	if bad == "" && p.key != "" {
-		bad = "invalid key" // one key for many jobs would merge them
+		bad = bulkKeyError(r.URL.Query())
 	}
 	if bad != "" {
 		respond.WriteError(w, http.StatusBadRequest, bad)

@@ -32,6 +32,9 @@ type JobSpec struct {
 	TTL     time.Duration // 0: never expires
 	Headers map[string]string
 	Group   string // "" for none (../admin/admin_flow.go)
+	// UniqueFor refuses the job (producer.ErrDuplicate) when a unique job
+	// of its id was published within that one's window; 0: none.
+	UniqueFor time.Duration
 }
 
 // maxLibRetries is the library's largest per-message retry count; lmstfy
@@ -52,6 +55,9 @@ func (j JobSpec) SendOptions() []producer.SendOption {
 	}
 	if j.Group != "" {
 		opts = append(opts, producer.WithGroup(j.Group))
+	}
+	if j.UniqueFor > 0 {
+		opts = append(opts, producer.WithUniqueFor(j.UniqueFor))
 	}
 	return opts
 }

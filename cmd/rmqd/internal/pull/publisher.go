@@ -66,6 +66,10 @@ func (p *publisher) write(ctx context.Context, batch []*pubReq) {
 	}
 }
 
+// Queued is how many publishes wait for a write (not those of the write
+// under way): tests use it to know that publishes queued behind a write.
+func (p *publisher) Queued() int { return p.gc.Queued() }
+
 // Publish stores one job in t. A caller whose ctx ends first gets ctx's
 // error, and its job may still be written (as after any timeout).
 func (p *publisher) Publish(ctx context.Context, t topic.Topic, m producer.BatchMessage) error {

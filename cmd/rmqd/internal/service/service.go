@@ -204,6 +204,9 @@ func (s *Service) LibError(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.Is(err, producer.ErrInvalidPriority), errors.Is(err, producer.ErrInvalidTime),
 		errors.Is(err, producer.ErrInvalidRange), errors.Is(err, producer.ErrInvalidKey):
 		respond.WriteError(w, http.StatusBadRequest, strings.TrimPrefix(err.Error(), "rmq: "))
+	case errors.Is(err, producer.ErrDuplicate):
+		// A unique publish (unique_for) whose id came within the window.
+		respond.WriteError(w, http.StatusConflict, "duplicate job: published within unique_for")
 	default:
 		s.WriteInternal(w, r, err)
 	}
