@@ -8,6 +8,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/rmq-go/rmq/internal/keyspace"
+	"github.com/rmq-go/rmq/internal/life"
 	"github.com/rmq-go/rmq/internal/scripts"
 	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
@@ -99,6 +101,10 @@ const (
 	StateDelayed  MessageState = "delayed"   // waiting for its time (priority)
 	StateInFlight MessageState = "in_flight" // being handled under a lease
 	StateDead     MessageState = "dead"      // in the dead queue
+	// A topic that retains (consumer.WithRetention) keeps its finished
+	// messages for a while: acked, or cancelled.
+	StateCompleted MessageState = "completed"
+	StateCancelled MessageState = "cancelled"
 )
 
 // MessageInfo is rmq.MessageInfo as this package makes it; rmq converts it.
@@ -126,6 +132,12 @@ type MessageInfo struct {
 	LeaseUntil  time.Time // in flight: the lease's end (whole seconds)
 	DiedAt      time.Time // dead: the time of death
 	Group       string    // its group (producer.WithGroup); "" for none
+	// Result is what the handler set (completed); Progress the latest
+	// progress of the delivery in flight; FinishedAt when it completed or
+	// was cancelled.
+	Result     []byte
+	Progress   []byte
+	FinishedAt time.Time
 }
 
 // Message is the work of rmq.Inspector.Message, whose doc says what it does.
@@ -140,14 +152,15 @@ func (i *Inspector) Message(ctx context.Context, t topic.Topic, id string) (Mess
 	}
 	// A body-derived id lives in its body's slot: find the slot whose
 	// hashes hold it.
-	var cmds [][4]*redis.FloatCmd
+	var cmds [][5]*redis.FloatCmd
 	var envs []*redis.BoolCmd
 	err = i.pipelined(ctx, t.SlotAmount(), func(pipe redis.Pipeliner, s int) {
 		k := i.keys(t, s)
-		cmds = append(cmds, [4]*redis.FloatCmd{pipe.ZScore(ctx, k.Store, id), pipe.ZScore(ctx, k.Delayed, id),
-			pipe.ZScore(ctx, k.Prepare, id), pipe.ZScore(ctx, k.Dead, id)})
+		cmds = append(cmds, [5]*redis.FloatCmd{pipe.ZScore(ctx, k.Store, id), pipe.ZScore(ctx, k.Delayed, id),
+			pipe.ZScore(ctx, k.Prepare, id), pipe.ZScore(ctx, k.Dead, id),
+			pipe.ZScore(ctx, keyspace.LifeKeysFor(i.prefix, t.Name(), s).DoneQ, id)})
 		// A message waiting in its group has an envelope and is in none of
-		// the four.
+		// the others.
 		envs = append(envs, pipe.HExists(ctx, k.Msg, id))
 	})
 	if err != nil {
@@ -168,7 +181,12 @@ func (i *Inspector) Message(ctx context.Context, t topic.Topic, id string) (Mess
 
 func (i *Inspector) messageAt(ctx context.Context, t topic.Topic, slot int, id string) (MessageInfo, error) {
 	k := i.keys(t, slot)
+	lk := keyspace.LifeKeysFor(i.prefix, t.Name(), slot)
 	pipe := i.rdb.Pipeline()
+	done := pipe.HGet(ctx, lk.Done, id)
+	doneUntil := pipe.ZScore(ctx, lk.DoneQ, id)
+	progress := pipe.HGet(ctx, lk.Progress, id)
+	now := pipe.Time(ctx)
 	env := pipe.HGet(ctx, k.Msg, id)
 	store := pipe.ZScore(ctx, k.Store, id)
 	delayed := pipe.ZScore(ctx, k.Delayed, id)
@@ -188,14 +206,30 @@ func (i *Inspector) messageAt(ctx context.Context, t topic.Topic, slot int, id s
 		info.Due = time.UnixMilli(int64(delayed.Val()))
 	case env.Err() == nil && prepare.Err() == nil:
 		info.State = StateInFlight
-		sec, _ := scripts.SplitPrepareScore(prepare.Val())
+		sec, token := scripts.SplitPrepareScore(prepare.Val())
 		info.LeaseUntil = time.Unix(sec, 0)
+		if p, ok := life.Progress(progress.Val(), token); ok {
+			info.Progress = p
+		}
 	case deadEnv.Err() == nil && dead.Err() == nil:
 		info.State = StateDead
 		info.DiedAt = time.UnixMilli(int64(dead.Val()))
 		raw = deadEnv.Val()
 	case env.Err() == nil && i.waitsInGroup(ctx, t, slot, id, raw):
 		info.State = StateWaiting
+	case done.Err() == nil && doneUntil.Err() == nil && int64(doneUntil.Val()) > now.Val().UnixMilli():
+		// Finished, and still within its retention (a record whose time
+		// is up may wait for a later call to trim it: it is gone).
+		rec, err := life.DecodeRecord([]byte(done.Val()))
+		if err != nil {
+			return MessageInfo{}, fmt.Errorf("rmq: message %s of %s: %w", id, t.Name(), err)
+		}
+		info.State = StateCompleted
+		if rec.State == life.RecordCancelled {
+			info.State = StateCancelled
+		}
+		info.Result, info.FinishedAt = rec.Result, rec.FinishedAt
+		raw = string(rec.Envelope)
 	default:
 		return MessageInfo{}, fmt.Errorf("%w: %s in %s", ErrMessageNotFound, id, t.Name())
 	}
