@@ -47,15 +47,15 @@ func (c *Engine) ackAsync(ctx context.Context, d *delivery, took time.Duration) 
 func (c *Engine) ackReqOf(m *consumer.Message, bound time.Duration) *ack.Req {
 	k := c.keys[m.Slot]
 	r := &ack.Req{
-		Keys:  [6]string{k.Store, k.Prepare, k.Msg, k.Wake, c.ackDelayedKey(k), k.Dead},
+		Keys:  [6]string{k.Store, k.Prepare, k.Msg, k.Wake, c.ops.AckDelayedKey(k), k.Dead},
 		ID:    m.ID,
 		Token: m.Token,
 		Merge: c.merged,
 		Bound: bound,
 	}
-	if ek := c.own.epochKey(m.Slot); ek != "" {
+	if ek := c.own.EpochKey(m.Slot); ek != "" {
 		r.EpochKey, r.Epoch = ek, m.Epoch
 	}
-	r.Flow, r.HasFlow = c.endFlowKeys(m.Slot)
+	r.Flow, r.HasFlow = c.flow.EndFlowKeys(m.Slot)
 	return r
 }

@@ -29,14 +29,14 @@ func (h *Hub) AckByID(ctx context.Context, prefix string, t topic.Topic, slot in
 		bound = min(bound, max(time.Until(dl), 0))
 	}
 	r := &ack.Req{Keys: [6]string{k.Store, k.Prepare, k.Msg, k.Wake, delayed, k.Dead}, ID: id, Token: -1, Merge: true, Bound: bound}
-	if e := h.flowEngine(prefix, t.Name()); e != nil {
-		r.Flow, r.HasFlow = e.endFlowKeys(slot)
+	if f := h.flows.First(prefix, t.Name()); f != nil {
+		r.Flow, r.HasFlow = f.EndFlowKeys(slot)
 	}
 	if err := h.acks.Do(ctx, r); err != nil {
 		return false, err
 	}
 	if r.Code == ack.Done {
-		h.endedByID(ctx, prefix, t, slot, id)
+		h.flows.EndedByID(ctx, h.rdb, h.id, h.cfg.Logger, prefix, t, slot, id)
 	}
 	return r.Code == ack.Done, nil
 }

@@ -60,7 +60,7 @@ type Req struct {
 	// wake, delayed (a time-based topic's store again), dead.
 	Keys [6]string
 	// Flow: the slot's group keys and the topic's tflow (ack.lua's four
-	// more keys), when the topic is under flow control (the engine's flow.go).
+	// more keys), when the topic is under flow control (flow/state.go).
 	Flow    [4]string
 	HasFlow bool
 	ID      string
