@@ -24,7 +24,7 @@ type config struct {
 	sweepInterval  time.Duration
 	deadMaxLen     int
 	deadMaxAge     time.Duration
-	limits         options.Limits // the options' limits (flow.go)
+	limits         options.Limits // the options' limits (flow/state.go)
 	adaptiveMin    int            // WithAdaptiveConcurrency (flow/adaptive.go); 0: off
 	adaptiveMax    int
 	logger         *slog.Logger

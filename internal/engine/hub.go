@@ -31,7 +31,7 @@ import (
 //   - calls: fetches of different topics that are ready at once
 //     group-committed into shared script calls (fetchmux), acks
 //     likewise (internal/engine/ack), and the first look of starting fetchers
-//     (hub_looks.go);
+//     (fetcher/looks.go);
 //   - holding: messages taken shortly before their instant wait in one
 //     queue and are handed over together at it (hold/holder.go).
 //

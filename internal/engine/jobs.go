@@ -19,7 +19,7 @@ import (
 // ms), a topic paused or resumed (Inspector.Pause, Resume), its stored
 // limits changed ('L', Inspector.SetLimits), its messages carry groups
 // from now on ('G', a producer's first grouped send), and capacity came
-// free under a topic concurrency ('f', flow.go).
+// free under a topic concurrency ('f', flow/state.go).
 const (
 	wakeScore = iota
 	wakeDelayed
@@ -120,7 +120,7 @@ type startRead struct {
 	check func() error
 	get   *redis.StringCmd
 	// limits and grouped: the topic's stored limits and grouped mark
-	// (flow.go).
+	// (flow/state.go).
 	limits, grouped *redis.StringCmd
 	err             error // the round failed before its commands were queued
 }

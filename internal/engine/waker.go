@@ -81,7 +81,7 @@ func (w *waker) Message(payload string, slot int) bool {
 		w.c.flow.MarkReread()
 		return true
 	case wakeGrouped:
-		// A producer's first grouped send: serve the groups (flow.go),
+		// A producer's first grouped send: serve the groups (flow/state.go),
 		// looking at every slot again.
 		w.c.flow.MarkGrouped()
 		w.mu.Lock()

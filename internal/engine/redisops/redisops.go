@@ -528,16 +528,6 @@ func KeysOf(prefix string, t topic.Topic) []slots.Keys {
 	return ks
 }
 
-// AckDelayedKey is the delayed key an ack call names for slot keys k: the
-// delayed set of a priority topic, the store key again for a time-based
-// one, which has none (ack.lua then reads no delayed set).
-func (c *Ops) AckDelayedKey(k slots.Keys) string {
-	if c.Topic.Type().TimeBased() {
-		return k.Store
-	}
-	return k.Delayed
-}
-
 // ApplyJobFields copies the per-message options of env into m.
 func ApplyJobFields(m *consumer.Message, env scripts.Envelope) {
 	o := env.Options
