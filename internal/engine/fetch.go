@@ -14,7 +14,7 @@ import (
 // newFetcher returns c's fetcher; c's waker is registered.
 func (c *Engine) newFetcher() *fetcher.Fetcher {
 	return fetcher.New(fetchEngine{c}, fetcher.Params{
-		Topic: c.topic, RDB: c.rdb, Keys: c.keys, Merged: c.merged, HubRDB: c.rdb == c.hub.rdb,
+		Topic: c.topic, RDB: c.rdb, Keys: c.keys, Merged: c.merged, HubRDB: c.merged && c.rdb == c.hub.rdb,
 		AdaptsBacklog: c.adaptsBacklog, AllSlots: ownership.IsAll(c.own),
 		Ops: c.ops, Flow: c.flow, Clock: &c.clock, Calls: c.hub.calls, Looks: c.hub.looks, Log: c.log,
 		Signal: c.waker.signal, Released: c.released,

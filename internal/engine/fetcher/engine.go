@@ -60,7 +60,8 @@ type Params struct {
 	Keys  []slots.Keys // by slot
 	// Merged: one script call may name several slots.
 	Merged bool
-	// HubRDB: RDB is the client's own (its looks may answer for it).
+	// HubRDB: Merged, and RDB is the client's own (its looks may answer
+	// for it).
 	HubRDB bool
 	// AdaptsBacklog: a backlog may bring a prefetch (the engine's
 	// adaptBacklog).

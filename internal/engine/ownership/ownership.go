@@ -67,10 +67,11 @@ type Ownership interface {
 	// Vouched reports whether a delivery may start now.
 	Vouched() bool
 	// MayDispatchLocked reports whether a fetched message may start: the
-	// term it was fetched in is still current. The caller holds the engine's lock.
+	// term it was fetched in is still current. The caller holds the
+	// engine's lock.
 	MayDispatchLocked(m *consumer.Message) bool
 	// SlotIdleLocked is told that the last delivery of slot ended. The
-	// caller holds engine.mu.
+	// caller holds the engine's lock.
 	SlotIdleLocked(slot int)
 	// Fenced is told that Redis refused a call of slot made with epoch.
 	Fenced(slot int, epoch int64, op string)
