@@ -302,7 +302,7 @@
 //
 // All keys start with the prefix (WithPrefix, default "rmq"). A topic
 // slot's keys share the hash tag {<topic>:<index>:<n>}, n placing the tag
-// on a chosen cluster hash slot (slots.KeysFor builds them). Every write of
+// on a chosen cluster hash slot (keyspace.KeysFor builds them). Every write of
 // more than one key is one Lua script (luascripts) whose keys share one hash
 // tag (on a single node one call may carry several slots' key groups).
 // The engine's writers are named by room (internal/engine/...):

@@ -7,7 +7,7 @@ import (
 
 	"github.com/rmq-go/rmq/consumer"
 	"github.com/rmq-go/rmq/internal/engine/ack"
-	"github.com/rmq-go/rmq/slots"
+	"github.com/rmq-go/rmq/internal/keyspace"
 	"github.com/rmq-go/rmq/topic"
 )
 
@@ -78,7 +78,7 @@ func (h *Hub) AckByID(ctx context.Context, prefix string, t topic.Topic, slot in
 	if dl, ok := ctx.Deadline(); ok {
 		bound = min(bound, max(time.Until(dl), 0))
 	}
-	r := &ack.Req{Keys: ack.SlotKeys(slots.KeysFor(prefix, t, slot), t.Type().TimeBased()), ID: id, Token: -1, Merge: true, Bound: bound}
+	r := &ack.Req{Keys: ack.SlotKeys(keyspace.KeysFor(prefix, t, slot), t.Type().TimeBased()), ID: id, Token: -1, Merge: true, Bound: bound}
 	if f := h.flows.First(prefix, t.Name()); f != nil {
 		r.Flow, r.HasFlow = f.EndFlowKeys(slot)
 	}

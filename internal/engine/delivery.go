@@ -10,7 +10,6 @@ import (
 	"github.com/rmq-go/rmq/internal/engine/hold"
 	"github.com/rmq-go/rmq/internal/engine/redisops"
 	"github.com/rmq-go/rmq/internal/scripts"
-	"github.com/rmq-go/rmq/slots"
 )
 
 // This file is a delivery's life in the engine: dispatched after a fetch,
@@ -283,7 +282,7 @@ func (c *Engine) handle(ctx context.Context, d *delivery) {
 		c.mu.Lock()
 		d.revoked = true
 		c.mu.Unlock()
-		err = slots.ErrOwnershipLost
+		err = consumer.ErrOwnershipLost
 	} else {
 		err = c.call(hctx, d.msg)
 	}

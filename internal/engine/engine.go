@@ -16,10 +16,10 @@ import (
 	"github.com/rmq-go/rmq/internal/engine/flow"
 	"github.com/rmq-go/rmq/internal/engine/ownership"
 	"github.com/rmq-go/rmq/internal/engine/redisops"
+	"github.com/rmq-go/rmq/internal/keyspace"
 	"github.com/rmq-go/rmq/internal/lifecycle"
 	"github.com/rmq-go/rmq/internal/options"
 	"github.com/rmq-go/rmq/internal/scripts"
-	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
 )
 
@@ -42,7 +42,7 @@ type Engine struct {
 	listener consumer.MessageListener
 	cfg      config
 	log      *slog.Logger
-	keys     []slots.Keys
+	keys     []keyspace.Keys
 	wakeCmd  string
 
 	// Lifecycle (internal/lifecycle; the table in doc.go). Stopped in this
@@ -172,7 +172,7 @@ func (h *Hub) New(p Params) (*Engine, error) {
 		c.adaptive = flow.NewAdaptive(flow.AdaptiveEnv{
 			Changed: c.adaptiveChanged,
 			RDB:     c.rdb,
-			Key:     slots.AdaptiveKey(cfg.prefix, c.topic),
+			Key:     keyspace.AdaptiveKey(cfg.prefix, c.topic),
 			Field:   h.id,
 			Log:     c.log,
 		}, cfg.adaptiveMin, cfg.adaptiveMax)

@@ -10,8 +10,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rmq-go/rmq/consumer"
+	"github.com/rmq-go/rmq/internal/keyspace"
 	"github.com/rmq-go/rmq/internal/topicstore"
-	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
 )
 
@@ -130,11 +130,11 @@ type startRead struct {
 func runStartReads(ctx context.Context, rdb redis.UniversalClient, batch []*startRead) {
 	_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for _, r := range batch {
-			r.check = topicstore.DefineIn(ctx, p, slots.TopicsKey(r.c.cfg.prefix), r.c.topic)
+			r.check = topicstore.DefineIn(ctx, p, keyspace.TopicsKey(r.c.cfg.prefix), r.c.topic)
 			// HGET, not HEXISTS: the least-privilege ACL allows the one.
-			r.get = p.HGet(ctx, slots.PausedKey(r.c.cfg.prefix), r.c.topic.Name())
-			r.limits = p.HGet(ctx, slots.LimitsKey(r.c.cfg.prefix), r.c.topic.Name())
-			r.grouped = p.HGet(ctx, slots.GroupedKey(r.c.cfg.prefix), r.c.topic.Name())
+			r.get = p.HGet(ctx, keyspace.PausedKey(r.c.cfg.prefix), r.c.topic.Name())
+			r.limits = p.HGet(ctx, keyspace.LimitsKey(r.c.cfg.prefix), r.c.topic.Name())
+			r.grouped = p.HGet(ctx, keyspace.GroupedKey(r.c.cfg.prefix), r.c.topic.Name())
 		}
 		return nil
 	})

@@ -12,8 +12,8 @@ import (
 
 	"github.com/rmq-go/rmq/internal/engine/fetchmux"
 	"github.com/rmq-go/rmq/internal/groupcommit"
+	"github.com/rmq-go/rmq/internal/keyspace"
 	"github.com/rmq-go/rmq/internal/scripts"
-	"github.com/rmq-go/rmq/slots"
 )
 
 // Mux group-commits the acks of every topic of a client:
@@ -82,7 +82,7 @@ type Req struct {
 // SlotKeys are the keys of an ack of slot keys k (Req.Keys) of a topic
 // that is timeBased or not. A time-based topic has no delayed set: its
 // store key is named again, and ack.lua then reads no delayed set.
-func SlotKeys(k slots.Keys, timeBased bool) [6]string {
+func SlotKeys(k keyspace.Keys, timeBased bool) [6]string {
 	delayed := k.Delayed
 	if timeBased {
 		delayed = k.Store

@@ -11,7 +11,7 @@ import (
 	"github.com/rmq-go/rmq/internal/engine/fetchmux"
 	"github.com/rmq-go/rmq/internal/engine/flow"
 	"github.com/rmq-go/rmq/internal/engine/redisops"
-	"github.com/rmq-go/rmq/slots"
+	"github.com/rmq-go/rmq/internal/keyspace"
 	"github.com/rmq-go/rmq/topic"
 )
 
@@ -57,7 +57,7 @@ type Engine interface {
 type Params struct {
 	Topic topic.Topic
 	RDB   redis.UniversalClient
-	Keys  []slots.Keys // by slot
+	Keys  []keyspace.Keys // by slot
 	// Merged: one script call may name several slots.
 	Merged bool
 	// HubRDB: Merged, and RDB is the client's own (its looks may answer

@@ -9,8 +9,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/rmq-go/rmq/internal/keyspace"
 	"github.com/rmq-go/rmq/internal/scripts"
-	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
 )
 
@@ -94,9 +94,9 @@ func (r *Registry) EndedByID(ctx context.Context, rdb redis.UniversalClient, cli
 		es[0].EndedByID(ctx, slot, id)
 		return
 	}
-	pc := scripts.PermitCall{Keys: slots.FlowKeysFor(prefix, t), ID: client + ":" + strconv.FormatUint(byIDCalls.Add(1), 36),
+	pc := scripts.PermitCall{Keys: keyspace.FlowKeysFor(prefix, t), ID: client + ":" + strconv.FormatUint(byIDCalls.Add(1), 36),
 		End: []scripts.PlaceEnd{{Member: scripts.PlaceMember(slot, id), Token: -1}}}
-	if _, err := RunPermit(ctx, rdb, scripts.WakeCommand(rdb), slots.KeysFor(prefix, t, 0).Wake, pc); err != nil {
+	if _, err := RunPermit(ctx, rdb, scripts.WakeCommand(rdb), keyspace.KeysFor(prefix, t, 0).Wake, pc); err != nil {
 		log.WarnContext(ctx, "rmq: give back a place", "topic", t.Name(), "err", err)
 	}
 }

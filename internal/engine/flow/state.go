@@ -11,14 +11,14 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rmq-go/rmq/consumer"
+	"github.com/rmq-go/rmq/internal/keyspace"
 	"github.com/rmq-go/rmq/internal/options"
 	"github.com/rmq-go/rmq/internal/scripts"
-	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
 )
 
 // Flow control (docs/flow-control.md): an engine's part. The limits a
-// topic runs with are the ones stored with it (slots.LimitsKey); the
+// topic runs with are the ones stored with it (keyspace.LimitsKey); the
 // consumer's options only store them when none are (resolve). The scripts
 // enforce them: fetch.lua gets them as its flow descriptor (FetchFlow),
 // and the ends of deliveries (ack, rollback, sweep) get the slot's group
@@ -35,7 +35,7 @@ type State struct {
 	// limits are the ones in force (stored, else opts): read on every
 	// fetch and delivery end, so an atomic rather than a lock.
 	limits atomic.Pointer[options.Limits]
-	// grouped: the topic's messages carry groups (slots.GroupedKey, or a
+	// grouped: the topic's messages carry groups (keyspace.GroupedKey, or a
 	// 'G' wake-up).
 	grouped atomic.Bool
 	// reread: the stored limits changed ('L' wake-up, or a resubscription):
@@ -44,8 +44,8 @@ type State struct {
 	// single: one node, whose scripts may name the topic's keys next to a
 	// slot's (topic-wide limits in fetch.lua); else permits.
 	single bool
-	gkeys  []slots.GroupKeys
-	fkeys  slots.FlowKeys
+	gkeys  []keyspace.GroupKeys
+	fkeys  keyspace.FlowKeys
 	// prepares: every slot's prepare set (a topic concurrency counts them).
 	prepares []string
 	permits  *Permits // a cluster's topic-wide limits; nil on one node
@@ -56,7 +56,7 @@ type StateEnv struct {
 	RDB            redis.UniversalClient
 	Prefix         string
 	Topic          topic.Topic
-	Keys           []slots.Keys // the topic's keys, by slot
+	Keys           []keyspace.Keys // the topic's keys, by slot
 	Log            *slog.Logger
 	WakeCmd        string
 	PrepareTimeout time.Duration
@@ -66,12 +66,12 @@ type StateEnv struct {
 // until the stored ones are read.
 func NewState(env StateEnv, opts options.Limits) *State {
 	_, single := env.RDB.(*redis.Client)
-	f := &State{env: env, opts: opts, single: single, fkeys: slots.FlowKeysFor(env.Prefix, env.Topic)}
+	f := &State{env: env, opts: opts, single: single, fkeys: keyspace.FlowKeysFor(env.Prefix, env.Topic)}
 	f.set(opts)
-	f.gkeys = make([]slots.GroupKeys, env.Topic.SlotAmount())
+	f.gkeys = make([]keyspace.GroupKeys, env.Topic.SlotAmount())
 	f.prepares = make([]string, env.Topic.SlotAmount())
 	for i := range f.gkeys {
-		f.gkeys[i] = slots.GroupKeysFor(env.Prefix, env.Topic, i)
+		f.gkeys[i] = keyspace.GroupKeysFor(env.Prefix, env.Topic, i)
 		f.prepares[i] = env.Keys[i].Prepare
 	}
 	if !single {
@@ -98,7 +98,7 @@ func (f *State) set(l options.Limits) { f.limits.Store(&l) }
 func (f *State) Permits() *Permits { return f.permits }
 
 // GroupKeys are slot's group keys.
-func (f *State) GroupKeys(slot int) slots.GroupKeys { return f.gkeys[slot] }
+func (f *State) GroupKeys(slot int) keyspace.GroupKeys { return f.gkeys[slot] }
 
 // MarkReread makes the next fetch read the stored limits ('L' wake-up).
 func (f *State) MarkReread() { f.reread.Store(true) }
@@ -202,8 +202,8 @@ func (f *State) EndedByID(ctx context.Context, slot int, id string) {
 func (f *State) ReadLimits(ctx context.Context) error {
 	e := &f.env
 	pipe := e.RDB.Pipeline()
-	lim := pipe.HGet(ctx, slots.LimitsKey(e.Prefix), e.Topic.Name())
-	grp := pipe.HGet(ctx, slots.GroupedKey(e.Prefix), e.Topic.Name())
+	lim := pipe.HGet(ctx, keyspace.LimitsKey(e.Prefix), e.Topic.Name())
+	grp := pipe.HGet(ctx, keyspace.GroupedKey(e.Prefix), e.Topic.Name())
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return fmt.Errorf("rmq: read the limits of %s: %w", e.Topic.Name(), err)
 	}
@@ -229,7 +229,7 @@ func (f *State) ApplyStored(ctx context.Context, lim, grp *redis.StringCmd) erro
 func (f *State) resolve(ctx context.Context, stored string, found bool) error {
 	e := &f.env
 	if !found && !f.opts.IsZero() {
-		ok, err := e.RDB.HSetNX(ctx, slots.LimitsKey(e.Prefix), e.Topic.Name(), f.opts.String()).Result()
+		ok, err := e.RDB.HSetNX(ctx, keyspace.LimitsKey(e.Prefix), e.Topic.Name(), f.opts.String()).Result()
 		if err != nil {
 			return fmt.Errorf("rmq: store the limits of %s: %w", e.Topic.Name(), err)
 		}
@@ -238,7 +238,7 @@ func (f *State) resolve(ctx context.Context, stored string, found bool) error {
 			e.Log.InfoContext(ctx, "rmq: stored the topic's limits", "limits", f.opts.String())
 			return nil
 		}
-		stored, err = e.RDB.HGet(ctx, slots.LimitsKey(e.Prefix), e.Topic.Name()).Result()
+		stored, err = e.RDB.HGet(ctx, keyspace.LimitsKey(e.Prefix), e.Topic.Name()).Result()
 		if err != nil && !errors.Is(err, redis.Nil) {
 			return fmt.Errorf("rmq: read the limits of %s: %w", e.Topic.Name(), err)
 		}

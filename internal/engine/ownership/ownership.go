@@ -16,7 +16,7 @@ import (
 
 	"github.com/rmq-go/rmq/consumer"
 	"github.com/rmq-go/rmq/internal/engine/redisops"
-	"github.com/rmq-go/rmq/slots"
+	"github.com/rmq-go/rmq/internal/keyspace"
 	"github.com/rmq-go/rmq/topic"
 )
 
@@ -45,7 +45,7 @@ type Env struct {
 	RDB    redis.UniversalClient
 	Prefix string
 	Topic  topic.Topic
-	Keys   []slots.Keys // by slot
+	Keys   []keyspace.Keys // by slot
 	Log    *slog.Logger
 }
 

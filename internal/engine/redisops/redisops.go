@@ -22,8 +22,8 @@ import (
 	"github.com/rmq-go/rmq/internal/engine/fetchmux"
 	"github.com/rmq-go/rmq/internal/engine/flow"
 	"github.com/rmq-go/rmq/internal/engine/lease"
+	"github.com/rmq-go/rmq/internal/keyspace"
 	"github.com/rmq-go/rmq/internal/scripts"
-	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
 )
 
@@ -32,7 +32,7 @@ import (
 type Ops struct {
 	RDB     redis.UniversalClient
 	Topic   topic.Topic
-	Keys    []slots.Keys // by slot
+	Keys    []keyspace.Keys // by slot
 	WakeCmd string
 	// Merged: one script call may name several slots (a single node, no
 	// fencing), so fetches take all their slots in one call.
@@ -520,10 +520,10 @@ func (c *Ops) Sweep(ctx context.Context, slotList []int) (rolled int, dead []Dea
 }
 
 // KeysOf returns the keys of every slot of t under prefix, by slot.
-func KeysOf(prefix string, t topic.Topic) []slots.Keys {
-	ks := make([]slots.Keys, t.SlotAmount())
+func KeysOf(prefix string, t topic.Topic) []keyspace.Keys {
+	ks := make([]keyspace.Keys, t.SlotAmount())
 	for i := range ks {
-		ks[i] = slots.KeysFor(prefix, t, i)
+		ks[i] = keyspace.KeysFor(prefix, t, i)
 	}
 	return ks
 }
