@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/rmq-go/rmq/consumer"
+	"github.com/rmq-go/rmq/internal/keyspace"
 	"github.com/rmq-go/rmq/producer"
 	"github.com/rmq-go/rmq/rmq"
-	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
 )
 
@@ -127,8 +127,8 @@ func (b *runner) flowWaitEmpty(ctx context.Context, t topic.Topic) error {
 	return waitEmpty(ctx, b.admin, func() []string {
 		var keys []string
 		for i := range t.SlotAmount() {
-			k := slots.KeysFor(rmqPrefix, t, i)
-			keys = append(keys, k.Store, k.Prepare, slots.GroupKeysFor(rmqPrefix, t, i).Queue)
+			k := keyspace.KeysFor(rmqPrefix, t, i)
+			keys = append(keys, k.Store, k.Prepare, keyspace.GroupKeysFor(rmqPrefix, t, i).Queue)
 		}
 		return keys
 	})

@@ -10,9 +10,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rmq-go/rmq/consumer"
+	"github.com/rmq-go/rmq/internal/keyspace"
 	"github.com/rmq-go/rmq/producer"
 	"github.com/rmq-go/rmq/rmq"
-	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
 )
 
@@ -198,7 +198,7 @@ func (r *rmqSys) consume(ctx context.Context, m *meter, q string, n, prefetch in
 		err = waitEmpty(ctx, r.admin, func() []string {
 			var keys []string
 			for i := range t.SlotAmount() {
-				k := slots.KeysFor(rmqPrefix, t, i)
+				k := keyspace.KeysFor(rmqPrefix, t, i)
 				keys = append(keys, k.Store, k.Prepare)
 			}
 			return keys

@@ -25,6 +25,11 @@ var (
 	// refused a call of its slot: a newer owner epoch is stored, so another
 	// worker owns the slot now (ZooKeeper mode, rmq.WithZooKeeper).
 	ErrFenced = errors.New("rmq: slot owned by another worker (owner epoch moved on)")
+	// ErrOwnershipLost is the cause of handler contexts cancelled in
+	// ZooKeeper mode (rmq.WithZooKeeper) because this worker could no
+	// longer prove that its ZooKeeper session, and with it the ownership
+	// of its slots, is alive.
+	ErrOwnershipLost = errors.New("rmq: slot ownership lost (ZooKeeper session unconfirmed or expired)")
 )
 
 // PanicError is the error a delivery is rolled back with when its handler

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/rmq-go/rmq/internal/keyspace"
 	"github.com/rmq-go/rmq/internal/scripts"
 	"github.com/rmq-go/rmq/internal/testkit/redistest"
 	"github.com/rmq-go/rmq/internal/testkit/rmqtest"
@@ -62,7 +63,7 @@ func TestGroupCommitCoalescesConcurrentSends(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	k := slots.KeysFor(prefix, tp, 0)
+	k := keyspace.KeysFor(prefix, tp, 0)
 	n, err := rdb.ZCard(ctx, k.Store).Result()
 	require.NoError(t, err)
 	assert.EqualValues(t, senders*each+1, n, "every message stored once")
@@ -95,7 +96,7 @@ func TestSendBatch(t *testing.T) {
 	assert.ErrorIs(t, err, producer.ErrInvalidPriority)
 	assert.ErrorContains(t, err, "batch message 1")
 	slot := slots.IndexString("fresh-1", 8)
-	assert.Equal(t, redis.Nil, rdb.ZScore(ctx, slots.KeysFor(prefix, tp, slot).Store, "fresh-1").Err())
+	assert.Equal(t, redis.Nil, rdb.ZScore(ctx, keyspace.KeysFor(prefix, tp, slot).Store, "fresh-1").Err())
 
 	// Re-sending the batch merges: still 1000 messages.
 	_, err = p.SendBatch(ctx, tp, msgs)

@@ -6,8 +6,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/rmq-go/rmq/internal/keyspace"
 	"github.com/rmq-go/rmq/internal/topicstore"
-	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
 )
 
@@ -46,7 +46,7 @@ type definedTopic struct {
 func (p *Producer) define(ctx context.Context, t topic.Topic) error {
 	v, ok := p.defined.Load(t.Name())
 	if !ok {
-		if err := topicstore.Define(ctx, p.rdb, slots.TopicsKey(p.prefix), t); err != nil {
+		if err := topicstore.Define(ctx, p.rdb, keyspace.TopicsKey(p.prefix), t); err != nil {
 			return err
 		}
 		d := &definedTopic{def: t.Definition()}
@@ -72,7 +72,7 @@ func (p *Producer) define(ctx context.Context, t topic.Topic) error {
 // recheck reads the stored definition (one HGET while it is there) and
 // stores it again when it is gone.
 func (p *Producer) recheck(ctx context.Context, t topic.Topic) error {
-	key := slots.TopicsKey(p.prefix)
+	key := keyspace.TopicsKey(p.prefix)
 	stored, found, err := topicstore.Lookup(ctx, p.rdb, key, t.Name())
 	switch {
 	case err != nil:

@@ -14,11 +14,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rmq-go/rmq/consumer"
+	"github.com/rmq-go/rmq/internal/keyspace"
 	"github.com/rmq-go/rmq/internal/testkit/redisserver"
 	"github.com/rmq-go/rmq/internal/testkit/redistest"
 	"github.com/rmq-go/rmq/producer"
 	"github.com/rmq-go/rmq/rmq"
-	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
 )
 
@@ -32,7 +32,7 @@ func TestTopicDefinitionRestoredAfterDataLoss(t *testing.T) {
 	srv := redistest.Start(t, redisserver.Config{}) // no AOF, no RDB
 	rdb := redistest.Client(t, srv)
 	prefix := redistest.Prefix(t)
-	topicsKey := slots.TopicsKey(prefix)
+	topicsKey := keyspace.TopicsKey(prefix)
 	var defCmds atomic.Int64 // commands on the topics hash
 	rdb.AddHook(redistest.Observer{Before: func(c redis.Cmder) {
 		if args := c.Args(); len(args) > 1 && args[1] == topicsKey {
@@ -137,11 +137,11 @@ func TestRecheckFindsConflict(t *testing.T) {
 	tp := topic.MustNew("jobs", topic.Priority, 2)
 	_, err := p.SendPriority(ctx, tp, []byte("a"), 100)
 	require.NoError(t, err)
-	require.NoError(t, rdb.HSet(ctx, slots.TopicsKey(prefix), "jobs", topic.MustNew("jobs", topic.Priority, 8).Definition()).Err())
+	require.NoError(t, rdb.HSet(ctx, keyspace.TopicsKey(prefix), "jobs", topic.MustNew("jobs", topic.Priority, 8).Definition()).Err())
 	producer.SetRedefineInterval(p, 0)
 	_, err = p.SendPriority(ctx, tp, []byte("b"), 100)
 	require.ErrorIs(t, err, topic.ErrConflict)
-	require.NoError(t, rdb.Del(ctx, slots.TopicsKey(prefix)).Err())
+	require.NoError(t, rdb.Del(ctx, keyspace.TopicsKey(prefix)).Err())
 	_, err = p.SendPriority(ctx, tp, []byte("b"), 100)
 	require.NoError(t, err)
 	t.Cleanup(func() { rdb.Del(context.Background(), redistest.KeysWithPrefix(t, rdb, prefix)...) })

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"sync/atomic"
 
-	"github.com/rmq-go/rmq/slots"
+	"github.com/rmq-go/rmq/internal/keyspace"
 	"github.com/rmq-go/rmq/topic"
 )
 
@@ -47,7 +47,7 @@ func checkGroup(g string) error {
 
 // markGrouped tells the consumers of t that its messages carry groups, once
 // per producer and topic before its first grouped send: it stores the mark
-// (slots.GroupedKey, which consumers read when they start) and, the first
+// (keyspace.GroupedKey, which consumers read when they start) and, the first
 // time in Redis, wakes every slot with the payload "G", so running
 // consumers serve the groups from then on.
 func (p *Producer) markGrouped(ctx context.Context, t topic.Topic) error {
@@ -59,14 +59,14 @@ func (p *Producer) markGrouped(ctx context.Context, t topic.Topic) error {
 	if d.grouped.Load() {
 		return nil
 	}
-	added, err := p.rdb.HSet(ctx, slots.GroupedKey(p.prefix), t.Name(), "1").Result()
+	added, err := p.rdb.HSet(ctx, keyspace.GroupedKey(p.prefix), t.Name(), "1").Result()
 	if err != nil {
 		return fmt.Errorf("rmq: mark %s as grouped: %w", t.Name(), err)
 	}
 	if added > 0 {
 		pipe := p.rdb.Pipeline()
 		for i := range t.SlotAmount() {
-			ch := slots.KeysFor(p.prefix, t, i).Wake
+			ch := keyspace.KeysFor(p.prefix, t, i).Wake
 			if p.wakeCmd == "SPUBLISH" {
 				pipe.SPublish(ctx, ch, "G")
 			} else {

@@ -7,8 +7,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rmq-go/rmq/internal/groupcommit"
+	"github.com/rmq-go/rmq/internal/keyspace"
 	"github.com/rmq-go/rmq/internal/scripts"
-	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
 )
 
@@ -75,7 +75,7 @@ func flushSize(q []*pending) int {
 // carry a group (WithGroup) go in calls of their own, to gsend.lua.
 type slotCall struct {
 	topic   topic.Topic
-	keys    slots.Keys
+	keys    keyspace.Keys
 	grouped bool
 	batch   []*pending
 }
@@ -95,7 +95,7 @@ func (p *Producer) group(items []*pending) []slotCall {
 		if !ok || len(calls[i].batch) >= maxGroup {
 			i = len(calls)
 			idx[k] = i
-			calls = append(calls, slotCall{topic: it.topic, keys: slots.KeysFor(p.prefix, it.topic, it.slot), grouped: k.grouped})
+			calls = append(calls, slotCall{topic: it.topic, keys: keyspace.KeysFor(p.prefix, it.topic, it.slot), grouped: k.grouped})
 		}
 		calls[i].batch = append(calls[i].batch, it)
 	}
@@ -183,7 +183,7 @@ func sendBatchArgs(wakeCmd, prefix string, groups []slotCall) ([]string, []any) 
 		}
 		if withUniq[i] {
 			typ += 8
-			u := slots.UniqueKeysFor(prefix, g.topic, g.batch[0].slot)
+			u := keyspace.UniqueKeysFor(prefix, g.topic, g.batch[0].slot)
 			keys = append(keys, u.Until, u.Nonce)
 		}
 		args = append(args, typ, len(g.batch))
@@ -208,13 +208,13 @@ func (p *Producer) gsendCall(groups []slotCall) ([]string, []any) {
 	gs := make([]scripts.GSendGroup, len(groups))
 	for i, g := range groups {
 		slot := g.batch[0].slot
-		gk := slots.GroupKeysFor(p.prefix, g.topic, slot)
+		gk := keyspace.GroupKeysFor(p.prefix, g.topic, slot)
 		gs[i] = scripts.GSendGroup{Store: g.keys.Store, Prepare: g.keys.Prepare, Msg: g.keys.Msg, Wake: g.keys.Wake,
 			Delayed: g.keys.Delayed, Queue: gk.Queue, Turn: gk.Turn, Type: int(g.topic.Type())}
 		for _, b := range g.batch {
 			if b.unique > 0 && gs[i].Uniq == "" {
 				// Only a group with unique sends names (and builds) the keys.
-				u := slots.UniqueKeysFor(p.prefix, g.topic, slot)
+				u := keyspace.UniqueKeysFor(p.prefix, g.topic, slot)
 				gs[i].Uniq, gs[i].UniqNonce = u.Until, u.Nonce
 			}
 			gs[i].Msgs = append(gs[i].Msgs, scripts.GSendMsg{ID: b.id, Score: b.score, Nonce: b.nonce, Unique: b.unique, Opts: b.opts, Body: b.body})

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/rmq-go/rmq/internal/keyspace"
 	"github.com/rmq-go/rmq/internal/scripts"
 	"github.com/rmq-go/rmq/producer"
 	"github.com/rmq-go/rmq/slots"
@@ -20,7 +21,7 @@ import (
 // envelopeOf reads the stored envelope of a keyed message.
 func envelopeOf(t *testing.T, rdb redis.UniversalClient, prefix string, tp topic.Topic, id string) scripts.Envelope {
 	t.Helper()
-	k := slots.KeysFor(prefix, tp, slots.IndexString(id, tp.SlotAmount()))
+	k := keyspace.KeysFor(prefix, tp, slots.IndexString(id, tp.SlotAmount()))
 	raw, err := rdb.HGet(context.Background(), k.Msg, id).Bytes()
 	require.NoError(t, err)
 	e, err := scripts.DecodeEnvelope(raw)
@@ -103,7 +104,7 @@ func TestJobOptionsAreStored(t *testing.T) {
 		// Delayed: not in store until its time.
 		_, err = p.SendPriority(ctx, pr, []byte("d"), 100, producer.WithKey("later"), producer.WithDelay(time.Hour))
 		require.NoError(t, err)
-		k := slots.KeysFor(prefix, pr, slots.IndexString("later", 4))
+		k := keyspace.KeysFor(prefix, pr, slots.IndexString("later", 4))
 		assert.ErrorIs(t, rdb.ZScore(ctx, k.Store, "later").Err(), redis.Nil)
 		d, err := rdb.ZScore(ctx, k.Delayed, "later").Result()
 		require.NoError(t, err)
@@ -135,7 +136,7 @@ func TestFixedTimeRoundsUp(t *testing.T) {
 		id := []string{"exact", "ns", "almost"}[i]
 		_, err := p.SendFixedTime(ctx, ft, []byte(id), at, producer.WithKey(id))
 		require.NoError(t, err)
-		score, err := rdb.ZScore(ctx, slots.KeysFor(prefix, ft, 0).Store, id).Result()
+		score, err := rdb.ZScore(ctx, keyspace.KeysFor(prefix, ft, 0).Store, id).Result()
 		require.NoError(t, err)
 		due := time.UnixMilli(int64(score))
 		assert.False(t, due.Before(at), "%s: due %v before %v", id, due, at)
@@ -182,7 +183,7 @@ func TestSendHook(t *testing.T) {
 	_, err = p2.SendPriority(ctx, pr, []byte("x"), 100, producer.WithKey("over"), producer.WithHeaders(full))
 	require.ErrorIs(t, err, producer.ErrInvalidHeaders)
 	assert.True(t, errors.Is(gotErr, producer.ErrInvalidHeaders), "after hears the refusal")
-	assert.ErrorIs(t, rdb.HGet(ctx, slots.KeysFor(prefix, pr, slots.IndexString("over", 4)).Msg, "over").Err(), redis.Nil)
+	assert.ErrorIs(t, rdb.HGet(ctx, keyspace.KeysFor(prefix, pr, slots.IndexString("over", 4)).Msg, "over").Err(), redis.Nil)
 }
 
 // hookNotifier is what a client's send hooks look like to its producer

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rmq-go/rmq/internal/groupcommit"
+	"github.com/rmq-go/rmq/internal/keyspace"
 	"github.com/rmq-go/rmq/internal/options"
 	"github.com/rmq-go/rmq/internal/scripts"
 	"github.com/rmq-go/rmq/slots"
@@ -338,7 +339,7 @@ func (p *Producer) remove(ctx context.Context, t topic.Topic, id string, opts []
 	pipe := p.rdb.Pipeline()
 	for i := range envs {
 		if i != first {
-			envs[i] = pipe.HExists(ctx, slots.KeysFor(p.prefix, t, i).Msg, id)
+			envs[i] = pipe.HExists(ctx, keyspace.KeysFor(p.prefix, t, i).Msg, id)
 		}
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
@@ -353,8 +354,8 @@ func (p *Producer) remove(ctx context.Context, t topic.Topic, id string, opts []
 }
 
 func (p *Producer) removeAt(ctx context.Context, t topic.Topic, slot int, id string) (Removed, error) {
-	k := slots.KeysFor(p.prefix, t, slot)
-	g := slots.GroupKeysFor(p.prefix, t, slot)
+	k := keyspace.KeysFor(p.prefix, t, slot)
+	g := keyspace.GroupKeysFor(p.prefix, t, slot)
 	// With the slot's group keys: a removed message that held its group's
 	// place (WithGroupConcurrency) frees it in the same call, whatever the
 	// consumers' limits, and the group's next message may go.

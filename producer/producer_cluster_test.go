@@ -16,7 +16,6 @@ import (
 	"github.com/rmq-go/rmq/internal/scripts"
 	"github.com/rmq-go/rmq/internal/testkit/rmqtest"
 	"github.com/rmq-go/rmq/producer"
-	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
 )
 
@@ -87,7 +86,7 @@ func clusterSetup(t *testing.T, opts ...producer.Option) (*producer.Producer, *r
 func storeSizes(t *testing.T, rdb redis.UniversalClient, prefix string, tp topic.Topic) (total int64) {
 	t.Helper()
 	for s := range tp.SlotAmount() {
-		n, err := rdb.ZCard(context.Background(), slots.KeysFor(prefix, tp, s).Store).Result()
+		n, err := rdb.ZCard(context.Background(), keyspace.KeysFor(prefix, tp, s).Store).Result()
 		require.NoError(t, err)
 		total += n
 	}

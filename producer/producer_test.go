@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/rmq-go/rmq/internal/keyspace"
 	"github.com/rmq-go/rmq/internal/options"
 	"github.com/rmq-go/rmq/internal/scripts"
 	"github.com/rmq-go/rmq/internal/testkit/faultproxy"
@@ -158,13 +159,13 @@ func TestIDsAndSlots(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, producer.BodyID([]byte("hello")), id)
 		assert.Len(t, id, 12)
-		k := slots.KeysFor(prefix, tp, slots.Index([]byte("hello"), 16))
+		k := keyspace.KeysFor(prefix, tp, slots.Index([]byte("hello"), 16))
 		assert.NoError(t, rdb.ZScore(ctx, k.Store, id).Err(), "body-derived id lives in the slot of the body")
 
 		id, err = p.SendFixedTime(ctx, tp, []byte("x"), at, producer.WithKey("order-42"))
 		require.NoError(t, err)
 		assert.Equal(t, "order-42", id)
-		k = slots.KeysFor(prefix, tp, slots.IndexString("order-42", 16))
+		k = keyspace.KeysFor(prefix, tp, slots.IndexString("order-42", 16))
 		assert.NoError(t, rdb.ZScore(ctx, k.Store, id).Err(), "a key is its own slot basis")
 
 		_, err = p.SendFixedTime(ctx, tp, []byte("y"), at, producer.WithKey("line-1"), producer.WithSlotBasis([]byte("order-42")))
@@ -206,7 +207,7 @@ func TestRemove(t *testing.T) {
 		assert.Equal(t, producer.RemovedWaiting, ok)
 
 		// Only the topic definition is left: bodies went with the messages.
-		assert.Equal(t, []string{slots.TopicsKey(prefix)}, keysOf(t, rdb, prefix))
+		assert.Equal(t, []string{keyspace.TopicsKey(prefix)}, keysOf(t, rdb, prefix))
 	})
 }
 
@@ -236,7 +237,7 @@ func TestSendSurvivesLostReply(t *testing.T) {
 	assert.Equal(t, "k", id)
 	assert.EqualValues(t, 1, proxy.Dropped(), "the fault happened")
 
-	k := slots.KeysFor(prefix, tp, 0)
+	k := keyspace.KeysFor(prefix, tp, 0)
 	members, err := direct.ZRangeWithScores(ctx, k.Store, 0, -1).Result()
 	require.NoError(t, err)
 	require.Len(t, members, 2)
@@ -269,7 +270,7 @@ func TestRedisGoneReturnsError(t *testing.T) {
 	require.NoError(t, srv.Restart(ctx))
 	_, err = p.SendFixedTime(ctx, tp, []byte("after"), time.Now())
 	require.NoError(t, err)
-	k := slots.KeysFor(slots.DefaultPrefix, tp, 0)
+	k := keyspace.KeysFor(slots.DefaultPrefix, tp, 0)
 	n, err := rdb.ZCard(ctx, k.Store).Result()
 	require.NoError(t, err)
 	assert.EqualValues(t, 2, n, "the acknowledged sends survived, the failed one left nothing")
@@ -319,7 +320,7 @@ func TestCancelledSenderDoesNotStallTheQueue(t *testing.T) {
 	// The message of the sender that gave up was sent too (as after any timeout).
 	ids := map[string]bool{}
 	for i := range tp.SlotAmount() {
-		k := slots.KeysFor(p.Prefix(), tp, i)
+		k := keyspace.KeysFor(p.Prefix(), tp, i)
 		got, err := rdb.ZRange(ctx, k.Store, 0, -1).Result()
 		require.NoError(t, err)
 		for _, id := range got {

@@ -10,10 +10,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/rmq-go/rmq/internal/keyspace"
 	"github.com/rmq-go/rmq/internal/scripts"
 	"github.com/rmq-go/rmq/internal/testkit/rmqtest"
 	"github.com/rmq-go/rmq/producer"
-	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
 )
 
@@ -59,7 +59,7 @@ func TestSendManyReportsEachMessage(t *testing.T) {
 
 		env := func(tp topic.Topic, id string) (scripts.Envelope, bool) {
 			for s := 0; s < tp.SlotAmount(); s++ {
-				v, err := rdb.HGet(ctx, slots.KeysFor(prefix, tp, s).Msg, id).Bytes()
+				v, err := rdb.HGet(ctx, keyspace.KeysFor(prefix, tp, s).Msg, id).Bytes()
 				if err == nil {
 					e, err := scripts.DecodeEnvelope(v)
 					require.NoError(t, err)

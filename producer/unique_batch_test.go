@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/rmq-go/rmq/internal/keyspace"
 	"github.com/rmq-go/rmq/internal/scripts"
 	"github.com/rmq-go/rmq/internal/testkit/faultproxy"
 	"github.com/rmq-go/rmq/internal/testkit/redisserver"
@@ -52,7 +53,7 @@ func TestUniqueInBatches(t *testing.T) {
 		for id, body := range map[string]string{"a": "a1", "old": "earlier", "b": "b1", "plain": "p2"} {
 			assert.Equal(t, body, string(envelopeOf(t, rdb, prefix, tp, id).Body), id)
 		}
-		raw, err := rdb.HGet(ctx, slots.KeysFor(prefix, tp, slots.IndexString("grp", 4)).Msg, "g").Bytes()
+		raw, err := rdb.HGet(ctx, keyspace.KeysFor(prefix, tp, slots.IndexString("grp", 4)).Msg, "g").Bytes()
 		require.NoError(t, err)
 		env, err := scripts.DecodeEnvelope(raw)
 		require.NoError(t, err)
@@ -117,7 +118,7 @@ func TestUniqueSurvivesLostReply(t *testing.T) {
 		assert.Equal(t, key, id)
 		assert.Equal(t, dropped+1, proxy.Dropped(), "the fault happened")
 
-		k := slots.KeysFor(prefix, tp, 0)
+		k := keyspace.KeysFor(prefix, tp, 0)
 		raw, err := direct.HGet(ctx, k.Msg, key).Bytes()
 		require.NoError(t, err)
 		env, err := scripts.DecodeEnvelope(raw)

@@ -12,7 +12,6 @@ import (
 
 	"github.com/rmq-go/rmq/internal/keyspace"
 	"github.com/rmq-go/rmq/producer"
-	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
 )
 
@@ -25,7 +24,7 @@ func TestClusterUniqueSends(t *testing.T) {
 	ctx := context.Background()
 	tp := topic.MustNew("uniq-cluster", topic.Priority, 16)
 	for i := range tp.SlotAmount() {
-		k, u := slots.KeysFor(prefix, tp, i), slots.UniqueKeysFor(prefix, tp, i)
+		k, u := keyspace.KeysFor(prefix, tp, i), keyspace.UniqueKeysFor(prefix, tp, i)
 		require.Equal(t, keyspace.HashSlot(k.Store), keyspace.HashSlot(u.Until))
 		require.Equal(t, keyspace.HashSlot(k.Store), keyspace.HashSlot(u.Nonce))
 	}
@@ -43,7 +42,7 @@ func TestClusterUniqueSends(t *testing.T) {
 	}
 	var claimed int64
 	for i := range tp.SlotAmount() {
-		c, err := rdb.ZCard(ctx, slots.UniqueKeysFor(prefix, tp, i).Until).Result()
+		c, err := rdb.ZCard(ctx, keyspace.UniqueKeysFor(prefix, tp, i).Until).Result()
 		require.NoError(t, err)
 		claimed += c
 	}
@@ -75,7 +74,7 @@ func TestClusterUniqueSends(t *testing.T) {
 func groupedSizes(t *testing.T, rdb redis.UniversalClient, prefix string, tp topic.Topic) (total int64) {
 	t.Helper()
 	for i := range tp.SlotAmount() {
-		n, err := rdb.ZCard(context.Background(), slots.GroupKeysFor(prefix, tp, i).Queue).Result()
+		n, err := rdb.ZCard(context.Background(), keyspace.GroupKeysFor(prefix, tp, i).Queue).Result()
 		require.NoError(t, err)
 		total += n
 	}

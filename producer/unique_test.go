@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/rmq-go/rmq/internal/keyspace"
 	"github.com/rmq-go/rmq/internal/scripts"
 	"github.com/rmq-go/rmq/internal/testkit/redistest"
 	"github.com/rmq-go/rmq/producer"
@@ -42,9 +43,9 @@ func slotDump(t *testing.T, rdb redis.UniversalClient, prefix string, tp topic.T
 	ctx := context.Background()
 	out := map[string]string{}
 	for i := range tp.SlotAmount() {
-		k := slots.KeysFor(prefix, tp, i)
-		g := slots.GroupKeysFor(prefix, tp, i)
-		u := slots.UniqueKeysFor(prefix, tp, i)
+		k := keyspace.KeysFor(prefix, tp, i)
+		g := keyspace.GroupKeysFor(prefix, tp, i)
+		u := keyspace.UniqueKeysFor(prefix, tp, i)
 		for _, key := range []string{k.Store, k.Prepare, k.Dead, k.Msg, k.DeadMsg, k.Delayed, g.Queue, g.Places, g.Turn, g.Rate, u.Until, u.Nonce} {
 			v, err := rdb.Dump(ctx, key).Result()
 			if errors.Is(err, redis.Nil) {
@@ -124,7 +125,7 @@ func TestUniqueRefusedInEveryState(t *testing.T) {
 				require.Equal(t, producer.RemovedWaiting, removed)
 				first("waiting")
 
-				deadKey := slots.KeysFor(prefix, tp, slotOf(tp, "dead", group)).Dead
+				deadKey := keyspace.KeysFor(prefix, tp, slotOf(tp, "dead", group)).Dead
 				_, err = rdb.ZScore(ctx, deadKey, "dead").Result()
 				require.NoError(t, err, "dead")
 
@@ -139,14 +140,14 @@ func TestUniqueRefusedInEveryState(t *testing.T) {
 				}
 				// Each claim lasts until its send's Redis ms plus d.
 				for _, id := range ids {
-					u := slots.UniqueKeysFor(prefix, tp, slotOf(tp, id, group))
+					u := keyspace.UniqueKeysFor(prefix, tp, slotOf(tp, id, group))
 					until, err := rdb.ZScore(ctx, u.Until, id).Result()
 					require.NoError(t, err, id)
 					assert.GreaterOrEqual(t, int64(until), t0.Add(time.Hour).UnixMilli(), id)
 					assert.LessOrEqual(t, int64(until), t1.Add(time.Hour).UnixMilli(), id)
 				}
 				// The first send of the waiting one is what waits.
-				raw, err := rdb.HGet(ctx, slots.KeysFor(prefix, tp, slotOf(tp, "waiting", group)).Msg, "waiting").Bytes()
+				raw, err := rdb.HGet(ctx, keyspace.KeysFor(prefix, tp, slotOf(tp, "waiting", group)).Msg, "waiting").Bytes()
 				require.NoError(t, err)
 				env, err := scripts.DecodeEnvelope(raw)
 				require.NoError(t, err)
@@ -159,7 +160,7 @@ func TestUniqueRefusedInEveryState(t *testing.T) {
 				now, err := rdb.Time(ctx).Result()
 				require.NoError(t, err)
 				for _, id := range ids {
-					u := slots.UniqueKeysFor(prefix, tp, slotOf(tp, id, group))
+					u := keyspace.UniqueKeysFor(prefix, tp, slotOf(tp, id, group))
 					require.NoError(t, rdb.ZAddXX(ctx, u.Until, redis.Z{Score: float64(now.UnixMilli()), Member: id}).Err())
 					_, err := sendOf(ctx, p, tp, "later "+id, opts(id)...)
 					require.NoError(t, err, "%s: accepted once its window passed", id)
@@ -189,7 +190,7 @@ func TestUniqueWindowEnds(t *testing.T) {
 	p, rdb, prefix := setup(t, "single")
 	ctx := context.Background()
 	tp := topic.MustNew("uniq-window", topic.FixedTime, 1)
-	u := slots.UniqueKeysFor(prefix, tp, 0)
+	u := keyspace.UniqueKeysFor(prefix, tp, 0)
 	const d = 200 * time.Millisecond
 
 	before, err := rdb.Time(ctx).Result()
@@ -239,7 +240,7 @@ func TestUniqueTrimsPastEntries(t *testing.T) {
 	p, rdb, prefix := setup(t, "single")
 	ctx := context.Background()
 	tp := topic.MustNew("uniq-trim", topic.FixedTime, 1)
-	u := slots.UniqueKeysFor(prefix, tp, 0)
+	u := keyspace.UniqueKeysFor(prefix, tp, 0)
 	const short = 40
 	for i := range short {
 		_, err := sendOf(ctx, p, tp, "x", producer.WithKey(fmt.Sprint("short", i)), producer.WithUniqueFor(time.Millisecond))

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rmq-go/rmq/consumer"
+	"github.com/rmq-go/rmq/internal/keyspace"
 	"github.com/rmq-go/rmq/internal/testkit/redisserver"
 	"github.com/rmq-go/rmq/internal/testkit/redistest"
 	"github.com/rmq-go/rmq/internal/testkit/rmqtest"
@@ -108,7 +109,7 @@ func TestTopicConflict(t *testing.T) {
 		_, err := a.Producer().SendFixedTime(ctx, orig, []byte("x"), time.Now().Add(time.Hour))
 		require.NoError(t, err)
 		before := e.dump()
-		def, err := e.rdb.HGet(ctx, slots.TopicsKey(e.prefix), "shared").Result()
+		def, err := e.rdb.HGet(ctx, keyspace.TopicsKey(e.prefix), "shared").Result()
 		require.NoError(t, err)
 		require.Equal(t, orig.Definition(), def)
 

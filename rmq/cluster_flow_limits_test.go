@@ -12,11 +12,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rmq-go/rmq/consumer"
+	"github.com/rmq-go/rmq/internal/keyspace"
 	"github.com/rmq-go/rmq/internal/testkit/faultproxy"
 	"github.com/rmq-go/rmq/internal/testkit/redistest"
 	"github.com/rmq-go/rmq/producer"
 	"github.com/rmq-go/rmq/rmq"
-	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
 )
 
@@ -221,7 +221,7 @@ func TestClusterResentPermitCallGrantsOnce(t *testing.T) {
 	rdb, proxies := proxiedCluster(t, e)
 	// The first call naming the topic's places is a permit call's take.
 	for _, p := range proxies {
-		p.DropReplyTo([]byte(slots.FlowKeysFor(e.prefix, tp).Places))
+		p.DropReplyTo([]byte(keyspace.FlowKeysFor(e.prefix, tp).Places))
 	}
 	a, b := e.clientOn(rdb), e.client()
 	e.start(a)

@@ -24,7 +24,6 @@ import (
 	"github.com/rmq-go/rmq/internal/testkit/rmqtest"
 	"github.com/rmq-go/rmq/producer"
 	"github.com/rmq-go/rmq/rmq"
-	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
 )
 
@@ -230,7 +229,7 @@ func TestClusterKeyPlacement(t *testing.T) {
 			tp := mustTopic(t, name, topic.FixedTime, n)
 			var placed, plain []string
 			for i := range n {
-				k := slots.KeysFor(e.prefix, tp, i)
+				k := keyspace.KeysFor(e.prefix, tp, i)
 				placed = append(placed, k.Store)
 				plain = append(plain, e.prefix+":{"+name+":"+strconv.Itoa(i)+"}:store")
 			}

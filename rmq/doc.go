@@ -229,34 +229,42 @@
 // the goroutine's pprof label "rmq", so a goroutine dump says which actor
 // a goroutine is. The consumer engine (internal/engine) has one part per
 // client, the hub, shared by all its topics, and one engine per topic
-// (pushed, or made by the first Pull or NackByID of a topic). A client
-// runs these:
+// (pushed, or made by the first Pull or NackByID of a topic). Each job has
+// its room, a package below internal/engine that never imports the engine:
+// fetcher (the fetch loop and its plan), redisops (a topic's script calls:
+// fetch, rollback, extend, sweep), ack (the ack rounds), hold (lookahead's
+// holder), lease (the sweeper and the lease keeper), wake (the
+// subscriptions and the pauser), flow (limits, a cluster's permits,
+// adaptive concurrency), ownership (ZooKeeper mode's slots and fencing),
+// fetchmux (a single node's shared fetch rounds), clock and timerq; the
+// engine keeps the deliveries, pull and the hub. The owner column names
+// the room where the actor's code lives. A client runs these:
 //
 //	actor              owner                  what it does                        starts                 stops
 //	-----------------  ---------------------  ----------------------------------  ---------------------  ---------------------
 //	scheduler          Client                 rolls schedules forward             Start (unless          Close, first
 //	                                                                              WithoutScheduler)
-//	pauser             hub                    reads the paused hash after a       the first engine's     hub close
+//	pauser             hub (wake)             reads the paused hash after a       the first engine's     hub close
 //	                                          pause, resume or resubscription     Start
-//	wake receiver      hub (single node)      the one subscription to every       the first engine's     hub close
-//	                                          slot's wake channel                 Start
-//	shard waker        hub (cluster)          one sharded subscription per        the first engine's     hub close
+//	wake receiver      hub (wake; single      the one subscription to every       the first engine's     hub close
+//	                   node)                  slot's wake channel                 Start
+//	shard waker        hub (wake; cluster)    one sharded subscription per        the first engine's     hub close
 //	                                          master, following the cluster       Start
-//	shard receiver     shard waker            reads one master's subscription     its connection made    its connection closed,
+//	shard receiver     shard waker (wake)     reads one master's subscription     its connection made    its connection closed,
 //	                                                                                                     or the shard waker's end
-//	sweeper            hub                    rolls back leases that ran out,     the first engine's     hub close
+//	sweeper            hub (lease)            rolls back leases that ran out,     the first engine's     hub close
 //	                                          woken by the earliest deadline      Start
-//	lease keeper       hub                    extends the leases of deliveries    the first engine's     hub close (after the
+//	lease keeper       hub (lease)            extends the leases of deliveries    the first engine's     hub close (after the
 //	                                          in flight                           Start                  extensions it started)
-//	ack rounds         hub                    sends the pushed deliveries' acks   the first engine's     hub close (after the
+//	ack rounds         hub (ack)              sends the pushed deliveries' acks   the first engine's     hub close (after the
 //	                                          of every topic in shared rounds     Start                  acks still queued)
-//	holder             hub                    hands messages taken ahead          the first engine's     hub close
+//	holder             hub (hold)             hands messages taken ahead          the first engine's     hub close
 //	                                          (WithLookahead) over at their       Start
 //	                                          instant
-//	fetcher            engine (pushed)        sleeps until the next head is due,  engine Start           engine close, first
-//	                                          fetches, starts handlers
-//	adaptive reporter  engine (pushed, with   writes the topic's adaptive limit   engine Start           engine close, first
-//	                   WithAdaptive-          to Redis                                                   (it removes its report)
+//	fetcher            engine (fetcher;       sleeps until the next head is due,  engine Start           engine close, first
+//	                   pushed)                fetches, starts handlers
+//	adaptive reporter  engine (flow; pushed,  writes the topic's adaptive limit   engine Start           engine close, first
+//	                   with WithAdaptive-     to Redis                                                   (it removes its report)
 //	                   Concurrency)
 //	zk loop,           ZooKeeper coordinator  slot assignment and the session's   Start                  after the engines
 //	zk heartbeat                              proof of life                                              drained
@@ -283,8 +291,9 @@
 //     that never started go back to store with no attempt counted; its
 //     wake-ups and sweeps end; its handlers drain until Close's ctx is done
 //     (the rest are rolled back); ZooKeeper mode gives what is left in
-//     prepare back to store at its place; a cluster's concurrency permits
-//     go back; its lease keeping ends last.
+//     prepare back to store at its place (ownership); a cluster's
+//     concurrency permits go back (flow); its lease keeping ends last
+//     (lease).
 //  4. The ZooKeeper session ends, which hands the slots to other workers.
 //  5. The hub closes, stopping its actors (the ack rounds send what is
 //     queued first).
@@ -293,39 +302,44 @@
 //
 // All keys start with the prefix (WithPrefix, default "rmq"). A topic
 // slot's keys share the hash tag {<topic>:<index>:<n>}, n placing the tag
-// on a chosen cluster hash slot (slots.KeysFor builds them). Every write of
+// on a chosen cluster hash slot (keyspace.KeysFor builds them). Every write of
 // more than one key is one Lua script (luascripts) whose keys share one hash
-// tag (on a single node one call may carry several slots' key groups):
+// tag (on a single node one call may carry several slots' key groups).
+// The engine's writers are named by room (internal/engine/...):
 //
 //	key                                     writers
 //	--------------------------------------  -----------------------------------------------
 //	<slot>:store, :msg, :delayed            producer (send1, sendbatch, gsend, remove),
-//	                                        engine (fetch, ack, rollback, sweep, release,
-//	                                        takeover), Inspector (requeue, remove),
+//	                                        redisops (fetch, rollback, sweep), ack (ack),
+//	                                        hold and engine close (release), ownership
+//	                                        (takeover), Inspector (requeue, remove),
 //	                                        schedules
-//	<slot>:prepare                          engine (fetch, ack, rollback, extend, sweep,
-//	                                        confirm, release, takeover); remove leaves a
+//	<slot>:prepare                          redisops (fetch, rollback, extend, sweep),
+//	                                        ack (ack), hold (confirm, release),
+//	                                        ownership (takeover); remove leaves a
 //	                                        tombstone
-//	<slot>:dead, :deadmsg                   engine (rollback and sweep, past the
+//	<slot>:dead, :deadmsg                   redisops (rollback and sweep, past the
 //	                                        retries), Inspector (requeue, deletedead)
 //	<slot>:wake (channel)                   published by the scripts that change a head;
 //	                                        read by the hub's wake receiver or shard waker
-//	<slot>:epoch                            the engine's ZooKeeper ownership (takeover);
+//	<slot>:epoch                            ownership, ZooKeeper mode (takeover);
 //	                                        read by every fenced script
-//	<slot>:gq, :gocc, :gturn, :grate        flow control's groups (gsend, fetch, ack,
-//	                                        rollback, sweep)
+//	<slot>:gq, :gocc, :gturn, :grate        flow control's groups (gsend; redisops'
+//	                                        fetch, rollback, sweep; ack), keys named by
+//	                                        flow
 //	<slot>:uniq, :uniqn                     unique sends' claims (sendbatch, gsend:
 //	                                        producer.WithUniqueFor)
 //	<slot>:sched:due, :state, :def, :msg    schedules (schedule.lua) and the scheduler
 //	{<topic>}:flow, :holders, :permits      flow control's topic-wide rate and places
 //	                                        (fetch, ack, rollback, sweep on a single
-//	                                        node; permit on a cluster)
-//	{<topic>}:adaptive                      the adaptive reporter
+//	                                        node; flow's permit on a cluster)
+//	{<topic>}:adaptive                      the adaptive reporter (flow)
 //	topics                                  Start, Schedules.Set, producers (a lost
 //	                                        definition again)
 //	paused                                  Inspector.Pause and Resume; read by the pauser
+//	                                        (wake)
 //	limits                                  Inspector.SetLimits, a consumer's limit options
-//	                                        when none are stored
+//	                                        when none are stored (flow)
 //	grouped                                 the producer, before a topic's first group
 //	schedules, schedules:events (channel)   Schedules and the scheduler
 //

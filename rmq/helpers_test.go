@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rmq-go/rmq/consumer"
+	"github.com/rmq-go/rmq/internal/keyspace"
 	"github.com/rmq-go/rmq/internal/scripts"
 	"github.com/rmq-go/rmq/internal/testkit/redisserver"
 	"github.com/rmq-go/rmq/internal/testkit/redistest"
@@ -258,7 +259,7 @@ func noBackoff(int) time.Duration { return 0 }
 
 // ---- Redis state -------------------------------------------------------
 
-func (e *env) keys(tp topic.Topic, slot int) slots.Keys { return e.Keys(tp, slot) }
+func (e *env) keys(tp topic.Topic, slot int) keyspace.Keys { return e.Keys(tp, slot) }
 
 // slotOfKey is the slot of a message sent WithKey(key) and no slot basis.
 func slotOfKey(tp topic.Topic, key string) int { return slots.IndexString(key, tp.SlotAmount()) }

@@ -15,13 +15,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rmq-go/rmq/consumer"
+	"github.com/rmq-go/rmq/internal/keyspace"
 	"github.com/rmq-go/rmq/internal/scripts"
 	"github.com/rmq-go/rmq/internal/testkit/redisserver"
 	"github.com/rmq-go/rmq/internal/testkit/redistest"
 	"github.com/rmq-go/rmq/internal/topicstore"
 	"github.com/rmq-go/rmq/producer"
 	"github.com/rmq-go/rmq/rmq"
-	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
 )
 
@@ -49,10 +49,10 @@ func checkNoOrphans(t *testing.T, rdb redis.UniversalClient, prefix string) {
 	t.Helper()
 	ctx := context.Background()
 	keys := redistest.KeysWithPrefix(t, rdb, prefix)
-	defs, err := rdb.HGetAll(ctx, slots.TopicsKey(prefix)).Result()
+	defs, err := rdb.HGetAll(ctx, keyspace.TopicsKey(prefix)).Result()
 	require.NoError(t, err)
 	// The keys the data model allows: those of every slot of every defined
-	// topic, named by slots.KeysFor (and the epoch key of ZooKeeper mode).
+	// topic, named by keyspace.KeysFor (and the epoch key of ZooKeeper mode).
 	allowed := map[string]slotRef{}
 	topics := map[string]topic.Topic{}
 	for name, def := range defs {
@@ -60,7 +60,7 @@ func checkNoOrphans(t *testing.T, rdb redis.UniversalClient, prefix string) {
 		require.NoError(t, err)
 		topics[name] = tp
 		for s := range tp.SlotAmount() {
-			k := slots.KeysFor(prefix, tp, s)
+			k := keyspace.KeysFor(prefix, tp, s)
 			ref := slotRef{name, s}
 			for _, key := range []string{k.Store, k.Prepare, k.Dead, k.Msg, k.DeadMsg, strings.TrimSuffix(k.Store, "store") + "epoch"} {
 				allowed[key] = ref
@@ -69,7 +69,7 @@ func checkNoOrphans(t *testing.T, rdb redis.UniversalClient, prefix string) {
 	}
 	seen := map[slotRef]bool{}
 	for _, k := range keys {
-		if k == slots.TopicsKey(prefix) {
+		if k == keyspace.TopicsKey(prefix) {
 			continue
 		}
 		ref, ok := allowed[k]
@@ -83,7 +83,7 @@ func checkNoOrphans(t *testing.T, rdb redis.UniversalClient, prefix string) {
 		seen[ref] = true
 	}
 	for ref := range seen {
-		k := slots.KeysFor(prefix, topics[ref.topic], ref.slot)
+		k := keyspace.KeysFor(prefix, topics[ref.topic], ref.slot)
 		store := zmembers(t, rdb, k.Store)
 		prepare := zmembers(t, rdb, k.Prepare)
 		dead := zmembers(t, rdb, k.Dead)
@@ -204,7 +204,7 @@ func (e *env) fakeDead(tp topic.Topic, slot int, ids []string, diedMs func(j int
 	e.t.Helper()
 	ctx := context.Background()
 	k := e.keys(tp, slot)
-	require.NoError(e.t, topicstore.Define(ctx, e.rdb, slots.TopicsKey(e.prefix), tp))
+	require.NoError(e.t, topicstore.Define(ctx, e.rdb, keyspace.TopicsKey(e.prefix), tp))
 	for from := 0; from < len(ids); from += 1000 {
 		pipe := e.rdb.Pipeline()
 		for j := from; j < min(len(ids), from+1000); j++ {
@@ -273,7 +273,7 @@ func fetchOne(t *testing.T, e *env, tp topic.Topic, slot int, id string) (script
 }
 
 // fetchDirect runs fetch.lua on one slot as a consumer would.
-func fetchDirect(t *testing.T, rdb redis.UniversalClient, k slots.Keys, timeBased bool, n int, leaseSec int64) scripts.FetchReply {
+func fetchDirect(t *testing.T, rdb redis.UniversalClient, k keyspace.Keys, timeBased bool, n int, leaseSec int64) scripts.FetchReply {
 	t.Helper()
 	keys, args := scripts.FetchCall{TimeBased: timeBased, N: n, LeaseSec: leaseSec, Window: n + 64,
 		Groups: []scripts.FetchGroup{{Store: k.Store, Prepare: k.Prepare, Msg: k.Msg, Max: n}}}.Args()

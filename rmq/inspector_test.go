@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rmq-go/rmq/consumer"
+	"github.com/rmq-go/rmq/internal/keyspace"
 	"github.com/rmq-go/rmq/internal/scripts"
 	"github.com/rmq-go/rmq/internal/testkit/redistest"
 	"github.com/rmq-go/rmq/internal/testkit/rmqtest"
@@ -210,7 +211,7 @@ func TestInspectorMillionDead(t *testing.T) {
 	t.Cleanup(func() { checkNoOrphans(t, e.rdb, e.prefix) })
 	ctx := ctxT(t)
 	tp := mustTopic(t, "huge", topic.FixedTime, 16)
-	require.NoError(t, topicstore.Define(ctx, e.rdb, slots.TopicsKey(e.prefix), tp))
+	require.NoError(t, topicstore.Define(ctx, e.rdb, keyspace.TopicsKey(e.prefix), tp))
 	const perSlot, chunks = 62_500, 10
 	base := time.Now().Add(-24 * time.Hour).UnixMilli()
 	// Built inside Redis to keep the test fast, in scripts of 6,250
@@ -265,7 +266,7 @@ return 1`
 	n, err := insp.PurgeDead(ctx, tp)
 	require.NoError(t, err)
 	assert.Equal(t, 16*perSlot, n)
-	assert.Equal(t, []string{slots.TopicsKey(e.prefix)}, e.keysNow())
+	assert.Equal(t, []string{keyspace.TopicsKey(e.prefix)}, e.keysNow())
 }
 
 // Requeue into a slot where the same id waits, is in flight, or is absent,
@@ -629,7 +630,7 @@ func TestInspectorOnCluster(t *testing.T) {
 		sendAt(t, c.Producer(), tp, keys[j], "body-"+keys[j], time.Now().Add(-time.Second), 0)
 	}
 	for s := range tp.SlotAmount() {
-		k := slots.KeysFor(prefix, tp, s)
+		k := keyspace.KeysFor(prefix, tp, s)
 		r := fetchDirect(t, cc, k, true, 64, 30)
 		args := []any{"SPUBLISH", 0, 0, 0, 0}
 		for _, m := range r.Msgs {

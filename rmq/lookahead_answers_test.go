@@ -14,10 +14,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rmq-go/rmq/consumer"
+	"github.com/rmq-go/rmq/internal/keyspace"
 	"github.com/rmq-go/rmq/internal/scripts"
 	"github.com/rmq-go/rmq/producer"
 	"github.com/rmq-go/rmq/rmq"
-	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
 )
 
@@ -197,7 +197,7 @@ func TestLookaheadHeldLeaseLapseCountsNoAttempt(t *testing.T) {
 	})
 	// The worker's consumer is up once its topic definition is stored.
 	require.Eventually(t, func() bool {
-		n, err := e.rdb.HLen(ctxT(t), slots.TopicsKey(e.prefix)).Result()
+		n, err := e.rdb.HLen(ctxT(t), keyspace.TopicsKey(e.prefix)).Result()
 		return err == nil && n > 0
 	}, 30*time.Second, 10*time.Millisecond, "worker did not start")
 	_, err = e.client().Producer().SendFixedTime(ctxT(t), tp, []byte("work"), time.Now().Add(1500*time.Millisecond), producer.WithKey("k"))

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rmq-go/rmq/consumer"
-	"github.com/rmq-go/rmq/slots"
+	"github.com/rmq-go/rmq/internal/keyspace"
 	"github.com/rmq-go/rmq/topic"
 )
 
@@ -22,7 +22,7 @@ func TestManyTopicsStartFailureClosesTheStarted(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	const n = 150
-	require.NoError(t, e.rdb.HSet(ctx, slots.TopicsKey(e.prefix), "start077", "priority:8").Err())
+	require.NoError(t, e.rdb.HSet(ctx, keyspace.TopicsKey(e.prefix), "start077", "priority:8").Err())
 	c := e.client()
 	l := consumer.ListenerFunc(func(context.Context, *consumer.Message) error { return nil })
 	for i := range n {

@@ -6,7 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/rmq-go/rmq/slots"
+	"github.com/rmq-go/rmq/internal/keyspace"
 	"github.com/rmq-go/rmq/topic"
 )
 
@@ -23,7 +23,7 @@ func TestPausePayloadsDoNotOverrideTheStoredState(t *testing.T) {
 	c := e.client()
 	require.NoError(t, c.Register(tp, rec))
 	e.start(c)
-	pausedKey := slots.PausedKey(e.prefix)
+	pausedKey := keyspace.PausedKey(e.prefix)
 	publish := func(payload string) {
 		for s := range tp.SlotAmount() {
 			require.NoError(t, e.rdb.Publish(ctx, e.keys(tp, s).Wake, payload).Err())

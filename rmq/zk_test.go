@@ -308,7 +308,7 @@ func TestZKCutOffWorkerStopsBeforeTakeover(t *testing.T) {
 	var aEnd time.Time
 	for _, h := range hs {
 		if h.client == "a" {
-			assert.ErrorIs(t, h.cancelled, slots.ErrOwnershipLost)
+			assert.ErrorIs(t, h.cancelled, consumer.ErrOwnershipLost)
 			aEnd = maxT(aEnd, h.end)
 		}
 	}

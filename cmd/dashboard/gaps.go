@@ -19,8 +19,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/rmq-go/rmq/internal/keyspace"
 	"github.com/rmq-go/rmq/internal/scripts"
-	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
 )
 
@@ -83,7 +83,7 @@ func decodeZCursor(s string, slotAmount int) (zitem, error) {
 // cursor of the next page ("" when this one is the last). Each slot
 // contributes at most limit members, found by rank: a cursor costs a
 // ZCOUNT per slot (a ZRANK on its own slot), never a scan.
-func (h *handler) listZ(ctx context.Context, t topic.Topic, key func(slots.Keys) string, o zorder, cursor string, limit int) ([]zitem, string, error) {
+func (h *handler) listZ(ctx context.Context, t topic.Topic, key func(keyspace.Keys) string, o zorder, cursor string, limit int) ([]zitem, string, error) {
 	n := t.SlotAmount()
 	var cur *zitem
 	if cursor != "" {
@@ -95,7 +95,7 @@ func (h *handler) listZ(ctx context.Context, t topic.Topic, key func(slots.Keys)
 	}
 	keys := make([]string, n)
 	for s := range n {
-		keys[s] = key(slots.KeysFor(h.cfg.keyPrefix, t, s))
+		keys[s] = key(keyspace.KeysFor(h.cfg.keyPrefix, t, s))
 	}
 	start, err := h.startRanks(ctx, keys, o, cur)
 	if err != nil {
@@ -206,7 +206,7 @@ type waitingItem struct {
 // or highest priority first.
 func (h *handler) waiting(ctx context.Context, t topic.Topic, cursor string, limit int) ([]waitingItem, string, error) {
 	timeBased := t.Type().TimeBased()
-	items, next, err := h.listZ(ctx, t, func(k slots.Keys) string { return k.Store }, zorder{rev: !timeBased}, cursor, limit)
+	items, next, err := h.listZ(ctx, t, func(k keyspace.Keys) string { return k.Store }, zorder{rev: !timeBased}, cursor, limit)
 	if err != nil {
 		return nil, "", err
 	}
@@ -225,7 +225,7 @@ func (h *handler) waiting(ctx context.Context, t topic.Topic, cursor string, lim
 // delayedItems lists the messages of a priority topic that wait for their
 // time (a delay, or a retry's backoff), the earliest first.
 func (h *handler) delayedItems(ctx context.Context, t topic.Topic, cursor string, limit int) ([]waitingItem, string, error) {
-	items, next, err := h.listZ(ctx, t, func(k slots.Keys) string { return k.Delayed }, zorder{}, cursor, limit)
+	items, next, err := h.listZ(ctx, t, func(k keyspace.Keys) string { return k.Delayed }, zorder{}, cursor, limit)
 	if err != nil {
 		return nil, "", err
 	}
@@ -245,7 +245,7 @@ type inFlightItem struct {
 
 // inFlight lists deliveries in flight, the earliest lease deadline first.
 func (h *handler) inFlight(ctx context.Context, t topic.Topic, cursor string, limit int) ([]inFlightItem, string, error) {
-	items, next, err := h.listZ(ctx, t, func(k slots.Keys) string { return k.Prepare }, zorder{}, cursor, limit)
+	items, next, err := h.listZ(ctx, t, func(k keyspace.Keys) string { return k.Prepare }, zorder{}, cursor, limit)
 	if err != nil {
 		return nil, "", err
 	}
@@ -307,7 +307,7 @@ func (h *handler) dueHistogram(ctx context.Context, t topic.Topic, now time.Time
 	pipe := h.rdb.Pipeline()
 	cmds := make([][]*redis.IntCmd, t.SlotAmount())
 	for s := range cmds {
-		key := slots.KeysFor(h.cfg.keyPrefix, t, s).Store
+		key := keyspace.KeysFor(h.cfg.keyPrefix, t, s).Store
 		for _, b := range bs {
 			cmds[s] = append(cmds[s], pipe.ZCount(ctx, key, b.min, b.max))
 		}

@@ -23,12 +23,12 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/rmq-go/rmq/consumer"
+	"github.com/rmq-go/rmq/internal/keyspace"
 	"github.com/rmq-go/rmq/internal/scripts"
 	"github.com/rmq-go/rmq/internal/testkit/redistest"
 	"github.com/rmq-go/rmq/internal/testkit/rmqtest"
 	"github.com/rmq-go/rmq/producer"
 	"github.com/rmq-go/rmq/rmq"
-	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
 )
 
@@ -440,7 +440,7 @@ func TestRmqctlCluster(t *testing.T) {
 		require.NoError(t, err)
 	}
 	for s := range tp.SlotAmount() {
-		k := slots.KeysFor(prefix, tp, s)
+		k := keyspace.KeysFor(prefix, tp, s)
 		keys, fargs := scripts.FetchCall{TimeBased: true, N: 64, LeaseSec: 30, Window: 128,
 			Groups: []scripts.FetchGroup{{Store: k.Store, Prepare: k.Prepare, Msg: k.Msg, Max: 64}}}.Args()
 		vals, err := scripts.Fetch.Run(ctx, cc, keys, fargs...).Slice()

@@ -15,11 +15,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rmq-go/rmq/consumer"
+	"github.com/rmq-go/rmq/internal/keyspace"
 	"github.com/rmq-go/rmq/internal/testkit/redisserver"
 	"github.com/rmq-go/rmq/internal/testkit/redistest"
 	"github.com/rmq-go/rmq/internal/topicstore"
 	"github.com/rmq-go/rmq/rmq"
-	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
 )
 
@@ -38,7 +38,7 @@ func TestRmqctlSchedules(t *testing.T) {
 	merge := topic.MustNew("merge", topic.RangeMerge, 1)
 	insp := rmq.NewInspector(rdb, rmq.WithPrefix(prefix))
 	for _, tp := range []topic.Topic{reports, merge} {
-		require.NoError(t, topicstore.Define(ctx, rdb, slots.TopicsKey(prefix), tp))
+		require.NoError(t, topicstore.Define(ctx, rdb, keyspace.TopicsKey(prefix), tp))
 	}
 	c := ctl{t: t, bin: bin, global: []string{"--redis", srv.Addr(), "--prefix", prefix}}
 

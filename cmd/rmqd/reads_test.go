@@ -14,11 +14,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/rmq-go/rmq/internal/keyspace"
 	"github.com/rmq-go/rmq/internal/testkit/redistest"
 	"github.com/rmq-go/rmq/internal/testkit/rmqtest"
 	"github.com/rmq-go/rmq/producer"
 	"github.com/rmq-go/rmq/rmq"
-	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
 
 	"github.com/rmq-go/rmq/cmd/rmqd/internal/api"
@@ -207,7 +207,7 @@ func TestIdlePullEnginesReleased(t *testing.T) {
 	// A 1 s lease: the engine stays until it ran out (and could be swept).
 	j := e.consumeJob(tok, "/api/ns/q?ttr=1")
 	require.Equal(t, http.StatusNoContent, do(t, "DELETE", e.url("/api/ns/q/job/"+j.JobID), "", "X-Token: "+tok).status)
-	wake := slots.KeysFor(e.prefix, mustQueueTopic(t, e.svc.Pools[names.DefaultPool], "ns", "q"), 0).Wake
+	wake := keyspace.KeysFor(e.prefix, mustQueueTopic(t, e.svc.Pools[names.DefaultPool], "ns", "q"), 0).Wake
 	require.Equal(t, int64(1), e.channels()[wake])
 	require.Eventually(t, func() bool { return e.channels()[wake] == 0 }, waitLong, 20*time.Millisecond)
 
@@ -227,7 +227,7 @@ func TestConsumeOfManyQueuesLooksThemUpInOneRead(t *testing.T) {
 	e := newEnv(t)
 	tok := e.token("ns")
 	var hget, hmget atomic.Int64
-	defs := slots.TopicsKey(e.prefix)
+	defs := keyspace.TopicsKey(e.prefix)
 	e.rdb.AddHook(redistest.Observer{Before: func(cmd redis.Cmder) {
 		args := cmd.Args()
 		if len(args) < 2 || args[1] != defs {

@@ -7,8 +7,14 @@ import (
 
 	"github.com/rmq-go/rmq/consumer"
 	"github.com/rmq-go/rmq/internal/engine/ack"
+	"github.com/rmq-go/rmq/internal/keyspace"
+	"github.com/rmq-go/rmq/topic"
 )
 
+// The engine's acks: a pushed delivery's (ackAsync), a pulled one's
+// (Pulled.Ack) and one by id (Hub.AckByID) are each an ack.Req
+// (ackReqOf, ack.SlotKeys) run by the client's rounds (package ack).
+//
 // A pushed delivery's ack goes through the client's ack rounds
 // (internal/engine/ack), which group-commit the acks of every topic: a handler
 // that finishes while a round slot is free sends its ack at once (no added
@@ -45,17 +51,42 @@ func (c *Engine) ackAsync(ctx context.Context, d *delivery, took time.Duration) 
 // owner epoch fencing (ZooKeeper mode); bound is how long its round may
 // wait for Redis.
 func (c *Engine) ackReqOf(m *consumer.Message, bound time.Duration) *ack.Req {
-	k := c.keys[m.Slot]
 	r := &ack.Req{
-		Keys:  [6]string{k.Store, k.Prepare, k.Msg, k.Wake, c.ackDelayedKey(k), k.Dead},
+		Keys:  ack.SlotKeys(c.keys[m.Slot], c.topic.Type().TimeBased()),
 		ID:    m.ID,
 		Token: m.Token,
 		Merge: c.merged,
 		Bound: bound,
 	}
-	if ek := c.own.epochKey(m.Slot); ek != "" {
+	if ek := c.own.EpochKey(m.Slot); ek != "" {
 		r.EpochKey, r.Epoch = ek, m.Epoch
 	}
-	r.Flow, r.HasFlow = c.endFlowKeys(m.Slot)
+	r.Flow, r.HasFlow = c.flow.EndFlowKeys(m.Slot)
 	return r
+}
+
+// AckByID implements rmq.Client.AckByID: it acks whatever delivery of id
+// is current in slot of t (keys under prefix), unfenced, in the client's
+// ack rounds, and reports whether one was acked. An id that is nowhere
+// (unknown, or acked already) and one whose delivery was dead-lettered are
+// both false.
+func (h *Hub) AckByID(ctx context.Context, prefix string, t topic.Topic, slot int, id string) (bool, error) {
+	// A round waits for Redis at most the longest bound of its acks: a
+	// caller's long ctx must not stretch the round of pushed acks sharing
+	// it past a prepare timeout (their leases are kept meanwhile).
+	bound := consumer.DefaultPrepareTimeout
+	if dl, ok := ctx.Deadline(); ok {
+		bound = min(bound, max(time.Until(dl), 0))
+	}
+	r := &ack.Req{Keys: ack.SlotKeys(keyspace.KeysFor(prefix, t, slot), t.Type().TimeBased()), ID: id, Token: -1, Merge: true, Bound: bound}
+	if f := h.flows.First(prefix, t.Name()); f != nil {
+		r.Flow, r.HasFlow = f.EndFlowKeys(slot)
+	}
+	if err := h.acks.Do(ctx, r); err != nil {
+		return false, err
+	}
+	if r.Code == ack.Done {
+		h.flows.EndedByID(ctx, h.rdb, h.id, h.cfg.Logger, prefix, t, slot, id)
+	}
+	return r.Code == ack.Done, nil
 }

@@ -1,10 +1,8 @@
 package engine
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"time"
 
 	"github.com/rmq-go/rmq/consumer"
@@ -26,7 +24,7 @@ type config struct {
 	sweepInterval  time.Duration
 	deadMaxLen     int
 	deadMaxAge     time.Duration
-	limits         options.Limits // the options' limits (flow.go)
+	limits         options.Limits // the options' limits (flow/state.go)
 	adaptiveMin    int            // WithAdaptiveConcurrency (flow/adaptive.go); 0: off
 	adaptiveMax    int
 	logger         *slog.Logger
@@ -124,26 +122,4 @@ func chain(l consumer.MessageListener, mws []consumer.Middleware) consumer.Messa
 		l = mws[i](l)
 	}
 	return l
-}
-
-// directive is what consumer.SkipRetry, RetryAfter and Snooze errors
-// carry: the handler's wish for the rollback.
-type directive interface {
-	Directive() (kind byte, delay time.Duration)
-}
-
-// rollbackDirective returns what rollback.lua is told for a handler's
-// error: "" (the backoff), "d", "r<ms>" or "s<ms>". Delays round up to the
-// ms: never early.
-func rollbackDirective(err error) string {
-	var d directive
-	if !errors.As(err, &d) {
-		return ""
-	}
-	kind, delay := d.Directive()
-	if kind == 'd' {
-		return "d"
-	}
-	ms := int64((max(delay, 0) + time.Millisecond - 1) / time.Millisecond)
-	return string(kind) + strconv.FormatInt(ms, 10)
 }

@@ -8,8 +8,8 @@ import (
 
 	"github.com/rmq-go/rmq/consumer"
 	"github.com/rmq-go/rmq/internal/engine/hold"
+	"github.com/rmq-go/rmq/internal/engine/redisops"
 	"github.com/rmq-go/rmq/internal/scripts"
-	"github.com/rmq-go/rmq/slots"
 )
 
 // This file is a delivery's life in the engine: dispatched after a fetch,
@@ -25,15 +25,6 @@ type delivery struct {
 	ending    bool // guarded by engine.mu: the listener returned; its ack or rollback is under way
 	started   bool // guarded by engine.mu: its listener call began
 	returned  bool // guarded by engine.mu: Close gave it back to store before it started (giveBackWaiting)
-}
-
-// betterScore reports whether score a is consumed before b: the earlier due
-// time, or the higher priority.
-func (c *Engine) betterScore(a, b float64) bool {
-	if c.topic.Type().TimeBased() {
-		return a < b
-	}
-	return a > b
 }
 
 // freeCapacity reports how many more deliveries may be fetched. A delivery
@@ -131,8 +122,6 @@ func (c *Engine) idleHandlers() int {
 	return max(c.concurrency()-c.busy, 0)
 }
 
-func (c *Engine) slotFree(slot int) int { return c.own.slotFree(slot) }
-
 // dispatch starts a handler goroutine for each fetched message.
 func (c *Engine) dispatch(msgs []*consumer.Message) {
 	for _, m := range msgs {
@@ -158,7 +147,7 @@ func (c *Engine) begin(m *consumer.Message, held bool) (*delivery, context.Conte
 	if held {
 		c.held--
 	}
-	if !c.own.mayDispatchLocked(m) {
+	if !c.own.MayDispatchLocked(m) {
 		// The slot's term ended while the fetch ran: the message stays
 		// in prepare until the slot's next term returns it to store.
 		if held {
@@ -286,14 +275,14 @@ func (c *Engine) handle(ctx context.Context, d *delivery) {
 	var err error
 	if !started {
 		err = context.Cause(ctx)
-	} else if !c.own.vouched() {
+	} else if !c.own.Vouched() {
 		// ZooKeeper mode: the ownership lapsed since the fetch (the process
 		// was frozen, or lost ZooKeeper). The listener is not called; the
 		// message stays in prepare for the slot's next term.
 		c.mu.Lock()
 		d.revoked = true
 		c.mu.Unlock()
-		err = slots.ErrOwnershipLost
+		err = consumer.ErrOwnershipLost
 	} else {
 		err = c.call(hctx, d.msg)
 	}
@@ -336,14 +325,14 @@ func (c *Engine) handle(ctx context.Context, d *delivery) {
 		outcome = c.finish(d, "rollback", func(ctx context.Context) (consumer.Outcome, error) {
 			ctx, cancel := context.WithTimeout(ctx, c.cfg.prepareTimeout)
 			defer cancel()
-			res, rerr := c.rollback(ctx, d.msg.Slot, []rollbackItem{{id: d.msg.ID, token: d.msg.Token, err: err.Error(), epoch: d.msg.Epoch, how: rollbackDirective(err)}})
+			res, rerr := c.ops.Rollback(ctx, d.msg.Slot, []redisops.RollbackItem{{ID: d.msg.ID, Token: d.msg.Token, Err: err.Error(), Epoch: d.msg.Epoch, How: redisops.RollbackDirective(err)}})
 			if rerr != nil {
 				return consumer.Failed, rerr
 			}
-			if res[0] == rollbackExpired {
+			if res[0] == redisops.RollbackExpired {
 				expired(c.cfg.observer, c.topic.Name(), 1)
 			}
-			return rollbackOutcome(res[0]), nil
+			return redisops.RollbackOutcome(res[0]), nil
 		})
 	}
 	c.ended(ctx, d, took, outcome, err)
@@ -362,10 +351,10 @@ func (c *Engine) forget(d *delivery) {
 	delete(c.inflight, d)
 	if c.perSlot[d.msg.Slot]--; c.perSlot[d.msg.Slot] <= 0 {
 		delete(c.perSlot, d.msg.Slot)
-		c.own.slotIdleLocked(d.msg.Slot)
+		c.own.SlotIdleLocked(d.msg.Slot)
 	}
 	c.mu.Unlock()
-	c.flow.ended(d.msg)
+	c.flow.Ended(d.msg)
 	c.wakeFetcher()
 }
 
@@ -471,22 +460,6 @@ func (c *Engine) finish(d *delivery, what string, op func(ctx context.Context) (
 		c.log.ErrorContext(ctx, "rmq: could not end delivery; its lease will expire", "id", d.msg.ID, "slot", d.msg.Slot, "err", err)
 	}
 	return outcome
-}
-
-func rollbackOutcome(code int64) consumer.Outcome {
-	switch code {
-	case rollbackRetried:
-		return consumer.Retried
-	case rollbackDead:
-		return consumer.Dead
-	case rollbackSuperseded:
-		return consumer.Superseded
-	case rollbackExpired:
-		return consumer.Expired
-	case rollbackSnoozed:
-		return consumer.Snoozed
-	}
-	return consumer.Refused
 }
 
 // call runs the listener (inside the middleware) with a context that

@@ -14,10 +14,12 @@ import (
 	"github.com/rmq-go/rmq/consumer"
 	"github.com/rmq-go/rmq/internal/engine/clock"
 	"github.com/rmq-go/rmq/internal/engine/flow"
+	"github.com/rmq-go/rmq/internal/engine/ownership"
+	"github.com/rmq-go/rmq/internal/engine/redisops"
+	"github.com/rmq-go/rmq/internal/keyspace"
 	"github.com/rmq-go/rmq/internal/lifecycle"
 	"github.com/rmq-go/rmq/internal/options"
 	"github.com/rmq-go/rmq/internal/scripts"
-	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
 )
 
@@ -29,20 +31,19 @@ import (
 // Close stops fetching first (no new delivery starts), leaves the hub's
 // wake-ups and sweeping, then lets the handlers drain; leases are kept
 // until the last handler is done. ZooKeeper mode is one seam, the
-// ownership interface (ownership.go, zkownership.go). Every goroutine the
+// ownership interface (package ownership). Every goroutine the
 // engine starts ends before Close returns.
 
 // Engine consumes one topic: with a listener (pushed), or when asked
 // (Pull).
 type Engine struct {
-	rdb         redis.UniversalClient
-	topic       topic.Topic
-	listener    consumer.MessageListener
-	cfg         config
-	log         *slog.Logger
-	keys        []slots.Keys
-	wakeCmd     string
-	backoffArgs []any
+	rdb      redis.UniversalClient
+	topic    topic.Topic
+	listener consumer.MessageListener
+	cfg      config
+	log      *slog.Logger
+	keys     []keyspace.Keys
+	wakeCmd  string
 
 	// Lifecycle (internal/lifecycle; the table in doc.go). Stopped in this
 	// order by Close: loops (the fetcher), then, once the handlers drained,
@@ -82,8 +83,11 @@ type Engine struct {
 	clock clock.Clock
 
 	// own decides which slots are consumed and fences the script calls
-	// (ownership.go): allSlots, or assignedSlots in ZooKeeper mode.
-	own ownership
+	// (package ownership): every slot, or the assigned ones in ZooKeeper
+	// mode.
+	own ownership.Ownership
+	// ops are the topic's calls to Redis (package redisops).
+	ops *redisops.Ops
 
 	// merged: one script call may name several slots (a single node, no
 	// fencing), so fetches and acks take all their slots in one call.
@@ -102,9 +106,9 @@ type Engine struct {
 	// hub is what the engines of one client share (hub.go).
 	hub *Hub
 
-	// flow is the topic's flow control (flow.go): its limits, whether its
+	// flow is the topic's flow control (flow/state.go): its limits, whether its
 	// messages carry groups, a cluster's permits.
-	flow *flowState
+	flow *flow.State
 	// adaptive, when not nil, moves the concurrency between its min and
 	// max (WithAdaptiveConcurrency, flow/adaptive.go).
 	adaptive *flow.Adaptive
@@ -162,33 +166,41 @@ func (h *Hub) New(p Params) (*Engine, error) {
 		onWake:   p.OnWake,
 		hub:      h,
 	}
-	c.keys = keysOf(cfg.prefix, c)
-	c.flow = newFlowState(c, cfg.limits)
+	c.keys = redisops.KeysOf(cfg.prefix, t)
+	c.flow = flow.NewState(flow.StateEnv{RDB: c.rdb, Prefix: cfg.prefix, Topic: t, Keys: c.keys, Log: c.log, WakeCmd: c.wakeCmd, PrepareTimeout: cfg.prepareTimeout}, cfg.limits)
 	if cfg.adaptiveMax > 0 && !p.Pull {
 		c.adaptive = flow.NewAdaptive(flow.AdaptiveEnv{
 			Changed: c.adaptiveChanged,
 			RDB:     c.rdb,
-			Key:     slots.AdaptiveKey(cfg.prefix, c.topic),
+			Key:     keyspace.AdaptiveKey(cfg.prefix, c.topic),
 			Field:   h.id,
 			Log:     c.log,
 		}, cfg.adaptiveMin, cfg.adaptiveMax)
 	}
 	if p.Coordinator != nil && !p.Pull {
-		c.own = newAssignedSlots(c, p.Coordinator)
+		c.own = ownership.NewAssigned(ownEngine{c}, ownership.Env{RDB: c.rdb, Prefix: cfg.prefix, Topic: t, Keys: c.keys, Log: c.log}, p.Coordinator)
 	} else {
-		c.own = newAllSlots(c)
+		c.own = ownership.NewAll(t.SlotAmount(), cfg.concurrency+cfg.prefetch)
 	}
 	_, single := h.rdb.(*redis.Client)
-	c.merged = single && c.own.merges()
-	_, allSlotsOwn := c.own.(*allSlots)
+	c.merged = single && c.own.Merges()
+	allSlotsOwn := ownership.IsAll(c.own)
 	// With one handler, deliveries start in fetch order only without a
 	// prefetch (waiting ones race for the handler).
 	c.adaptsBacklog = cfg.prefetch == 0 && cfg.concurrency >= 2 && c.topic.Type().TimeBased() && allSlotsOwn
 	// The backoff of attempt a is entry a; attempts past the table use its last.
 	n := cfg.maxRetries + 1
-	c.backoffArgs = append(c.backoffArgs, n)
+	backoffArgs := []any{n}
 	for a := 1; a <= n; a++ {
-		c.backoffArgs = append(c.backoffArgs, max(cfg.backoff(a), 0).Milliseconds())
+		backoffArgs = append(backoffArgs, max(cfg.backoff(a), 0).Milliseconds())
+	}
+	c.ops = &redisops.Ops{
+		RDB: c.rdb, Topic: t, Keys: c.keys, WakeCmd: c.wakeCmd, Merged: c.merged, Pull: c.pull,
+		Lookahead: cfg.lookahead, LeaseSec: cfg.leaseSeconds(),
+		MaxRetries: cfg.maxRetries, DeadMaxLen: cfg.deadMaxLen, DeadMaxAge: cfg.deadMaxAge, BackoffArgs: backoffArgs,
+		Calls: h.calls, Owner: c.own, Flow: c.flow, Clock: &c.clock, Log: c.log,
+		Expired: func(n int) { expired(cfg.observer, t.Name(), n) },
+		Fenced:  c.fenced,
 	}
 	h.wake.Expect(t.SlotAmount())
 	return c, nil
@@ -219,10 +231,7 @@ func (c *Engine) runningNow() int {
 
 // Slots returns the handler a coordinator drives, nil without one.
 func (c *Engine) Slots() SlotHandler {
-	if a, ok := c.own.(*assignedSlots); ok {
-		return a
-	}
-	return nil
+	return ownership.Handler(c.own)
 }
 
 // Start checks the topic definition, subscribes to wake-ups and starts
@@ -262,14 +271,14 @@ func (c *Engine) Start(ctx context.Context) error {
 		c.stopAll()
 		return err
 	}
-	c.hub.addFlow(c)
+	c.hub.flows.Add(c.flow)
 	// A pull engine fetches when asked and extends no lease by itself; it
 	// still sweeps, so topics that are only pulled are swept too. Sweeping
 	// and lease keeping are the client's (lease/hub.go), told of the
 	// engine before its first fetch can lease anything.
 	c.hub.leases.Add(c.lease(), c.leaseParams())
 	if !c.pull {
-		c.loops.Go("fetcher", newFetcher(c).run)
+		c.loops.Go("fetcher", c.newFetcher().Run)
 	}
 	if c.adaptive != nil {
 		c.loops.Go("adaptive reporter", c.adaptive.RunReporter)
@@ -313,7 +322,7 @@ func (c *Engine) Close(ctx context.Context) error {
 	rcancel()
 	// The hub no longer calls this engine about wake-ups.
 	c.waker.unregister()
-	c.hub.dropFlow(c)
+	c.hub.flows.Drop(c.flow)
 	c.hub.leases.StopSweeping(c.lease())
 
 	drained := make(chan struct{})
@@ -329,9 +338,9 @@ func (c *Engine) Close(ctx context.Context) error {
 	// ZooKeeper mode: what is left in prepare (abandoned deliveries,
 	// fetched ones never started) goes back to store at its original
 	// position, attempt not counted, so per-key order survives.
-	c.own.shutdown()
+	c.own.Shutdown()
 	// Places of a cluster's topic concurrency go back (flow/permits.go).
-	if pm := c.flow.permits; pm != nil && pm.Limited() {
+	if pm := c.flow.Permits(); pm != nil && pm.Limited() {
 		fctx, fcancel := context.WithTimeout(context.Background(), releaseTimeout)
 		pm.Flush(fctx)
 		fcancel()
@@ -341,6 +350,9 @@ func (c *Engine) Close(ctx context.Context) error {
 	c.hub.leases.StopKeeping(c.lease())
 	return err
 }
+
+// Limits returns the limits the engine has in force (the stored ones).
+func (c *Engine) Limits() options.Limits { return c.flow.Current() }
 
 // releaseTimeout bounds Close's call that gives held messages back: one a
 // Redis that does not answer leaves to the sweeper.
@@ -353,7 +365,7 @@ const releaseTimeout = 5 * time.Second
 func (c *Engine) lookaheadMs() int64 {
 	// Under flow control messages are taken at their instant: the
 	// lookahead's confirm and release know nothing of groups and limits.
-	if c.pull || !c.topic.Type().TimeBased() || !c.hub.calls.Serves(c.merged, c.rdb) || c.flow.active() {
+	if c.pull || !c.topic.Type().TimeBased() || !c.hub.calls.Serves(c.merged, c.rdb) || c.flow.Active() {
 		return 0
 	}
 	return c.cfg.lookahead.Milliseconds()
@@ -363,7 +375,7 @@ func (c *Engine) lookaheadMs() int64 {
 // handler; their later acks would be refused anyway (their token is gone).
 func (c *Engine) abandonInflight() {
 	c.mu.Lock()
-	bySlot := map[int][]rollbackItem{}
+	bySlot := map[int][]redisops.RollbackItem{}
 	for d := range c.inflight {
 		if d.abandoned || d.ending {
 			// An ending delivery's own ack or rollback is under way,
@@ -375,8 +387,8 @@ func (c *Engine) abandonInflight() {
 		d.abandoned = true
 		// ZooKeeper mode: the ownership's shutdown returns them to store
 		// once their handlers ended, without counting an attempt.
-		if c.own.rollsBackAbandoned() {
-			bySlot[d.msg.Slot] = append(bySlot[d.msg.Slot], rollbackItem{id: d.msg.ID, token: d.msg.Token, err: consumer.ErrShutdown.Error()})
+		if c.own.RollsBackAbandoned() {
+			bySlot[d.msg.Slot] = append(bySlot[d.msg.Slot], redisops.RollbackItem{ID: d.msg.ID, Token: d.msg.Token, Err: consumer.ErrShutdown.Error()})
 		}
 		d.cancel(consumer.ErrShutdown)
 	}
@@ -387,7 +399,7 @@ func (c *Engine) abandonInflight() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for slot, items := range bySlot {
-		if _, err := c.rollback(ctx, slot, items); err != nil {
+		if _, err := c.ops.Rollback(ctx, slot, items); err != nil {
 			c.log.ErrorContext(ctx, "rmq: roll back on shutdown", "slot", slot, "err", err)
 		}
 	}
@@ -399,7 +411,7 @@ func (c *Engine) fenced(slot int, epoch int64, op string) {
 	if fo, ok := c.cfg.observer.(fenceObserver); ok {
 		fo.Fenced(c.topic.Name(), slot, op)
 	}
-	c.own.fenced(slot, epoch, op)
+	c.own.Fenced(slot, epoch, op)
 }
 
 // errGivenBack is the cause of a prefetched delivery's context cancelled
@@ -414,7 +426,7 @@ var errGivenBack = errors.New("rmq: given back to store on close")
 // fails leaves them in prepare until their lease runs out, as a crash
 // would; a priority topic's wait is run by Close as before.
 func (c *Engine) giveBackWaiting(ctx context.Context) {
-	if _, all := c.own.(*allSlots); !all || !c.topic.Type().TimeBased() {
+	if !ownership.IsAll(c.own) || !c.topic.Type().TimeBased() {
 		return
 	}
 	c.mu.Lock()

@@ -3,7 +3,7 @@ package engine
 import (
 	"log/slog"
 
-	"github.com/rmq-go/rmq/slots"
+	"github.com/rmq-go/rmq/internal/keyspace"
 )
 
 // holdEngine is c as the client's holder (hold.Holder) sees it: the
@@ -12,11 +12,11 @@ import (
 // counts by it, and it goes into the interface without an allocation.
 type holdEngine struct{ c *Engine }
 
-func (e holdEngine) Paused() bool             { return e.c.paused.Load() }
-func (e holdEngine) Keys(slot int) slots.Keys { return e.c.keys[slot] }
-func (e holdEngine) WakeCmd() string          { return e.c.wakeCmd }
-func (e holdEngine) Log() *slog.Logger        { return e.c.log }
-func (e holdEngine) Unhold(n int)             { e.c.unhold(n) }
+func (e holdEngine) Paused() bool                { return e.c.paused.Load() }
+func (e holdEngine) Keys(slot int) keyspace.Keys { return e.c.keys[slot] }
+func (e holdEngine) WakeCmd() string             { return e.c.wakeCmd }
+func (e holdEngine) Log() *slog.Logger           { return e.c.log }
+func (e holdEngine) Unhold(n int)                { e.c.unhold(n) }
 
 // unhold frees the capacity of n held messages that will not be delivered
 // here.

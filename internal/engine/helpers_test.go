@@ -64,7 +64,7 @@ func newProducer(rdb redis.UniversalClient, prefix string) *producer.Producer {
 }
 
 // fetcherRun is the fetcher's loop, whose one select is where it sleeps.
-const fetcherRun = "github.com/rmq-go/rmq/internal/engine.(*fetcher).run"
+const fetcherRun = "github.com/rmq-go/rmq/internal/engine/fetcher.(*Fetcher).Run"
 
 // waitFetchersAsleep waits until n fetchers run, every one of them parked
 // in the select that ends its loop: the only place a fetcher sleeps, and

@@ -9,7 +9,9 @@ import (
 
 	"github.com/rmq-go/rmq/consumer"
 	"github.com/rmq-go/rmq/internal/engine/ack"
+	"github.com/rmq-go/rmq/internal/engine/fetcher"
 	"github.com/rmq-go/rmq/internal/engine/fetchmux"
+	"github.com/rmq-go/rmq/internal/engine/flow"
 	"github.com/rmq-go/rmq/internal/engine/hold"
 	"github.com/rmq-go/rmq/internal/engine/lease"
 	"github.com/rmq-go/rmq/internal/engine/wake"
@@ -29,7 +31,7 @@ import (
 //   - calls: fetches of different topics that are ready at once
 //     group-committed into shared script calls (fetchmux), acks
 //     likewise (internal/engine/ack), and the first look of starting fetchers
-//     (hub_looks.go);
+//     (fetcher/looks.go);
 //   - holding: messages taken shortly before their instant wait in one
 //     queue and are handed over together at it (hold/holder.go).
 //
@@ -70,12 +72,12 @@ type Hub struct {
 	leases *lease.Hub
 	calls  *fetchmux.Mux
 	acks   *ack.Mux
-	looks  *groupcommit.Group[*lookReq] // fetchers' first look (hub_looks.go)
-	hold   *hold.Holder                 // messages taken ahead of their instant (hold/holder.go)
+	looks  *fetcher.Looks // fetchers' first look (fetcher/looks.go)
+	hold   *hold.Holder   // messages taken ahead of their instant (hold/holder.go)
 	// starts: the definition and pause reads of engines that start at the
 	// same time, in shared round trips (engine.defineAndReadPaused).
 	starts *groupcommit.Group[*startRead]
-	flows  flowEngines // engines by topic, for acks by id (hub_flow.go)
+	flows  flow.Registry // engines' flow control by topic, for acks by id (flow/registry.go)
 }
 
 // NewHub returns a hub on rdb; its goroutines start with the first Start
@@ -99,7 +101,7 @@ func NewHub(rdb redis.UniversalClient, cfg HubConfig) *Hub {
 	}, nil)
 	h.calls = fetchmux.New(h.rdb)
 	h.acks = ack.New(h.rdb, h.calls)
-	h.looks = newLooks(rdb)
+	h.looks = fetcher.NewLooks(rdb)
 	h.hold = hold.New(h.rdb, h.calls)
 	return h
 }

@@ -14,10 +14,10 @@ import (
 
 	"github.com/rmq-go/rmq/consumer"
 	"github.com/rmq-go/rmq/internal/engine/ack"
+	"github.com/rmq-go/rmq/internal/keyspace"
 	"github.com/rmq-go/rmq/internal/testkit/redisserver"
 	"github.com/rmq-go/rmq/internal/testkit/redistest"
 	"github.com/rmq-go/rmq/producer"
-	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
 )
 
@@ -67,7 +67,7 @@ func TestAckMuxMergesTopicsIntoOneCall(t *testing.T) {
 	require.NoError(t, err)
 	dead := pull(deadEng, 1)[0]
 	require.NoError(t, dead.Nack(ctx, 0, errors.New("no")))
-	require.NoError(t, rdb.ZScore(ctx, slots.KeysFor(prefix, deadTp, 0).Dead, "dead").Err())
+	require.NoError(t, rdb.ZScore(ctx, keyspace.KeysFor(prefix, deadTp, 0).Dead, "dead").Err())
 
 	// Ten topics of both score kinds and several slots, three in flight
 	// each.
@@ -178,7 +178,7 @@ func TestAckMuxMergesTopicsIntoOneCall(t *testing.T) {
 	// token still acks it.
 	for _, tc := range cases {
 		for j, d := range tc.ds {
-			err := rdb.ZScore(ctx, slots.KeysFor(prefix, tc.tp, d.Slot).Prepare, d.ID).Err()
+			err := rdb.ZScore(ctx, keyspace.KeysFor(prefix, tc.tp, d.Slot).Prepare, d.ID).Err()
 			if j == 2 {
 				assert.NoError(t, err, "%s still in flight", d.ID)
 				assert.NoError(t, d.Ack(ctx), d.ID)
@@ -187,5 +187,5 @@ func TestAckMuxMergesTopicsIntoOneCall(t *testing.T) {
 			}
 		}
 	}
-	assert.NoError(t, rdb.ZScore(ctx, slots.KeysFor(prefix, deadTp, 0).Dead, "dead").Err(), "still dead")
+	assert.NoError(t, rdb.ZScore(ctx, keyspace.KeysFor(prefix, deadTp, 0).Dead, "dead").Err(), "still dead")
 }

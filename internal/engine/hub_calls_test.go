@@ -12,10 +12,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rmq-go/rmq/consumer"
+	"github.com/rmq-go/rmq/internal/keyspace"
 	"github.com/rmq-go/rmq/internal/scripts"
 	"github.com/rmq-go/rmq/internal/testkit/redistest"
 	"github.com/rmq-go/rmq/producer"
-	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
 )
 
@@ -166,7 +166,7 @@ func TestMuxDropsAbandonedFetch(t *testing.T) {
 	p := newProducer(rdb, prefix)
 	var calls []scripts.FetchCall
 	for s := range 4 {
-		k := slots.KeysFor(prefix, tp, s)
+		k := keyspace.KeysFor(prefix, tp, s)
 		calls = append(calls, scripts.FetchCall{TimeBased: true, N: 5, LeaseSec: 30, Window: 8,
 			Groups: []scripts.FetchGroup{{Store: k.Store, Prepare: k.Prepare, Msg: k.Msg, Max: 5}}})
 	}
@@ -214,7 +214,7 @@ func TestMuxDropsAbandonedFetch(t *testing.T) {
 	}
 	assert.EqualValues(t, 3, h.calls.Rounds.Load(), "rounds")
 	assert.EqualValues(t, 3, h.calls.Fetches.Load(), "the abandoned fetch never ran")
-	k := slots.KeysFor(prefix, tp, 2)
+	k := keyspace.KeysFor(prefix, tp, 2)
 	n, err := rdb.ZCard(ctx, k.Prepare).Result()
 	require.NoError(t, err)
 	assert.Zero(t, n, "nothing moved to prepare for the abandoned fetch")

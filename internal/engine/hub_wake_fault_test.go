@@ -15,10 +15,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rmq-go/rmq/consumer"
+	"github.com/rmq-go/rmq/internal/keyspace"
 	"github.com/rmq-go/rmq/internal/testkit/redisserver"
 	"github.com/rmq-go/rmq/internal/testkit/redistest"
 	"github.com/rmq-go/rmq/producer"
-	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
 )
 
@@ -159,7 +159,7 @@ func TestWakeHubBlackholedSubscription(t *testing.T) {
 		t.Helper()
 		redistest.Poll(t, func() error {
 			for i := range tp.SlotAmount() {
-				if n := admin.ZCard(ctx, slots.KeysFor(prefix, tp, i).Prepare).Val(); n != 0 {
+				if n := admin.ZCard(ctx, keyspace.KeysFor(prefix, tp, i).Prepare).Val(); n != 0 {
 					return fmt.Errorf("slot %d: %d in prepare", i, n)
 				}
 			}

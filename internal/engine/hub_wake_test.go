@@ -13,10 +13,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rmq-go/rmq/consumer"
+	"github.com/rmq-go/rmq/internal/keyspace"
 	"github.com/rmq-go/rmq/internal/testkit/redisserver"
 	"github.com/rmq-go/rmq/internal/testkit/redistest"
 	"github.com/rmq-go/rmq/producer"
-	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
 )
 
@@ -84,7 +84,7 @@ func newWakeFixture(t *testing.T, n int) *wakeFixture {
 func (f *wakeFixture) pauseReads(cmd string) int {
 	f.cmdMu.Lock()
 	defer f.cmdMu.Unlock()
-	return f.cmds[cmd+" "+slots.PausedKey(f.prefix)]
+	return f.cmds[cmd+" "+keyspace.PausedKey(f.prefix)]
 }
 
 // pubsubConns returns the number of subscription connections on the server.
@@ -184,7 +184,7 @@ func TestWakeHubManyTopics(t *testing.T) {
 	// A topic paused behind the consumer's back (no payload published):
 	// only the read after the resubscription can tell.
 	paused := f.engines[3]
-	require.NoError(t, f.admin.HSet(ctx, slots.PausedKey(f.prefix), paused.topic.Name(), time.Now().UnixMilli()).Err())
+	require.NoError(t, f.admin.HSet(ctx, keyspace.PausedKey(f.prefix), paused.topic.Name(), time.Now().UnixMilli()).Err())
 	hgetall := f.pauseReads("hgetall")
 
 	killed, err := f.admin.ClientKillByFilter(ctx, "TYPE", "pubsub").Result()

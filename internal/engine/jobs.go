@@ -6,37 +6,20 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rmq-go/rmq/consumer"
-	"github.com/rmq-go/rmq/internal/scripts"
+	"github.com/rmq-go/rmq/internal/keyspace"
 	"github.com/rmq-go/rmq/internal/topicstore"
-	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
 )
-
-// applyJobFields copies the per-message options of env into m.
-func applyJobFields(m *consumer.Message, env scripts.Envelope) {
-	o := env.Options
-	m.Headers = o.Headers
-	m.MaxRetries = -1
-	if o.HasMaxRetries {
-		m.MaxRetries = o.MaxRetries
-	}
-	if o.ExpiresAtMs > 0 {
-		m.ExpiresAt = time.UnixMilli(o.ExpiresAtMs)
-	}
-	m.Timeout = time.Duration(o.TimeoutMs) * time.Millisecond
-	m.Group = o.Group
-}
 
 // Wake payloads besides a score: a delayed entry's due time ('d' and the
 // ms), a topic paused or resumed (Inspector.Pause, Resume), its stored
 // limits changed ('L', Inspector.SetLimits), its messages carry groups
 // from now on ('G', a producer's first grouped send), and capacity came
-// free under a topic concurrency ('f', flow.go).
+// free under a topic concurrency ('f', flow/state.go).
 const (
 	wakeScore = iota
 	wakeDelayed
@@ -123,7 +106,7 @@ func (c *Engine) defineAndReadPaused(ctx context.Context) error {
 			return fmt.Errorf("rmq: read the limits of %s: %w", c.topic.Name(), err)
 		}
 	}
-	return c.applyStored(ctx, r.limits, r.grouped)
+	return c.flow.ApplyStored(ctx, r.limits, r.grouped)
 }
 
 // startRoundsInFlight bounds the start-up rounds (defineAndReadPaused)
@@ -137,7 +120,7 @@ type startRead struct {
 	check func() error
 	get   *redis.StringCmd
 	// limits and grouped: the topic's stored limits and grouped mark
-	// (flow.go).
+	// (flow/state.go).
 	limits, grouped *redis.StringCmd
 	err             error // the round failed before its commands were queued
 }
@@ -147,11 +130,11 @@ type startRead struct {
 func runStartReads(ctx context.Context, rdb redis.UniversalClient, batch []*startRead) {
 	_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for _, r := range batch {
-			r.check = topicstore.DefineIn(ctx, p, slots.TopicsKey(r.c.cfg.prefix), r.c.topic)
+			r.check = topicstore.DefineIn(ctx, p, keyspace.TopicsKey(r.c.cfg.prefix), r.c.topic)
 			// HGET, not HEXISTS: the least-privilege ACL allows the one.
-			r.get = p.HGet(ctx, slots.PausedKey(r.c.cfg.prefix), r.c.topic.Name())
-			r.limits = p.HGet(ctx, slots.LimitsKey(r.c.cfg.prefix), r.c.topic.Name())
-			r.grouped = p.HGet(ctx, slots.GroupedKey(r.c.cfg.prefix), r.c.topic.Name())
+			r.get = p.HGet(ctx, keyspace.PausedKey(r.c.cfg.prefix), r.c.topic.Name())
+			r.limits = p.HGet(ctx, keyspace.LimitsKey(r.c.cfg.prefix), r.c.topic.Name())
+			r.grouped = p.HGet(ctx, keyspace.GroupedKey(r.c.cfg.prefix), r.c.topic.Name())
 		}
 		return nil
 	})

@@ -4,7 +4,10 @@ import (
 	"context"
 	"time"
 
+	"github.com/rmq-go/rmq/consumer"
 	"github.com/rmq-go/rmq/internal/engine/lease"
+	"github.com/rmq-go/rmq/internal/engine/ownership"
+	"github.com/rmq-go/rmq/internal/engine/redisops"
 )
 
 // The engine as the client's lease hub (lease.Hub) sees it: the sweeper
@@ -37,8 +40,7 @@ func (e leaseEngine) Keep(hubCtx context.Context, interval time.Duration) bool {
 func (e leaseEngine) SweepSlots(slots []int) (int, error) { return sweepSlots(e.c, slots) }
 
 func (e leaseEngine) ActiveSlots() ([]int, bool) {
-	_, all := e.c.own.(*allSlots)
-	return e.c.own.activeSlots(), all
+	return e.c.own.ActiveSlots(), ownership.IsAll(e.c.own)
 }
 
 func (e leaseEngine) PrepareKey(slot int) string { return e.c.keys[slot].Prepare }
@@ -64,7 +66,7 @@ func keepLeases(hubCtx context.Context, c *Engine, interval time.Duration) bool 
 	defer cancel()
 	stop := context.AfterFunc(hubCtx, cancel)
 	defer stop()
-	lost, err := c.extend(ctx, bySlot)
+	lost, err := redisops.Extend(ctx, c.ops, bySlot, func(d *delivery) *consumer.Message { return d.msg })
 	if err != nil && c.handleCtx.Err() == nil && hubCtx.Err() == nil {
 		c.log.WarnContext(ctx, "rmq: lease extension failed", "err", err)
 	}
@@ -77,7 +79,7 @@ func keepLeases(hubCtx context.Context, c *Engine, interval time.Duration) bool 
 func sweepSlots(c *Engine, slotList []int) (int, error) {
 	ctx, cancel := context.WithTimeout(c.loops.Context(), max(c.cfg.sweepInterval, time.Second))
 	defer cancel()
-	rolled, dead, exp, err := c.sweep(ctx, slotList)
+	rolled, dead, exp, err := c.ops.Sweep(ctx, slotList)
 	if err != nil && ctx.Err() == nil {
 		c.log.WarnContext(ctx, "rmq: sweep failed", "err", err)
 	}
@@ -92,8 +94,8 @@ func sweepSlots(c *Engine, slotList []int) (int, error) {
 	// Each dead-lettered message at Warn, as a handler's dead-lettering is
 	// (logOutcome): nobody handles it any more unless someone looks.
 	for _, d := range dead {
-		c.log.WarnContext(ctx, "rmq: message moved to the dead queue", "id", d.id, "slot", d.slot,
-			"attempts", d.attempts, "last_error", leaseExpiredError)
+		c.log.WarnContext(ctx, "rmq: message moved to the dead queue", "id", d.ID, "slot", d.Slot,
+			"attempts", d.Attempts, "last_error", leaseExpiredError)
 	}
 	return rolled + exp, err
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rmq-go/rmq/consumer"
+	"github.com/rmq-go/rmq/internal/engine/redisops"
 	"github.com/rmq-go/rmq/slots"
 )
 
@@ -28,17 +29,17 @@ func (c *Engine) NackByID(ctx context.Context, id string, retryAfter time.Durati
 	if err != nil || !found {
 		return false, err
 	}
-	res, err := c.rollback(ctx, slot, []rollbackItem{{id: id, token: -1, err: cause.Error(), how: rollbackDirective(cause)}})
+	res, err := c.ops.Rollback(ctx, slot, []redisops.RollbackItem{{ID: id, Token: -1, Err: cause.Error(), How: redisops.RollbackDirective(cause)}})
 	if err != nil {
 		return false, err
 	}
-	if res[0] == rollbackExpired {
+	if res[0] == redisops.RollbackExpired {
 		expired(c.cfg.observer, c.topic.Name(), 1)
 	}
-	if res[0] != rollbackStale {
-		c.flow.endedByID(ctx, slot, id)
+	if res[0] != redisops.RollbackStale {
+		c.flow.EndedByID(ctx, slot, id)
 	}
-	return res[0] != rollbackStale, nil
+	return res[0] != redisops.RollbackStale, nil
 }
 
 // inflightSlot finds the slot whose prepare set holds id, asking every slot

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/rmq-go/rmq/consumer"
+	"github.com/rmq-go/rmq/internal/engine/redisops"
 	"github.com/rmq-go/rmq/internal/lifecycle"
 	"github.com/rmq-go/rmq/internal/scripts"
 )
@@ -54,7 +55,7 @@ func (d *Pulled) Ack(ctx context.Context) error {
 	}
 	// Its place of a cluster's topic concurrency goes back (acked, or no
 	// longer this delivery's).
-	d.e.flow.endedPulled(ctx, d.Message)
+	d.e.flow.EndedPulled(ctx, d.Message)
 	if r.Refused() {
 		d.finish(consumer.Refused, nil)
 		return consumer.ErrLeaseLost
@@ -83,18 +84,18 @@ func (d *Pulled) Nack(ctx context.Context, retryAfter time.Duration, cause error
 	if retryAfter > 0 {
 		cause = consumer.RetryAfter(retryAfter, cause)
 	}
-	res, err := d.e.rollback(ctx, d.Slot, []rollbackItem{{id: d.ID, token: d.Token, err: cause.Error(), how: rollbackDirective(cause)}})
+	res, err := d.e.ops.Rollback(ctx, d.Slot, []redisops.RollbackItem{{ID: d.ID, Token: d.Token, Err: cause.Error(), How: redisops.RollbackDirective(cause)}})
 	if err != nil {
 		d.finish(consumer.Failed, cause)
 		return err
 	}
-	d.e.flow.endedPulled(ctx, d.Message)
-	if res[0] == rollbackExpired {
+	d.e.flow.EndedPulled(ctx, d.Message)
+	if res[0] == redisops.RollbackExpired {
 		expired(d.e.cfg.observer, d.e.topic.Name(), 1)
 	}
 	// rollbackStale: Refused.
-	d.finish(rollbackOutcome(res[0]), cause)
-	if res[0] == rollbackStale {
+	d.finish(redisops.RollbackOutcome(res[0]), cause)
+	if res[0] == redisops.RollbackStale {
 		return consumer.ErrLeaseLost
 	}
 	return nil
@@ -112,7 +113,7 @@ func (d *Pulled) Extend(ctx context.Context, dur time.Duration) error {
 		return consumer.ErrLeaseLost
 	}
 	// Its place of a cluster's topic concurrency is held as long.
-	if pm := d.e.flow.permits; pm != nil {
+	if pm := d.e.flow.Permits(); pm != nil {
 		pm.Extended(ctx, d.Message, time.Duration(sec)*time.Second)
 	}
 	return nil
@@ -138,10 +139,10 @@ func (c *Engine) Pull(ctx context.Context, n int, lease time.Duration) ([]*Pulle
 		return nil, -1, nil
 	}
 	sec := leaseSeconds(lease)
-	var results []fetchResult
+	var results []redisops.FetchResult
 	if c.merged {
 		// One call takes the best messages across every slot.
-		results = c.fetchLease(ctx, c.pullReqs(n), n, sec)
+		results = c.ops.FetchLease(ctx, c.pullReqs(n), n, sec)
 	} else {
 		results = c.pullBySlot(ctx, n, sec)
 	}
@@ -164,11 +165,11 @@ func (c *Engine) beginPull() (done func(), err error) {
 }
 
 // pullReqs asks every slot for up to n messages.
-func (c *Engine) pullReqs(n int) []fetchReq {
+func (c *Engine) pullReqs(n int) []redisops.FetchReq {
 	priority := !c.topic.Type().TimeBased()
-	all := make([]fetchReq, c.topic.SlotAmount())
+	all := make([]redisops.FetchReq, c.topic.SlotAmount())
 	for i := range all {
-		all[i] = fetchReq{slot: i, n: n, checkDelayed: priority}
+		all[i] = redisops.FetchReq{Slot: i, N: n, CheckDelayed: priority}
 	}
 	return all
 }
@@ -176,25 +177,25 @@ func (c *Engine) pullReqs(n int) []fetchReq {
 // pullBySlot takes up to n messages with one hash slot per call (a
 // cluster): it reads every head (pipelined), then takes from the due
 // slots, best head first, until n.
-func (c *Engine) pullBySlot(ctx context.Context, n int, sec int64) []fetchResult {
+func (c *Engine) pullBySlot(ctx context.Context, n int, sec int64) []redisops.FetchResult {
 	priority := !c.topic.Type().TimeBased()
 	all := c.pullReqs(0)
-	results := c.fetchLease(ctx, all, 0, sec)
-	due := make([]fetchResult, 0, len(results))
+	results := c.ops.FetchLease(ctx, all, 0, sec)
+	due := make([]redisops.FetchResult, 0, len(results))
 	for _, r := range results {
-		if r.err == nil && r.head >= 0 && (priority || r.head <= float64(r.nowUs/1000)) {
+		if r.Err == nil && r.Head >= 0 && (priority || r.Head <= float64(r.NowUs/1000)) {
 			due = append(due, r)
 		}
 	}
-	sort.Slice(due, func(i, j int) bool { return c.betterScore(due[i].head, due[j].head) })
+	sort.Slice(due, func(i, j int) bool { return redisops.BetterScore(c.topic.Type().TimeBased(), due[i].Head, due[j].Head) })
 	left := n
 	for _, d := range due {
 		if left == 0 {
 			break
 		}
-		got := c.fetchLease(ctx, []fetchReq{{slot: d.slot, n: left}}, left, sec)
+		got := c.ops.FetchLease(ctx, []redisops.FetchReq{{Slot: d.Slot, N: left}}, left, sec)
 		results = append(results, got...)
-		left -= len(got[0].msgs)
+		left -= len(got[0].Msgs)
 	}
 	return results
 }
@@ -202,30 +203,30 @@ func (c *Engine) pullBySlot(ctx context.Context, n int, sec int64) []fetchResult
 // pulled turns a Pull's fetch results into deliveries (told to the
 // observer, their leases to the hub) and the wait until the next due
 // message; an error only when nothing was taken.
-func (c *Engine) pulled(results []fetchResult, sec int64) ([]*Pulled, time.Duration, error) {
+func (c *Engine) pulled(results []redisops.FetchResult, sec int64) ([]*Pulled, time.Duration, error) {
 	priority := !c.topic.Type().TimeBased()
 	var out []*Pulled
 	next := math.Inf(1)
 	var firstErr error
 	for _, r := range results {
-		if r.err != nil && firstErr == nil {
-			firstErr = r.err
+		if r.Err != nil && firstErr == nil {
+			firstErr = r.Err
 		}
-		for _, m := range r.msgs {
+		for _, m := range r.Msgs {
 			out = append(out, &Pulled{Message: m, e: c})
 		}
-		if !priority && r.head >= 0 {
-			next = min(next, r.head)
+		if !priority && r.Head >= 0 {
+			next = min(next, r.Head)
 		}
 		// Held back by a rate (flow control): when it allows a start.
-		if r.topicWait > 0 {
-			next = min(next, float64(r.topicWait))
+		if r.TopicWait > 0 {
+			next = min(next, float64(r.TopicWait))
 		}
-		if r.head == -2 && r.groupWait > 0 {
-			next = min(next, float64(r.groupWait))
+		if r.Head == -2 && r.GroupWait > 0 {
+			next = min(next, float64(r.GroupWait))
 		}
-		if r.delayedHead >= 0 {
-			next = min(next, r.delayedHead)
+		if r.DelayedHead >= 0 {
+			next = min(next, r.DelayedHead)
 		}
 	}
 	if firstErr != nil {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+
+	"github.com/rmq-go/rmq/internal/engine/redisops"
 )
 
 // waker keeps what one engine heard on its slots' wake channels. Producers
@@ -76,12 +78,12 @@ func (w *waker) Message(payload string, slot int) bool {
 		return false
 	case wakeLimits:
 		// Inspector.SetLimits: the next fetch reads the stored limits.
-		w.c.flow.reread.Store(true)
+		w.c.flow.MarkReread()
 		return true
 	case wakeGrouped:
-		// A producer's first grouped send: serve the groups (flow.go),
+		// A producer's first grouped send: serve the groups (flow/state.go),
 		// looking at every slot again.
-		w.c.flow.grouped.Store(true)
+		w.c.flow.MarkGrouped()
 		w.mu.Lock()
 		w.all = true
 		w.mu.Unlock()
@@ -178,7 +180,7 @@ func (w *waker) LookAt(slot int) {
 // the earliest due time, or the highest priority. An unparsable score (-1)
 // means "look at the slot" and always wins.
 func (w *waker) better(score, old float64) bool {
-	return score < 0 || old >= 0 && w.c.betterScore(score, old)
+	return score < 0 || old >= 0 && redisops.BetterScore(w.c.topic.Type().TimeBased(), score, old)
 }
 
 // reset makes the fetcher look at slot again from scratch (its head is

@@ -11,8 +11,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/rmq-go/rmq/internal/keyspace"
 	"github.com/rmq-go/rmq/internal/options"
-	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
 )
 
@@ -26,7 +26,7 @@ func (i *Inspector) SetLimits(ctx context.Context, t topic.Topic, l options.Limi
 	if err := l.Check(); err != nil {
 		return fmt.Errorf("%w: %v", invalid, err)
 	}
-	key := slots.LimitsKey(i.prefix)
+	key := keyspace.LimitsKey(i.prefix)
 	var err error
 	if l.IsZero() {
 		err = i.rdb.HDel(ctx, key, t.Name()).Err()
@@ -45,7 +45,7 @@ func (i *Inspector) Limits(ctx context.Context, t topic.Topic) (options.Limits, 
 	if i.err != nil {
 		return options.Limits{}, i.err
 	}
-	s, err := i.rdb.HGet(ctx, slots.LimitsKey(i.prefix), t.Name()).Result()
+	s, err := i.rdb.HGet(ctx, keyspace.LimitsKey(i.prefix), t.Name()).Result()
 	if errors.Is(err, redis.Nil) {
 		return options.Limits{}, nil
 	}
@@ -71,7 +71,7 @@ func (i *Inspector) Flow(ctx context.Context, t topic.Topic, now time.Time) (opt
 	if err != nil {
 		return options.Limits{}, nil, err
 	}
-	m, err := i.rdb.HGetAll(ctx, slots.AdaptiveKey(i.prefix, t)).Result()
+	m, err := i.rdb.HGetAll(ctx, keyspace.AdaptiveKey(i.prefix, t)).Result()
 	if err != nil {
 		return options.Limits{}, nil, fmt.Errorf("rmq: adaptive limits of %s: %w", t.Name(), err)
 	}

@@ -10,9 +10,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/rmq-go/rmq/internal/keyspace"
 	"github.com/rmq-go/rmq/internal/options"
 	"github.com/rmq-go/rmq/internal/testkit/redistest"
-	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
 )
 
@@ -42,7 +42,7 @@ func TestLimitsAndFlow(t *testing.T) {
 	now := time.Now()
 	live := strconv.FormatInt(now.Add(30*time.Second).UnixMilli(), 10)
 	gone := strconv.FormatInt(now.Add(-time.Millisecond).UnixMilli(), 10)
-	require.NoError(t, rdb.HSet(ctx, slots.AdaptiveKey(prefix, tp),
+	require.NoError(t, rdb.HSet(ctx, keyspace.AdaptiveKey(prefix, tp),
 		"b", "3 1 8 "+live, "a", "2 1 4 "+live, "c", "1 1 2 "+gone, "d", "malformed").Err())
 	l, adaptive, err := in.Flow(ctx, tp, now)
 	require.NoError(t, err)

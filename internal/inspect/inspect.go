@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/rmq-go/rmq/internal/keyspace"
 	"github.com/rmq-go/rmq/internal/scripts"
 	"github.com/rmq-go/rmq/internal/topicstore"
 	"github.com/rmq-go/rmq/slots"
@@ -69,7 +70,7 @@ func (i *Inspector) Topics(ctx context.Context) ([]topic.Topic, error) {
 	if i.err != nil {
 		return nil, i.err
 	}
-	return topicstore.List(ctx, i.rdb, slots.TopicsKey(i.prefix))
+	return topicstore.List(ctx, i.rdb, keyspace.TopicsKey(i.prefix))
 }
 
 // Topic is the work of rmq.Inspector.Topic, whose doc says what it does.
@@ -80,7 +81,7 @@ func (i *Inspector) Topic(ctx context.Context, name string) (topic.Topic, error)
 	if err := topic.ValidateName(name); err != nil {
 		return topic.Topic{}, err
 	}
-	t, found, err := topicstore.Lookup(ctx, i.rdb, slots.TopicsKey(i.prefix), name)
+	t, found, err := topicstore.Lookup(ctx, i.rdb, keyspace.TopicsKey(i.prefix), name)
 	if err != nil {
 		return topic.Topic{}, err
 	}
@@ -101,7 +102,7 @@ func (i *Inspector) check(ctx context.Context, t topic.Topic) error {
 	if t.IsZero() {
 		return fmt.Errorf("%w: zero Topic (use topic.New)", topic.ErrInvalidName)
 	}
-	stored, found, err := topicstore.Lookup(ctx, i.rdb, slots.TopicsKey(i.prefix), t.Name())
+	stored, found, err := topicstore.Lookup(ctx, i.rdb, keyspace.TopicsKey(i.prefix), t.Name())
 	if err != nil {
 		return err
 	}
@@ -114,8 +115,8 @@ func (i *Inspector) check(ctx context.Context, t topic.Topic) error {
 // Check is check, for rmq's own method on its Inspector (Remove).
 func (i *Inspector) Check(ctx context.Context, t topic.Topic) error { return i.check(ctx, t) }
 
-func (i *Inspector) keys(t topic.Topic, slot int) slots.Keys {
-	return slots.KeysFor(i.prefix, t, slot)
+func (i *Inspector) keys(t topic.Topic, slot int) keyspace.Keys {
+	return keyspace.KeysFor(i.prefix, t, slot)
 }
 
 // pipelineChunk bounds how many commands go into one pipeline.

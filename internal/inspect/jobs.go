@@ -42,9 +42,9 @@ func (i *Inspector) setPaused(ctx context.Context, t topic.Topic, paused bool) e
 		if terr != nil {
 			return fmt.Errorf("rmq: pause %s: %w", t.Name(), terr)
 		}
-		err = i.rdb.HSet(ctx, slots.PausedKey(i.prefix), t.Name(), now.UnixMilli()).Err()
+		err = i.rdb.HSet(ctx, keyspace.PausedKey(i.prefix), t.Name(), now.UnixMilli()).Err()
 	} else {
-		err = i.rdb.HDel(ctx, slots.PausedKey(i.prefix), t.Name()).Err()
+		err = i.rdb.HDel(ctx, keyspace.PausedKey(i.prefix), t.Name()).Err()
 	}
 	if err != nil {
 		return fmt.Errorf("rmq: pause %s: %w", t.Name(), err)
@@ -82,7 +82,7 @@ func (i *Inspector) Paused(ctx context.Context, t topic.Topic) (bool, error) {
 	}
 	// HGET, not HEXISTS: the least-privilege ACL (docs/operations.md)
 	// allows the one and not the other.
-	err := i.rdb.HGet(ctx, slots.PausedKey(i.prefix), t.Name()).Err()
+	err := i.rdb.HGet(ctx, keyspace.PausedKey(i.prefix), t.Name()).Err()
 	if errors.Is(err, redis.Nil) {
 		return false, nil
 	}
@@ -272,5 +272,5 @@ func (i *Inspector) waitsInGroup(ctx context.Context, t topic.Topic, slot int, i
 		return false
 	}
 	m := scripts.GroupMember(e.Options.Group, t.Type().TimeBased(), e.OrigScore, id)
-	return i.rdb.ZScore(ctx, slots.GroupKeysFor(i.prefix, t, slot).Queue, m).Err() == nil
+	return i.rdb.ZScore(ctx, keyspace.GroupKeysFor(i.prefix, t, slot).Queue, m).Err() == nil
 }

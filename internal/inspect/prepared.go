@@ -6,7 +6,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/rmq-go/rmq/slots"
+	"github.com/rmq-go/rmq/internal/keyspace"
 	"github.com/rmq-go/rmq/topic"
 )
 
@@ -19,7 +19,7 @@ func PreparedSlot(ctx context.Context, rdb redis.UniversalClient, prefix string,
 	pipe := rdb.Pipeline()
 	for s := range cmds {
 		if s != skip {
-			cmds[s] = pipe.ZScore(ctx, slots.KeysFor(prefix, t, s).Prepare, id)
+			cmds[s] = pipe.ZScore(ctx, keyspace.KeysFor(prefix, t, s).Prepare, id)
 		}
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {

@@ -8,8 +8,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/rmq-go/rmq/internal/keyspace"
 	"github.com/rmq-go/rmq/internal/testkit/redistest"
-	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
 )
 
@@ -25,7 +25,7 @@ func TestPreparedSlot(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, -1, slot, "in flight nowhere")
 
-	require.NoError(t, rdb.ZAdd(ctx, slots.KeysFor(prefix, tp, 2).Prepare, redis.Z{Score: 1, Member: "m1"}).Err())
+	require.NoError(t, rdb.ZAdd(ctx, keyspace.KeysFor(prefix, tp, 2).Prepare, redis.Z{Score: 1, Member: "m1"}).Err())
 	slot, err = PreparedSlot(ctx, rdb, prefix, tp, "m1", 0)
 	require.NoError(t, err)
 	assert.Equal(t, 2, slot)

@@ -8,7 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/rmq-go/rmq/slots"
+	"github.com/rmq-go/rmq/internal/keyspace"
 	"github.com/rmq-go/rmq/topic"
 )
 
@@ -95,7 +95,7 @@ func (i *Inspector) Stats(ctx context.Context, t topic.Topic) (Stats, error) {
 		}
 		c.oldest = pipe.ZRangeWithScores(ctx, k.Dead, 0, 0)
 		c.newest = pipe.ZRangeWithScores(ctx, k.Dead, -1, -1)
-		g := slots.GroupKeysFor(i.prefix, t, s)
+		g := keyspace.GroupKeysFor(i.prefix, t, s)
 		c.gq = pipe.ZCard(ctx, g.Queue)
 		c.gturn = pipe.ZCard(ctx, g.Turn)
 		c.storeTurn = pipe.ZScore(ctx, g.Turn, "")

@@ -1,7 +1,7 @@
 // Package keyspace places the Redis keys of topic slots: the hash tag of a
 // slot (so that a topic's slots spread evenly over a cluster's masters),
 // Redis Cluster's hash slot of a key, and the owner epoch keys of ZooKeeper
-// mode. The public key layout (slots.KeysFor) is built on Tag.
+// mode. The public key layout (KeysFor) is built on Tag.
 package keyspace
 
 import (

@@ -9,7 +9,7 @@ import (
 
 // Limits are a topic's fleet-wide flow limits (consumer.WithRateLimit,
 // WithGlobalConcurrency, WithGroupConcurrency, WithGroupRateLimit). They
-// are stored with the topic (slots.LimitsKey): every consumer of the topic
+// are stored with the topic (keyspace.LimitsKey): every consumer of the topic
 // obeys the stored ones, so processes cannot disagree. Zero fields are no
 // limit.
 type Limits struct {

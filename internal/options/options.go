@@ -23,7 +23,7 @@ type Topic struct {
 	DeadMaxLen     int
 	DeadMaxAge     time.Duration
 	// Limits are the fleet-wide flow limits the consumer asks for; the
-	// ones stored with the topic win (engine: flow.go).
+	// ones stored with the topic win (internal/engine/flow/state.go).
 	Limits Limits
 	// AdaptiveMin and AdaptiveMax (both 0: off) bound this process's
 	// concurrency of the topic, which moves between them

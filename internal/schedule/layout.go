@@ -36,13 +36,13 @@ func SlotOf(name string, t topic.Topic) int { return slots.IndexString(name, t.S
 // Keys are the KEYS of a schedule.lua call, in order.
 type Keys struct {
 	Due, State, Def, Msg string
-	Slot                 slots.Keys
+	Slot                 keyspace.Keys
 }
 
 // KeysOf returns the schedule keys of slot index of t.
 func KeysOf(prefix string, t topic.Topic, index int) Keys {
 	base := prefix + ":" + keyspace.Tag(t.Name(), index) + ":"
-	return Keys{Due: base + "sched:due", State: base + "sched:state", Def: base + "sched:def", Msg: base + "sched:msg", Slot: slots.KeysFor(prefix, t, index)}
+	return Keys{Due: base + "sched:due", State: base + "sched:state", Def: base + "sched:def", Msg: base + "sched:msg", Slot: keyspace.KeysFor(prefix, t, index)}
 }
 
 func (k Keys) list() []string {

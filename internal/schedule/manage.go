@@ -7,6 +7,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/rmq-go/rmq/internal/keyspace"
 	"github.com/rmq-go/rmq/internal/scripts"
 	"github.com/rmq-go/rmq/internal/topicstore"
 	"github.com/rmq-go/rmq/producer"
@@ -76,7 +77,7 @@ func (m *Manager) Set(ctx context.Context, sc Schedule) error {
 		return err
 	}
 	// Everything is valid: only now is anything written.
-	if err := topicstore.Define(ctx, m.rdb, slots.TopicsKey(m.prefix), sc.Topic); err != nil {
+	if err := topicstore.Define(ctx, m.rdb, keyspace.TopicsKey(m.prefix), sc.Topic); err != nil {
 		return err
 	}
 	return m.store.Put(ctx, sc.Name, sc.Topic, def, msg, spec, sc.Paused)

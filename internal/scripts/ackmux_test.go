@@ -7,9 +7,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/rmq-go/rmq/internal/keyspace"
 	"github.com/rmq-go/rmq/internal/scripts"
 	"github.com/rmq-go/rmq/internal/testkit/redistest"
-	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
 )
 
@@ -22,7 +22,7 @@ func TestAckCallAcrossTopics(t *testing.T) {
 	prefix := redistest.Prefix(t)
 	mk := func(name string, typ int) *slot {
 		tp := topic.MustNew(name, topic.Type(typ), 1)
-		return &slot{t: t, ctx: context.Background(), rdb: rdb, k: slots.KeysFor(prefix, tp, 0), typ: typ}
+		return &slot{t: t, ctx: context.Background(), rdb: rdb, k: keyspace.KeysFor(prefix, tp, 0), typ: typ}
 	}
 	ft, pr := mk("ackmux.ft", 3), mk("ackmux.pr", 2)
 

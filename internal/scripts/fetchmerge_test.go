@@ -13,9 +13,9 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/rmq-go/rmq/internal/keyspace"
 	"github.com/rmq-go/rmq/internal/scripts"
 	"github.com/rmq-go/rmq/internal/testkit/redistest"
-	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
 )
 
@@ -34,9 +34,9 @@ func TestFetchMergesSlotsInConsumeOrder(t *testing.T) {
 			const nslots = 4
 			tp := topic.MustNew("m", topic.Type(typ), nslots)
 			prefix := redistest.Prefix(t)
-			ks := make([]slots.Keys, nslots)
+			ks := make([]keyspace.Keys, nslots)
 			for i := range ks {
-				ks[i] = slots.KeysFor(prefix, tp, i)
+				ks[i] = keyspace.KeysFor(prefix, tp, i)
 			}
 			rng := rand.New(rand.NewPCG(uint64(typ), 7))
 			for trial := range 60 {

@@ -13,9 +13,9 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/rmq-go/rmq/internal/keyspace"
 	"github.com/rmq-go/rmq/internal/scripts"
 	"github.com/rmq-go/rmq/internal/testkit/redistest"
-	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
 )
 
@@ -91,7 +91,7 @@ func (sec *multiSection) populate(t *testing.T, rdb *redis.Client, prefix string
 	tp := topic.MustNew(fmt.Sprintf("sec%d", s), topic.Type(sec.typ), sec.nslots)
 	nonce := 0
 	for i := range sec.nslots {
-		k := slots.KeysFor(prefix, tp, i)
+		k := keyspace.KeysFor(prefix, tp, i)
 		g := &sec.call.Groups[i]
 		g.Store, g.Prepare, g.Msg, g.Delayed = k.Store, k.Prepare, k.Msg, ""
 		if sec.delayed {

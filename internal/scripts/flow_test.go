@@ -10,9 +10,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/rmq-go/rmq/internal/keyspace"
 	"github.com/rmq-go/rmq/internal/scripts"
 	"github.com/rmq-go/rmq/internal/testkit/redistest"
-	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
 )
 
@@ -21,8 +21,8 @@ import (
 // flow, ack, rollback with the flow keys).
 type flowSlot struct {
 	*slot
-	g    slots.GroupKeys
-	f    slots.FlowKeys
+	g    keyspace.GroupKeys
+	f    keyspace.FlowKeys
 	flow scripts.Flow
 }
 
@@ -31,8 +31,8 @@ func newFlowSlot(t *testing.T, typ int) *flowSlot {
 	rdb := redistest.Client(t, srv)
 	prefix := redistest.Prefix(t)
 	tp := topic.MustNew("t", topic.Type(typ), 1)
-	s := &slot{t: t, ctx: t.Context(), rdb: rdb, k: slots.KeysFor(prefix, tp, 0), typ: typ}
-	return &flowSlot{slot: s, g: slots.GroupKeysFor(prefix, tp, 0), f: slots.FlowKeysFor(prefix, tp), flow: scripts.Flow{Grouped: true}}
+	s := &slot{t: t, ctx: t.Context(), rdb: rdb, k: keyspace.KeysFor(prefix, tp, 0), typ: typ}
+	return &flowSlot{slot: s, g: keyspace.GroupKeysFor(prefix, tp, 0), f: keyspace.FlowKeysFor(prefix, tp), flow: scripts.Flow{Grouped: true}}
 }
 
 // gsend sends messages of group grp with the given scores (due ms, or

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/rmq-go/rmq/slots"
+	"github.com/rmq-go/rmq/internal/keyspace"
 )
 
 // GSendGroup is one slot's part of a gsend.lua call: messages of one
@@ -13,7 +13,7 @@ type GSendGroup struct {
 	Store, Prepare, Msg, Wake, Delayed string
 	Queue, Turn                        string // the slot's group keys
 	// Uniq and UniqNonce are the slot's unique-send keys
-	// (slots.UniqueKeys), named only when a message is a unique send.
+	// (keyspace.UniqueKeys), named only when a message is a unique send.
 	Uniq, UniqNonce string
 	Type            int // 1 range-merge, 2 priority, 3 fixed-time
 	Msgs            []GSendMsg
@@ -72,7 +72,7 @@ func GSendArgs(wakeCmd string, groups []GSendGroup) ([]string, []any) {
 // PermitCall is one permit.lua call: a client's permits of a topic's
 // limits on a cluster.
 type PermitCall struct {
-	Keys slots.FlowKeys
+	Keys keyspace.FlowKeys
 	// ID names the call: unique per call, the same when go-redis sends it
 	// again, so a resent call changes nothing twice.
 	ID          string

@@ -13,10 +13,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/rmq-go/rmq/internal/keyspace"
 	"github.com/rmq-go/rmq/internal/scripts"
 	"github.com/rmq-go/rmq/internal/testkit/redistest"
 	"github.com/rmq-go/rmq/luascripts"
-	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
 )
 
@@ -28,7 +28,7 @@ type slot struct {
 	t     *testing.T
 	ctx   context.Context
 	rdb   *redis.Client
-	k     slots.Keys
+	k     keyspace.Keys
 	typ   int // 1 range-merge, 2 priority, 3 fixed-time
 	nonce int
 }
@@ -45,7 +45,7 @@ func newSlot(t *testing.T, typ int) *slot {
 	srv := redistest.Shared(t)
 	rdb := redistest.Client(t, srv)
 	tp := topic.MustNew("t", topic.Type(typ), 1)
-	return &slot{t: t, ctx: context.Background(), rdb: rdb, k: slots.KeysFor(redistest.Prefix(t), tp, 0), typ: typ}
+	return &slot{t: t, ctx: context.Background(), rdb: rdb, k: keyspace.KeysFor(redistest.Prefix(t), tp, 0), typ: typ}
 }
 
 func (s *slot) sendNonce(id string, score float64, body, nonce string) int64 {

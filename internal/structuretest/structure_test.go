@@ -1,6 +1,7 @@
 package structuretest
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -37,6 +39,8 @@ const testkit = "testkit/"
 // listed is what `go list -json` says of a package.
 type listed struct {
 	ImportPath string
+	Dir        string
+	GoFiles    []string
 	Export     string
 	Deps       []string
 	Imports    []string
@@ -320,4 +324,31 @@ func isProgram(rel string) bool {
 		}
 	}
 	return false
+}
+
+// maxPackageLines bounds a library package (all lines of its non-test .go
+// files): past it a package is more than one room, and a reader asking
+// where something happens has too much to read.
+const maxPackageLines = 3000
+
+// TestLibraryPackagesAreRooms keeps every library package under
+// maxPackageLines.
+func TestLibraryPackagesAreRooms(t *testing.T) {
+	for _, p := range goList(t, module+"/...") {
+		rel := strings.TrimPrefix(p.ImportPath, module+"/")
+		if strings.HasPrefix(rel, "internal/"+testkit) || isProgram(rel) {
+			continue
+		}
+		lines := 0
+		for _, f := range p.GoFiles {
+			b, err := os.ReadFile(filepath.Join(p.Dir, f))
+			if err != nil {
+				t.Fatal(err)
+			}
+			lines += bytes.Count(b, []byte("\n"))
+		}
+		if lines > maxPackageLines {
+			t.Errorf("%s has %d non-test lines (at most %d): split it by job", p.ImportPath, lines, maxPackageLines)
+		}
+	}
 }

@@ -1,5 +1,5 @@
 // Package topicstore keeps topic definitions in Redis: one hash, name ->
-// topic.Topic.Definition(), at slots.TopicsKey(prefix). Clients, producers
+// topic.Topic.Definition(), at keyspace.TopicsKey(prefix). Clients, producers
 // and the Inspector store and check them there; a user never calls it.
 package topicstore
 

@@ -5,8 +5,7 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
-
-	"github.com/rmq-go/rmq/slots"
+	"github.com/rmq-go/rmq/consumer"
 )
 
 // slotOp is one operation the loop starts for slot s of t, in the
@@ -124,7 +123,7 @@ func (z *Coordinator) activate(t *zkTopic, s int, gen uint64, _ int64, _ string)
 	sl.busy = false
 	if gen != z.gen {
 		if err == nil {
-			t.h.Revoke([]int{s}, slots.ErrOwnershipLost)
+			t.h.Revoke([]int{s}, consumer.ErrOwnershipLost)
 		}
 		return
 	}

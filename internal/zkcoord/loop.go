@@ -6,9 +6,9 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/rmq-go/rmq/consumer"
 	"github.com/rmq-go/rmq/internal/engine"
 	"github.com/rmq-go/rmq/internal/lifecycle"
-	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
 )
 
@@ -116,7 +116,7 @@ func (z *Coordinator) step() time.Duration {
 	if leaseOK {
 		wake(z.lease.until)
 	} else {
-		z.revokeAllLocked(slots.ErrOwnershipLost)
+		z.revokeAllLocked(consumer.ErrOwnershipLost)
 	}
 	if pause := !(registered && leaseOK); pause != z.paused {
 		z.paused = pause
@@ -144,7 +144,7 @@ func (z *Coordinator) step() time.Duration {
 // ephemeral nodes were deleted when it expired.
 func (z *Coordinator) loseSessionLocked() {
 	z.log.Warn("rmq: ZooKeeper session expired: every slot is given up", "member", z.reg.member)
-	z.revokeAllLocked(slots.ErrOwnershipLost)
+	z.revokeAllLocked(consumer.ErrOwnershipLost)
 	z.gen++
 	z.reg.session, z.reg.member = 0, ""
 	z.lease.dropLocked()

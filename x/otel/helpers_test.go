@@ -6,8 +6,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/rmq-go/rmq/internal/keyspace"
 	"github.com/rmq-go/rmq/internal/scripts"
-	"github.com/rmq-go/rmq/slots"
 
 	"github.com/rmq-go/rmq/internal/testkit/redisserver"
 	"github.com/rmq-go/rmq/internal/testkit/redistest"
@@ -38,7 +38,7 @@ func ctxT(t *testing.T) context.Context { return rmqtest.Ctx(t) }
 // consumer's own fetch script, as a consumer that then died would.
 func leaseDirect(t *testing.T, e *env, tp topic.Topic) []scripts.Fetched {
 	t.Helper()
-	k := slots.KeysFor(e.Prefix, tp, 0)
+	k := keyspace.KeysFor(e.Prefix, tp, 0)
 	keys, args := scripts.FetchCall{TimeBased: tp.Type().TimeBased(), N: 1, LeaseSec: 1, Window: 65,
 		Groups: []scripts.FetchGroup{{Store: k.Store, Prepare: k.Prepare, Msg: k.Msg, Max: 1}}}.Args()
 	vals, err := scripts.Fetch.Run(context.Background(), e.RDB, keys, args...).Slice()

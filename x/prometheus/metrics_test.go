@@ -14,12 +14,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rmq-go/rmq/consumer"
+	"github.com/rmq-go/rmq/internal/keyspace"
 	"github.com/rmq-go/rmq/internal/scripts"
 	"github.com/rmq-go/rmq/internal/testkit/redisserver"
 	"github.com/rmq-go/rmq/internal/testkit/redistest"
 	"github.com/rmq-go/rmq/producer"
 	"github.com/rmq-go/rmq/rmq"
-	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
 	rmqprom "github.com/rmq-go/rmq/x/prometheus"
 )
@@ -41,7 +41,7 @@ func noBackoff(int) time.Duration { return 0 }
 
 // fetchDirect takes leases on up to n messages of slot k with the
 // consumer's own fetch script, as a consumer that then died would.
-func fetchDirect(t *testing.T, rdb redis.UniversalClient, k slots.Keys, timeBased bool, n int, leaseSec int64) scripts.FetchReply {
+func fetchDirect(t *testing.T, rdb redis.UniversalClient, k keyspace.Keys, timeBased bool, n int, leaseSec int64) scripts.FetchReply {
 	t.Helper()
 	keys, args := scripts.FetchCall{TimeBased: timeBased, N: n, LeaseSec: leaseSec, Window: n + 64,
 		Groups: []scripts.FetchGroup{{Store: k.Store, Prepare: k.Prepare, Msg: k.Msg, Max: n}}}.Args()
@@ -219,7 +219,7 @@ func TestMetricsLeaseExpired(t *testing.T) {
 	for _, tp := range []topic.Topic{retry, kill} {
 		_, err := p.SendFixedTime(ctx, tp, []byte("x"), time.Now().Add(-time.Second), producer.WithKey("x"))
 		require.NoError(t, err)
-		k := slots.KeysFor(e.Prefix, tp, 0)
+		k := keyspace.KeysFor(e.Prefix, tp, 0)
 		r := fetchDirect(t, e.RDB, k, true, 1, 1)
 		require.Len(t, r.Msgs, 1)
 	}

@@ -26,10 +26,10 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/rmq-go/rmq/internal/keyspace"
 	"github.com/rmq-go/rmq/internal/scripts"
 	"github.com/rmq-go/rmq/producer"
 	"github.com/rmq-go/rmq/rmq"
-	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
 )
 
@@ -77,9 +77,9 @@ func run(addr string, n, nslots int, fetchSizes, ackSizes []int) error {
 	if err != nil {
 		return err
 	}
-	keys := make([]slots.Keys, nslots)
+	keys := make([]keyspace.Keys, nslots)
 	for i := range keys {
-		keys[i] = slots.KeysFor("bc", tp, i)
+		keys[i] = keyspace.KeysFor("bc", tp, i)
 	}
 	fmt.Printf("Redis CPU per message, %d messages, FixedTime topic of %d slots, one call across all slots:\n", n, nslots)
 	// phase loads n messages, fetches them f a call and acks them a a call,
@@ -148,7 +148,7 @@ func load(ctx context.Context, rdb *redis.Client, tp topic.Topic, n int) error {
 	return nil
 }
 
-func fetchAll(ctx context.Context, rdb *redis.Client, keys []slots.Keys, n, size int) ([]fetched, error) {
+func fetchAll(ctx context.Context, rdb *redis.Client, keys []keyspace.Keys, n, size int) ([]fetched, error) {
 	var got []fetched
 	for len(got) < n {
 		call := scripts.FetchCall{TimeBased: true, N: size, LeaseSec: 600, Window: (size+len(keys)-1)/len(keys) + 1}
@@ -174,7 +174,7 @@ func fetchAll(ctx context.Context, rdb *redis.Client, keys []slots.Keys, n, size
 	return got, nil
 }
 
-func ackAll(ctx context.Context, rdb *redis.Client, keys []slots.Keys, got []fetched, size int) error {
+func ackAll(ctx context.Context, rdb *redis.Client, keys []keyspace.Keys, got []fetched, size int) error {
 	for i := 0; i < len(got); i += size {
 		by := make([][]fetched, len(keys))
 		for _, m := range got[i:min(i+size, len(got))] {

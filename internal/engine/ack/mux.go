@@ -13,6 +13,7 @@ import (
 
 	"github.com/rmq-go/rmq/internal/engine/fetchmux"
 	"github.com/rmq-go/rmq/internal/groupcommit"
+	"github.com/rmq-go/rmq/internal/keyspace"
 	"github.com/rmq-go/rmq/internal/scripts"
 )
 
@@ -61,7 +62,7 @@ type Req struct {
 	// wake, delayed (a time-based topic's store again), dead.
 	Keys [6]string
 	// Flow: the slot's group keys and the topic's tflow (ack.lua's four
-	// more keys), when the topic is under flow control (the engine's flow.go).
+	// more keys), when the topic is under flow control (flow/state.go).
 	Flow    [4]string
 	HasFlow bool
 	// Life: the slot's life keys (keyspace.LifeKeys.Slice), when the
@@ -86,6 +87,17 @@ type Req struct {
 	// Set by the round.
 	Code int64 // ack.lua's answer: Done, Gone or Refused
 	Err  error // the call failed
+}
+
+// SlotKeys are the keys of an ack of slot keys k (Req.Keys) of a topic
+// that is timeBased or not. A time-based topic has no delayed set: its
+// store key is named again, and ack.lua then reads no delayed set.
+func SlotKeys(k keyspace.Keys, timeBased bool) [6]string {
+	delayed := k.Delayed
+	if timeBased {
+		delayed = k.Store
+	}
+	return [6]string{k.Store, k.Prepare, k.Msg, k.Wake, delayed, k.Dead}
 }
 
 // Refused reports whether ack.lua refused the ack: the delivery is no

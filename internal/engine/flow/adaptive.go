@@ -69,7 +69,7 @@ type AdaptiveEnv struct {
 	// observer and wakes its fetcher.
 	Changed func()
 	// RDB, Key and Field are where the reporter writes the limit (the
-	// topic's slots.AdaptiveKey, the client's id).
+	// topic's keyspace.AdaptiveKey, the client's id).
 	RDB        redis.Cmdable
 	Key, Field string
 	Log        *slog.Logger
@@ -196,7 +196,7 @@ const (
 	adaptiveExpiry = 30 * time.Second
 )
 
-// RunReporter writes the limit to Redis (slots.AdaptiveKey, which
+// RunReporter writes the limit to Redis (keyspace.AdaptiveKey, which
 // rmq.Inspector.Stats reads), at most once a second when it changes and
 // every adaptiveReport anyway; it removes its entry when ctx ends. An
 // actor of the engine's group (doc.go).

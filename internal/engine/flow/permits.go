@@ -13,9 +13,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rmq-go/rmq/consumer"
+	"github.com/rmq-go/rmq/internal/keyspace"
 	"github.com/rmq-go/rmq/internal/options"
 	"github.com/rmq-go/rmq/internal/scripts"
-	"github.com/rmq-go/rmq/slots"
 )
 
 // PermitValidity is how long after their grant reached the client a
@@ -37,7 +37,7 @@ const healAfter = 5 * time.Second
 // Permits is an engine's share of its topic's topic-wide limits on a Redis
 // Cluster (docs/flow-control.md). The topic's slots lie on several nodes,
 // so no slot's fetch can see the whole topic: the rate and the places
-// live on the node of the topic's own hash tag (slots.FlowKeys), and the
+// live on the node of the topic's own hash tag (keyspace.FlowKeys), and the
 // engine takes permits there (permit.lua) before it fetches. A place is
 // first a reservation of the call that granted it, then the delivery the
 // fetch leased with it (bind), held under that delivery's lease: a push
@@ -77,7 +77,7 @@ type PermitEnv struct {
 	// listens for places that came free.
 	Wake           string
 	PrepareTimeout time.Duration
-	FlowKeys       slots.FlowKeys
+	FlowKeys       keyspace.FlowKeys
 	// Prepares: every slot's prepare set (heal counts them).
 	Prepares []string
 	// Limits returns the limits in force.
@@ -427,7 +427,7 @@ func (p *Permits) noteBlocked(blocked bool) bool {
 // gives it now (the end is by token, so once).
 //
 // It returns how many places it gave back.
-func heal(ctx context.Context, rdb redis.UniversalClient, fk slots.FlowKeys, prepares []string, run func(scripts.PermitCall) error) (int, error) {
+func heal(ctx context.Context, rdb redis.UniversalClient, fk keyspace.FlowKeys, prepares []string, run func(scripts.PermitCall) error) (int, error) {
 	members, err := rdb.ZRange(ctx, fk.Places, 0, -1).Result()
 	if err != nil {
 		return 0, err

@@ -17,8 +17,8 @@ import (
 	"github.com/rmq-go/rmq/consumer"
 	"github.com/rmq-go/rmq/internal/engine/clock"
 	"github.com/rmq-go/rmq/internal/engine/fetchmux"
+	"github.com/rmq-go/rmq/internal/keyspace"
 	"github.com/rmq-go/rmq/internal/scripts"
-	"github.com/rmq-go/rmq/slots"
 )
 
 // Holder keeps the messages that lookahead fetches took shortly before
@@ -98,7 +98,7 @@ type Engine interface {
 	// are given back to store, not handed over.
 	Paused() bool
 	// Keys are the keys of one slot of the engine's topic.
-	Keys(slot int) slots.Keys
+	Keys(slot int) keyspace.Keys
 	// WakeCmd is release.lua's wake command of the engine's client.
 	WakeCmd() string
 	Log() *slog.Logger

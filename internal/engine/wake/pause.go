@@ -8,8 +8,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/rmq-go/rmq/slots"
+	"github.com/rmq-go/rmq/internal/keyspace"
 )
 
 // pauser reads the pause state of topics (Inspector.Pause) for the hub:
@@ -153,7 +152,7 @@ func (p *pauser) round(ctx context.Context, reqs []pauseReq) {
 // writes it): the names of its paused topics. One read serves every topic
 // of the prefix (the hub's pauser).
 func readPausedTopics(ctx context.Context, rdb redis.UniversalClient, prefix string) (map[string]string, error) {
-	m, err := rdb.HGetAll(ctx, slots.PausedKey(prefix)).Result()
+	m, err := rdb.HGetAll(ctx, keyspace.PausedKey(prefix)).Result()
 	if err != nil {
 		return nil, fmt.Errorf("rmq: read the pause state of prefix %s: %w", prefix, err)
 	}

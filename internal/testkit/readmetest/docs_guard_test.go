@@ -21,7 +21,7 @@ var docKinds = map[string]string{
 	"rmqctl":            "cmd/rmqctl TestDocsRmqctlSession: built as written, and the $ session run against a real redis-server holding its messages",
 	"rmqctl-connect":    "cmd/rmqctl TestDocsRmqctlConnectForms: each line run with its placeholders filled in by real servers (ACL user, TLS, cluster)",
 	"prometheus-scrape": "x/prometheus/example TestDocsScrape: the example's scrape holds each line",
-	"keys":              "slots TestDocsKeyLayout: the keys shown are slots.KeysFor's",
+	"keys":              "slots TestDocsKeyLayout: the keys shown are keyspace.KeysFor's",
 	"bench":             "bench TestDocsBenchCommands: each command's flags parsed by the benchmark",
 	"skip":              "none: the marker says why, in parentheses",
 }

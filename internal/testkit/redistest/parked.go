@@ -12,7 +12,7 @@ import (
 )
 
 // Parked counts the goroutines that run fn (a full function name, such as
-// "github.com/rmq-go/rmq/internal/engine.(*fetcher).run") and carry every
+// "github.com/rmq-go/rmq/internal/engine/fetcher.(*Fetcher).Run") and carry every
 // pprof label of labels (nil: any), and those of them parked in a select
 // statement of fn itself. A goroutine started by pprof.Do carries the
 // labels of the context it was started from, so a test that starts a

@@ -194,7 +194,7 @@ const envLabel = "rmqtest"
 
 // fetcherRun is the engine's fetcher loop, whose one select is where it
 // sleeps.
-const fetcherRun = "github.com/rmq-go/rmq/internal/engine.(*fetcher).run"
+const fetcherRun = "github.com/rmq-go/rmq/internal/engine/fetcher.(*Fetcher).Run"
 
 // Labelled runs f on the calling goroutine with the Env's pprof label,
 // which goroutines started in f inherit: run a long-polling Pull in it (go

@@ -9,15 +9,15 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/rmq-go/rmq/internal/keyspace"
 	"github.com/rmq-go/rmq/internal/scripts"
 	"github.com/rmq-go/rmq/internal/testkit/redistest"
-	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
 )
 
 // Keys are the keys of one slot of tp under the Env's prefix.
-func (e *Env) Keys(tp topic.Topic, slot int) slots.Keys {
-	return slots.KeysFor(e.Prefix, tp, slot)
+func (e *Env) Keys(tp topic.Topic, slot int) keyspace.Keys {
+	return keyspace.KeysFor(e.Prefix, tp, slot)
 }
 
 // ZScore is member's score in key; false when it is not there.

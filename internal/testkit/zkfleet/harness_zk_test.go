@@ -24,12 +24,12 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/rmq-go/rmq/internal/keyspace"
 	"github.com/rmq-go/rmq/internal/testkit/redistest"
 	"github.com/rmq-go/rmq/internal/testkit/zkserver"
 	"github.com/rmq-go/rmq/internal/testkit/zkserver/zktest"
 	"github.com/rmq-go/rmq/producer"
 	"github.com/rmq-go/rmq/rmq"
-	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
 )
 
@@ -294,7 +294,7 @@ func (f *fleet) pending() (int64, error) {
 	pipe := f.rdb.Pipeline()
 	var cmds []*redis.IntCmd
 	for i := 0; i < f.tp.SlotAmount(); i++ {
-		k := slots.KeysFor(f.base.Prefix, f.tp, i)
+		k := keyspace.KeysFor(f.base.Prefix, f.tp, i)
 		cmds = append(cmds, pipe.ZCard(ctx, k.Store), pipe.ZCard(ctx, k.Prepare))
 	}
 	if _, err := pipe.Exec(ctx); err != nil {

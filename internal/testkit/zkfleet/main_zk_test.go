@@ -25,7 +25,6 @@ import (
 	"github.com/rmq-go/rmq/consumer"
 	"github.com/rmq-go/rmq/internal/testkit/redistest"
 	"github.com/rmq-go/rmq/rmq"
-	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
 )
 
@@ -92,7 +91,7 @@ func causeName(err error) string {
 	switch {
 	case err == nil:
 		return "-"
-	case errors.Is(err, slots.ErrOwnershipLost):
+	case errors.Is(err, consumer.ErrOwnershipLost):
 		return "ownership_lost"
 	case errors.Is(err, consumer.ErrFenced):
 		return "fenced"

@@ -11,9 +11,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/rmq-go/rmq/internal/keyspace"
 	"github.com/rmq-go/rmq/producer"
 	"github.com/rmq-go/rmq/rmq"
-	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
 
 	"github.com/rmq-go/rmq/cmd/rmqd/internal/encode"
@@ -197,7 +197,7 @@ func (p *Pool) destroyIDs(ctx context.Context, t topic.Topic, n int) ([]string, 
 	pipe := p.Rdb.Pipeline()
 	cmds := make([]*redis.StringSliceCmd, t.SlotAmount())
 	for i := range cmds {
-		k := slots.KeysFor(p.prefix, t, i)
+		k := keyspace.KeysFor(p.prefix, t, i)
 		if t.Type().TimeBased() {
 			cmds[i] = pipe.ZRangeByScore(ctx, k.Store, &redis.ZRangeBy{Min: "-inf", Max: now, Count: int64(n)})
 		} else {
@@ -211,7 +211,7 @@ func (p *Pool) destroyIDs(ctx context.Context, t topic.Topic, n int) ([]string, 
 	var inflight []*redis.FloatCmd
 	pipe = p.Rdb.Pipeline()
 	for i, c := range cmds {
-		k := slots.KeysFor(p.prefix, t, i)
+		k := keyspace.KeysFor(p.prefix, t, i)
 		for _, id := range c.Val() {
 			ids = append(ids, id)
 			inflight = append(inflight, pipe.ZScore(ctx, k.Prepare, id))

@@ -11,10 +11,10 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/rmq-go/rmq/internal/keyspace"
 	"github.com/rmq-go/rmq/internal/lifecycle"
 	"github.com/rmq-go/rmq/producer"
 	"github.com/rmq-go/rmq/rmq"
-	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
 
 	"github.com/rmq-go/rmq/cmd/rmqd/internal/forward"
@@ -141,7 +141,7 @@ func (p *Pool) LookupAll(ctx context.Context, names []string) (ts []topic.Topic,
 	for k, i := range unknown {
 		fields[k] = names[i]
 	}
-	vals, err := p.Rdb.HMGet(ctx, slots.TopicsKey(p.prefix), fields...).Result()
+	vals, err := p.Rdb.HMGet(ctx, keyspace.TopicsKey(p.prefix), fields...).Result()
 	if err != nil {
 		return nil, nil, fmt.Errorf("look up queues: %w", err)
 	}
@@ -266,7 +266,7 @@ func (p *Pool) DeadSize(ctx context.Context, t topic.Topic) (int64, error) {
 	pipe := p.Rdb.Pipeline()
 	cmds := make([]*redis.IntCmd, t.SlotAmount())
 	for i := range cmds {
-		cmds[i] = pipe.ZCard(ctx, slots.KeysFor(p.prefix, t, i).Dead)
+		cmds[i] = pipe.ZCard(ctx, keyspace.KeysFor(p.prefix, t, i).Dead)
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return 0, err
@@ -285,7 +285,7 @@ func (p *Pool) DeadOldest(ctx context.Context, t topic.Topic, n int) ([]string, 
 	pipe := p.Rdb.Pipeline()
 	cmds := make([]*redis.ZSliceCmd, t.SlotAmount())
 	for i := range cmds {
-		cmds[i] = pipe.ZRangeWithScores(ctx, slots.KeysFor(p.prefix, t, i).Dead, 0, int64(n-1))
+		cmds[i] = pipe.ZRangeWithScores(ctx, keyspace.KeysFor(p.prefix, t, i).Dead, 0, int64(n-1))
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return nil, err

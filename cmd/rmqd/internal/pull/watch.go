@@ -8,8 +8,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/rmq-go/rmq/internal/keyspace"
 	"github.com/rmq-go/rmq/internal/lifecycle"
-	"github.com/rmq-go/rmq/slots"
 )
 
 // queueWatch tells long polls when a queue they name comes to exist. A
@@ -38,7 +38,7 @@ type queueWatch struct {
 const watchPoll = 200 * time.Millisecond
 
 func newQueueWatch(rdb redis.UniversalClient, prefix string, log *slog.Logger) *queueWatch {
-	w := &queueWatch{rdb: rdb, key: slots.TopicsKey(prefix), log: log, kick: make(chan struct{}, 1),
+	w := &queueWatch{rdb: rdb, key: keyspace.TopicsKey(prefix), log: log, kick: make(chan struct{}, 1),
 		waiters: map[string]map[chan struct{}]struct{}{}, loops: lifecycle.NewGroup(context.Background())}
 	w.loops.Go("rmqd queue watch", w.run)
 	return w

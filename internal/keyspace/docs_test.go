@@ -1,4 +1,4 @@
-package slots_test
+package keyspace_test
 
 import (
 	"os"
@@ -9,8 +9,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/rmq-go/rmq/internal/keyspace"
 	"github.com/rmq-go/rmq/internal/testkit/readmetest"
-	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
 )
 
@@ -23,7 +23,7 @@ func TestDocsKeyLayout(t *testing.T) {
 	require.NoError(t, err)
 	fences, err := readmetest.Fences(page, readmetest.DocMarker)
 	require.NoError(t, err)
-	keys := slots.KeysFor("rmq", topic.MustNew("orders", topic.FixedTime, 16), 7)
+	keys := keyspace.KeysFor("rmq", topic.MustNew("orders", topic.FixedTime, 16), 7)
 	want := map[string]string{"store": keys.Store, "prepare": keys.Prepare, "dead": keys.Dead, "msg": keys.Msg,
 		"deadmsg": keys.DeadMsg, "wake": keys.Wake, "delayed": keys.Delayed}
 	tag := keys.Store[len("rmq:") : len(keys.Store)-len(":store")]

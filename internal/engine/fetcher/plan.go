@@ -1,4 +1,4 @@
-package engine
+package fetcher
 
 import (
 	"context"
@@ -7,11 +7,13 @@ import (
 	"strconv"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/rmq-go/rmq/internal/engine/redisops"
 )
 
 // plan decides the next fetch. Messages must leave a topic in order across
 // its slots (earliest due, or highest priority, first). Where one script
-// call may name several slots (c.merged), the due slots go to fetch.lua
+// call may name several slots (f.p.Merged), the due slots go to fetch.lua
 // together and it takes the best messages across them. Otherwise, with one free
 // handler, or one due slot, that is one fetch from the best slot bounded by
 // the next-best head. With more capacity and several due slots, fetching
@@ -19,7 +21,7 @@ import (
 // top entries of the candidate slots (one pipelined read), merges them to
 // find the messages that fill the free handlers, and fetches exactly those
 // counts, bounded by the last one's score, from every slot at once.
-func (f *fetcher) plan(ctx context.Context, nowMs int64, free int, ahead int64) []fetchReq {
+func (f *Fetcher) plan(ctx context.Context, nowMs int64, free int, ahead int64) []redisops.FetchReq {
 	f.turn = (f.turn + 1) % len(f.heads)
 	// With a lookahead (ahead ms, merged fetches only), messages due up to
 	// ahead from now are taken too: the hub holds them for their instant.
@@ -28,7 +30,7 @@ func (f *fetcher) plan(ctx context.Context, nowMs int64, free int, ahead int64) 
 	if len(due) == 0 {
 		return nil
 	}
-	if f.c.merged {
+	if f.p.Merged {
 		return f.planMerged(due, free, upto, ahead > 0)
 	}
 	// Only slots whose head is among the best `free` heads can hold one of
@@ -58,20 +60,20 @@ func (f *fetcher) plan(ctx context.Context, nowMs int64, free int, ahead int64) 
 		}
 		if len(zs) == per {
 			last := zs[len(zs)-1].Score
-			if cut == nil || f.c.betterScore(last, *cut) {
+			if cut == nil || redisops.BetterScore(f.timeBased(), last, *cut) {
 				cut = &last
 			}
 		}
 	}
 	sort.SliceStable(entries, func(i, j int) bool {
 		if entries[i].score != entries[j].score {
-			return f.c.betterScore(entries[i].score, entries[j].score)
+			return redisops.BetterScore(f.timeBased(), entries[i].score, entries[j].score)
 		}
 		return f.tieFirst(entries[i].slot, entries[j].slot)
 	})
 	if cut != nil {
 		n := 0
-		for n < len(entries) && !f.c.betterScore(*cut, entries[n].score) {
+		for n < len(entries) && !redisops.BetterScore(f.timeBased(), *cut, entries[n].score) {
 			n++
 		}
 		entries = entries[:n]
@@ -87,10 +89,10 @@ func (f *fetcher) plan(ctx context.Context, nowMs int64, free int, ahead int64) 
 	for _, e := range entries {
 		count[e.slot]++
 	}
-	reqs := make([]fetchReq, 0, len(count))
+	reqs := make([]redisops.FetchReq, 0, len(count))
 	for _, s := range due {
-		if n := min(count[s], f.c.slotFree(s)); n > 0 {
-			reqs = append(reqs, fetchReq{slot: s, n: n, bound: bound})
+		if n := min(count[s], f.c.SlotFree(s)); n > 0 {
+			reqs = append(reqs, redisops.FetchReq{Slot: s, N: n, Bound: bound})
 		}
 	}
 	return reqs
@@ -98,11 +100,11 @@ func (f *fetcher) plan(ctx context.Context, nowMs int64, free int, ahead int64) 
 
 // peek reads up to n fetchable entries (ids and scores) of each slot in
 // consume order, pipelined. It writes nothing; nil means the read failed.
-func (f *fetcher) peek(ctx context.Context, slotList []int, n int, nowMs int64) [][]redis.Z {
-	pipe := f.c.rdb.Pipeline()
+func (f *Fetcher) peek(ctx context.Context, slotList []int, n int, nowMs int64) [][]redis.Z {
+	pipe := f.p.RDB.Pipeline()
 	cmds := make([]*redis.ZSliceCmd, len(slotList))
 	for i, s := range slotList {
-		args := redis.ZRangeArgs{Key: f.c.keys[s].Store, ByScore: true, Count: int64(n)}
+		args := redis.ZRangeArgs{Key: f.p.Keys[s].Store, ByScore: true, Count: int64(n)}
 		if f.timeBased() {
 			args.Start, args.Stop = "-inf", strconv.FormatInt(nowMs, 10)
 		} else {
@@ -120,7 +122,7 @@ func (f *fetcher) peek(ctx context.Context, slotList []int, n int, nowMs int64) 
 	return out
 }
 
-// planMerged plans one fetch.lua call across slots (c.merged). It need not
+// planMerged plans one fetch.lua call across slots (f.p.Merged). It need not
 // name every due slot: the best k, bounded by the next one's head, take
 // messages in order as well. Each slot named costs the script a read and
 // three writes whether it gives one message or fifty, so k is as many as
@@ -128,7 +130,7 @@ func (f *fetcher) peek(ctx context.Context, slotList []int, n int, nowMs int64) 
 // free: only slots whose head is among the best free heads can give one of
 // the best free messages): few when slots hold a backlog, all of them when
 // messages come due one or two per slot at a time.
-func (f *fetcher) planMerged(due []int, free int, upto int64, ahead bool) []fetchReq {
+func (f *Fetcher) planMerged(due []int, free int, upto int64, ahead bool) []redisops.FetchReq {
 	k := min(len(due), free)
 	if f.yield > 0 {
 		k = min(k, max(1, int(math.Ceil(float64(free)/f.yield))))
@@ -150,13 +152,13 @@ func (f *fetcher) planMerged(due []int, free int, upto int64, ahead bool) []fetc
 	if bounded {
 		bs = formatScore(bound)
 	}
-	reqs := make([]fetchReq, 0, k)
+	reqs := make([]redisops.FetchReq, 0, k)
 	for i, s := range due {
 		// A slot whose messages were all blocked is due for a second look
 		// (a wake-up may have been missed) and sorts last: it goes along,
 		// so a busy topic cannot keep it waiting.
 		if i < k || f.heads[s].empty {
-			reqs = append(reqs, fetchReq{slot: s, n: min(free, f.c.slotFree(s)), bound: bs, ahead: ahead})
+			reqs = append(reqs, redisops.FetchReq{Slot: s, N: min(free, f.c.SlotFree(s)), Bound: bs, Ahead: ahead})
 		}
 	}
 	return reqs

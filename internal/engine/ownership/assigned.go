@@ -1,4 +1,4 @@
-package engine
+package ownership
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/rmq-go/rmq/consumer"
+	"github.com/rmq-go/rmq/internal/engine/redisops"
 	"github.com/rmq-go/rmq/internal/keyspace"
 	"github.com/rmq-go/rmq/internal/scripts"
 )
@@ -28,9 +29,10 @@ var (
 // delivery at a time in score order, and every script call of the slot
 // carries the owner epoch it was acquired with. No delivery starts while
 // the coordinator does not vouch for the ownership. The slices are indexed
-// by slot and guarded by engine.mu.
+// by slot and guarded by the engine's lock (Engine.Lock).
 type assignedSlots struct {
-	c         *Engine
+	c         Engine
+	env       Env
 	epochKeys []string
 	coord     Coordinator
 
@@ -41,7 +43,7 @@ type assignedSlots struct {
 }
 
 var (
-	_ ownership   = (*assignedSlots)(nil)
+	_ Ownership   = (*assignedSlots)(nil)
 	_ SlotHandler = (*assignedSlots)(nil)
 )
 
@@ -49,11 +51,14 @@ var (
 // owned slot is consumed serially.
 const serialLimit = 1
 
-func newAssignedSlots(c *Engine, coord Coordinator) *assignedSlots {
-	n := c.topic.SlotAmount()
+// NewAssigned returns the ownership of the engine c of env's topic, whose
+// slots coord assigns.
+func NewAssigned(c Engine, env Env, coord Coordinator) Ownership {
+	n := env.Topic.SlotAmount()
 	return &assignedSlots{
 		c:         c,
-		epochKeys: keyspace.EpochKeys(c.cfg.prefix, c.topic.Name(), n),
+		env:       env,
+		epochKeys: keyspace.EpochKeys(env.Prefix, env.Topic.Name(), n),
 		coord:     coord,
 		epoch:     make([]int64, n),
 		active:    make([]bool, n),
@@ -72,29 +77,29 @@ func (o *assignedSlots) Acquire(ctx context.Context, slot int, epoch int64) erro
 	if slot < 0 || slot >= len(o.active) {
 		return errNotAssigned
 	}
-	c.mu.Lock()
-	running := c.live && c.loops.Context().Err() == nil
-	c.mu.Unlock()
+	c.Lock()
+	running := c.RunningLocked()
+	c.Unlock()
 	if !running {
 		return errNotAssigned
 	}
 	if err := o.waitSlotIdle(ctx, slot); err != nil {
 		return err
 	}
-	k := c.keys[slot]
-	res, err := scripts.Takeover.Run(ctx, c.rdb, []string{k.Store, k.Prepare, k.Msg, o.epochKeys[slot], k.Delayed}, epoch).Int64Slice()
+	k := o.env.Keys[slot]
+	res, err := scripts.Takeover.Run(ctx, o.env.RDB, []string{k.Store, k.Prepare, k.Msg, o.epochKeys[slot], k.Delayed}, epoch).Int64Slice()
 	if err != nil {
 		if scripts.IsFenced(err) {
-			return fmt.Errorf("%w: take over %s slot %d: %v", consumer.ErrFenced, c.topic.Name(), slot, err)
+			return fmt.Errorf("%w: take over %s slot %d: %v", consumer.ErrFenced, o.env.Topic.Name(), slot, err)
 		}
-		return fmt.Errorf("rmq: take over %s slot %d: %w", c.topic.Name(), slot, err)
+		return fmt.Errorf("rmq: take over %s slot %d: %w", o.env.Topic.Name(), slot, err)
 	}
-	c.mu.Lock()
+	c.Lock()
 	o.epoch[slot] = epoch
 	o.active[slot] = true
-	c.mu.Unlock()
-	c.waker.reset(slot)
-	c.log.DebugContext(ctx, "rmq: slot acquired", "slot", slot, "epoch", epoch, "restored", res[0], "superseded", res[1])
+	c.Unlock()
+	c.Reset(slot)
+	o.env.Log.DebugContext(ctx, "rmq: slot acquired", "slot", slot, "epoch", epoch, "restored", res[0], "superseded", res[1])
 	return nil
 }
 
@@ -104,9 +109,9 @@ func (o *assignedSlots) Release(ctx context.Context, slot int) error {
 	if slot < 0 || slot >= len(o.active) {
 		return errNotAssigned
 	}
-	o.c.mu.Lock()
+	o.c.Lock()
 	o.active[slot] = false
-	o.c.mu.Unlock()
+	o.c.Unlock()
 	return o.waitSlotIdle(ctx, slot)
 }
 
@@ -118,74 +123,62 @@ func (o *assignedSlots) Release(ctx context.Context, slot int) error {
 // attempt.
 func (o *assignedSlots) Revoke(slotList []int, cause error) {
 	set := map[int]bool{}
-	o.c.mu.Lock()
+	o.c.Lock()
 	for _, s := range slotList {
 		if s >= 0 && s < len(o.active) {
 			o.active[s] = false
 			set[s] = true
 		}
 	}
-	o.revokeLocked(set, cause)
-	o.c.mu.Unlock()
-}
-
-func (o *assignedSlots) revokeLocked(set map[int]bool, cause error) {
-	for d := range o.c.inflight {
-		if set[d.msg.Slot] && !d.revoked && !d.abandoned {
-			d.revoked = true
-			d.cancel(cause)
-		}
-	}
+	o.c.RevokeLocked(set, cause)
+	o.c.Unlock()
 }
 
 // Pause stops (true) or resumes (false) fetching on every slot; handlers in
 // flight keep running and their acks still go to Redis.
 func (o *assignedSlots) Pause(paused bool) {
 	c := o.c
-	c.mu.Lock()
+	c.Lock()
 	changed := o.paused != paused
 	o.paused = paused
-	var w *waker
-	if c.live {
-		w = c.waker
-	}
-	c.mu.Unlock()
-	if changed && !paused && w != nil {
-		w.Poke()
+	live := c.LiveLocked()
+	c.Unlock()
+	if changed && !paused && live {
+		c.Poke()
 	}
 }
 
-// fenced handles Redis's refusal of a call of slot made with epoch: if that
+// Fenced handles Redis's refusal of a call of slot made with epoch: if that
 // is the slot's current term, the slot stops here and the coordinator is told.
-func (o *assignedSlots) fenced(slot int, epoch int64, op string) {
+func (o *assignedSlots) Fenced(slot int, epoch int64, op string) {
 	c := o.c
-	c.mu.Lock()
+	c.Lock()
 	current := o.epoch[slot] == epoch
 	if current {
 		o.active[slot] = false
-		o.revokeLocked(map[int]bool{slot: true}, consumer.ErrFenced)
+		o.c.RevokeLocked(map[int]bool{slot: true}, consumer.ErrFenced)
 	}
-	c.mu.Unlock()
-	c.log.Warn("rmq: Redis refused a call of a stale slot owner; the slot stops here", "slot", slot, "epoch", epoch, "op", op, "current_term", current)
+	c.Unlock()
+	o.env.Log.Warn("rmq: Redis refused a call of a stale slot owner; the slot stops here", "slot", slot, "epoch", epoch, "op", op, "current_term", current)
 	if current && o.coord != nil {
-		o.coord.Fenced(c.topic.Name(), slot)
+		o.coord.Fenced(o.env.Topic.Name(), slot)
 	}
 }
 
-func (o *assignedSlots) slotFree(slot int) int {
+func (o *assignedSlots) SlotFree(slot int) int {
 	c := o.c
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.Lock()
+	defer c.Unlock()
 	if !o.active[slot] || o.paused {
 		return 0
 	}
-	return serialLimit - c.perSlot[slot]
+	return serialLimit - c.InFlightLocked(slot)
 }
 
-// activeSlots lists the slots between Acquire and Release/Revoke.
-func (o *assignedSlots) activeSlots() []int {
-	o.c.mu.Lock()
-	defer o.c.mu.Unlock()
+// ActiveSlots lists the slots between Acquire and Release/Revoke.
+func (o *assignedSlots) ActiveSlots() []int {
+	o.c.Lock()
+	defer o.c.Unlock()
 	var out []int
 	for s, a := range o.active {
 		if a {
@@ -195,12 +188,12 @@ func (o *assignedSlots) activeSlots() []int {
 	return out
 }
 
-// fetchable keeps the owned slots, naming the term's epoch.
-func (o *assignedSlots) fetchable(reqs []fetchReq) (run []fetchReq, skipped []fetchResult) {
+// Fetchable keeps the owned slots, naming the term's epoch.
+func (o *assignedSlots) Fetchable(reqs []redisops.FetchReq) (run []redisops.FetchReq, skipped []redisops.FetchResult) {
 	run = reqs[:0:0]
 	for _, r := range reqs {
-		if r.epoch = o.slotEpoch(r.slot); r.epoch == 0 {
-			skipped = append(skipped, fetchResult{slot: r.slot, head: -1, skipped: true})
+		if r.Epoch = o.slotEpoch(r.Slot); r.Epoch == 0 {
+			skipped = append(skipped, redisops.FetchResult{Slot: r.Slot, Head: -1, Skipped: true})
 			continue
 		}
 		run = append(run, r)
@@ -208,9 +201,9 @@ func (o *assignedSlots) fetchable(reqs []fetchReq) (run []fetchReq, skipped []fe
 	return run, skipped
 }
 
-// sweepable keeps the owned slots: only the owner sweeps a slot, naming
+// Sweepable keeps the owned slots: only the owner sweeps a slot, naming
 // its epoch.
-func (o *assignedSlots) sweepable(slotList []int) (owned []int, epochs []int64) {
+func (o *assignedSlots) Sweepable(slotList []int) (owned []int, epochs []int64) {
 	owned = slotList[:0:0]
 	for _, s := range slotList {
 		if e := o.slotEpoch(s); e != 0 {
@@ -221,51 +214,51 @@ func (o *assignedSlots) sweepable(slotList []int) (owned []int, epochs []int64) 
 	return owned, epochs
 }
 
-func (o *assignedSlots) epochKey(slot int) string { return o.epochKeys[slot] }
+func (o *assignedSlots) EpochKey(slot int) string { return o.epochKeys[slot] }
 
-func (o *assignedSlots) fence(slot int, epoch int64, keys []string, args []any) ([]string, []any) {
+func (o *assignedSlots) Fence(slot int, epoch int64, keys []string, args []any) ([]string, []any) {
 	return append(keys, o.epochKeys[slot]), append(args[:len(args):len(args)], epoch)
 }
 
 // slotEpoch returns the epoch to fetch or sweep slot with, 0 if the slot is
 // not active or the ownership is not vouched for now.
 func (o *assignedSlots) slotEpoch(slot int) int64 {
-	if !o.vouched() {
+	if !o.Vouched() {
 		return 0
 	}
-	o.c.mu.Lock()
-	defer o.c.mu.Unlock()
+	o.c.Lock()
+	defer o.c.Unlock()
 	if !o.active[slot] {
 		return 0
 	}
 	return o.epoch[slot]
 }
 
-// vouched reports whether the coordinator vouches for this process's
+// Vouched reports whether the coordinator vouches for this process's
 // ownership right now.
-func (o *assignedSlots) vouched() bool {
+func (o *assignedSlots) Vouched() bool {
 	return o.coord == nil || o.coord.Vouched()
 }
 
-// mayDispatchLocked: the term the message was fetched in is still the
+// MayDispatchLocked: the term the message was fetched in is still the
 // active one and the ownership is vouched for. A message that may not
 // stays in prepare until the slot's next term returns it.
-func (o *assignedSlots) mayDispatchLocked(m *consumer.Message) bool {
-	return o.active[m.Slot] && o.epoch[m.Slot] == m.Epoch && o.vouched()
+func (o *assignedSlots) MayDispatchLocked(m *consumer.Message) bool {
+	return o.active[m.Slot] && o.epoch[m.Slot] == m.Epoch && o.Vouched()
 }
 
 // waitSlotIdle returns once no delivery of slot is in flight here.
 func (o *assignedSlots) waitSlotIdle(ctx context.Context, slot int) error {
 	c := o.c
 	for {
-		c.mu.Lock()
-		if c.perSlot[slot] <= 0 {
-			c.mu.Unlock()
+		c.Lock()
+		if c.InFlightLocked(slot) <= 0 {
+			c.Unlock()
 			return nil
 		}
 		ch := make(chan struct{})
 		o.idleFor[slot] = append(o.idleFor[slot], ch)
-		c.mu.Unlock()
+		c.Unlock()
 		select {
 		case <-ch:
 		case <-ctx.Done():
@@ -274,32 +267,32 @@ func (o *assignedSlots) waitSlotIdle(ctx context.Context, slot int) error {
 	}
 }
 
-// slotIdleLocked wakes the waiters of a slot whose last delivery ended.
-func (o *assignedSlots) slotIdleLocked(slot int) {
+// SlotIdleLocked wakes the waiters of a slot whose last delivery ended.
+func (o *assignedSlots) SlotIdleLocked(slot int) {
 	for _, ch := range o.idleFor[slot] {
 		close(ch)
 	}
 	delete(o.idleFor, slot)
 }
 
-// rollsBackAbandoned: no. Deliveries that Close abandons stay in prepare
+// RollsBackAbandoned: no. Deliveries that Close abandons stay in prepare
 // and shutdown returns them to store without counting an attempt, so
 // per-key order survives.
-func (o *assignedSlots) rollsBackAbandoned() bool { return false }
+func (o *assignedSlots) RollsBackAbandoned() bool { return false }
 
-// merges: no. Every call names one slot's owner epoch.
-func (o *assignedSlots) merges() bool { return false }
+// Merges: no. Every call names one slot's owner epoch.
+func (o *assignedSlots) Merges() bool { return false }
 
-// shutdown runs at Close, after the last handler returned: every slot this
+// Shutdown runs at Close, after the last handler returned: every slot this
 // engine owned gets its deliveries left in prepare (abandoned ones, fetched
 // ones never started) back into store at their original scores, without
 // counting an attempt. A slot another worker took meanwhile refuses (its
 // epoch is newer) and is left alone.
-func (o *assignedSlots) shutdown() {
+func (o *assignedSlots) Shutdown() {
 	c := o.c
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c.mu.Lock()
+	c.Lock()
 	var list []int
 	epochs := map[int]int64{}
 	for s, e := range o.epoch {
@@ -309,23 +302,23 @@ func (o *assignedSlots) shutdown() {
 		}
 		o.active[s] = false
 	}
-	c.mu.Unlock()
+	c.Unlock()
 	if len(list) == 0 {
 		return
 	}
-	cmds := c.runPipelined(ctx, len(list), func(i int) scripts.Call {
+	cmds := redisops.RunPipelined(ctx, o.env.RDB, len(list), func(i int) scripts.Call {
 		s := list[i]
-		k := c.keys[s]
-		return scriptCall(scripts.Takeover, []string{k.Store, k.Prepare, k.Msg, o.epochKeys[s], k.Delayed}, []any{epochs[s]})
+		k := o.env.Keys[s]
+		return redisops.Call(scripts.Takeover, []string{k.Store, k.Prepare, k.Msg, o.epochKeys[s], k.Delayed}, []any{epochs[s]})
 	})
 	for i, cmd := range cmds {
 		res, err := cmd.Int64Slice()
 		switch {
 		case scripts.IsFenced(err):
 		case err != nil:
-			c.log.ErrorContext(ctx, "rmq: return deliveries to store on shutdown", "slot", list[i], "err", err)
+			o.env.Log.ErrorContext(ctx, "rmq: return deliveries to store on shutdown", "slot", list[i], "err", err)
 		case res[0] > 0:
-			c.log.InfoContext(ctx, "rmq: returned unfinished deliveries to store", "slot", list[i], "count", res[0])
+			o.env.Log.InfoContext(ctx, "rmq: returned unfinished deliveries to store", "slot", list[i], "count", res[0])
 		}
 	}
 }

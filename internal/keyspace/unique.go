@@ -1,7 +1,6 @@
-package slots
+package keyspace
 
 import (
-	"github.com/rmq-go/rmq/internal/keyspace"
 	"github.com/rmq-go/rmq/topic"
 )
 
@@ -16,6 +15,6 @@ type UniqueKeys struct {
 
 // UniqueKeysFor returns the unique-send keys of slot index of topic t.
 func UniqueKeysFor(prefix string, t topic.Topic, index int) UniqueKeys {
-	base := prefix + ":" + keyspace.Tag(t.Name(), index) + ":"
+	base := prefix + ":" + Tag(t.Name(), index) + ":"
 	return UniqueKeys{Until: base + "uniq", Nonce: base + "uniqn"}
 }

@@ -1,4 +1,4 @@
-package engine
+package fetcher
 
 import (
 	"context"
@@ -29,8 +29,12 @@ type lookReq struct {
 	err  error
 }
 
-func newLooks(rdb redis.UniversalClient) *groupcommit.Group[*lookReq] {
-	return groupcommit.New(lookRoundsInFlight, func(ctx context.Context, batch []*lookReq) {
+// Looks are the first looks of a client's fetchers, in shared rounds.
+type Looks struct{ g *groupcommit.Group[*lookReq] }
+
+// NewLooks returns the looks of the client rdb.
+func NewLooks(rdb redis.UniversalClient) *Looks {
+	return &Looks{g: groupcommit.New(lookRoundsInFlight, func(ctx context.Context, batch []*lookReq) {
 		pipe := rdb.Pipeline()
 		cmds := make([]*redis.IntCmd, len(batch))
 		for i, r := range batch {
@@ -40,29 +44,28 @@ func newLooks(rdb redis.UniversalClient) *groupcommit.Group[*lookReq] {
 		for i, r := range batch {
 			r.n, r.err = cmds[i].Result()
 		}
-	}, nil)
+	}, nil)}
 }
 
 // lookFirst marks every slot known empty when none of the topic's waiting
 // sets (store, and delayed for priority topics) exists. On any doubt (a
 // failed read, a set that exists) the slots stay unknown and the first
 // fetch reads them as before.
-func (f *fetcher) lookFirst(ctx context.Context) {
-	c := f.c
-	if !c.merged || c.rdb != c.hub.rdb {
+func (f *Fetcher) lookFirst(ctx context.Context) {
+	if !f.p.Merged || !f.p.HubRDB {
 		// The hub's rounds ask the hub's client: only an engine on that
 		// same single node may take their answer.
 		return
 	}
-	keys := make([]string, 0, 2*len(c.keys))
-	for _, k := range c.keys {
+	keys := make([]string, 0, 2*len(f.p.Keys))
+	for _, k := range f.p.Keys {
 		keys = append(keys, k.Store)
 		if f.dheads != nil {
 			keys = append(keys, k.Delayed)
 		}
 	}
 	r := &lookReq{keys: keys}
-	if err := c.hub.looks.Do(ctx, r); err != nil || r.err != nil || r.n != 0 {
+	if err := f.p.Looks.g.Do(ctx, r); err != nil || r.err != nil || r.n != 0 {
 		return
 	}
 	for i := range f.heads {

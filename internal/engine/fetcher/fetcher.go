@@ -1,4 +1,11 @@
-package engine
+// Package fetcher is the one goroutine of an engine that moves messages
+// from store to prepare (Fetcher): it keeps every slot's head, plans each
+// fetch across slots in consume order (plan.go), heeds the topic's flow
+// control (flow.go), and hands what it fetched to its engine, which
+// starts the deliveries or holds them for their instant. A client's
+// fetchers first look whether their topics hold anything at all, in
+// shared rounds (Looks).
+package fetcher
 
 import (
 	"context"
@@ -11,6 +18,7 @@ import (
 	"github.com/rmq-go/rmq/consumer"
 	"github.com/rmq-go/rmq/internal/engine/clock"
 	"github.com/rmq-go/rmq/internal/engine/fetchmux"
+	"github.com/rmq-go/rmq/internal/engine/redisops"
 	"github.com/rmq-go/rmq/internal/scripts"
 )
 
@@ -33,13 +41,14 @@ type slotHead struct {
 	recheck int64   // Redis ms before which an all-blocked slot is not looked at
 }
 
-// fetcher is the one goroutine that moves messages from store to prepare for
+// Fetcher is the one goroutine that moves messages from store to prepare for
 // a consumer. It keeps every slot's head score and takes messages in order
 // across slots: from the best head, up to the next-best head, as many as
 // there are free handlers. It sleeps until the earliest head comes due, a
 // wake-up changes a head, or a handler finishes.
-type fetcher struct {
-	c       *Engine
+type Fetcher struct {
+	c       Engine
+	p       Params
 	heads   []slotHead
 	errWait time.Duration
 	// yield estimates how many messages a named slot gives a merged fetch
@@ -78,10 +87,11 @@ type fetcher struct {
 	calls context.Context
 }
 
-func newFetcher(c *Engine) *fetcher {
-	f := &fetcher{c: c, heads: make([]slotHead, c.topic.SlotAmount())}
-	if !c.topic.Type().TimeBased() {
-		f.dheads = make([]float64, c.topic.SlotAmount())
+// New returns the fetcher of the engine c.
+func New(c Engine, p Params) *Fetcher {
+	f := &Fetcher{c: c, p: p, heads: make([]slotHead, p.Topic.SlotAmount())}
+	if !p.Topic.Type().TimeBased() {
+		f.dheads = make([]float64, p.Topic.SlotAmount())
 		for i := range f.dheads {
 			f.dheads[i] = -3
 		}
@@ -90,7 +100,7 @@ func newFetcher(c *Engine) *fetcher {
 }
 
 // delayedDue reports whether slot's delayed set should be looked at now.
-func (f *fetcher) delayedDue(slot int, nowMs int64) bool {
+func (f *Fetcher) delayedDue(slot int, nowMs int64) bool {
 	if f.dheads == nil {
 		return false
 	}
@@ -100,11 +110,11 @@ func (f *fetcher) delayedDue(slot int, nowMs int64) bool {
 
 // applyDelayed folds 'd' wake-ups in and marks the slots whose delayed
 // entries are due as unknown, so the next fetch looks at them.
-func (f *fetcher) applyDelayed(nowMs int64) {
+func (f *Fetcher) applyDelayed(nowMs int64) {
 	if f.dheads == nil {
 		return
 	}
-	for slot, due := range f.c.waker.takeDelayed() {
+	for slot, due := range f.c.TakeDelayed() {
 		if slot >= 0 && slot < len(f.dheads) && f.dheads[slot] != -3 && (f.dheads[slot] < 0 || due < f.dheads[slot]) {
 			f.dheads[slot] = due
 		}
@@ -116,9 +126,10 @@ func (f *fetcher) applyDelayed(nowMs int64) {
 	}
 }
 
-func (f *fetcher) timeBased() bool { return f.c.topic.Type().TimeBased() }
+func (f *Fetcher) timeBased() bool { return f.p.Topic.Type().TimeBased() }
 
-func (f *fetcher) run(ctx context.Context) {
+// Run is the fetcher's loop, until ctx ends.
+func (f *Fetcher) Run(ctx context.Context) {
 	c := f.c
 	timer := time.NewTimer(maxIdle)
 	defer timer.Stop()
@@ -135,21 +146,21 @@ func (f *fetcher) run(ctx context.Context) {
 		wait := maxIdle
 		// Set before the capacity is read, so a delivery that ends after
 		// the read wakes this loop.
-		c.wantRelease.Store(true)
-		free := c.freeCapacity()
+		c.WantRelease(true)
+		free := c.FreeCapacity()
 		ahead := f.ahead
 		// A paused topic (Inspector.Pause) fetches nothing; the resume
 		// arrives as a wake-up. Nor does one held back by a topic limit:
 		// its rate's timer or a wake-up (flowWait) ends that.
 		f.flowHousekeeping(ctx)
-		if free > 0 && !c.paused.Load() && !f.flowWait(&wait) {
+		if free > 0 && !c.Paused() && !f.flowWait(&wait) {
 			// The limits a wake-up said changed are read before the
 			// lookahead is decided on (fetch would read them only after
 			// the plan; the read is once per change).
-			c.ensureLimits(ctx)
-			f.ahead = c.lookaheadMs()
+			f.p.Flow.EnsureLimits(ctx)
+			f.ahead = c.LookaheadMs()
 			ahead = f.ahead
-			nowMs := c.clock.Now().UnixMilli()
+			nowMs := f.p.Clock.Now().UnixMilli()
 			f.applyDelayed(nowMs)
 			if unknown := f.unknownSlots(); len(unknown) > 0 {
 				f.fetch(ctx, unknownReqs(unknown), 0)
@@ -163,31 +174,31 @@ func (f *fetcher) run(ctx context.Context) {
 			if ahead > 0 {
 				if f.anyDue(nowMs) {
 					ahead = 0
-				} else if room := c.heldRoom(); room <= 0 {
+				} else if room := c.HeldRoom(); room <= 0 {
 					ahead = 0
 				} else {
 					free = min(free, room)
 				}
 			}
 			if reqs := f.plan(ctx, nowMs, free, ahead); len(reqs) > 0 {
-				adapt := c.adaptsBacklog && ahead == 0
+				adapt := f.p.AdaptsBacklog && ahead == 0
 				var idle int
 				if adapt {
-					idle = c.idleHandlers()
+					idle = c.IdleHandlers()
 				}
 				var began time.Time
 				if adapt {
 					began = time.Now()
 				}
 				moved := f.fetch(ctx, reqs, free)
-				if c.merged {
+				if f.p.Merged {
 					f.observeYield(moved, free, len(reqs))
 				}
 				if adapt {
 					// A backlog: messages that were due before the fetch
 					// began are still there (what came due during its
 					// round trip is a stream, not a backlog).
-					c.adaptBacklog(moved, free, idle, f.anyDue(nowMs), began.Sub(f.lastBacklogFetch))
+					c.AdaptBacklog(moved, free, idle, f.anyDue(nowMs), began.Sub(f.lastBacklogFetch))
 					f.lastBacklogFetch = began
 				}
 				continue
@@ -196,27 +207,27 @@ func (f *fetcher) run(ctx context.Context) {
 				// Sleep by the best estimate of Redis's clock there is,
 				// read once more when it is loose and the due time near.
 				at -= ahead
-				c.syncClock()
-				if d := c.clock.UntilMs(at); d > 0 && d < fetchmux.ProbeHorizon && c.hub.calls.ProbeClock(ctx) {
-					c.syncClock()
+				c.SyncClock()
+				if d := f.p.Clock.UntilMs(at); d > 0 && d < fetchmux.ProbeHorizon && f.p.Calls.ProbeClock(ctx) {
+					c.SyncClock()
 				}
-				wait = min(wait, max(c.clock.UntilMs(at), 0))
+				wait = min(wait, max(f.p.Clock.UntilMs(at), 0))
 			}
 		}
-		if _, all := c.own.(*allSlots); all && free > 0 && ahead == f.ahead && !c.flow.active() {
+		if f.p.AllSlots && free > 0 && ahead == f.ahead && !f.p.Flow.Active() {
 			// Nothing is due and capacity is free: more capacity changes
 			// nothing until a due time or a wake-up (no per-slot limit).
 			// (With the held budget spent, a message handed over or
 			// dropped lets the lookahead go on: that wakes this loop.)
-			c.wantRelease.Store(false)
+			c.WantRelease(false)
 		}
 		wait = f.permitWait(wait)
 		timer.Reset(wait)
 		select {
 		case <-ctx.Done():
-		case <-c.waker.signal:
+		case <-f.p.Signal:
 			f.flowBlocked = false
-		case <-c.released:
+		case <-f.p.Released:
 			f.flowBlocked = false
 		case <-timer.C:
 		}
@@ -231,8 +242,8 @@ func (f *fetcher) run(ctx context.Context) {
 
 // applyWakes folds wake-ups into the heads; it reports a resubscription
 // (every head was reset).
-func (f *fetcher) applyWakes() bool {
-	all, pending := f.c.waker.take()
+func (f *Fetcher) applyWakes() bool {
+	all, pending := f.c.TakeWakes()
 	if all {
 		for i := range f.heads {
 			f.heads[i] = slotHead{}
@@ -252,7 +263,7 @@ func (f *fetcher) applyWakes() bool {
 			*h = slotHead{}
 		case h.empty:
 			*h = slotHead{known: true, score: score}
-		case f.c.betterScore(score, h.score):
+		case redisops.BetterScore(f.timeBased(), score, h.score):
 			h.score = score
 		}
 		h.recheck = 0
@@ -260,28 +271,28 @@ func (f *fetcher) applyWakes() bool {
 	return false
 }
 
-func (f *fetcher) unknownSlots() []int {
+func (f *Fetcher) unknownSlots() []int {
 	var out []int
 	for i, h := range f.heads {
-		if !h.known && f.c.slotFree(i) > 0 {
+		if !h.known && f.c.SlotFree(i) > 0 {
 			out = append(out, i)
 		}
 	}
 	return out
 }
 
-func unknownReqs(slots []int) []fetchReq {
-	reqs := make([]fetchReq, len(slots))
+func unknownReqs(slots []int) []redisops.FetchReq {
+	reqs := make([]redisops.FetchReq, len(slots))
 	for i, s := range slots {
-		reqs[i] = fetchReq{slot: s}
+		reqs[i] = redisops.FetchReq{Slot: s}
 	}
 	return reqs
 }
 
 // anyDue reports whether some slot can be fetched at nowMs.
-func (f *fetcher) anyDue(nowMs int64) bool {
+func (f *Fetcher) anyDue(nowMs int64) bool {
 	for i := range f.heads {
-		if f.readyAt(i) <= nowMs && f.c.slotFree(i) > 0 {
+		if f.readyAt(i) <= nowMs && f.c.SlotFree(i) > 0 {
 			return true
 		}
 	}
@@ -289,7 +300,7 @@ func (f *fetcher) anyDue(nowMs int64) bool {
 }
 
 // readyAt returns the Redis ms from which slot i can be fetched.
-func (f *fetcher) readyAt(i int) int64 {
+func (f *Fetcher) readyAt(i int) int64 {
 	h := f.heads[i]
 	switch {
 	case !h.known:
@@ -307,10 +318,10 @@ func (f *fetcher) readyAt(i int) int64 {
 }
 
 // dueSlots lists the slots that can be fetched now, best head first.
-func (f *fetcher) dueSlots(nowMs int64) []int {
+func (f *Fetcher) dueSlots(nowMs int64) []int {
 	var due []int
 	for i := range f.heads {
-		if f.readyAt(i) <= nowMs && f.c.slotFree(i) > 0 {
+		if f.readyAt(i) <= nowMs && f.c.SlotFree(i) > 0 {
 			due = append(due, i)
 		}
 	}
@@ -318,44 +329,44 @@ func (f *fetcher) dueSlots(nowMs int64) []int {
 	return due
 }
 
-func (f *fetcher) betterHead(a, b int) bool {
+func (f *Fetcher) betterHead(a, b int) bool {
 	ha, hb := f.heads[a], f.heads[b]
 	if ha.empty != hb.empty {
 		return hb.empty
 	}
 	if ha.score != hb.score {
-		return f.c.betterScore(ha.score, hb.score)
+		return redisops.BetterScore(f.timeBased(), ha.score, hb.score)
 	}
 	return f.tieFirst(a, b)
 }
 
 // tieFirst orders slots a and b whose scores tie: the first one at or
 // after f.turn in slot order goes first.
-func (f *fetcher) tieFirst(a, b int) bool {
+func (f *Fetcher) tieFirst(a, b int) bool {
 	n := len(f.heads)
 	return (a-f.turn+n)%n < (b-f.turn+n)%n
 }
 
 // planOne fetches from the slot with the best due head, bounded by the
 // next-best head, so messages leave the topic in order across slots.
-func (f *fetcher) planOne(due []int, free int) []fetchReq {
+func (f *Fetcher) planOne(due []int, free int) []redisops.FetchReq {
 	best := due[0]
-	req := fetchReq{slot: best, n: min(free, f.c.slotFree(best))}
+	req := redisops.FetchReq{Slot: best, N: min(free, f.c.SlotFree(best))}
 	for _, s := range due[1:] {
 		if !f.heads[s].empty {
-			req.bound = formatScore(f.heads[s].score)
+			req.Bound = formatScore(f.heads[s].score)
 			break
 		}
 	}
-	return []fetchReq{req}
+	return []redisops.FetchReq{req}
 }
 
 func formatScore(x float64) string { return strconv.FormatFloat(x, 'f', -1, 64) }
 
-func (f *fetcher) earliest() int64 {
+func (f *Fetcher) earliest() int64 {
 	e := int64(never)
 	for i := range f.heads {
-		if f.c.slotFree(i) > 0 {
+		if f.c.SlotFree(i) > 0 {
 			e = min(e, f.readyAt(i))
 			if f.dheads != nil && f.dheads[i] >= 0 {
 				e = min(e, int64(math.Ceil(f.dheads[i])))
@@ -370,7 +381,7 @@ func (f *fetcher) earliest() int64 {
 // measured how much the slots held (due, or within the bound); one that got
 // all it wanted says only that they held at least that much, so it counts
 // double and the next fetch names fewer slots.
-func (f *fetcher) observeYield(moved, wanted, named int) {
+func (f *Fetcher) observeYield(moved, wanted, named int) {
 	y := float64(moved) / float64(named)
 	if moved >= wanted {
 		y *= 2
@@ -383,48 +394,48 @@ func (f *fetcher) observeYield(moved, wanted, named int) {
 }
 
 // fetch runs reqs and returns how many messages it moved.
-func (f *fetcher) fetch(ctx context.Context, reqs []fetchReq, total int) (moved int) {
+func (f *Fetcher) fetch(ctx context.Context, reqs []redisops.FetchReq, total int) (moved int) {
 	c := f.c
 	if f.dheads != nil {
-		nowMs := c.clock.Now().UnixMilli()
+		nowMs := f.p.Clock.Now().UnixMilli()
 		for i := range reqs {
-			reqs[i].checkDelayed = f.delayedDue(reqs[i].slot, nowMs)
+			reqs[i].CheckDelayed = f.delayedDue(reqs[i].Slot, nowMs)
 		}
 	}
-	results := c.fetch(f.calls, reqs, total)
+	results := f.p.Ops.Fetch(f.calls, reqs, total)
 	failed, missed := false, false
 	for _, r := range results {
-		if r.skipped {
+		if r.Skipped {
 			continue
 		}
-		if scripts.IsFenced(r.err) {
-			c.fenced(r.slot, r.epoch, "fetch")
+		if scripts.IsFenced(r.Err) {
+			c.Fenced(r.Slot, r.Epoch, "fetch")
 			continue
 		}
-		if r.err != nil && len(r.msgs) == 0 {
+		if r.Err != nil && len(r.Msgs) == 0 {
 			failed = true
 			continue
 		}
-		f.dispatchOrHold(r.msgs)
-		moved += len(r.msgs)
+		f.dispatchOrHold(r.Msgs)
+		moved += len(r.Msgs)
 		f.noteFlow(r)
-		if len(r.msgs) == 0 && f.heads[r.slot].known && !f.heads[r.slot].empty {
+		if len(r.Msgs) == 0 && f.heads[r.Slot].known && !f.heads[r.Slot].empty {
 			missed = true
 		}
-		f.heads[r.slot] = f.headOf(r)
-		if f.dheads != nil && r.delayedHead != -3 {
-			f.dheads[r.slot] = r.delayedHead
+		f.heads[r.Slot] = f.headOf(r)
+		if f.dheads != nil && r.DelayedHead != -3 {
+			f.dheads[r.Slot] = r.DelayedHead
 		}
 	}
 	if moved > 0 {
-		c.hub.leases.Leased(c.lease(), time.Now().Add(c.cfg.prepareTimeout))
+		c.Leased()
 	}
 	if missed || failed {
 		// A head this fetcher believed due was gone: another consumer
 		// leased it, and no wake-up tells of that; or the fetch failed,
 		// maybe after Redis moved messages whose reply was lost. The
 		// sweeper looks at the topic, in case those leases run out.
-		c.hub.leases.Heard(c.lease())
+		c.Heard()
 	}
 	if !failed {
 		f.errWait = 0
@@ -436,8 +447,8 @@ func (f *fetcher) fetch(ctx context.Context, reqs []fetchReq, total int) (moved 
 	// Redis is unreachable or failing: back off; the slots stay as they were.
 	f.errWait = clock.NextBackoff(f.errWait)
 	for _, r := range results {
-		if r.err != nil {
-			c.log.WarnContext(ctx, "rmq: fetch failed", "slot", r.slot, "err", r.err, "retry_in", f.errWait)
+		if r.Err != nil {
+			f.p.Log.WarnContext(ctx, "rmq: fetch failed", "slot", r.Slot, "err", r.Err, "retry_in", f.errWait)
 			break
 		}
 	}
@@ -446,7 +457,7 @@ func (f *fetcher) fetch(ctx context.Context, reqs []fetchReq, total int) (moved 
 	select {
 	case <-ctx.Done():
 	case <-t.C:
-	case <-c.waker.signal:
+	case <-f.p.Signal:
 		// A wake-up (a resubscription after a failover, say) means Redis
 		// answers again: try now rather than sleep out the backoff.
 	}
@@ -481,9 +492,9 @@ func withGrace(ctx context.Context, grace time.Duration) (_ context.Context, sto
 // dispatchOrHold starts the messages that were due when the fetch ran and
 // hands the others, taken ahead of their instant (with a held token:
 // fetch.lua), to the hub's holder.
-func (f *fetcher) dispatchOrHold(msgs []*consumer.Message) {
+func (f *Fetcher) dispatchOrHold(msgs []*consumer.Message) {
 	if f.ahead == 0 {
-		f.c.dispatch(msgs)
+		f.c.Dispatch(msgs)
 		return
 	}
 	var held []*consumer.Message
@@ -491,25 +502,25 @@ func (f *fetcher) dispatchOrHold(msgs []*consumer.Message) {
 		if scripts.IsHeld(m.Token) {
 			held = append(held, m)
 		} else {
-			f.c.dispatchOne(m)
+			f.c.DispatchOne(m)
 		}
 	}
 	if len(held) > 0 {
-		f.c.holdAll(held)
+		f.c.HoldAll(held)
 	}
 }
 
 // nextBackoff is the wait after a failed call to Redis that followed a
 // wait of d: 50 ms, doubling up to 5 s.
-func (f *fetcher) headOf(r fetchResult) slotHead {
+func (f *Fetcher) headOf(r redisops.FetchResult) slotHead {
 	switch {
-	case r.head == -1:
+	case r.Head == -1:
 		return slotHead{known: true, empty: true}
-	case r.head == -2 && r.groupWait > 0:
+	case r.Head == -2 && r.GroupWait > 0:
 		// Held back by a group's rate: look again when it allows a start.
-		return slotHead{known: true, empty: true, recheck: r.groupWait}
-	case r.head == -2:
-		return slotHead{known: true, empty: true, recheck: r.nowUs/1000 + blockedRecheck.Milliseconds()}
+		return slotHead{known: true, empty: true, recheck: r.GroupWait}
+	case r.Head == -2:
+		return slotHead{known: true, empty: true, recheck: r.NowUs/1000 + blockedRecheck.Milliseconds()}
 	}
-	return slotHead{known: true, score: r.head}
+	return slotHead{known: true, score: r.Head}
 }
