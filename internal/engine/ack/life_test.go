@@ -16,7 +16,6 @@ import (
 	"github.com/rmq-go/rmq/internal/keyspace"
 	"github.com/rmq-go/rmq/internal/scripts"
 	"github.com/rmq-go/rmq/internal/testkit/redistest"
-	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
 )
 
@@ -24,7 +23,7 @@ import (
 type lifeSlot struct {
 	t    *testing.T
 	rdb  *redis.Client
-	k    slots.Keys
+	k    keyspace.Keys
 	lk   keyspace.LifeKeys
 	mux  *ack.Mux
 	sent int
@@ -34,7 +33,7 @@ func newLifeSlot(t *testing.T) *lifeSlot {
 	rdb := redistest.Client(t, redistest.Shared(t))
 	prefix := redistest.Prefix(t)
 	tp := topic.MustNew("life", topic.FixedTime, 1)
-	return &lifeSlot{t: t, rdb: rdb, k: slots.KeysFor(prefix, tp, 0), lk: keyspace.LifeKeysFor(prefix, tp.Name(), 0), mux: ack.New(rdb, nil)}
+	return &lifeSlot{t: t, rdb: rdb, k: keyspace.KeysFor(prefix, tp, 0), lk: keyspace.LifeKeysFor(prefix, tp.Name(), 0), mux: ack.New(rdb, nil)}
 }
 
 // deliver sends ids, due now, and fetches them: their delivery tokens.
