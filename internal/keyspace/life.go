@@ -25,3 +25,8 @@ func LifeKeysFor(prefix, topicName string, index int) LifeKeys {
 func (k LifeKeys) Slice() [6]string {
 	return [6]string{k.Done, k.DoneQ, k.Events, k.Waiters, k.Finish, k.Progress}
 }
+
+// LifeSettingsKey is the HASH of topics' stored life settings: name ->
+// "retention=<ms> events=<n>" (internal/life.Settings). The value stored
+// wins over a consumer's options, as the limits do.
+func LifeSettingsKey(prefix string) string { return prefix + ":life" }
