@@ -64,6 +64,13 @@ type MessageInfo struct {
 	LeaseUntil  time.Time // in flight: the lease's end (whole seconds)
 	DiedAt      time.Time // dead: the time of death
 	Group       string    // its group (producer.WithGroup); "" for none
+	// Result is what its handler set (StateCompleted); Progress the latest
+	// progress its delivery in flight reported; FinishedAt when it
+	// completed or was cancelled. A topic retains finished messages only
+	// with Lifecycle.Retention.
+	Result     []byte
+	Progress   []byte
+	FinishedAt time.Time
 }
 
 // Message returns one message of t in any state, or ErrMessageNotFound. A message
@@ -83,6 +90,6 @@ func messageInfo(m inspect.MessageInfo) MessageInfo {
 		Headers: m.Headers, MaxRetries: m.MaxRetries, ExpiresAt: m.ExpiresAt, Timeout: m.Timeout,
 		Attempts: m.Attempts, Snoozes: m.Snoozes, Due: m.Due, Priority: m.Priority,
 		FirstSentAt: m.FirstSentAt, LastError: m.LastError, LeaseUntil: m.LeaseUntil,
-		DiedAt: m.DiedAt, Group: m.Group,
+		DiedAt: m.DiedAt, Group: m.Group, Result: m.Result, Progress: m.Progress, FinishedAt: m.FinishedAt,
 	}
 }

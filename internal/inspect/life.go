@@ -1,0 +1,201 @@
+package inspect
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/rmq-go/rmq/internal/keyspace"
+	"github.com/rmq-go/rmq/internal/life"
+	"github.com/rmq-go/rmq/internal/scripts"
+	"github.com/rmq-go/rmq/slots"
+	"github.com/rmq-go/rmq/topic"
+)
+
+// SetLifecycle is the work of rmq.Inspector.SetLifecycle, whose doc says
+// what it does: settings out of bounds are refused with
+// life.ErrInvalidSettings and nothing is written.
+func (i *Inspector) SetLifecycle(ctx context.Context, t topic.Topic, s life.Settings) error {
+	if err := i.check(ctx, t); err != nil {
+		return err
+	}
+	if err := s.Validate(); err != nil {
+		return err
+	}
+	if err := life.Store(ctx, i.rdb, i.prefix, t.Name(), s); err != nil {
+		return err
+	}
+	// As SetLimits: stored first, then every slot's consumers are told
+	// ("L": read the stored settings again).
+	return i.tellSlots(ctx, t, "L")
+}
+
+// Lifecycle is the work of rmq.Inspector.Lifecycle.
+func (i *Inspector) Lifecycle(ctx context.Context, t topic.Topic) (life.Settings, error) {
+	if i.err != nil {
+		return life.Settings{}, i.err
+	}
+	s, _, err := life.Read(ctx, i.rdb, i.prefix, t.Name())
+	return s, err
+}
+
+// Locate returns the slot of t that holds id in any state a message can
+// be read in (waiting, delayed, in flight, dead, or a retained record),
+// or ErrMessageNotFound. The id's own slot wins when it holds it; a
+// body-derived or grouped id lives in another slot, found with one
+// pipeline over every slot.
+func (i *Inspector) Locate(ctx context.Context, t topic.Topic, id string) (int, error) {
+	if err := i.check(ctx, t); err != nil {
+		return 0, err
+	}
+	n := t.SlotAmount()
+	first := slots.IndexString(id, n)
+	hits := make([][]redis.Cmder, n)
+	err := i.pipelined(ctx, n, func(pipe redis.Pipeliner, s int) {
+		k := i.keys(t, s)
+		hits[s] = []redis.Cmder{pipe.HExists(ctx, k.Msg, id), pipe.ZScore(ctx, k.Dead, id),
+			pipe.ZScore(ctx, keyspace.LifeKeysFor(i.prefix, t.Name(), s).DoneQ, id)}
+	})
+	if err != nil {
+		return 0, fmt.Errorf("rmq: message %s of %s: %w", id, t.Name(), err)
+	}
+	has := func(s int) bool {
+		for _, c := range hits[s] {
+			if b, ok := c.(*redis.BoolCmd); ok {
+				if b.Val() {
+					return true
+				}
+			} else if c.Err() == nil {
+				return true
+			}
+		}
+		return false
+	}
+	if has(first) {
+		return first, nil
+	}
+	for s := range n {
+		if has(s) {
+			return s, nil
+		}
+	}
+	return 0, fmt.Errorf("%w: %s in %s", ErrMessageNotFound, id, t.Name())
+}
+
+// Cancel is the work of rmq.Inspector.Cancel, whose doc says what it
+// does: cancel.lua on the slot that holds id.
+func (i *Inspector) Cancel(ctx context.Context, t topic.Topic, id string) (bool, error) {
+	slot, err := i.Locate(ctx, t, id)
+	if errors.Is(err, ErrMessageNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	s, _, err := life.Read(ctx, i.rdb, i.prefix, t.Name())
+	if err != nil {
+		return false, err
+	}
+	k := i.keys(t, slot)
+	delayed := k.Delayed
+	if t.Type().TimeBased() {
+		delayed = k.Store
+	}
+	lk := keyspace.LifeKeysFor(i.prefix, t.Name(), slot).Slice()
+	g := keyspace.GroupKeysFor(i.prefix, t, slot)
+	// The group keys always, as Remove passes them: a cancelled message
+	// that held its group's place frees it; an ungrouped one reads none.
+	keys := append([]string{k.Store, k.Prepare, k.Msg, delayed, k.Wake}, lk[:]...)
+	keys = append(keys, g.Queue, g.Places, g.Turn)
+	n, err := scripts.Cancel.Run(ctx, i.rdb, keys, id, i.wakeCmd, s.Retention.Milliseconds(), s.Events).Int64()
+	if err != nil {
+		return false, fmt.Errorf("rmq: cancel %s of %s: %w", id, t.Name(), err)
+	}
+	return n > 0, nil
+}
+
+// Events is the work of rmq.Client.Events: t's per-slot event logs
+// followed as one sequence (life.Follow).
+func (i *Inspector) Events(ctx context.Context, t topic.Topic, after string) iter.Seq2[life.Event, error] {
+	if err := i.check(ctx, t); err != nil {
+		return func(yield func(life.Event, error) bool) { yield(life.Event{}, err) }
+	}
+	streams := make([]string, t.SlotAmount())
+	for s := range streams {
+		streams[s] = keyspace.LifeKeysFor(i.prefix, t.Name(), s).Events
+	}
+	return life.Follow(ctx, i.rdb, streams, after)
+}
+
+// Wait is the work of rmq.Client.Wait, whose doc says what it does; w is
+// the client's waiter. It registers first and reads the state after, so
+// a finish between the two is in the state read or told on the wait.
+func (i *Inspector) Wait(ctx context.Context, w *life.Waiter, t topic.Topic, id string) (MessageInfo, error) {
+	slot, err := i.Locate(ctx, t, id)
+	if err != nil {
+		return MessageInfo{}, err
+	}
+	wt, err := w.Add(ctx, keyspace.LifeKeysFor(i.prefix, t.Name(), slot), id)
+	if err != nil {
+		return MessageInfo{}, err
+	}
+	defer wt.Done()
+	for {
+		info, err := i.messageAt(ctx, t, slot, id)
+		if info, done, err := ended(info, err); done {
+			return info, err
+		}
+		select {
+		case f := <-wt.C:
+			return i.finished(ctx, t, slot, f)
+		case <-wt.Recheck:
+			// Words may have been missed while the subscription was down.
+		case <-ctx.Done():
+			return MessageInfo{}, ctx.Err()
+		}
+	}
+}
+
+// ended says whether a state read ends a Wait, and with what.
+func ended(info MessageInfo, err error) (MessageInfo, bool, error) {
+	if err != nil {
+		return MessageInfo{}, true, err // ErrMessageNotFound: gone, or a failed read
+	}
+	switch info.State {
+	case StateCompleted:
+		return info, true, nil
+	case StateDead:
+		return info, true, life.ErrDead
+	case StateCancelled:
+		return info, true, life.ErrCancelled
+	}
+	return info, false, nil
+}
+
+// finished answers a Wait told f: the retained record (or the dead
+// message) when there is one, else what the word says.
+func (i *Inspector) finished(ctx context.Context, t topic.Topic, slot int, f life.Finish) (MessageInfo, error) {
+	base := MessageInfo{ID: f.ID, Topic: t, Slot: slot}
+	var want MessageState
+	var end error
+	switch f.State {
+	case 'c':
+		want, base.Result = StateCompleted, f.Data
+	case 'd':
+		want, end, base.LastError = StateDead, life.ErrDead, string(f.Data)
+	case 'x':
+		want, end = StateCancelled, life.ErrCancelled
+	default: // 'e': expired, dropped with its body
+		return MessageInfo{}, fmt.Errorf("%w: %s in %s (expired)", ErrMessageNotFound, f.ID, t.Name())
+	}
+	base.State = want
+	// A re-send of the id since may be what the slot holds now: only a
+	// read in the state the word told is the finished message's.
+	if info, err := i.messageAt(ctx, t, slot, f.ID); err == nil && info.State == want {
+		return info, end
+	}
+	return base, end
+}
