@@ -14,7 +14,6 @@ import (
 	"github.com/rmq-go/rmq/consumer"
 	"github.com/rmq-go/rmq/internal/engine"
 	"github.com/rmq-go/rmq/internal/keyspace"
-	"github.com/rmq-go/rmq/internal/life"
 	"github.com/rmq-go/rmq/internal/lifecycle"
 	"github.com/rmq-go/rmq/internal/options"
 	"github.com/rmq-go/rmq/internal/zkcoord"
@@ -59,7 +58,7 @@ type Client struct {
 	topics    map[string]topic.Topic
 	pulls     pullState       // pull engines, made on first Pull of a topic (pull.go)
 	sched     clientScheduler // schedule_client.go
-	wait      *life.Waiter    // Wait's subscriptions, made on first Wait (life.go)
+	waits     waitState       // life.go
 }
 
 // New returns a client on rdb, a *redis.Client or *redis.ClusterClient.

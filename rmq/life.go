@@ -91,38 +91,57 @@ func (i *Inspector) Cancel(ctx context.Context, t topic.Topic, id string) (bool,
 // for finishes. Wait works on a client that was never started (a service
 // that only waits) and until Close (then ErrClosed).
 func (c *Client) Wait(ctx context.Context, t topic.Topic, id string) (MessageInfo, error) {
-	w, err := c.waiter()
+	w, closing, err := c.waiter()
 	if err != nil {
 		return MessageInfo{}, err
 	}
+	// Close ends the waits under way with ErrClosed.
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stop := context.AfterFunc(closing, func() { cancel(ErrClosed) })
+	defer stop()
 	m, err := c.Inspector().in.Wait(ctx, w, t, id)
+	if err != nil && context.Cause(ctx) == ErrClosed {
+		return MessageInfo{}, ErrClosed
+	}
 	if m.ID == "" {
 		return MessageInfo{}, err
 	}
 	return messageInfo(m), err
 }
 
-// waiter returns the client's Waiter, made on first use; Close closes it.
-func (c *Client) waiter() (*life.Waiter, error) {
+// waitState is the client's Waiter, made on first Wait, and the context
+// Close cancels to end the waits under way.
+type waitState struct {
+	w    *life.Waiter
+	ctx  context.Context
+	stop context.CancelFunc
+}
+
+// waiter returns the client's Waiter and its context, made on first use.
+func (c *Client) waiter() (*life.Waiter, context.Context, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.phase == lifecycle.Closed {
-		return nil, ErrClosed
+		return nil, nil, ErrClosed
 	}
-	if c.wait == nil {
-		c.wait = life.NewWaiter(c.rdb)
+	if c.waits.w == nil {
+		c.waits.w = life.NewWaiter(c.rdb)
+		c.waits.ctx, c.waits.stop = context.WithCancel(context.Background())
 	}
-	return c.wait, nil
+	return c.waits.w, c.waits.ctx, nil
 }
 
-// closeWaiter ends the waits' subscriptions and waits for their
-// goroutines (Close).
+// closeWaiter ends the waits under way (ErrClosed) and their
+// subscriptions, and waits for the Waiter's goroutines (Close, after the
+// phase moved to Closed: no Wait makes another).
 func (c *Client) closeWaiter() {
 	c.mu.Lock()
-	w := c.wait
+	ws := c.waits
 	c.mu.Unlock()
-	if w != nil {
-		w.Close()
+	if ws.w != nil {
+		ws.stop()
+		ws.w.Close()
 	}
 }
 
