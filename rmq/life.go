@@ -41,7 +41,8 @@ var (
 
 // Lifecycle is what a topic keeps of its messages' life after hand-off,
 // stored with the topic like its Limits: the stored settings win over
-// the consumers' options (consumer.WithRetention, consumer.WithEvents).
+// what the consumers' options ask for (consumer.WithRetention), and a
+// consumer's options are stored only when none are.
 type Lifecycle struct {
 	// Retention is how long a completed or cancelled message stays
 	// readable (Inspector.Message, Client.Wait) with its result; 0: not

@@ -71,6 +71,22 @@ var goSetups = map[string]goSetup{
 		after: `if len(page) != 3 || len(more) != 0 || m.ID != "order-1002" || st.Dead != 3 || len(all) != 1 || len(topics) != 1 || len(waiting) != 3 {
 	return fmt.Errorf("dead page %d, next %d, dead message %q, stats %+v, %d stats, %d topics, waiting %d", len(page), len(more), m.ID, st, len(all), len(topics), len(waiting))
 }`},
+	"api-life": {given: `var (
+	ctx    context.Context
+	client *rmq.Client
+	p      *producer.Producer
+	orders topic.Topic
+	body   []byte
+)`, init: `ctx, body, orders = context.Background(), []byte("order 7"), topic.MustNew("orders", topic.FixedTime, 8)
+	client = docenv.Client("api-life")
+	defer client.Close(ctx)
+	p = client.Producer()`,
+		after: `if !cancelled || !errors.Is(err, rmq.ErrCancelled) || m.State != rmq.StateCancelled || string(m.Body) != "order 7" {
+	return fmt.Errorf("cancelled %v, Wait %v in state %q; the page says a cancelled message ends its Wait with ErrCancelled", cancelled, err, m.State)
+}
+if len(seen) != 1 || seen[0].Type != rmq.EventCancelled || seen[0].MessageID != "order-7" || seen[0].Attempt != 0 {
+	return fmt.Errorf("events %+v; the page says the first is order-7's cancelled, attempt 0", seen)
+}`},
 	"dashboard-mount": {given: `var (
 	rdb          *redis.Client
 	requireAdmin func(http.Handler) http.Handler
