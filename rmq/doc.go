@@ -180,6 +180,17 @@
 //	fmt.Println(st.Store, st.Prepare, st.Dead, st.Lag())
 //	n, err := c.Inspector().RequeueAll(ctx, jobs)
 //
+// # A job's life after hand-off
+//
+// A topic can retain its finished messages with their results and keep an
+// event log (Lifecycle, stored with the topic like its limits:
+// Inspector.SetLifecycle). Client.Wait returns when a message finishes
+// (completed, ErrDead or ErrCancelled), told through one subscription per
+// slot, not polling; Inspector.Cancel cancels a waiting or running one;
+// Client.Events follows a topic's transitions from a cursor.
+//
+//	m, err := c.Wait(ctx, jobs, id) // m.Result; errors.Is(err, rmq.ErrDead)
+//
 // # Observing
 //
 // An Observer given to WithObserver is told of every send, removal and
@@ -201,7 +212,8 @@
 // ErrDuplicateTopic, ErrInvalidOption (a bad client or consumer option),
 // ErrInvalidPull, ErrInvalidLimits, ErrInvalidSchedule, ErrScheduleNotFound
 // and, from the Inspector, ErrUnknownTopic, ErrMessageNotFound,
-// ErrInvalidCursor and ErrInvalidPageSize. Sends fail with the producer's
+// ErrInvalidCursor and ErrInvalidPageSize; of a message's life, ErrDead,
+// ErrCancelled, ErrInvalidLifecycle and ErrInvalidEventCursor. Sends fail with the producer's
 // sentinels (producer.ErrEmptyBody, producer.ErrTypeMismatch, ...); a
 // handler context is cancelled with consumer.ErrLeaseLost or
 // consumer.ErrFenced as its cause. Errors from Redis come through as
@@ -295,6 +307,8 @@
 //     concurrency permits go back (flow); its lease keeping ends last
 //     (lease).
 //  4. The ZooKeeper session ends, which hands the slots to other workers.
+//     Then the waits under way end with ErrClosed and their
+//     subscriptions close (Client.Wait).
 //  5. The hub closes, stopping its actors (the ack rounds send what is
 //     queued first).
 //
