@@ -7,10 +7,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/rmq-go/rmq/internal/keyspace"
+	"github.com/rmq-go/rmq/internal/testkit/faultproxy"
 	"github.com/rmq-go/rmq/rmq"
 )
 
@@ -152,5 +154,42 @@ func TestWaitSharesOneSubscriptionPerSlot(t *testing.T) {
 	for err := range errs {
 		require.ErrorIs(t, err, rmq.ErrCancelled)
 	}
+	require.NoError(t, r.c.Close(ctx))
+}
+
+// A Wait whose subscription drops reads the message's state again once it
+// is subscribed again: a cancel made while it was down, its word heard by
+// nobody, still ends the Wait. The waiting client reaches Redis through a
+// proxy that cuts its connections and then delays what it sends, which
+// holds the new subscription back while the cancel runs.
+func TestWaitRechecksAfterLostSubscription(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	proxy, err := faultproxy.Start(e.srv.Addr())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = proxy.Close() })
+	rdb := redis.NewClient(&redis.Options{Addr: proxy.Addr()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	r := newLifeRig(t, e, "waitr", 2, rmq.Lifecycle{Retention: time.Minute})
+	r.c = e.clientOn(rdb)
+	send(t, r.c.Producer(), r.tp, "k", "body-k")
+	w := r.goWait(ctx, "k")
+	ch := r.lk("k").Finish
+	proxy.SetDelay(300*time.Millisecond, 0) // the window the word is lost in
+	proxy.CutAll()
+	require.Eventually(t, func() bool {
+		subs, err := e.rdb.PubSubNumSub(ctx, ch).Result()
+		return err == nil && subs[ch] == 0
+	}, waitLong, time.Millisecond, "the subscription never dropped")
+	ok, err := r.insp.Cancel(ctx, r.tp, "k")
+	require.NoError(t, err)
+	require.True(t, ok)
+	subs, err := e.rdb.PubSubNumSub(ctx, ch).Result()
+	require.NoError(t, err)
+	require.Zero(t, subs[ch], "subscribed again before the cancel: the word was not lost")
+	proxy.SetDelay(0, 0)
+	got := recv(t, w)
+	require.ErrorIs(t, got.err, rmq.ErrCancelled)
+	assert.Equal(t, rmq.StateCancelled, got.m.State)
 	require.NoError(t, r.c.Close(ctx))
 }
