@@ -75,7 +75,9 @@ type MessageInfo struct {
 
 // Message returns one message of t in any state, or ErrMessageNotFound. A message
 // sent while a delivery of its id runs is reported as waiting (its
-// envelope is the new send's).
+// envelope is the new send's). A topic that retains (Lifecycle) answers
+// for a finished message too, StateCompleted or StateCancelled, until its
+// retention has passed.
 func (i *Inspector) Message(ctx context.Context, t topic.Topic, id string) (MessageInfo, error) {
 	m, err := i.in.Message(ctx, t, id)
 	if err != nil {
