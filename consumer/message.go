@@ -52,6 +52,9 @@ type Message struct {
 	Timeout time.Duration
 	// Group is the message's group (producer.WithGroup); empty when none.
 	Group string
+
+	// result is what SetResult set (life.go).
+	result []byte
 }
 
 // MessageListener handles messages. Returning nil acks the delivery;

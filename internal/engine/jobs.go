@@ -18,8 +18,9 @@ import (
 // Wake payloads besides a score: a delayed entry's due time ('d' and the
 // ms), a topic paused or resumed (Inspector.Pause, Resume), its stored
 // limits changed ('L', Inspector.SetLimits), its messages carry groups
-// from now on ('G', a producer's first grouped send), and capacity came
-// free under a topic concurrency ('f', flow/state.go).
+// from now on ('G', a producer's first grouped send), capacity came
+// free under a topic concurrency ('f', flow/state.go), and a delivery in
+// flight was cancelled ('x<token>:<id>', cancel.lua).
 const (
 	wakeScore = iota
 	wakeDelayed
@@ -29,6 +30,7 @@ const (
 	wakeLimits
 	wakeGrouped
 	wakeFlow
+	wakeCancel
 )
 
 // parseWake reads a wake channel payload.
@@ -44,6 +46,9 @@ func parseWake(p string) (kind int, score float64) {
 		return wakeGrouped, -1
 	case p == "f":
 		return wakeFlow, -1
+	case len(p) > 1 && p[0] == 'x':
+		// A running delivery was cancelled: "x<token>:<id>" (cancel.lua).
+		return wakeCancel, -1
 	case len(p) > 1 && p[0] == 'd':
 		f, err := strconv.ParseFloat(p[1:], 64)
 		if err != nil {
