@@ -254,3 +254,38 @@ func TestLifeOptionsValidated(t *testing.T) {
 		require.ErrorIs(t, c.Register(tp, consumer.ListenerFunc(ack), o), consumer.ErrInvalidOption)
 	}
 }
+
+// A pulled delivery's ack and an ack by id are life groups too: under the
+// topic's stored settings the pulled result is kept and both are logged.
+func TestLifePulledAndByIDAcks(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	tp := mustTopic(t, "lifepull", topic.Priority, 1)
+	require.NoError(t, life.Store(ctx, e.rdb, e.prefix, tp.Name(), life.Settings{Retention: time.Minute, Events: 10}))
+	c := e.client()
+	e.start(c)
+	for _, id := range []string{"q1", "q2"} {
+		_, err := c.Producer().SendPriority(ctx, tp, []byte(id), 100, producer.WithKey(id))
+		require.NoError(t, err)
+	}
+	ds, err := c.Pull(ctx, []topic.Topic{tp}, 1)
+	require.NoError(t, err)
+	require.Len(t, ds, 1)
+	first := ds[0].ID
+	require.NoError(t, ds[0].SetResult([]byte("pulled")))
+	require.NoError(t, ds[0].Ack(ctx))
+	ds, err = c.Pull(ctx, []topic.Topic{tp}, 1)
+	require.NoError(t, err)
+	require.Len(t, ds, 1)
+	second := ds[0].ID
+	ok, err := c.AckByID(ctx, tp, second)
+	require.NoError(t, err)
+	require.True(t, ok)
+	r, kept := e.record(tp, first)
+	require.True(t, kept)
+	assert.Equal(t, "pulled", string(r.Result))
+	r, kept = e.record(tp, second)
+	require.True(t, kept)
+	assert.Empty(t, r.Result)
+	assert.Equal(t, []string{"completed " + first, "completed " + second}, e.lifeEvents(tp, first))
+}
