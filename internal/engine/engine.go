@@ -266,22 +266,13 @@ func (c *Engine) Start(ctx context.Context) error {
 		return err
 	}
 	// After the subscription, in one round trip: the definition stored or
-	// checked, and the pause state read (a pause published from now on is
-	// heard).
+	// checked, and the pause state, limits and life settings read (a
+	// pause or settings change published from now on is heard).
 	if err := c.defineAndReadPaused(ctx); err != nil {
 		c.waker.unregister()
 		c.loops.Stop()
 		c.stopAll()
 		return err
-	}
-	// The life settings in force: the stored ones win (a settings change
-	// is told on the wake channels like the limits', so it is heard from
-	// now on).
-	if err := c.ops.Life.Resolve(ctx); err != nil {
-		c.waker.unregister()
-		c.loops.Stop()
-		c.stopAll()
-		return fmt.Errorf("rmq: start %s: %w", c.topic.Name(), err)
 	}
 	c.hub.lives.add(c.cfg.prefix, c.topic.Name(), c.ops.Life)
 	c.hub.flows.Add(c.flow)

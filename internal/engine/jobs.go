@@ -111,7 +111,15 @@ func (c *Engine) defineAndReadPaused(ctx context.Context) error {
 			return fmt.Errorf("rmq: read the limits of %s: %w", c.topic.Name(), err)
 		}
 	}
-	return c.flow.ApplyStored(ctx, r.limits, r.grouped)
+	if err := c.flow.ApplyStored(ctx, r.limits, r.grouped); err != nil {
+		return err
+	}
+	// The life settings in force: the stored ones win (a change is told on
+	// the wake channels like the limits', heard from now on).
+	if err := c.ops.Life.ApplyStored(ctx, r.life); err != nil {
+		return fmt.Errorf("rmq: start %s: %w", c.topic.Name(), err)
+	}
+	return nil
 }
 
 // startRoundsInFlight bounds the start-up rounds (defineAndReadPaused)
@@ -127,7 +135,9 @@ type startRead struct {
 	// limits and grouped: the topic's stored limits and grouped mark
 	// (flow/state.go).
 	limits, grouped *redis.StringCmd
-	err             error // the round failed before its commands were queued
+	// life: the topic's stored life settings (redisops.Life).
+	life *redis.StringCmd
+	err  error // the round failed before its commands were queued
 }
 
 // runStartReads runs a round of starting engines' reads in one pipeline;
@@ -140,6 +150,7 @@ func runStartReads(ctx context.Context, rdb redis.UniversalClient, batch []*star
 			r.get = p.HGet(ctx, keyspace.PausedKey(r.c.cfg.prefix), r.c.topic.Name())
 			r.limits = p.HGet(ctx, keyspace.LimitsKey(r.c.cfg.prefix), r.c.topic.Name())
 			r.grouped = p.HGet(ctx, keyspace.GroupedKey(r.c.cfg.prefix), r.c.topic.Name())
+			r.life = p.HGet(ctx, keyspace.LifeSettingsKey(r.c.cfg.prefix), r.c.topic.Name())
 		}
 		return nil
 	})

@@ -2,6 +2,8 @@ package redisops
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"strconv"
 	"sync/atomic"
@@ -58,10 +60,42 @@ func (l *Life) Resolve(ctx context.Context) error {
 	}
 	l.cur.Store(&s)
 	if differs {
-		l.log.WarnContext(ctx, "rmq: the consumer's lifecycle options differ from the topic's stored settings; the stored ones apply",
-			"stored", s.String(), "options", l.opts.String())
+		l.warnDiffers(ctx, s)
 	}
 	return nil
+}
+
+// ApplyStored decides the settings in force from get, the start-up read
+// of the stored ones (an HGET of keyspace.LifeSettingsKey, in the round
+// trip the engine's start shares): stored ones win; with none stored and
+// options that keep something, Resolve stores them (or obeys the
+// consumer that stored first).
+func (l *Life) ApplyStored(ctx context.Context, get *redis.StringCmd) error {
+	v, err := get.Result()
+	switch {
+	case errors.Is(err, redis.Nil):
+		if l.opts.IsZero() {
+			l.cur.Store(&life.Settings{})
+			return nil
+		}
+		return l.Resolve(ctx)
+	case err != nil:
+		return fmt.Errorf("rmq: read the lifecycle settings of %s: %w", l.topic.Name(), err)
+	}
+	s, err := life.ParseSettings(v)
+	if err != nil {
+		return err
+	}
+	l.cur.Store(&s)
+	if !l.opts.IsZero() && s != l.opts {
+		l.warnDiffers(ctx, s)
+	}
+	return nil
+}
+
+func (l *Life) warnDiffers(ctx context.Context, s life.Settings) {
+	l.log.WarnContext(ctx, "rmq: the consumer's lifecycle options differ from the topic's stored settings; the stored ones apply",
+		"stored", s.String(), "options", l.opts.String())
 }
 
 // MarkReread makes the next Ensure read the stored settings again (a
