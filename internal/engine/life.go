@@ -126,3 +126,13 @@ func (r *lifeRegistry) first(prefix, name string) *redisops.Life {
 	}
 	return nil
 }
+
+// SetProgress stores progress as the latest progress of the pulled
+// delivery (a pulled delivery's context is its caller's, which carries no
+// progress writer): as consumer.Message.SetProgress.
+func (d *Pulled) SetProgress(ctx context.Context, progress []byte) error {
+	if len(progress) > consumer.MaxProgressSize {
+		return fmt.Errorf("%w: %d bytes (at most %d)", consumer.ErrProgressTooLarge, len(progress), consumer.MaxProgressSize)
+	}
+	return d.e.writeProgress(ctx, d.Slot, d.ID, d.Token, progress)
+}
