@@ -59,8 +59,20 @@
 //	return consumer.Snooze(10 * time.Second)     // again in 10 s, no attempt counted
 //
 // The Outcome of each delivery (Acked, Retried, Dead, Superseded, Refused,
-// LeaseLost, Abandoned, Failed, Fenced, Revoked, Expired, Snoozed) is what
-// an rmq.Observer's Finished is told.
+// LeaseLost, Abandoned, Failed, Fenced, Revoked, Expired, Snoozed,
+// Cancelled) is what an rmq.Observer's Finished is told.
+//
+// # Results and progress
+//
+// A handler may set its delivery's result (Message.SetResult, at most
+// MaxResultSize), stored with the ack: a topic that retains finished
+// messages (WithRetention) keeps it readable, and whoever waits for the
+// message receives it. While it works it may store its progress
+// (Message.SetProgress with the handler's context, at most
+// MaxProgressSize), readable on the in-flight message until the delivery
+// ends. A message cancelled while its handler runs has the handler's
+// context cancelled at once, and the delivery ends Cancelled: neither
+// acked nor retried. WithEvents keeps a log of every transition.
 //
 // # Options
 //

@@ -52,12 +52,18 @@ type Message struct {
 	Timeout time.Duration
 	// Group is the message's group (producer.WithGroup); empty when none.
 	Group string
+
+	// result is what SetResult set (life.go).
+	result []byte
 }
 
 // MessageListener handles messages. Returning nil acks the delivery;
 // returning an error or panicking rolls it back for a retry. The context is
 // cancelled when the handler timeout passes, when the delivery's lease is
-// lost (cause ErrLeaseLost) and when Close gives up waiting.
+// lost (cause ErrLeaseLost), when the message is cancelled
+// (rmq.Inspector.Cancel; cause rmq.ErrCancelled: the delivery then ends
+// Cancelled, whatever the listener returns) and when Close gives up
+// waiting.
 type MessageListener interface {
 	OnMessage(ctx context.Context, m *Message) error
 }

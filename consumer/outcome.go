@@ -93,6 +93,9 @@ const (
 	// Snoozed: the handler returned Snooze; the message waits again
 	// without an attempt counted.
 	Snoozed
+	// Cancelled: the message was cancelled (rmq.Inspector.Cancel) while
+	// the handler ran; it is neither acked nor retried.
+	Cancelled
 )
 
 func (o Outcome) String() string {
@@ -121,6 +124,8 @@ func (o Outcome) String() string {
 		return "expired"
 	case Snoozed:
 		return "snoozed"
+	case Cancelled:
+		return "cancelled"
 	}
 	return "unknown"
 }

@@ -56,8 +56,10 @@ func TestClusterEveryScriptKeysOneHashSlot(t *testing.T) {
 		case strings.HasPrefix(m.ID, "fail"):
 			return fmt.Errorf("fails")
 		case m.ID == "slow":
-			// Handled until the lease keeper extended its lease (the only
-			// delivery in flight for that long).
+			// Its progress stored (progress.lua), then handled until the
+			// lease keeper extended its lease (the only delivery in flight
+			// for that long).
+			assert.NoError(t, m.SetProgress(ctx, []byte("half")))
 			assert.Eventually(t, func() bool { return slices.Contains(e.scripts.Seen(), scripts.NameExtend) },
 				waitLong, 10*time.Millisecond, "no lease extension")
 		}

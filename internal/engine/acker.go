@@ -62,6 +62,7 @@ func (c *Engine) ackReqOf(m *consumer.Message, bound time.Duration) *ack.Req {
 		r.EpochKey, r.Epoch = ek, m.Epoch
 	}
 	r.Flow, r.HasFlow = c.flow.EndFlowKeys(m.Slot)
+	withLife(r, c.ops.Life, m.Slot, m.Result())
 	return r
 }
 
@@ -81,6 +82,13 @@ func (h *Hub) AckByID(ctx context.Context, prefix string, t topic.Topic, slot in
 	r := &ack.Req{Keys: ack.SlotKeys(keyspace.KeysFor(prefix, t, slot), t.Type().TimeBased()), ID: id, Token: -1, Merge: true, Bound: bound}
 	if f := h.flows.First(prefix, t.Name()); f != nil {
 		r.Flow, r.HasFlow = f.EndFlowKeys(slot)
+	}
+	// A life group, so the id's waiters hear of it; under the settings of
+	// an engine of the topic here, else recording nothing.
+	if l := h.lives.first(prefix, t.Name()); l != nil {
+		withLife(r, l, slot, nil)
+	} else {
+		r.Life, r.HasLife = keyspace.LifeKeysFor(prefix, t.Name(), slot).Slice(), true
 	}
 	if err := h.acks.Do(ctx, r); err != nil {
 		return false, err

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/rmq-go/rmq/consumer"
+	"github.com/rmq-go/rmq/internal/life"
 	"github.com/rmq-go/rmq/internal/options"
 )
 
@@ -25,6 +26,7 @@ type config struct {
 	deadMaxLen     int
 	deadMaxAge     time.Duration
 	limits         options.Limits // the options' limits (flow/state.go)
+	life           life.Settings  // the options' life settings (redisops.Life)
 	adaptiveMin    int            // WithAdaptiveConcurrency (flow/adaptive.go); 0: off
 	adaptiveMax    int
 	logger         *slog.Logger
@@ -77,6 +79,9 @@ func TopicSettings(opts []consumer.Option) (options.Topic, error) {
 	if err := t.Limits.Check(); err != nil {
 		return t, fmt.Errorf("%w: %v", consumer.ErrInvalidOption, err)
 	}
+	if err := (life.Settings{Retention: t.Retention, Events: t.Events}).Validate(); err != nil {
+		return t, fmt.Errorf("%w: %v", consumer.ErrInvalidOption, err)
+	}
 	if t.AdaptiveMax > 0 {
 		// The listener tokens and the fetches are sized for the most the
 		// limit may reach (flow/adaptive.go moves it).
@@ -103,6 +108,7 @@ func newConfig(t options.Topic, h HubConfig) config {
 		deadMaxLen:     t.DeadMaxLen,
 		deadMaxAge:     t.DeadMaxAge,
 		limits:         t.Limits,
+		life:           life.Settings{Retention: t.Retention, Events: t.Events},
 		adaptiveMin:    t.AdaptiveMin,
 		adaptiveMax:    t.AdaptiveMax,
 		logger:         h.Logger,

@@ -25,6 +25,7 @@ type delivery struct {
 	ending    bool // guarded by engine.mu: the listener returned; its ack or rollback is under way
 	started   bool // guarded by engine.mu: its listener call began
 	returned  bool // guarded by engine.mu: Close gave it back to store before it started (giveBackWaiting)
+	cancelled bool // guarded by engine.mu: the message was cancelled while in flight (cancelDelivery)
 }
 
 // freeCapacity reports how many more deliveries may be fetched. A delivery
@@ -296,7 +297,7 @@ func (c *Engine) handle(ctx context.Context, d *delivery) {
 	c.mu.Lock()
 	// The AfterFunc that marks a timeout runs on its own goroutine and may
 	// not have run yet when the handler returns: ask the context directly.
-	abandoned, revoked := d.abandoned, d.revoked
+	abandoned, revoked, cancelled := d.abandoned, d.revoked, d.cancelled
 	timedOut := d.timedOut || context.Cause(hctx) == consumer.ErrHandlerTimeout
 	d.ending = !abandoned
 	c.mu.Unlock()
@@ -307,6 +308,11 @@ func (c *Engine) handle(ctx context.Context, d *delivery) {
 	switch {
 	case abandoned:
 		outcome = consumer.Abandoned
+	case cancelled:
+		// Cancelled while in flight (cancel.lua): its tombstone refuses
+		// an ack or rollback, so none is sent, whatever the handler
+		// returned; the message is neither completed nor retried.
+		outcome = consumer.Cancelled
 	case context.Cause(ctx) == consumer.ErrLeaseLost:
 		outcome = consumer.LeaseLost
 		c.log.WarnContext(ctx, "rmq: lease lost while handling; the message is redelivered", "id", d.msg.ID, "slot", d.msg.Slot)
@@ -480,7 +486,9 @@ func (c *Engine) snapshotInflight() map[int][]*delivery {
 	defer c.mu.Unlock()
 	out := map[int][]*delivery{}
 	for d := range c.inflight {
-		if !d.timedOut && !d.abandoned && !d.revoked {
+		// A cancelled delivery's extension would be refused (its
+		// tombstone): it is not a lost lease.
+		if !d.timedOut && !d.abandoned && !d.revoked && !d.cancelled {
 			out[d.msg.Slot] = append(out[d.msg.Slot], d)
 		}
 	}

@@ -199,6 +199,7 @@ func (h *Hub) New(p Params) (*Engine, error) {
 		Lookahead: cfg.lookahead, LeaseSec: cfg.leaseSeconds(),
 		MaxRetries: cfg.maxRetries, DeadMaxLen: cfg.deadMaxLen, DeadMaxAge: cfg.deadMaxAge, BackoffArgs: backoffArgs,
 		Calls: h.calls, Owner: c.own, Flow: c.flow, Clock: &c.clock, Log: c.log,
+		Life:    redisops.NewLife(c.rdb, cfg.prefix, t, cfg.life, c.log),
 		Expired: func(n int) { expired(cfg.observer, t.Name(), n) },
 		Fenced:  c.fenced,
 	}
@@ -252,7 +253,9 @@ func (c *Engine) Start(ctx context.Context) error {
 	}
 	base := context.WithoutCancel(ctx)
 	c.loops = lifecycle.NewGroup(base)
-	c.handleCtx, c.stopAll = context.WithCancel(base)
+	// The handlers' contexts carry the progress writer
+	// (consumer.Message.SetProgress), put here once for all of them.
+	c.handleCtx, c.stopAll = context.WithCancel(options.WithProgress(base, c.writeProgress))
 
 	// The hub's subscription: once this returns, Redis confirmed the
 	// topic's wake channels.
@@ -263,14 +266,15 @@ func (c *Engine) Start(ctx context.Context) error {
 		return err
 	}
 	// After the subscription, in one round trip: the definition stored or
-	// checked, and the pause state read (a pause published from now on is
-	// heard).
+	// checked, and the pause state, limits and life settings read (a
+	// pause or settings change published from now on is heard).
 	if err := c.defineAndReadPaused(ctx); err != nil {
 		c.waker.unregister()
 		c.loops.Stop()
 		c.stopAll()
 		return err
 	}
+	c.hub.lives.add(c.cfg.prefix, c.topic.Name(), c.ops.Life)
 	c.hub.flows.Add(c.flow)
 	// A pull engine fetches when asked and extends no lease by itself; it
 	// still sweeps, so topics that are only pulled are swept too. Sweeping
@@ -323,6 +327,7 @@ func (c *Engine) Close(ctx context.Context) error {
 	// The hub no longer calls this engine about wake-ups.
 	c.waker.unregister()
 	c.hub.flows.Drop(c.flow)
+	c.hub.lives.drop(c.cfg.prefix, c.topic.Name(), c.ops.Life)
 	c.hub.leases.StopSweeping(c.lease())
 
 	drained := make(chan struct{})

@@ -78,6 +78,7 @@ type Hub struct {
 	// same time, in shared round trips (engine.defineAndReadPaused).
 	starts *groupcommit.Group[*startRead]
 	flows  flow.Registry // engines' flow control by topic, for acks by id (flow/registry.go)
+	lives  lifeRegistry  // engines' life settings by topic, for acks by id (life.go)
 }
 
 // NewHub returns a hub on rdb; its goroutines start with the first Start

@@ -18,8 +18,9 @@ import (
 // Wake payloads besides a score: a delayed entry's due time ('d' and the
 // ms), a topic paused or resumed (Inspector.Pause, Resume), its stored
 // limits changed ('L', Inspector.SetLimits), its messages carry groups
-// from now on ('G', a producer's first grouped send), and capacity came
-// free under a topic concurrency ('f', flow/state.go).
+// from now on ('G', a producer's first grouped send), capacity came
+// free under a topic concurrency ('f', flow/state.go), and a delivery in
+// flight was cancelled ('x<token>:<id>', cancel.lua).
 const (
 	wakeScore = iota
 	wakeDelayed
@@ -29,6 +30,7 @@ const (
 	wakeLimits
 	wakeGrouped
 	wakeFlow
+	wakeCancel
 )
 
 // parseWake reads a wake channel payload.
@@ -44,6 +46,9 @@ func parseWake(p string) (kind int, score float64) {
 		return wakeGrouped, -1
 	case p == "f":
 		return wakeFlow, -1
+	case len(p) > 1 && p[0] == 'x':
+		// A running delivery was cancelled: "x<token>:<id>" (cancel.lua).
+		return wakeCancel, -1
 	case len(p) > 1 && p[0] == 'd':
 		f, err := strconv.ParseFloat(p[1:], 64)
 		if err != nil {
@@ -106,7 +111,15 @@ func (c *Engine) defineAndReadPaused(ctx context.Context) error {
 			return fmt.Errorf("rmq: read the limits of %s: %w", c.topic.Name(), err)
 		}
 	}
-	return c.flow.ApplyStored(ctx, r.limits, r.grouped)
+	if err := c.flow.ApplyStored(ctx, r.limits, r.grouped); err != nil {
+		return err
+	}
+	// The life settings in force: the stored ones win (a change is told on
+	// the wake channels like the limits', heard from now on).
+	if err := c.ops.Life.ApplyStored(ctx, r.life); err != nil {
+		return fmt.Errorf("rmq: start %s: %w", c.topic.Name(), err)
+	}
+	return nil
 }
 
 // startRoundsInFlight bounds the start-up rounds (defineAndReadPaused)
@@ -122,7 +135,9 @@ type startRead struct {
 	// limits and grouped: the topic's stored limits and grouped mark
 	// (flow/state.go).
 	limits, grouped *redis.StringCmd
-	err             error // the round failed before its commands were queued
+	// life: the topic's stored life settings (redisops.Life).
+	life *redis.StringCmd
+	err  error // the round failed before its commands were queued
 }
 
 // runStartReads runs a round of starting engines' reads in one pipeline;
@@ -135,6 +150,7 @@ func runStartReads(ctx context.Context, rdb redis.UniversalClient, batch []*star
 			r.get = p.HGet(ctx, keyspace.PausedKey(r.c.cfg.prefix), r.c.topic.Name())
 			r.limits = p.HGet(ctx, keyspace.LimitsKey(r.c.cfg.prefix), r.c.topic.Name())
 			r.grouped = p.HGet(ctx, keyspace.GroupedKey(r.c.cfg.prefix), r.c.topic.Name())
+			r.life = p.HGet(ctx, keyspace.LifeSettingsKey(r.c.cfg.prefix), r.c.topic.Name())
 		}
 		return nil
 	})

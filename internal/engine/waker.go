@@ -77,9 +77,17 @@ func (w *waker) Message(payload string, slot int) bool {
 		w.c.hub.wake.Recheck(w, kind == wakePause)
 		return false
 	case wakeLimits:
-		// Inspector.SetLimits: the next fetch reads the stored limits.
+		// Inspector.SetLimits, or a change of the lifecycle settings:
+		// the next fetch reads the stored ones.
 		w.c.flow.MarkReread()
+		w.c.ops.Life.MarkReread()
 		return true
+	case wakeCancel:
+		// A delivery was cancelled: its handler here, if any, stops now.
+		if token, id, ok := parseCancel(payload); ok {
+			w.c.cancelDelivery(slot, token, id)
+		}
+		return false
 	case wakeGrouped:
 		// A producer's first grouped send: serve the groups (flow/state.go),
 		// looking at every slot again.

@@ -29,6 +29,11 @@ type Topic struct {
 	// concurrency of the topic, which moves between them
 	// (consumer.WithAdaptiveConcurrency).
 	AdaptiveMin, AdaptiveMax int
+	// Retention and Events are the life settings the consumer asks for
+	// (consumer.WithRetention, WithEvents); the ones stored with the topic
+	// win (internal/life.Resolve).
+	Retention time.Duration
+	Events    int
 	// Bad lists what options found wrong with their arguments (a count of
 	// 0 that would otherwise read as "no limit"); TopicSettings refuses
 	// the first.

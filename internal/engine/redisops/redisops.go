@@ -57,6 +57,7 @@ type Ops struct {
 	// (ZooKeeper mode).
 	Owner Owner
 	Flow  *flow.State  // the topic's flow control
+	Life  *Life        // the topic's life keys and settings (life.go)
 	Clock *clock.Clock // the engine's estimate of Redis's clock
 	Log   *slog.Logger
 	// Expired is told of n messages dropped as expired by a fetch.
@@ -153,6 +154,7 @@ func (c *Ops) Fetch(ctx context.Context, reqs []FetchReq, total int) []FetchResu
 func (c *Ops) FetchLease(ctx context.Context, reqs []FetchReq, total int, lease int64) []FetchResult {
 	timeBased := c.Topic.Type().TimeBased()
 	c.Flow.EnsureLimits(ctx)
+	c.Life.Ensure(ctx)
 	fl := c.Flow.FetchFlow()
 	group := func(r FetchReq) scripts.FetchGroup {
 		k := c.Keys[r.Slot]
@@ -405,6 +407,8 @@ func (c *Ops) Rollback(ctx context.Context, slot int, items []RollbackItem) ([]i
 	}
 	keys := []string{k.Store, k.Prepare, k.Msg, k.Dead, k.DeadMsg, k.Wake, k.Delayed}
 	keys = append(keys, c.Flow.EndKeys(slot)...)
+	lk := c.Life.Keys(slot)
+	keys = append(keys, lk[:]...)
 	if len(items) > 0 {
 		keys, args = c.Owner.Fence(slot, items[0].Epoch, keys, args)
 	}
@@ -416,12 +420,15 @@ func (c *Ops) Rollback(ctx context.Context, slot int, items []RollbackItem) ([]i
 }
 
 // retryArgs are the ARGV shared by rollback.lua and sweep.lua up to and
-// including the backoff table; sweep passes its limit, which goes before
-// the table.
+// including the event log's length after the backoff table; sweep passes
+// its limit, which goes before the table. The calls name the life keys
+// (max retries ending in "L"), so retries, deaths and expiries are
+// recorded and the waiters of a message that ends hear of it.
 func (c *Ops) retryArgs(sweepLimit ...any) []any {
-	args := []any{c.WakeCmd, c.MaxRetries, c.deadMaxLenPerSlot(), c.DeadMaxAge.Milliseconds()}
+	args := []any{c.WakeCmd, maxRetriesArg(c.MaxRetries), c.deadMaxLenPerSlot(), c.DeadMaxAge.Milliseconds()}
 	args = append(args, sweepLimit...)
-	return append(args, c.BackoffArgs...)
+	args = append(args, c.BackoffArgs...)
+	return append(args, c.Life.Current().Events)
 }
 
 func (c *Ops) deadMaxLenPerSlot() int {
@@ -488,6 +495,8 @@ func (c *Ops) Sweep(ctx context.Context, slotList []int) (rolled int, dead []Dea
 	cmds := RunPipelined(ctx, c.RDB, len(slotList), func(i int) scripts.Call {
 		k := c.Keys[slotList[i]]
 		keys := append([]string{k.Store, k.Prepare, k.Msg, k.Dead, k.DeadMsg, k.Wake, k.Delayed}, c.Flow.EndKeys(slotList[i])...)
+		lk := c.Life.Keys(slotList[i])
+		keys = append(keys, lk[:]...)
 		keys, args := c.Owner.Fence(slotList[i], epochs[i], keys, args)
 		return Call(scripts.Sweep, keys, args)
 	})

@@ -39,6 +39,8 @@ var scriptsBySHA = func() map[string]string {
 		"gsend":              scripts.GSend,
 		"gremove":            scripts.GRemove,
 		"permit":             scripts.Permit,
+		"progress":           scripts.Progress,
+		"cancel":             scripts.Cancel,
 	} {
 		m[s.Hash()] = name
 	}
