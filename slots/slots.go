@@ -1,11 +1,8 @@
 package slots
 
 import (
-	"errors"
-	"fmt"
-	"hash/crc32"
-
 	"github.com/rmq-go/rmq/consumer"
+	"github.com/rmq-go/rmq/internal/keyspace"
 )
 
 // DefaultPrefix is the key prefix used when none is configured.
@@ -13,33 +10,17 @@ const DefaultPrefix = "rmq"
 
 // ErrInvalidPrefix is returned for key prefixes that are empty, too long or
 // contain characters that would break the hash tag ('{', '}') or the layout.
-var ErrInvalidPrefix = errors.New("rmq: invalid key prefix")
+var ErrInvalidPrefix = keyspace.ErrInvalidPrefix
 
 // ValidatePrefix checks a key prefix: 1..64 characters of [A-Za-z0-9._:-].
-func ValidatePrefix(p string) error {
-	if len(p) == 0 || len(p) > 64 {
-		return fmt.Errorf("%w: length %d (want 1..64)", ErrInvalidPrefix, len(p))
-	}
-	for i := 0; i < len(p); i++ {
-		c := p[i]
-		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-' || c == ':'
-		if !ok {
-			return fmt.Errorf("%w: %q", ErrInvalidPrefix, p)
-		}
-	}
-	return nil
-}
+func ValidatePrefix(p string) error { return keyspace.ValidatePrefix(p) }
 
 // Index returns the topic slot of a message: CRC32-IEEE(basis) mod slotAmount.
 // slotAmount is a power of two, so the modulo keeps the low bits.
-func Index(basis []byte, slotAmount int) int {
-	return int(crc32.ChecksumIEEE(basis) & uint32(slotAmount-1))
-}
+func Index(basis []byte, slotAmount int) int { return keyspace.Index(basis, slotAmount) }
 
 // IndexString is Index for a string basis, without a copy.
-func IndexString(basis string, slotAmount int) int {
-	return int(crc32.ChecksumIEEE([]byte(basis)) & uint32(slotAmount-1))
-}
+func IndexString(basis string, slotAmount int) int { return keyspace.IndexString(basis, slotAmount) }
 
 // ErrOwnershipLost is consumer.ErrOwnershipLost, the cause a handler's
 // context carries when ZooKeeper ownership of its slot is lost.

@@ -5,6 +5,7 @@ import (
 	"hash/crc32"
 	"testing"
 
+	"github.com/rmq-go/rmq/internal/keyspace"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -27,4 +28,11 @@ func TestValidatePrefix(t *testing.T) {
 	for _, bad := range []string{"", "a{b", "a}b", "has space", string(make([]byte, 65))} {
 		assert.True(t, errors.Is(ValidatePrefix(bad), ErrInvalidPrefix), "%q", bad)
 	}
+}
+
+// The library's internal packages name the default prefix and compute
+// slots in internal/keyspace: the same values.
+func TestSameAsKeyspace(t *testing.T) {
+	assert.Equal(t, keyspace.DefaultPrefix, DefaultPrefix)
+	assert.Same(t, keyspace.ErrInvalidPrefix, ErrInvalidPrefix)
 }

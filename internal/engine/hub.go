@@ -16,9 +16,9 @@ import (
 	"github.com/rmq-go/rmq/internal/engine/lease"
 	"github.com/rmq-go/rmq/internal/engine/wake"
 	"github.com/rmq-go/rmq/internal/groupcommit"
+	"github.com/rmq-go/rmq/internal/keyspace"
 	"github.com/rmq-go/rmq/internal/lifecycle"
 	"github.com/rmq-go/rmq/internal/scripts"
-	"github.com/rmq-go/rmq/slots"
 )
 
 // The engines of one client share a hub (cost follows work, not
@@ -85,7 +85,7 @@ type Hub struct {
 // of one of its engines.
 func NewHub(rdb redis.UniversalClient, cfg HubConfig) *Hub {
 	if cfg.Prefix == "" {
-		cfg.Prefix = slots.DefaultPrefix
+		cfg.Prefix = keyspace.DefaultPrefix
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)

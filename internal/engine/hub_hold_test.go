@@ -11,7 +11,6 @@ import (
 	"github.com/rmq-go/rmq/consumer"
 	"github.com/rmq-go/rmq/internal/keyspace"
 	"github.com/rmq-go/rmq/producer"
-	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
 )
 
@@ -42,7 +41,7 @@ func TestLookaheadHoldsUntilTheInstant(t *testing.T) {
 	due := time.Now().Add(time.Second)
 	_, err := p.SendFixedTime(ctx, tp, []byte("a"), due, producer.WithKey("a"))
 	require.NoError(t, err)
-	k := keyspace.KeysFor(prefix, tp, slots.IndexString("a", tp.SlotAmount()))
+	k := keyspace.KeysFor(prefix, tp, keyspace.IndexString("a", tp.SlotAmount()))
 	// Taken from store within the lookahead before its instant, and held
 	// here (the client counts it once the fetch's reply is read).
 	require.Eventually(t, func() bool {

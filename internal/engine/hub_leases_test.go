@@ -14,11 +14,11 @@ import (
 
 	"github.com/rmq-go/rmq/consumer"
 	"github.com/rmq-go/rmq/internal/engine/lease"
+	"github.com/rmq-go/rmq/internal/keyspace"
 	"github.com/rmq-go/rmq/internal/scripts"
 	"github.com/rmq-go/rmq/internal/testkit/redisserver"
 	"github.com/rmq-go/rmq/internal/testkit/redistest"
 	"github.com/rmq-go/rmq/producer"
-	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
 )
 
@@ -373,7 +373,7 @@ func TestLeaseKeptThenCloseLeavesNothingInPrepare(t *testing.T) {
 	}
 }
 
-func slotOf(c *Engine, id string) int { return slots.IndexString(id, c.topic.SlotAmount()) }
+func slotOf(c *Engine, id string) int { return keyspace.IndexString(id, c.topic.SlotAmount()) }
 
 // The hooks run on hot paths (every fetch, every wake-up): a map lookup
 // and a heap update, no Redis call.

@@ -10,7 +10,7 @@ import (
 
 	"github.com/rmq-go/rmq/consumer"
 	"github.com/rmq-go/rmq/internal/engine/redisops"
-	"github.com/rmq-go/rmq/slots"
+	"github.com/rmq-go/rmq/internal/keyspace"
 )
 
 // NackByID implements the puller API of rmq.Client: it ends whatever delivery of id
@@ -46,7 +46,7 @@ func (c *Engine) NackByID(ctx context.Context, id string, retryAfter time.Durati
 // in one pipelined round: a keyed message lives in its id's slot (preferred
 // when both hold it), a body-derived id in its body's.
 func (c *Engine) inflightSlot(ctx context.Context, id string) (int, bool, error) {
-	first := slots.IndexString(id, len(c.keys))
+	first := keyspace.IndexString(id, len(c.keys))
 	if len(c.keys) == 1 {
 		return first, true, nil
 	}

@@ -18,7 +18,6 @@ import (
 	"github.com/rmq-go/rmq/internal/testkit/redisserver"
 	"github.com/rmq-go/rmq/internal/testkit/redistest"
 	"github.com/rmq-go/rmq/producer"
-	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
 )
 
@@ -66,7 +65,7 @@ func newShardFixture(t *testing.T, tune func(*wake.Tuning)) *shardFixture {
 			f.keys = make([]string, 16)
 		}
 		k := fmt.Sprintf("k%d", i)
-		if s := slots.IndexString(k, 16); f.keys[s] == "" {
+		if s := keyspace.IndexString(k, 16); f.keys[s] == "" {
 			f.keys[s] = k
 		}
 	}

@@ -16,7 +16,6 @@ import (
 	"github.com/rmq-go/rmq/internal/keyspace"
 	"github.com/rmq-go/rmq/internal/scripts"
 	"github.com/rmq-go/rmq/internal/topicstore"
-	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
 )
 
@@ -50,7 +49,7 @@ type Inspector struct {
 // call returns it. Without one, a bad prefix is that error.
 func New(rdb redis.UniversalClient, prefix string, err error) *Inspector {
 	if err == nil {
-		err = slots.ValidatePrefix(prefix)
+		err = keyspace.ValidatePrefix(prefix)
 	}
 	i := &Inspector{rdb: rdb, prefix: prefix, err: err}
 	if rdb != nil {

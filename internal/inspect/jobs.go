@@ -11,7 +11,6 @@ import (
 	"github.com/rmq-go/rmq/internal/keyspace"
 	"github.com/rmq-go/rmq/internal/life"
 	"github.com/rmq-go/rmq/internal/scripts"
-	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
 )
 
@@ -145,7 +144,7 @@ func (i *Inspector) Message(ctx context.Context, t topic.Topic, id string) (Mess
 	if err := i.check(ctx, t); err != nil {
 		return MessageInfo{}, err
 	}
-	first := slots.IndexString(id, t.SlotAmount())
+	first := keyspace.IndexString(id, t.SlotAmount())
 	info, err := i.messageAt(ctx, t, first, id)
 	if !errors.Is(err, ErrMessageNotFound) {
 		return info, err

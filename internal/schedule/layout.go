@@ -8,12 +8,11 @@ import (
 	"strings"
 
 	"github.com/rmq-go/rmq/internal/keyspace"
-	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
 )
 
 // Redis layout. A schedule lives in the topic slot its name picks
-// (slots.IndexString(name, slot amount)), next to its pending tick, so that
+// (keyspace.IndexString(name, slot amount)), next to its pending tick, so that
 // one schedule.lua call changes both; those keys carry the slot's hash tag.
 // The registry (name -> topic and generation) and the events channel are
 // one per prefix.
@@ -31,7 +30,7 @@ func RegistryKey(prefix string) string { return prefix + ":schedules" }
 func EventsChannel(prefix string) string { return prefix + ":schedules:events" }
 
 // SlotOf is the topic slot of the schedule name on t.
-func SlotOf(name string, t topic.Topic) int { return slots.IndexString(name, t.SlotAmount()) }
+func SlotOf(name string, t topic.Topic) int { return keyspace.IndexString(name, t.SlotAmount()) }
 
 // Keys are the KEYS of a schedule.lua call, in order.
 type Keys struct {

@@ -11,7 +11,6 @@ import (
 	"github.com/rmq-go/rmq/internal/scripts"
 	"github.com/rmq-go/rmq/internal/topicstore"
 	"github.com/rmq-go/rmq/producer"
-	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
 )
 
@@ -46,7 +45,7 @@ type Manager struct {
 // rdb or a bad prefix is that error (errNilClient wraps the caller's
 // sentinel for a nil rdb).
 func NewManager(rdb redis.UniversalClient, prefix string, maxBodySize int, err, errNilClient error) *Manager {
-	m := &Manager{rdb: rdb, prefix: prefix, maxBodySize: maxBodySize, err: slots.ValidatePrefix(prefix)}
+	m := &Manager{rdb: rdb, prefix: prefix, maxBodySize: maxBodySize, err: keyspace.ValidatePrefix(prefix)}
 	switch {
 	case rdb == nil:
 		m.err = errNilClient

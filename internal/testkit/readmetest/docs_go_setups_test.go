@@ -112,6 +112,19 @@ if rec.Code != http.StatusOK { return fmt.Errorf("GET /rmq/: %d", rec.Code) }`},
 		after: `if err != nil { return err }`},
 	// Compile-only: a listener's return statements.
 	"jobs-outcomes": {given: `var err error`},
+	"jobs-unique": {given: `var (
+	ctx      context.Context
+	p        *producer.Producer
+	receipts topic.Topic
+	body     []byte
+)`, init: `ctx, body = context.Background(), []byte("receipt")
+	receipts = topic.MustNew("receipts", topic.RangeMerge, 4)
+	p = docenv.Client("jobs-unique").Producer()`,
+		// The page's claim: the same send again within the day is refused.
+		after: `if err != nil { return err }
+if _, err := p.SendRangeMerge(ctx, receipts, body, 0, producer.WithKey("order-1001"), producer.WithUniqueFor(24*time.Hour)); !errors.Is(err, producer.ErrDuplicate) {
+	return fmt.Errorf("the repeat within the day: %v; the page says ErrDuplicate", err)
+}`},
 	"jobs-pause": {given: `var (
 	ctx    context.Context
 	client *rmq.Client

@@ -160,8 +160,8 @@ func (s sleeper) inReceive(context.Context) { <-s.stop }
 // Parked counts the goroutines of one function and labels, and tells
 // those parked in its select from those blocked otherwise.
 func TestParked(t *testing.T) {
-	const inSelect = "github.com/rmq-go/rmq/internal/redistest_test.sleeper.inSelect"
-	const inReceive = "github.com/rmq-go/rmq/internal/redistest_test.sleeper.inReceive"
+	const inSelect = "github.com/rmq-go/rmq/internal/testkit/redistest_test.sleeper.inSelect"
+	const inReceive = "github.com/rmq-go/rmq/internal/testkit/redistest_test.sleeper.inReceive"
 	s := sleeper{stop: make(chan struct{})}
 	var wg sync.WaitGroup
 	defer wg.Wait()
