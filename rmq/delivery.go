@@ -42,3 +42,13 @@ func (d *Delivery) Nack(ctx context.Context, retryAfter time.Duration, cause err
 func (d *Delivery) Extend(ctx context.Context, dur time.Duration) error {
 	return d.d.Extend(ctx, dur)
 }
+
+// SetProgress stores progress as the delivery's latest progress (readable
+// through Inspector.Message while it is in flight, and recorded as a
+// progress event with consumer.WithEvents), as consumer.Message.SetProgress
+// does for a handler; consumer.ErrNotCurrent once the delivery ended or
+// was cancelled. It shadows the embedded Message's method, which needs a
+// handler's context.
+func (d *Delivery) SetProgress(ctx context.Context, progress []byte) error {
+	return d.d.SetProgress(ctx, progress)
+}

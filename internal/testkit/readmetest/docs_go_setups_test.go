@@ -54,11 +54,20 @@ var goSetups = map[string]goSetup{
 )`, init: `ctx, body, jobs = context.Background(), []byte("job"), topic.MustNew("jobs", topic.Priority, 4)
 	p = docenv.Client("api-priority").Producer()`,
 		after: `if err != nil || 100 < topic.MinPriority { return fmt.Errorf("%v (MinPriority %d)", err, topic.MinPriority) }`},
-	// The page's Message is consumer.Message field for field: a conversion
-	// between struct types compiles only when their fields are the same,
-	// in the same order, of the same types.
-	// Compile-only: a type, checked by the conversion.
-	"api-message": {after: `_ = Message(consumer.Message{})`},
+	// The page's Message is consumer.Message's exported fields, in order,
+	// of the same types (consumer.Message also has unexported ones, so a
+	// conversion between the two cannot check it).
+	"api-message": {init: `_ = 0`, after: `exported := func(t reflect.Type) (out []string) {
+	for i := range t.NumField() {
+		if f := t.Field(i); f.IsExported() {
+			out = append(out, f.Name+" "+f.Type.String())
+		}
+	}
+	return out
+}
+if want, got := exported(reflect.TypeOf(consumer.Message{})), exported(reflect.TypeOf(Message{})); !slices.Equal(want, got) {
+	return fmt.Errorf("the page's Message has %v; consumer.Message has %v", got, want)
+}`},
 	"api-inspector": {given: `var (
 	ctx    context.Context
 	client *rmq.Client
@@ -205,6 +214,8 @@ var importPaths = map[string]string{
 	"context":    "context",
 	"errors":     "errors",
 	"fmt":        "fmt",
+	"reflect":    "reflect",
+	"slices":     "slices",
 	"http":       "net/http",
 	"slog":       "log/slog",
 	"sql":        "database/sql",
