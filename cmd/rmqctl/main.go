@@ -9,7 +9,8 @@
 // command line.
 //
 // Run "rmqctl help" for the commands, "rmqctl help COMMAND" for one of them.
-// Exit status: 0 success, 1 error (or a declined confirmation), 2 usage.
+// Exit status: 0 success, 1 error (or a declined confirmation), 2 usage;
+// wait exits 3 dead, 4 cancelled, 5 not found, 6 timed out.
 package main
 
 import (
