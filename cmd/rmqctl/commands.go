@@ -194,7 +194,9 @@ const statsHelp = `Usage:
 Shows the sizes of TOPIC's queues: waiting messages (and how many of them
 are due now), deliveries in flight and dead messages; for time-based
 topics the next due time (how long it is overdue, if it is), for priority
-topics the top priority; the times of the oldest and newest death.
+topics the top priority; the times of the oldest and newest death; the
+finished messages the topic retains and its event log's length, when it
+keeps them ('rmqctl lifecycle').
 
 Flags:
   --slots   also list every slot that holds a message

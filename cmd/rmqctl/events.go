@@ -40,7 +40,7 @@ lifecycle TOPIC --events N').
 
 Flags:
   --after CURSOR   start right after CURSOR (default: the oldest kept)
-  --follow         keep printing new events until interrupted
+  --follow, -f     keep printing new events until interrupted
 `
 
 type eventJSON struct {

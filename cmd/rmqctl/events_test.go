@@ -5,15 +5,19 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os/exec"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/rmq-go/rmq/producer"
 )
 
 var eventLine = regexp.MustCompile(`^(\S+)  (\S+)\s*  (\S+)  (\d+)  (\S+)  '(e1[^']*)'$`)
@@ -99,4 +103,43 @@ func TestRmqctlEvents(t *testing.T) {
 	assert.Equal(t, []string{"cancelled", "d"}, []string{m[2], m[3]})
 	require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
 	assert.NoError(t, cmd.Wait(), "stderr: %s", errb.String())
+}
+
+// rmqctl events without --follow ends while events go on being recorded:
+// it stops at the ends the logs had when it started, so it prints at least
+// what was recorded before and nothing recorded after it ended.
+func TestRmqctlEventsEndsUnderWrites(t *testing.T) {
+	e := newLifeEnv(t, "busy")
+	r := e.r
+	e.send("first")
+	r.ok("lifecycle", "busy", "--events", "100000")
+	r.ok("cancel", "busy", "first")
+	ctx, cancel := context.WithCancel(context.Background())
+	insp := e.c.Inspector()
+	var written atomic.Int64
+	written.Store(1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; ctx.Err() == nil; i++ {
+			id := fmt.Sprintf("m%d", i)
+			// Not e.send: no require off the test's goroutine.
+			if _, err := e.c.Producer().SendFixedTime(ctx, e.tp, []byte(id), time.Now().Add(time.Hour), producer.WithKey(id)); err != nil {
+				continue
+			}
+			if ok, err := insp.Cancel(ctx, e.tp, id); err == nil && ok {
+				written.Add(1)
+			}
+		}
+	}()
+	// Let the writer get going: the command must start among writes.
+	require.Eventually(t, func() bool { return written.Load() >= 20 }, 20*time.Second, time.Millisecond)
+	res := r.run("", "events", "busy")
+	after := written.Load()
+	cancel()
+	<-done
+	require.Equal(t, 0, res.code, res.stderr)
+	got := int64(len(lines(res.stdout)))
+	assert.GreaterOrEqual(t, got, int64(20))
+	assert.LessOrEqual(t, got, after)
 }

@@ -124,6 +124,14 @@ func TestRmqctlLifecycleShowCancel(t *testing.T) {
 	assert.Equal(t, "text", mj.ResultEnc)
 	assert.NotEmpty(t, mj.FinishedAt)
 
+	st := r.ok("stats", "jobs")
+	assert.Regexp(t, `(?m)^retained:\s+3 finished \(completed or cancelled\)$`, st)
+	assert.Regexp(t, `(?m)^event log:\s+3 events$`, st)
+	var sj statsJSON
+	r.json(&sj, "stats", "jobs")
+	assert.EqualValues(t, 3, sj.Retained)
+	assert.EqualValues(t, 3, sj.Events)
+
 	nf := r.run("", "show", "jobs", "nope")
 	assert.Equal(t, 1, nf.code)
 	assert.Equal(t, "rmqctl: no message \"nope\" in jobs: not found\n", nf.stderr)

@@ -1,6 +1,7 @@
 // Command rmqctl inspects and repairs RMQ queues in Redis: it lists
 // topics, shows their statistics and waiting messages, and lists, shows,
-// requeues and deletes dead messages.
+// requeues and deletes dead messages; it shows, cancels and waits for one
+// message and prints or follows a topic's event log.
 //
 //	rmqctl [--url URL | --redis ADDR | --cluster SEEDS] [--tls-ca FILE] [--prefix P] [-o table|json] COMMAND
 //

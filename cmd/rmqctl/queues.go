@@ -84,6 +84,12 @@ func (a *app) stats(args []string) error {
 	if len(st.Adaptive) > 0 {
 		tb.row("adaptive:", adaptiveCell(st.Adaptive))
 	}
+	if st.Retained > 0 {
+		tb.row("retained:", fmt.Sprintf("%d finished (completed or cancelled)", st.Retained))
+	}
+	if st.Events > 0 {
+		tb.row("event log:", fmt.Sprintf("%d events", st.Events))
+	}
 	if t.Type().TimeBased() {
 		next := "-"
 		if !st.NextDue.IsZero() {
