@@ -42,6 +42,12 @@ type Stats struct {
 	// Groups the groups that have messages waiting or in flight under a
 	// limit. Due and NextDue count store's messages only.
 	Grouped, Groups int64
+	// Retained counts the records of finished messages the topic keeps
+	// (completed and cancelled, while Lifecycle.Retention lasts; a record
+	// past its time may be counted until a later finish of its slot trims
+	// it or the slot's records expire), Events the entries of its event
+	// logs (Lifecycle.Events, each slot's trimmed to about that many).
+	Retained, Events int64
 	// Limits are the topic's stored flow limits (zero: none).
 	Limits Limits
 	// Adaptive lists the adaptive concurrency limits the clients
@@ -61,6 +67,7 @@ type SlotStats struct {
 	NextDue                  time.Time
 	TopPriority              int64
 	OldestDeath, NewestDeath time.Time
+	Retained, Events         int64
 }
 
 // Lag is how long the oldest overdue message has been due (zero when none
@@ -74,7 +81,7 @@ func (s Stats) Lag() time.Duration {
 
 // Stats returns the counts of t's queues, per slot and in total, with the
 // next due time (time-based topics) or top priority (priority topics), its
-// limits and its consumers' adaptive limits. It reads eleven values per
+// limits and its consumers' adaptive limits. It reads thirteen values per
 // slot in pipelines; it writes nothing.
 func (i *Inspector) Stats(ctx context.Context, t topic.Topic) (Stats, error) {
 	in, err := i.in.Stats(ctx, t)
@@ -119,7 +126,7 @@ func statsOf(in inspect.Stats) Stats {
 		Topic: in.Topic, Now: in.Now, Store: in.Store, Prepare: in.Prepare, Dead: in.Dead,
 		Delayed: in.Delayed, Paused: in.Paused, Due: in.Due, NextDue: in.NextDue,
 		TopPriority: in.TopPriority, OldestDeath: in.OldestDeath, NewestDeath: in.NewestDeath,
-		Grouped: in.Grouped, Groups: in.Groups, Slots: make([]SlotStats, len(in.Slots)),
+		Grouped: in.Grouped, Groups: in.Groups, Retained: in.Retained, Events: in.Events, Slots: make([]SlotStats, len(in.Slots)),
 	}
 	for j, s := range in.Slots {
 		st.Slots[j] = SlotStats(s)

@@ -36,6 +36,14 @@ func usagef(cmd, format string, args ...any) error {
 	return &usageError{msg: fmt.Sprintf(format, args...), help: cmd}
 }
 
+// codeError ends rmqctl with an exit status of its own (wait's outcomes).
+type codeError struct {
+	code int
+	msg  string
+}
+
+func (e *codeError) Error() string { return e.msg }
+
 // errHelp is returned when -h or --help asked for a command's help, which
 // was printed: exit 0.
 var errHelp = errors.New("help requested")
@@ -64,9 +72,13 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		_ = a.rdb.Close()
 	}
 	var ue *usageError
+	var ce *codeError
 	switch {
 	case err == nil, errors.Is(err, errHelp):
 		return exitOK
+	case errors.As(err, &ce):
+		fmt.Fprintf(stderr, "rmqctl: %s\n", ce.msg)
+		return ce.code
 	case errors.As(err, &ue):
 		fmt.Fprintf(stderr, "rmqctl: %s\n", ue.msg)
 		hint := "rmqctl help"

@@ -25,6 +25,11 @@ func init() {
 		{name: "pause", summary: "stop every consumer of a topic from fetching", help: pauseHelp, run: (*app).pause},
 		{name: "resume", summary: "let the consumers of a paused topic fetch again", help: resumeHelp, run: (*app).resume},
 		{name: "limits", summary: "show or set a topic's fleet-wide flow limits", help: limitsHelp, run: (*app).limits},
+		{name: "show", summary: "show one message in any state, finished ones too", help: showHelp, run: (*app).show},
+		{name: "cancel", summary: "cancel a message, waiting or in flight", help: cancelHelp, run: (*app).cancel},
+		{name: "wait", summary: "wait until a message finishes; the exit status says how", help: waitHelp, run: (*app).wait},
+		{name: "events", summary: "print a topic's event log, or follow it", help: eventsHelp, run: (*app).events},
+		{name: "lifecycle", summary: "show or set what a topic keeps of finished messages", help: lifecycleHelp, run: (*app).lifecycle},
 		{name: "dead list", summary: "list dead messages, newest first, a page at a time", help: deadListHelp, run: (*app).deadList},
 		{name: "dead show", summary: "show one dead message with its body", help: deadShowHelp, run: (*app).deadShow},
 		{name: "dead requeue", summary: "put dead messages back as fresh messages", help: deadRequeueHelp, run: (*app).deadRequeue},
@@ -147,7 +152,8 @@ Bodies are shown as text when they are printable UTF-8, else as base64.
 Commands that requeue or delete more than one message ask for
 confirmation on the terminal unless --yes is given.
 
-Exit status: 0 success, 1 error or declined confirmation, 2 usage error.
+Exit status: 0 success, 1 error or declined confirmation, 2 usage error;
+'wait' adds its own for a message that did not complete (see its help).
 Run 'rmqctl help COMMAND' for the help of one command.
 `
 
@@ -188,7 +194,9 @@ const statsHelp = `Usage:
 Shows the sizes of TOPIC's queues: waiting messages (and how many of them
 are due now), deliveries in flight and dead messages; for time-based
 topics the next due time (how long it is overdue, if it is), for priority
-topics the top priority; the times of the oldest and newest death.
+topics the top priority; the times of the oldest and newest death; the
+finished messages the topic retains and its event log's length, when it
+keeps them ('rmqctl lifecycle').
 
 Flags:
   --slots   also list every slot that holds a message

@@ -1,6 +1,7 @@
 // Command rmqctl inspects and repairs RMQ queues in Redis: it lists
 // topics, shows their statistics and waiting messages, and lists, shows,
-// requeues and deletes dead messages.
+// requeues and deletes dead messages; it shows, cancels and waits for one
+// message and prints or follows a topic's event log.
 //
 //	rmqctl [--url URL | --redis ADDR | --cluster SEEDS] [--tls-ca FILE] [--prefix P] [-o table|json] COMMAND
 //
@@ -9,7 +10,8 @@
 // command line.
 //
 // Run "rmqctl help" for the commands, "rmqctl help COMMAND" for one of them.
-// Exit status: 0 success, 1 error (or a declined confirmation), 2 usage.
+// Exit status: 0 success, 1 error (or a declined confirmation), 2 usage;
+// wait exits 3 dead, 4 cancelled, 5 not found, 6 timed out.
 package main
 
 import (

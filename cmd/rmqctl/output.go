@@ -49,6 +49,8 @@ type statsJSON struct {
 	Grouped     int64           `json:"grouped"`
 	Groups      int64           `json:"groups"`
 	Adaptive    []adaptiveJSON  `json:"adaptive,omitempty"`
+	Retained    int64           `json:"retained"`
+	Events      int64           `json:"events"`
 	Slots       []slotStatsJSON `json:"slots"`
 }
 
@@ -227,6 +229,7 @@ func statsToJSON(st rmq.Stats) statsJSON {
 		NextDue: fmtTime(st.NextDue), LagSeconds: st.Lag().Seconds(), TopPriority: st.TopPriority,
 		OldestDeath: fmtTime(st.OldestDeath), NewestDeath: fmtTime(st.NewestDeath),
 		Limits: st.Limits.String(), Grouped: st.Grouped, Groups: st.Groups,
+		Retained: st.Retained, Events: st.Events,
 		Slots: []slotStatsJSON{},
 	}
 	for _, x := range st.Adaptive {

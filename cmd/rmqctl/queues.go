@@ -84,6 +84,7 @@ func (a *app) stats(args []string) error {
 	if len(st.Adaptive) > 0 {
 		tb.row("adaptive:", adaptiveCell(st.Adaptive))
 	}
+	lifeRows(tb, st)
 	if t.Type().TimeBased() {
 		next := "-"
 		if !st.NextDue.IsZero() {
@@ -208,6 +209,17 @@ func (a *app) remove(args []string) error {
 		return fmt.Errorf("no waiting message %q in %s", pos[1], t.Name())
 	}
 	return nil
+}
+
+// lifeRows adds what a topic keeps of finished messages to stats, when it
+// keeps any.
+func lifeRows(tb *table, st rmq.Stats) {
+	if st.Retained > 0 {
+		tb.row("retained:", fmt.Sprintf("%d finished (completed or cancelled)", st.Retained))
+	}
+	if st.Events > 0 {
+		tb.row("event log:", fmt.Sprintf("%d events", st.Events))
+	}
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }

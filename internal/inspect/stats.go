@@ -44,6 +44,10 @@ type Stats struct {
 	// Groups the groups that have messages waiting or in flight under a
 	// limit. Due and NextDue count store's messages only.
 	Grouped, Groups int64
+	// Retained counts the finished messages' records kept (completed and
+	// cancelled, Lifecycle.Retention), Events the entries of the event
+	// logs (Lifecycle.Events).
+	Retained, Events int64
 
 	Slots []SlotStats // one per slot, by index
 }
@@ -58,6 +62,7 @@ type SlotStats struct {
 	NextDue                  time.Time
 	TopPriority              int64
 	OldestDeath, NewestDeath time.Time
+	Retained, Events         int64
 }
 
 // Stats is the work of rmq.Inspector.Stats, whose doc says what it does,
@@ -77,6 +82,7 @@ func (i *Inspector) Stats(ctx context.Context, t topic.Topic) (Stats, error) {
 		store, prepare, dead, due, delayed *redis.IntCmd
 		head, oldest, newest               *redis.ZSliceCmd
 		gq, gturn                          *redis.IntCmd
+		retained, events                   *redis.IntCmd
 		storeTurn                          *redis.FloatCmd
 	}
 	cmds := make([]slotCmds, t.SlotAmount())
@@ -99,6 +105,9 @@ func (i *Inspector) Stats(ctx context.Context, t topic.Topic) (Stats, error) {
 		c.gq = pipe.ZCard(ctx, g.Queue)
 		c.gturn = pipe.ZCard(ctx, g.Turn)
 		c.storeTurn = pipe.ZScore(ctx, g.Turn, "")
+		lk := keyspace.LifeKeysFor(i.prefix, t.Name(), s)
+		c.retained = pipe.ZCard(ctx, lk.DoneQ) // one entry per record in done, written and trimmed with it
+		c.events = pipe.XLen(ctx, lk.Events)
 	})
 	if err != nil {
 		return Stats{}, fmt.Errorf("rmq: stats of %s: %w", t.Name(), err)
@@ -115,7 +124,7 @@ func (i *Inspector) Stats(ctx context.Context, t topic.Topic) (Stats, error) {
 	for s := range cmds {
 		c := &cmds[s]
 		ss := SlotStats{Slot: s, Store: c.store.Val(), Prepare: c.prepare.Val(), Dead: c.dead.Val(), Delayed: c.delayed.Val(),
-			Grouped: c.gq.Val(), Groups: c.gturn.Val()}
+			Grouped: c.gq.Val(), Groups: c.gturn.Val(), Retained: c.retained.Val(), Events: c.events.Val()}
 		if c.storeTurn.Err() == nil {
 			ss.Groups-- // the store's own turn is no group
 		}
@@ -155,6 +164,8 @@ func (i *Inspector) Stats(ctx context.Context, t topic.Topic) (Stats, error) {
 		st.Due += ss.Due
 		st.Grouped += ss.Grouped
 		st.Groups += ss.Groups
+		st.Retained += ss.Retained
+		st.Events += ss.Events
 		st.Slots[s] = ss
 	}
 	return st, nil

@@ -23,6 +23,7 @@ const depthReadTimeout = 5 * time.Second
 // even when several prefixes define it (the first prefix watched wins).
 type depthReader struct {
 	store, prepare, dead, delayed, paused metric.Int64ObservableGauge
+	retained, events                      metric.Int64ObservableGauge
 	errs                                  metric.Int64ObservableCounter
 	failures                              atomic.Int64
 	log                                   *slog.Logger
@@ -47,6 +48,11 @@ func newDepthReader(m metric.Meter, log *slog.Logger) (*depthReader, error) {
 	d.dead = gauge("rmq.dead.depth", "Dead messages, read from Redis at collection time.")
 	d.delayed = gauge("rmq.delayed.depth", "Priority messages waiting for a not-before time or a retry's backoff, read from Redis at collection time.")
 	d.paused = gauge("rmq.paused", "1 while the topic is paused (Inspector.Pause), read from Redis at collection time.")
+	d.retained = gauge("rmq.retained.depth", "Finished messages (completed or cancelled) the topic keeps readable (rmq.Lifecycle.Retention), read from Redis at collection time.")
+	if err == nil {
+		d.events, err = m.Int64ObservableGauge("rmq.event_log.length", metric.WithUnit("{event}"),
+			metric.WithDescription("Entries of the topic's event logs (rmq.Lifecycle.Events), read from Redis at collection time."))
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -54,7 +60,7 @@ func newDepthReader(m metric.Meter, log *slog.Logger) (*depthReader, error) {
 		metric.WithDescription("Collections whose read of the queue depths from Redis failed.")); err != nil {
 		return nil, err
 	}
-	if _, err = m.RegisterCallback(d.observe, d.store, d.prepare, d.dead, d.delayed, d.paused, d.errs); err != nil {
+	if _, err = m.RegisterCallback(d.observe, d.store, d.prepare, d.dead, d.delayed, d.paused, d.retained, d.events, d.errs); err != nil {
 		return nil, err
 	}
 	return d, nil
@@ -107,6 +113,8 @@ func (d *depthReader) observe(ctx context.Context, o metric.Observer) error {
 				paused = 1
 			}
 			o.ObserveInt64(d.paused, paused, a)
+			o.ObserveInt64(d.retained, st.Retained, a)
+			o.ObserveInt64(d.events, st.Events, a)
 		}
 	}
 	o.ObserveInt64(d.errs, d.failures.Load())

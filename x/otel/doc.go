@@ -64,6 +64,8 @@
 //	rmq.dead.depth                     rmq_dead_depth       } (WatchQueues)
 //	rmq.delayed.depth                  rmq_delayed_depth    }
 //	rmq.paused                         rmq_paused           }
+//	rmq.retained.depth                 rmq_retained_depth   }
+//	rmq.event_log.length               rmq_event_log_length }
 //	rmq.depth.errors                   rmq_depth_errors_total
 //
 // The two histograms get the Prometheus module's bucket boundaries as advice.

@@ -23,6 +23,7 @@ const depthScrapeTimeout = 5 * time.Second
 // fail the whole scrape.
 type depthCollector struct {
 	store, prepare, dead, delayed, paused, errs *prometheus.Desc
+	retained, events                            *prometheus.Desc
 	log                                         *slog.Logger
 	failures                                    atomic.Uint64
 
@@ -35,11 +36,13 @@ func newDepthCollector(log *slog.Logger) *depthCollector {
 		return prometheus.NewDesc(prometheus.BuildFQName(namespace, "", name), help, topicLabels, nil)
 	}
 	return &depthCollector{
-		store:   desc("store_depth", "Waiting messages (store), read from Redis at scrape time."),
-		prepare: desc("prepare_depth", "Deliveries in flight (prepare), read from Redis at scrape time."),
-		dead:    desc("dead_depth", "Dead messages, read from Redis at scrape time."),
-		delayed: desc("delayed_depth", "Priority messages waiting for a not-before time or a retry's backoff, read from Redis at scrape time."),
-		paused:  desc("paused", "1 while the topic is paused (Inspector.Pause), read from Redis at scrape time."),
+		store:    desc("store_depth", "Waiting messages (store), read from Redis at scrape time."),
+		prepare:  desc("prepare_depth", "Deliveries in flight (prepare), read from Redis at scrape time."),
+		dead:     desc("dead_depth", "Dead messages, read from Redis at scrape time."),
+		delayed:  desc("delayed_depth", "Priority messages waiting for a not-before time or a retry's backoff, read from Redis at scrape time."),
+		paused:   desc("paused", "1 while the topic is paused (Inspector.Pause), read from Redis at scrape time."),
+		retained: desc("retained_depth", "Finished messages (completed or cancelled) the topic keeps readable (rmq.Lifecycle.Retention), read from Redis at scrape time."),
+		events:   desc("event_log_length", "Entries of the topic's event logs (rmq.Lifecycle.Events), read from Redis at scrape time."),
 		errs: prometheus.NewDesc(prometheus.BuildFQName(namespace, "", "depth_errors_total"),
 			"Scrapes whose read of the queue depths from Redis failed.", nil, nil),
 		log: log,
@@ -64,6 +67,8 @@ func (d *depthCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- d.dead
 	ch <- d.delayed
 	ch <- d.paused
+	ch <- d.retained
+	ch <- d.events
 	ch <- d.errs
 }
 
@@ -98,6 +103,8 @@ func (d *depthCollector) Collect(ch chan<- prometheus.Metric) {
 				paused = 1
 			}
 			ch <- prometheus.MustNewConstMetric(d.paused, prometheus.GaugeValue, paused, lv...)
+			ch <- prometheus.MustNewConstMetric(d.retained, prometheus.GaugeValue, float64(st.Retained), lv...)
+			ch <- prometheus.MustNewConstMetric(d.events, prometheus.GaugeValue, float64(st.Events), lv...)
 		}
 	}
 	ch <- prometheus.MustNewConstMetric(d.errs, prometheus.CounterValue, float64(d.failures.Load()))

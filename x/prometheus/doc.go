@@ -26,6 +26,9 @@
 //	rmq_dead_depth                 dead messages         } every stored topic
 //	rmq_delayed_depth              priority messages waiting for their time
 //	rmq_paused                     1 while the topic is paused
+//	rmq_retained_depth             finished messages (completed or cancelled)
+//	                               kept readable (rmq.Lifecycle.Retention)
+//	rmq_event_log_length           entries of the topic's event logs
 //
 // rmq_depth_errors_total counts scrapes whose Redis read failed (the depth
 // gauges are left out of such a scrape).
