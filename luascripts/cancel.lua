@@ -9,7 +9,9 @@
 --            waiters, finish channel, progress
 -- KEYS[12] -> gq ZSET       \ the slot's group keys (flowlib.lua),
 -- KEYS[13] -> gocc ZSET      | optional: a cancelled message that held its
--- KEYS[14] -> gturn ZSET    /  group's place frees it (as remove.lua)
+-- KEYS[14] -> gturn ZSET    /  group's place frees it (as remove.lua),
+--                              and one waiting in its group's queue is
+--                              found there (as gremove.lua finds it)
 -- ARGV[1] -> id
 -- ARGV[2] -> wake command: PUBLISH, SPUBLISH or ''
 -- ARGV[3] -> retention in ms (0: keep no record)
@@ -35,6 +37,15 @@ local token = s and token_of(s)
 local grp, tb
 if #KEYS >= 14 then grp, tb = flow_group(KEYS[3], id) end
 local what = remove_id(KEYS[1], KEYS[2], KEYS[3], KEYS[4], id)
+if what == 0 and grp and env then
+  -- Not in store, delayed or prepare: it may wait in its group's queue
+  -- (as gremove.lua finds it).
+  local e = env_decode(env)
+  if redis.call('ZREM', KEYS[12], gmember(grp, e.typ ~= 2, e.orig, id)) == 1 then
+    redis.call('HDEL', KEYS[3], id)
+    what = 1
+  end
+end
 if what == 0 then return 0 end
 local now = now_ms()
 if grp then

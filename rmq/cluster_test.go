@@ -132,6 +132,12 @@ func TestClusterEveryScriptKeysOneHashSlot(t *testing.T) {
 	gone, err := p.Remove(ctx, ftp, "later", producer.WithGroup("tenant-9"))
 	require.NoError(t, err)
 	require.Equal(t, producer.RemovedWaiting, gone)
+	// Cancel (cancel.lua) of a grouped waiting message, with the group keys.
+	_, err = p.SendFixedTime(ctx, ftp, []byte("cancelled"), time.Now().Add(time.Hour), producer.WithGroup("tenant-9"), producer.WithKey("cancelled"))
+	require.NoError(t, err)
+	cancelled, err := fc.Inspector().Cancel(ctx, ftp, "cancelled")
+	require.NoError(t, err)
+	require.True(t, cancelled)
 	require.NoError(t, fc.Close(ctx))
 
 	// Confirm and release serve lookahead fetches, which a cluster does
