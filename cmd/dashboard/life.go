@@ -113,6 +113,99 @@ func (h *handler) lifeOf(ctx context.Context, t topic.Topic, d *messageData) err
 	return err
 }
 
+// finishedItem is a retained finished message of the finished listing.
+type finishedItem struct {
+	ID, State string
+	Finished  time.Time
+	Result    string
+	Truncated bool
+}
+
+// maxListedResult bounds the part of a result the finished listing shows.
+const maxListedResult = 200
+
+// finished lists t's retained finished messages (completed or cancelled),
+// the latest to go first (the records of a topic whose retention never
+// changed go in the order they finished: newest first), from the cursor.
+//
+// The Inspector answers for one retained message (Message) but lists none.
+// The listing belongs there, as Inspector.Finished(ctx, t, opts
+// ...ListOption) ([]MessageInfo, error), paged by WithCursor and WithLimit
+// like Dead. Until then it is here: the slots' retention sets (id -> when
+// its record goes) read by rank around a cursor (listZKeys), and each id's
+// record through Inspector.Message.
+func (h *handler) finished(ctx context.Context, t topic.Topic, cursor string, limit int) ([]finishedItem, string, error) {
+	keys := make([]string, t.SlotAmount())
+	for s := range keys {
+		keys[s] = keyspace.LifeKeysFor(h.cfg.keyPrefix, t.Name(), s).DoneQ
+	}
+	items, next, err := h.listZKeys(ctx, keys, zorder{rev: true}, cursor, limit)
+	if err != nil {
+		return nil, "", err
+	}
+	out := make([]finishedItem, 0, len(items))
+	for _, it := range items {
+		m, err := h.insp.Message(ctx, t, it.ID)
+		if errors.Is(err, errMessageNotFound) {
+			continue // its retention passed since the listing's read
+		}
+		if err != nil {
+			return nil, "", err
+		}
+		if m.State != rmq.StateCompleted && m.State != rmq.StateCancelled {
+			continue // sent again since: no longer finished
+		}
+		f := finishedItem{ID: m.ID, State: stateNames[m.State], Finished: m.FinishedAt, Result: string(m.Result)}
+		if len(f.Result) > maxListedResult {
+			f.Result, f.Truncated = strings.ToValidUTF8(f.Result[:maxListedResult], ""), true
+		}
+		out = append(out, f)
+	}
+	return out, next, nil
+}
+
+type finishedData struct {
+	Topic       topic.Topic
+	Life        rmq.Lifecycle
+	Items       []finishedItem
+	First, Next string
+}
+
+// finishedPage lists a retaining topic's finished messages, paged.
+func (h *handler) finishedPage(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	q := r.URL.Query()
+	t, err := h.lookup(ctx, q.Get("topic"))
+	if err != nil {
+		h.failErr(w, r, err)
+		return
+	}
+	d := finishedData{Topic: t}
+	if d.Life, err = h.insp.Lifecycle(ctx, t); err != nil {
+		h.failErr(w, r, err)
+		return
+	}
+	var next string
+	if d.Items, next, err = h.finished(ctx, t, q.Get("c"), h.cfg.pageSize); err != nil {
+		h.failErr(w, r, err)
+		return
+	}
+	page := func(c string) string {
+		v := url.Values{"topic": {t.Name()}}
+		if c != "" {
+			v.Set("c", c)
+		}
+		return "finished?" + v.Encode()
+	}
+	if q.Get("c") != "" {
+		d.First = page("")
+	}
+	if next != "" {
+		d.Next = page(next)
+	}
+	h.render(w, r, http.StatusOK, "finished", t.Name()+" finished", d)
+}
+
 type eventsData struct {
 	Topic topic.Topic
 	Life  rmq.Lifecycle

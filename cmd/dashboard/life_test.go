@@ -67,12 +67,16 @@ func TestCancelWaitingFromItsPage(t *testing.T) {
 func TestCancelInFlight(t *testing.T) {
 	e := newEnv(t)
 	tp := e.topic("renders", topic.Priority, 2)
-	running := make(chan string, 1)
+	running, release := make(chan string, 1), make(chan struct{})
 	e.client(tp, func(ctx context.Context, m *consumer.Message) error {
 		running <- m.ID
-		<-ctx.Done() // cancelled, or the client closed at the test's end
-		return ctx.Err()
+		select {
+		case <-ctx.Done():
+		case <-release: // the test's end: Close waits for its handlers
+		}
+		return nil
 	})
+	t.Cleanup(func() { close(release) }) // before the client's Close (cleanups run in reverse)
 	e.send(tp, "r-1", "x")
 	select {
 	case <-running:
