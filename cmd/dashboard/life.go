@@ -281,7 +281,9 @@ func (h *handler) eventStream(w http.ResponseWriter, r *http.Request) {
 	for ev, err := range h.client.Events(ctx, t, after) {
 		if err != nil {
 			if ctx.Err() == nil {
-				h.log.ErrorContext(ctx, "dashboard: event stream", "topic", t.Name(), "err", err)
+				if !errors.Is(err, rmq.ErrInvalidEventCursor) {
+					h.log.ErrorContext(ctx, "dashboard: event stream", "topic", t.Name(), "err", err)
+				}
 				b, _ := json.Marshal(err.Error())
 				fmt.Fprintf(w, "event: failure\ndata: %s\n\n", b)
 				_ = rc.Flush()

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -200,6 +201,11 @@ func TestEventStream(t *testing.T) {
 			break
 		}
 	}
+	// A bad cursor: one failure event, and the stream ends.
+	bad := e.openStream("events/stream?topic=jobs&after=nosuch", nil)
+	b, err := io.ReadAll(bad.res.Body)
+	require.NoError(t, err)
+	assert.Contains(t, string(b), "event: failure\ndata: \"rmq: invalid event cursor")
 	code, _, _ := e.do(http.MethodGet, "events/stream?topic=nosuch", nil, nil)
 	assert.Equal(t, http.StatusNotFound, code)
 }

@@ -156,6 +156,13 @@
   };
   src.onopen = () => { state.textContent = "live"; feed.dataset.open = "1"; };
   src.onerror = () => { state.textContent = "reconnecting…"; };
+  // The stream's own failure (a bad cursor, Redis refusing): say it, and
+  // stop, rather than reconnect into it again.
+  src.addEventListener("failure", (m) => {
+    src.close();
+    state.textContent = "stopped: " + JSON.parse(m.data);
+    state.className = "error";
+  });
   src.onmessage = (m) => {
     const ev = JSON.parse(m.data);
     const tr = feed.insertRow(0);
