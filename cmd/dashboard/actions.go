@@ -76,6 +76,7 @@ var ops = map[string]op{
 			}
 			return fmt.Sprintf("Removed %s.", count(n, "waiting message")), nil
 		}},
+	"cancel": cancelOp, // life.go
 	"pause": {pause: true, verb: "Pause",
 		ask: func(t topic.Topic, _ []string) string {
 			return fmt.Sprintf("Pause %s? No consumer takes its messages until it is resumed.", t.Name())

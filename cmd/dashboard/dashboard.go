@@ -96,16 +96,20 @@ func WithNavLink(label, href string) Option {
 // defaultPageSize is how many entries a listing page shows.
 const defaultPageSize = 50
 
-// handler is the dashboard. It starts no goroutine: every page reads Redis
-// when it is asked for, and the live charts are drawn by the browser from
-// periodic JSON snapshots.
+// handler is the dashboard. It starts no goroutine of its own: every page
+// reads Redis when it is asked for, the live charts are drawn by the
+// browser from periodic JSON snapshots, and the readers of an event feed's
+// stream belong to its request and end with it.
 type handler struct {
-	cfg   config
-	rdb   redis.UniversalClient
-	insp  *rmq.Inspector
-	log   *slog.Logger
-	pages map[string]*template.Template
-	mux   *http.ServeMux
+	cfg  config
+	rdb  redis.UniversalClient
+	insp *rmq.Inspector
+	// client follows event logs (rmq.Client.Events) for the event feed;
+	// never started, it holds no goroutine of its own.
+	client *rmq.Client
+	log    *slog.Logger
+	pages  map[string]*template.Template
+	mux    *http.ServeMux
 	// initErr is a configuration error shown by every page.
 	initErr error
 }
@@ -142,6 +146,11 @@ func New(rdb redis.UniversalClient, opts ...Option) http.Handler {
 	}
 	if rdb != nil {
 		h.insp = rmq.NewInspector(rdb, rmq.WithPrefix(cfg.keyPrefix))
+		c, err := rmq.New(rdb, rmq.WithPrefix(cfg.keyPrefix), rmq.WithLogger(h.log))
+		if err != nil && h.initErr == nil {
+			h.initErr = err
+		}
+		h.client = c
 	}
 	h.pages = parsePages()
 	h.routes()
@@ -154,7 +163,7 @@ func New(rdb redis.UniversalClient, opts ...Option) http.Handler {
 
 func parsePages() map[string]*template.Template {
 	pages := map[string]*template.Template{}
-	for _, name := range []string{"overview", "topic", "message", "confirm", "error", "zookeeper", "schedules"} {
+	for _, name := range []string{"overview", "topic", "message", "confirm", "error", "zookeeper", "schedules", "events", "finished"} {
 		pages[name] = template.Must(template.New("layout.html").Funcs(funcs).ParseFS(templateFS,
 			"templates/layout.html", "templates/"+name+".html"))
 	}
@@ -169,6 +178,9 @@ func (h *handler) routes() {
 	m.HandleFunc("GET /message", h.messagePage)
 	m.HandleFunc("GET /search", h.search)
 	m.HandleFunc("GET /schedules", h.schedulesPage)
+	m.HandleFunc("GET /events", h.eventsPage)
+	m.HandleFunc("GET /events/stream", h.eventStream)
+	m.HandleFunc("GET /finished", h.finishedPage)
 	m.HandleFunc("GET /api/overview", h.apiOverview)
 	if h.cfg.zk != nil {
 		m.HandleFunc("GET /zookeeper", h.zookeeperPage)

@@ -84,7 +84,16 @@ func decodeZCursor(s string, slotAmount int) (zitem, error) {
 // contributes at most limit members, found by rank: a cursor costs a
 // ZCOUNT per slot (a ZRANK on its own slot), never a scan.
 func (h *handler) listZ(ctx context.Context, t topic.Topic, key func(keyspace.Keys) string, o zorder, cursor string, limit int) ([]zitem, string, error) {
-	n := t.SlotAmount()
+	keys := make([]string, t.SlotAmount())
+	for s := range keys {
+		keys[s] = key(keyspace.KeysFor(h.cfg.keyPrefix, t, s))
+	}
+	return h.listZKeys(ctx, keys, o, cursor, limit)
+}
+
+// listZKeys is listZ over the sets keys, one per slot by index.
+func (h *handler) listZKeys(ctx context.Context, keys []string, o zorder, cursor string, limit int) ([]zitem, string, error) {
+	n := len(keys)
 	var cur *zitem
 	if cursor != "" {
 		c, err := decodeZCursor(cursor, n)
@@ -92,10 +101,6 @@ func (h *handler) listZ(ctx context.Context, t topic.Topic, key func(keyspace.Ke
 			return nil, "", err
 		}
 		cur = &c
-	}
-	keys := make([]string, n)
-	for s := range n {
-		keys[s] = key(keyspace.KeysFor(h.cfg.keyPrefix, t, s))
 	}
 	start, err := h.startRanks(ctx, keys, o, cur)
 	if err != nil {

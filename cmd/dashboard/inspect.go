@@ -45,13 +45,18 @@ const (
 	stateDelayed  = "delayed"
 	stateInFlight = "in flight"
 	stateDead     = "dead"
+	// A retaining topic's finished messages (rmq.Lifecycle.Retention).
+	stateCompleted = "completed"
+	stateCancelled = "cancelled"
 )
 
 var stateNames = map[rmq.MessageState]string{
-	rmq.StateWaiting:  stateWaiting,
-	rmq.StateDelayed:  stateDelayed,
-	rmq.StateInFlight: stateInFlight,
-	rmq.StateDead:     stateDead,
+	rmq.StateWaiting:   stateWaiting,
+	rmq.StateDelayed:   stateDelayed,
+	rmq.StateInFlight:  stateInFlight,
+	rmq.StateDead:      stateDead,
+	rmq.StateCompleted: stateCompleted,
+	rmq.StateCancelled: stateCancelled,
 }
 
 // messageInfo is one message in any state, as the message page shows it.
@@ -77,6 +82,11 @@ type messageInfo struct {
 	MaxRetries int // -1: the consumer's
 	Expires    time.Time
 	Timeout    time.Duration
+	// Result is what its handler set (completed), Progress the latest
+	// progress of its delivery in flight, Finished when it completed or
+	// was cancelled.
+	Result, Progress []byte
+	Finished         time.Time
 }
 
 // errMessageNotFound is what message answers for an id in no state.
@@ -93,6 +103,7 @@ func (h *handler) message(ctx context.Context, t topic.Topic, id string) (messag
 		FirstSent: mi.FirstSentAt, Due: mi.Due, Priority: mi.Priority,
 		Lease: mi.LeaseUntil, Died: mi.DiedAt,
 		MaxRetries: mi.MaxRetries, Expires: mi.ExpiresAt, Timeout: mi.Timeout,
+		Result: mi.Result, Progress: mi.Progress, Finished: mi.FinishedAt,
 	}
 	if mi.State == rmq.StateInFlight {
 		m.Attempt = mi.Attempts + 1

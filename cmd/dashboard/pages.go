@@ -210,6 +210,14 @@ type messageData struct {
 	Hex       string
 	Truncated bool
 	Size      int
+	// Life is the topic's lifecycle settings, Events the message's events
+	// from its event log (life.go); CancelReturn where the cancel action
+	// goes back to: this page while the topic retains a cancelled
+	// message, else the topic's.
+	Life         rmq.Lifecycle
+	Events       []eventRow
+	CancelReturn string
+	EventsURL    string
 }
 
 func (h *handler) messagePage(w http.ResponseWriter, r *http.Request) {
@@ -236,6 +244,15 @@ func (h *handler) messagePage(w http.ResponseWriter, r *http.Request) {
 		TopicURL: pageLinks{name: t.Name()}.url(),
 		View:     q.Get("view"),
 		Size:     len(m.Body),
+	}
+	if err := h.lifeOf(ctx, t, &d); err != nil {
+		h.failErr(w, r, err)
+		return
+	}
+	d.EventsURL = "events?" + url.Values{"topic": {t.Name()}}.Encode()
+	d.CancelReturn = d.TopicURL
+	if d.Life.Retention > 0 {
+		d.CancelReturn = d.Self
 	}
 	body := m.Body
 	if len(body) > maxShownBody {

@@ -138,3 +138,46 @@
   }
   tick();
 })();
+
+// The live event feed (events?topic=…): each Server-Sent Event of the
+// page's stream becomes the top row of the list. The browser reconnects by
+// itself, resuming after the last event's id.
+(function () {
+  const feed = document.getElementById("feed");
+  if (!feed) return;
+  const state = document.getElementById("feed-state");
+  const keep = 500; // rows kept
+  const src = new EventSource(feed.dataset.src);
+  const cell = (tr, text, cls) => {
+    const td = tr.insertCell();
+    if (cls) td.className = cls;
+    td.textContent = text;
+    return td;
+  };
+  src.onopen = () => { state.textContent = "live"; feed.dataset.open = "1"; };
+  src.onerror = () => { state.textContent = "reconnecting…"; };
+  // The stream's own failure (a bad cursor, Redis refusing): say it, and
+  // stop, rather than reconnect into it again.
+  src.addEventListener("failure", (m) => {
+    src.close();
+    state.textContent = "stopped: " + JSON.parse(m.data);
+    state.className = "error";
+  });
+  src.onmessage = (m) => {
+    const ev = JSON.parse(m.data);
+    const tr = feed.insertRow(0);
+    tr.className = "event ev-" + ev.type;
+    tr.dataset.type = ev.type;
+    tr.dataset.id = ev.id;
+    cell(tr, new Date(ev.time_ms).toISOString().replace("T", " ").replace("Z", ""));
+    cell(tr, ev.type);
+    const a = document.createElement("a");
+    a.className = "mid";
+    a.href = "message?" + new URLSearchParams({topic: feed.dataset.topic, id: ev.id});
+    a.textContent = ev.id;
+    tr.insertCell().appendChild(a);
+    cell(tr, String(ev.attempt), "n");
+    cell(tr, ev.data || "", "err");
+    while (feed.rows.length > keep) feed.deleteRow(feed.rows.length - 1);
+  };
+})();
