@@ -162,12 +162,12 @@ func parseFlags() (options, error) {
 	}
 	for _, c := range strings.Split(cases, ",") {
 		c = strings.TrimSpace(c)
-		known := c == "topics" || c == "http" || c == "flow" // not in allCases: not run by default
+		known := c == "topics" || c == "http" || c == "flow" || c == "life" // not in allCases: not run by default
 		for _, k := range allCases {
 			known = known || k == c
 		}
 		if !known {
-			return o, fmt.Errorf("-cases: unknown %q (%s, topics, http, flow)", c, strings.Join(allCases, ", "))
+			return o, fmt.Errorf("-cases: unknown %q (%s, topics, http, flow, life)", c, strings.Join(allCases, ", "))
 		}
 		o.cases[c] = true
 	}
@@ -288,6 +288,9 @@ func run(ctx context.Context, o options) (err error) {
 	if err == nil && o.cases["flow"] {
 		err = b.flow(ctx, log)
 	}
+	if err == nil && o.cases["life"] {
+		err = b.life(ctx, log)
+	}
 	env.elapsed = time.Since(began)
 	env.loadAfter = loadAvg()
 	if o.json {
@@ -308,6 +311,8 @@ func run(ctx context.Context, o options) (err error) {
 			printHTTP(os.Stdout, o, b.res)
 		case o.cases["flow"]:
 			printFlowReport(os.Stdout, o, env, b.res)
+		case o.cases["life"]:
+			printLifeReport(os.Stdout, o, env, b.res)
 		default:
 			printHTTPReport(os.Stdout, o, env, b.res)
 		}

@@ -31,6 +31,7 @@ type results struct {
 	// client (http_ceiling.go); 0 when not measured.
 	httpCeiling float64
 	flow        *flowResults // the flow case (flow.go)
+	life        *lifeResults // the life case (life.go)
 }
 
 func newResults() *results { return &results{m: map[string]map[string]*sample{}} }
