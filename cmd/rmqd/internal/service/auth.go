@@ -39,6 +39,12 @@ type RouteOpts struct {
 	Public   bool // no token needed (size routes)
 	Consume  bool // the consume route's laxer name rule
 	Throttle throttleKind
+	// LongPoll: with ?timeout= above 0 the request is a long poll as a
+	// waiting consume is (counted by the poll caps, ended when its token
+	// is deleted): the wait for a job's end.
+	LongPoll bool
+	// Stream: every request is held as a long poll is (an event stream).
+	Stream bool
 }
 
 // requestToken is X-Token, or ?token= only when the header is absent or
@@ -92,7 +98,7 @@ func (s *Service) QueueRoute(o RouteOpts, h QueueHandler) queueRoute {
 			}
 			qr.Token = token
 			qr.Ref = ref
-			if o.Consume && longPoll(r) {
+			if o.Stream || (o.Consume || o.LongPoll) && longPoll(r) {
 				release, err := s.PollCaps.Poll(ref)
 				if err != nil {
 					auth.WritePollRefused(w, err)
