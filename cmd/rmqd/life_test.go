@@ -186,6 +186,8 @@ func TestEventsStream(t *testing.T) {
 	}
 	_, a = e.openEvents("/api/ns/q/events")
 	requireError(t, a, http.StatusUnauthorized, "token not found")
+	a = do(t, "HEAD", e.url("/api/ns/q/events"), "", hdr)
+	require.Equal(t, http.StatusMethodNotAllowed, a.status, "a stream answers no HEAD")
 	_, a = e.openEvents("/api/ns/q/events", "X-Token: nope")
 	requireError(t, a, http.StatusUnauthorized, "invalid token")
 }

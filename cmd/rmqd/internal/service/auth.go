@@ -62,10 +62,11 @@ func requestToken(r *http.Request) string {
 // request that ends with another status than 200/201 gives its unit back.
 func (s *Service) QueueRoute(o RouteOpts, h QueueHandler) queueRoute {
 	return func(w http.ResponseWriter, r *http.Request, ns, q, id string) {
-		if o.Consume && r.Method == http.MethodHead {
+		if (o.Consume || o.Stream) && r.Method == http.MethodHead {
 			// The router answers HEAD on GET routes; a consume is not a
 			// read: it would lease jobs (and spend their tries) to answer
-			// a request that gets no body.
+			// a request that gets no body. A stream would hold a long-poll
+			// place to send nothing.
 			w.Header().Set("Allow", http.MethodGet)
 			respond.WriteError(w, http.StatusMethodNotAllowed, "method not allowed")
 			return
