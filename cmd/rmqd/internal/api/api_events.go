@@ -61,30 +61,8 @@ func (s *handlers) events(w http.ResponseWriter, r *http.Request, qr *service.Qu
 	defer cancel()
 	stop := context.AfterFunc(s.Stopping, cancel)
 	defer stop()
-
-	type item struct {
-		ev  rmq.Event
-		err error
-	}
-	items := make(chan item)
-	var wg sync.WaitGroup
-	defer wg.Wait() // after cancel (deferred later, run first)
-	defer cancel()
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		defer close(items)
-		for ev, err := range qr.Pool.Client.Events(ctx, t, after) {
-			select {
-			case items <- item{ev, err}:
-			case <-ctx.Done():
-				return
-			}
-			if err != nil {
-				return
-			}
-		}
-	}()
+	items, done := follow(ctx, qr.Pool.Client.Events(ctx, t, after))
+	defer func() { cancel(); done() }() // the follower ends with ctx
 
 	rc := http.NewResponseController(w)
 	h := w.Header()
@@ -117,7 +95,7 @@ func (s *handlers) events(w http.ResponseWriter, r *http.Request, qr *service.Qu
 				return
 			}
 			if it.err != nil {
-				if ctx.Err() == nil && !errors.Is(it.err, context.Canceled) {
+				if ctx.Err() == nil {
 					s.Log.WarnContext(ctx, "rmqd: event stream ended", "request_id", respond.RequestID(w), "err", it.err)
 				}
 				return
@@ -128,6 +106,37 @@ func (s *handlers) events(w http.ResponseWriter, r *http.Request, qr *service.Qu
 			ping.Reset(s.Cfg.EventPing)
 		}
 	}
+}
+
+// eventItem is one step of an event sequence.
+type eventItem struct {
+	ev  rmq.Event
+	err error
+}
+
+// follow ranges over seq in a goroutine of its own (the sequence blocks
+// for new events; the stream must also ping and see its end), handing
+// each step on through items, closed after an error or once ctx ends.
+// done waits for the goroutine; ctx must have ended by then.
+func follow(ctx context.Context, seq func(func(rmq.Event, error) bool)) (items <-chan eventItem, done func()) {
+	ch := make(chan eventItem)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer close(ch)
+		for ev, err := range seq {
+			select {
+			case ch <- eventItem{ev, err}:
+			case <-ctx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return ch, wg.Wait
 }
 
 // eventFrame is one event as the stream sends it: its cursor as the id
