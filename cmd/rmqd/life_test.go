@@ -236,3 +236,30 @@ func TestEventsPingShutdownCap(t *testing.T) {
 	_, a = e.openEvents("/api/ns/q/events", hdr)
 	require.NotEqual(t, http.StatusTooManyRequests, a.status, "%s", a)
 }
+
+// Deleting the token ends its open event streams, as it ends its long
+// polls.
+func TestEventsEndWhenTokenDeleted(t *testing.T) {
+	e := newEnv(t)
+	tok := e.token("ns")
+	s, _ := e.openEvents("/api/ns/q/events", "X-Token: "+tok)
+	f, ok := s.next()
+	require.True(t, ok)
+	require.Equal(t, "ok", f.comment)
+	a := do(t, "DELETE", e.admin.URL+"/token/ns/"+tok, "")
+	require.Equal(t, http.StatusNoContent, a.status, "%s", a)
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		for {
+			if _, ok := s.next(); !ok {
+				return
+			}
+		}
+	}()
+	select {
+	case <-ended:
+	case <-time.After(waitLong):
+		t.Fatal("the stream outlived its token")
+	}
+}
