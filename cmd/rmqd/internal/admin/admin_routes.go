@@ -21,6 +21,9 @@ func (s *handlers) handler() http.Handler {
 	mux.Handle("GET /queue/{ns}/{q}/limits", auth(s.queueLimitsRoute))
 	mux.Handle("PUT /queue/{ns}/{q}/limits", auth(s.queueLimitsRoute))
 	mux.Handle("DELETE /queue/{ns}/{q}/limits", auth(s.queueLimitsRoute))
+	mux.Handle("GET /queue/{ns}/{q}/lifecycle", auth(s.queueLifecycleRoute))
+	mux.Handle("PUT /queue/{ns}/{q}/lifecycle", auth(s.queueLifecycleRoute))
+	mux.Handle("DELETE /queue/{ns}/{q}/lifecycle", auth(s.queueLifecycleRoute))
 	mux.HandleFunc("GET /version", s.version)
 	mux.HandleFunc("GET /pools", s.listPools)
 	if s.Cfg.Quotas.PrivateInfo {

@@ -109,30 +109,6 @@ func (s *handlers) peekQueue(w http.ResponseWriter, r *http.Request, qr *service
 	respond.WriteJSON(w, http.StatusOK, j.Answer(qr.Ns, qr.Q, "", now))
 }
 
-// peekJob shows a job in any state while its data exists.
-func (s *handlers) peekJob(w http.ResponseWriter, r *http.Request, qr *service.QueueReq) {
-	t, found, err := qr.Pool.QueueTopic(r.Context(), qr.Ns, qr.Q)
-	if err != nil {
-		s.WriteInternal(w, r, err)
-		return
-	}
-	var j pull.Job
-	now := time.Now()
-	if found {
-		j, found, err = qr.Pool.LookupJob(r.Context(), t, qr.ID, now)
-		if err != nil {
-			s.LibError(w, r, err)
-			return
-		}
-	}
-	if !found {
-		respond.WriteError(w, http.StatusNotFound, "job not found")
-		return
-	}
-	j.RemainTries = 0 // lmstfy does not track tries by id
-	respond.WriteJSON(w, http.StatusOK, j.Answer(qr.Ns, qr.Q, "", now))
-}
-
 // size counts ready jobs; no token needed.
 func (s *handlers) size(w http.ResponseWriter, r *http.Request, qr *service.QueueReq) {
 	t, found, err := qr.Pool.QueueTopic(r.Context(), qr.Ns, qr.Q)

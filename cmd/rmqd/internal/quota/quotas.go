@@ -50,7 +50,7 @@ const (
 func (q *Quotas) Flags(fs *flag.FlagSet) {
 	fs.IntVar(&q.MaxSchedules, "max-schedules", defaultMaxSchedules, "most schedules one namespace may have (per pool; 0: no bound); beyond: 403")
 	fs.BoolVar(&q.PrivateInfo, "private-info", false, "serve /info (every namespace and queue) only behind --admin-account; lmstfy serves it to anyone, the default")
-	fs.IntVar(&q.MaxLongPolls, "max-long-polls", defaultMaxLongPolls, "long polls (consumes with a timeout) waiting at once in this process (0: no bound); beyond: 429")
+	fs.IntVar(&q.MaxLongPolls, "max-long-polls", defaultMaxLongPolls, "long polls (consumes and job waits with a timeout, event streams) waiting at once in this process (0: no bound); beyond: 429")
 	fs.IntVar(&q.MaxLongPollsPerToken, "max-long-polls-per-token", defaultMaxLongPollsPerToken, "long polls waiting at once per token in this process (0: no bound); beyond: 429")
 	fs.IntVar(&q.MaxWatched, "max-watched-queues", defaultMaxWatched, "names of queues that do not exist yet that long polls wait on in this process, summed over the polls (0: no bound); beyond: 429")
 	fs.IntVar(&q.MaxWatchedPerToken, "max-watched-queues-per-token", defaultMaxWatchedPerToken, "names of queues that do not exist yet that one token's long polls wait on, summed over its polls (0: no bound); beyond: 429")

@@ -39,6 +39,12 @@ type RouteOpts struct {
 	Public   bool // no token needed (size routes)
 	Consume  bool // the consume route's laxer name rule
 	Throttle throttleKind
+	// LongPoll: with ?timeout= above 0 the request is a long poll as a
+	// waiting consume is (counted by the poll caps, ended when its token
+	// is deleted): the wait for a job's end.
+	LongPoll bool
+	// Stream: every request is held as a long poll is (an event stream).
+	Stream bool
 }
 
 // requestToken is X-Token, or ?token= only when the header is absent or
@@ -56,10 +62,11 @@ func requestToken(r *http.Request) string {
 // request that ends with another status than 200/201 gives its unit back.
 func (s *Service) QueueRoute(o RouteOpts, h QueueHandler) queueRoute {
 	return func(w http.ResponseWriter, r *http.Request, ns, q, id string) {
-		if o.Consume && r.Method == http.MethodHead {
+		if (o.Consume || o.Stream) && r.Method == http.MethodHead {
 			// The router answers HEAD on GET routes; a consume is not a
 			// read: it would lease jobs (and spend their tries) to answer
-			// a request that gets no body.
+			// a request that gets no body. A stream would hold a long-poll
+			// place to send nothing.
 			w.Header().Set("Allow", http.MethodGet)
 			respond.WriteError(w, http.StatusMethodNotAllowed, "method not allowed")
 			return
@@ -92,7 +99,7 @@ func (s *Service) QueueRoute(o RouteOpts, h QueueHandler) queueRoute {
 			}
 			qr.Token = token
 			qr.Ref = ref
-			if o.Consume && longPoll(r) {
+			if o.Stream || (o.Consume || o.LongPoll) && longPoll(r) {
 				release, err := s.PollCaps.Poll(ref)
 				if err != nil {
 					auth.WritePollRefused(w, err)

@@ -41,6 +41,9 @@ type Config struct {
 	// MaxWait caps a consume's timeout (a long poll), so no request is held
 	// longer than the server's write timeout allows.
 	MaxWait time.Duration
+	// EventPing is how often an event stream with nothing to say sends a
+	// comment, so that proxies keep it open (0: DefaultEventPing).
+	EventPing time.Duration
 	// PullIdle is how long a queue nobody consumes keeps its pull engine
 	// (0: defaultPullIdle).
 	PullIdle time.Duration
@@ -119,6 +122,9 @@ func New(ctx context.Context, cfg Config, clients map[string]redis.UniversalClie
 	if cfg.Prefix == "" {
 		cfg.Prefix = "rmq"
 	}
+	if cfg.EventPing <= 0 {
+		cfg.EventPing = DefaultEventPing
+	}
 	if cfg.MaxWait <= 0 {
 		cfg.MaxWait = DefaultMaxWait
 	}
@@ -171,6 +177,9 @@ func New(ctx context.Context, cfg Config, clients map[string]redis.UniversalClie
 	sort.Strings(s.PoolNames)
 	return s, nil
 }
+
+// DefaultEventPing is how often an idle event stream says it is alive.
+const DefaultEventPing = 15 * time.Second
 
 // DefaultMaxWait is the longest long poll when none is configured.
 const DefaultMaxWait = 10 * time.Minute

@@ -1,0 +1,115 @@
+package pull
+
+// life.go: a job's life after hand-off as rmqd serves it (its state and
+// result by id, and the progress of a consumed job).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/rmq-go/rmq/internal/inspect"
+	"github.com/rmq-go/rmq/internal/keyspace"
+	"github.com/rmq-go/rmq/internal/life"
+	"github.com/rmq-go/rmq/internal/scripts"
+	"github.com/rmq-go/rmq/rmq"
+	"github.com/rmq-go/rmq/slots"
+	"github.com/rmq-go/rmq/topic"
+)
+
+// LookupInfo is LookupJob with what the Inspector says of the job's life:
+// its state, attempts, last error, and for a job a retaining queue keeps
+// after it finished (completed, cancelled) its result. A finished job's
+// ttl no longer counts: it is kept for the queue's retention.
+func (p *Pool) LookupInfo(ctx context.Context, t topic.Topic, id string, now time.Time) (j Job, m rmq.MessageInfo, found bool, err error) {
+	m, err = p.Insp.Message(ctx, t, id)
+	if errors.Is(err, rmq.ErrMessageNotFound) {
+		return Job{}, rmq.MessageInfo{}, false, nil
+	}
+	if err != nil {
+		return Job{}, rmq.MessageInfo{}, false, err
+	}
+	if Finished(m.State) {
+		j = infoJob(t, id, m)
+		j.expiresAt = time.Time{}
+		return j, m, true, nil
+	}
+	if expiredAt(m, now) {
+		return Job{}, rmq.MessageInfo{}, false, nil
+	}
+	return infoJob(t, id, m), m, true, nil
+}
+
+// Finished reports whether s is a state a job does not leave.
+func Finished(s rmq.MessageState) bool {
+	return s == rmq.StateCompleted || s == rmq.StateCancelled || s == rmq.StateDead
+}
+
+// InfoJob is the job of a MessageInfo a Wait answered: with its body when
+// the Inspector read it, else with its data gone (a finished job a queue
+// does not retain: the word that it finished carries its result only).
+func InfoJob(t topic.Topic, m rmq.MessageInfo) Job {
+	if m.Body == nil && m.FirstSentAt.IsZero() {
+		return Job{Topic: t, ID: m.ID, gone: true}
+	}
+	j := infoJob(t, m.ID, m)
+	j.expiresAt = time.Time{}
+	return j
+}
+
+// ProgressResult is what Progress did.
+type ProgressResult int
+
+const (
+	ProgressStored      ProgressResult = iota
+	ProgressNotInFlight                // no delivery of the job is in flight
+	ProgressStale                      // the delivery read ended before the write
+)
+
+// Progress stores data as the progress of the job's delivery in flight
+// (progress.lua, which also records a progress event when the queue keeps
+// an event log). rmqd keeps no delivery between requests, so, as its ack
+// and nack, it names the delivery current when it is read, not the one a
+// consume handed out: a delivery that ended between the read and the
+// write is ProgressStale (nothing written). A delivery held ahead of its
+// instant was not handed to anyone yet: not in flight.
+func (p *Pool) Progress(ctx context.Context, t topic.Topic, id string, data []byte) (ProgressResult, error) {
+	slot := slots.IndexString(id, t.SlotAmount())
+	k := keyspace.KeysFor(p.prefix, t, slot)
+	score, err := p.Rdb.ZScore(ctx, k.Prepare, id).Result()
+	if errors.Is(err, redis.Nil) && t.SlotAmount() > 1 {
+		// A body-derived or grouped id lives in another slot.
+		if slot, err = inspect.PreparedSlot(ctx, p.Rdb, p.prefix, t, id, slot); err == nil && slot >= 0 {
+			k = keyspace.KeysFor(p.prefix, t, slot)
+			score, err = p.Rdb.ZScore(ctx, k.Prepare, id).Result()
+		} else if err == nil {
+			err = redis.Nil
+		}
+	}
+	if errors.Is(err, redis.Nil) {
+		return ProgressNotInFlight, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("rmqd: progress of %s: %w", id, err)
+	}
+	_, token := scripts.SplitPrepareScore(score)
+	if token == 0 || scripts.IsHeld(token) {
+		return ProgressNotInFlight, nil // a removed delivery's tombstone, or held
+	}
+	s, _, err := life.Read(ctx, p.Rdb, p.prefix, t.Name())
+	if err != nil {
+		return 0, err
+	}
+	lk := keyspace.LifeKeysFor(p.prefix, t.Name(), slot)
+	n, err := scripts.Progress.Run(ctx, p.Rdb, []string{k.Prepare, lk.Progress, lk.Events}, id, token, data, s.Events).Int64()
+	if err != nil {
+		return 0, fmt.Errorf("rmqd: progress of %s: %w", id, err)
+	}
+	if n == 0 {
+		return ProgressStale, nil
+	}
+	return ProgressStored, nil
+}
