@@ -147,11 +147,24 @@ func (b *runner) flowConsume(ctx context.Context, m *meter, v flowVariant, log *
 	if err := b.flowSend(ctx, c.Producer(), t, "f", b.o.n, time.Now(), group); err != nil {
 		return err
 	}
+	return b.drainTimed(ctx, m, c, t, v.opts, nil)
+}
+
+// drainTimed registers a handler for t on c with -workers handlers and
+// opts (each, when not nil, runs on every message first), starts c and
+// times, with m, the drain of the -n messages waiting in t, acks included;
+// it closes c.
+func (b *runner) drainTimed(ctx context.Context, m *meter, c *rmq.Client, t topic.Topic, opts []consumer.Option, each func(*consumer.Message) error) error {
 	var handled atomic.Int64
 	all := make(chan struct{})
 	n := b.o.n
-	opts := append([]consumer.Option{consumer.WithConcurrency(b.o.workers)}, v.opts...)
-	err = c.Register(t, consumer.ListenerFunc(func(context.Context, *consumer.Message) error {
+	opts = append([]consumer.Option{consumer.WithConcurrency(b.o.workers)}, opts...)
+	err := c.Register(t, consumer.ListenerFunc(func(_ context.Context, msg *consumer.Message) error {
+		if each != nil {
+			if err := each(msg); err != nil {
+				return err
+			}
+		}
 		if handled.Add(1) == int64(n) {
 			close(all)
 		}

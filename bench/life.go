@@ -8,7 +8,6 @@ import (
 	"slices"
 	"sort"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/rmq-go/rmq/consumer"
@@ -108,36 +107,8 @@ func (b *runner) lifeConsume(ctx context.Context, m *meter, v lifeVariant, log *
 	if err := b.flowSend(ctx, c.Producer(), t, "l", b.o.n, time.Now(), func(int) string { return "" }); err != nil {
 		return err
 	}
-	var handled atomic.Int64
-	all := make(chan struct{})
-	n := b.o.n
 	result := []byte("result-0123456789")[:16]
-	opts := append([]consumer.Option{consumer.WithConcurrency(b.o.workers)}, v.opts...)
-	err = c.Register(t, consumer.ListenerFunc(func(_ context.Context, msg *consumer.Message) error {
-		if err := msg.SetResult(result); err != nil {
-			return err
-		}
-		if handled.Add(1) == int64(n) {
-			close(all)
-		}
-		return nil
-	}), opts...)
-	if err != nil {
-		return err
-	}
-	m.start()
-	if err := c.Start(ctx); err != nil {
-		return err
-	}
-	err = waitAll(ctx, all, &handled, n)
-	if err == nil {
-		err = b.flowWaitEmpty(ctx, t)
-	}
-	m.stop()
-	if cerr := closeRMQ(c); err == nil && cerr != nil {
-		err = fmt.Errorf("close: %w", cerr)
-	}
-	return err
+	return b.drainTimed(ctx, m, c, t, v.opts, func(msg *consumer.Message) error { return msg.SetResult(result) })
 }
 
 // lifeWait sends lifeSamples messages one after another, each waited for
