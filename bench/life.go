@@ -170,7 +170,8 @@ func (b *runner) lifeWait(ctx context.Context, log *slog.Logger) ([]time.Duratio
 }
 
 // lifeCancel starts lifeSamples handlers that block until their context
-// ends and times from Inspector.Cancel's return to the handler's end.
+// ends and times from the Inspector.Cancel call to the handler's end (the
+// push often arrives before Cancel's own reply).
 func (b *runner) lifeCancel(ctx context.Context, log *slog.Logger) ([]time.Duration, error) {
 	t := topic.MustNew("life-cancel", topic.FixedTime, b.o.slots)
 	c, err := rmq.New(b.rdb, rmq.WithPrefix(rmqPrefix), rmq.WithLogger(log))
@@ -204,8 +205,8 @@ func (b *runner) lifeCancel(ctx context.Context, log *slog.Logger) ([]time.Durat
 		if got := <-running; got != id {
 			return nil, fmt.Errorf("running %s, want %s", got, id)
 		}
-		ok, err := c.Inspector().Cancel(ctx, t, id)
 		at := time.Now()
+		ok, err := c.Inspector().Cancel(ctx, t, id)
 		if err != nil || !ok {
 			return nil, fmt.Errorf("cancel %s: %v %v", id, ok, err)
 		}

@@ -40,7 +40,7 @@ func printLifeReport(w io.Writer, o options, env environment, res *results) {
 		name string
 		ds   []time.Duration
 		err  string
-	}{{"Wait: handler returned -> Wait returned", r.wait, r.waitErr}, {"Cancel returned -> handler's ctx done", r.cancel, r.cancErr}} {
+	}{{"Wait: handler returned -> Wait returned", r.wait, r.waitErr}, {"Cancel called -> handler's ctx done", r.cancel, r.cancErr}} {
 		name := l.name
 		if l.err != "" {
 			name += " (" + l.err + ")"
