@@ -68,24 +68,10 @@ type flowResults struct {
 func (b *runner) flow(ctx context.Context, log *slog.Logger) error {
 	res := &flowResults{consume: map[string][]costs{}}
 	b.res.flow = res
-	vs := flowVariants()
-	for run := range b.o.runs {
-		order := slices.Clone(vs)
-		if run%2 == 1 {
-			slices.Reverse(order)
-		}
-		for _, v := range order {
-			if err := b.reset(ctx); err != nil {
-				return err
-			}
-			m := b.meter(ctx)
-			if err := b.flowConsume(ctx, m, v, log); err != nil {
-				return fmt.Errorf("flow %s: %w", v.id, err)
-			}
-			c := m.costs(b.o.n)
-			res.consume[v.id] = append(res.consume[v.id], c)
-			progress("flow: run %d: %-42s %8.0f msgs/s, Redis %.1f µs/msg", run+1, v.label, c.rate, c.redisCPUus)
-		}
+	err := alternate(ctx, b, "flow", flowVariants(), func(v flowVariant) (string, string) { return v.id, v.label },
+		func(m *meter, v flowVariant) error { return b.flowConsume(ctx, m, v, log) }, res.consume)
+	if err != nil {
+		return err
 	}
 	for _, grouped := range []bool{true, false} {
 		if err := b.reset(ctx); err != nil {
@@ -96,6 +82,33 @@ func (b *runner) flow(ctx context.Context, log *slog.Logger) error {
 		progress("flow: fairness grouped=%v: small groups p50 %v p99 %v max %v; all drained in %v %s", grouped, r.p50, r.p99, r.max, r.all, r.err)
 	}
 	return b.reset(ctx)
+}
+
+// alternate runs each variant's timed consume -runs times, the order
+// reversed every other run so that neither variant always goes first, a
+// fresh Redis each time, and appends each run's costs to out by variant id.
+func alternate[V any](ctx context.Context, b *runner, name string, vs []V, label func(V) (id, label string),
+	consume func(*meter, V) error, out map[string][]costs) error {
+	for run := range b.o.runs {
+		order := slices.Clone(vs)
+		if run%2 == 1 {
+			slices.Reverse(order)
+		}
+		for _, v := range order {
+			if err := b.reset(ctx); err != nil {
+				return err
+			}
+			id, l := label(v)
+			m := b.meter(ctx)
+			if err := consume(m, v); err != nil {
+				return fmt.Errorf("%s %s: %w", name, id, err)
+			}
+			c := m.costs(b.o.n)
+			out[id] = append(out[id], c)
+			progress("%s: run %d: %-42s %8.0f msgs/s, Redis %.1f µs/msg", name, run+1, l, c.rate, c.redisCPUus)
+		}
+	}
+	return nil
 }
 
 // flowTopic is the case's topic.

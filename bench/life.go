@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -53,29 +52,14 @@ type lifeResults struct {
 func (b *runner) life(ctx context.Context, log *slog.Logger) error {
 	res := &lifeResults{consume: map[string][]costs{}}
 	b.res.life = res
-	vs := lifeVariants()
-	for run := range b.o.runs {
-		order := slices.Clone(vs)
-		if run%2 == 1 {
-			slices.Reverse(order)
-		}
-		for _, v := range order {
-			if err := b.reset(ctx); err != nil {
-				return err
-			}
-			m := b.meter(ctx)
-			if err := b.lifeConsume(ctx, m, v, log); err != nil {
-				return fmt.Errorf("life %s: %w", v.id, err)
-			}
-			c := m.costs(b.o.n)
-			res.consume[v.id] = append(res.consume[v.id], c)
-			progress("life: run %d: %-28s %8.0f msgs/s, Redis %.1f µs/msg", run+1, v.label, c.rate, c.redisCPUus)
-		}
+	err := alternate(ctx, b, "life", lifeVariants(), func(v lifeVariant) (string, string) { return v.id, v.label },
+		func(m *meter, v lifeVariant) error { return b.lifeConsume(ctx, m, v, log) }, res.consume)
+	if err != nil {
+		return err
 	}
 	if err := b.reset(ctx); err != nil {
 		return err
 	}
-	var err error
 	if res.wait, err = b.lifeWait(ctx, log); err != nil {
 		res.waitErr = err.Error()
 	}
