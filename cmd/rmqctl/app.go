@@ -201,3 +201,16 @@ func (a *app) parseFlags(cmd *command, fs *flag.FlagSet, args []string) ([]strin
 		args = rest[1:]
 	}
 }
+
+// topicAndID parses the TOPIC ID arguments of the command name and finds
+// the topic; the caller defers cancel, which ends ctx, whatever err is.
+func (a *app) topicAndID(name string, args []string) (ctx context.Context, cancel context.CancelFunc, t topic.Topic, id string, err error) {
+	ctx, cancel = a.context()
+	c := find(name)
+	pos, err := a.parseArgs(c, c.flags(), args, "TOPIC", "ID")
+	if err != nil {
+		return ctx, cancel, t, "", err
+	}
+	t, err = a.topic(ctx, pos[0])
+	return ctx, cancel, t, pos[1], err
+}

@@ -61,20 +61,14 @@ func (a *app) deadList(args []string) error {
 }
 
 func (a *app) deadShow(args []string) error {
-	c := find("dead show")
-	pos, err := a.parseArgs(c, c.flags(), args, "TOPIC", "ID")
-	if err != nil {
-		return err
-	}
-	ctx, cancel := a.context()
+	ctx, cancel, t, id, err := a.topicAndID("dead show", args)
 	defer cancel()
-	t, err := a.topic(ctx, pos[0])
 	if err != nil {
 		return err
 	}
-	m, err := a.insp.DeadMessage(ctx, t, pos[1])
+	m, err := a.insp.DeadMessage(ctx, t, id)
 	if errors.Is(err, rmq.ErrMessageNotFound) {
-		return fmt.Errorf("no dead message %q in %s: not found", pos[1], t.Name())
+		return fmt.Errorf("no dead message %q in %s: not found", id, t.Name())
 	}
 	if err != nil {
 		return err

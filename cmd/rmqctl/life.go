@@ -176,20 +176,14 @@ func (a *app) printMessage(t topic.Topic, m rmq.MessageInfo) error {
 }
 
 func (a *app) show(args []string) error {
-	c := find("show")
-	pos, err := a.parseArgs(c, c.flags(), args, "TOPIC", "ID")
-	if err != nil {
-		return err
-	}
-	ctx, cancel := a.context()
+	ctx, cancel, t, id, err := a.topicAndID("show", args)
 	defer cancel()
-	t, err := a.topic(ctx, pos[0])
 	if err != nil {
 		return err
 	}
-	m, err := a.insp.Message(ctx, t, pos[1])
+	m, err := a.insp.Message(ctx, t, id)
 	if errors.Is(err, rmq.ErrMessageNotFound) {
-		return fmt.Errorf("no message %q in %s: not found", pos[1], t.Name())
+		return fmt.Errorf("no message %q in %s: not found", id, t.Name())
 	}
 	if err != nil {
 		return err
@@ -198,30 +192,24 @@ func (a *app) show(args []string) error {
 }
 
 func (a *app) cancel(args []string) error {
-	c := find("cancel")
-	pos, err := a.parseArgs(c, c.flags(), args, "TOPIC", "ID")
-	if err != nil {
-		return err
-	}
-	ctx, cancel := a.context()
+	ctx, cancel, t, id, err := a.topicAndID("cancel", args)
 	defer cancel()
-	t, err := a.topic(ctx, pos[0])
 	if err != nil {
 		return err
 	}
-	done, err := a.insp.Cancel(ctx, t, pos[1])
+	done, err := a.insp.Cancel(ctx, t, id)
 	if err != nil {
 		return err
 	}
 	if a.output == "json" {
-		if err := writeJSON(a.stdout, map[string]any{"topic": t.Name(), "id": pos[1], "cancelled": done}); err != nil {
+		if err := writeJSON(a.stdout, map[string]any{"topic": t.Name(), "id": id, "cancelled": done}); err != nil {
 			return err
 		}
 	} else if done {
-		fmt.Fprintf(a.stdout, "cancelled %s of %s\n", pos[1], t.Name())
+		fmt.Fprintf(a.stdout, "cancelled %s of %s\n", id, t.Name())
 	}
 	if !done {
-		return fmt.Errorf("no waiting or running message %q in %s", pos[1], t.Name())
+		return fmt.Errorf("no waiting or running message %q in %s", id, t.Name())
 	}
 	return nil
 }

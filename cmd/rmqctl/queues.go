@@ -183,30 +183,24 @@ func (a *app) peek(args []string) error {
 }
 
 func (a *app) remove(args []string) error {
-	c := find("remove")
-	pos, err := a.parseArgs(c, c.flags(), args, "TOPIC", "ID")
-	if err != nil {
-		return err
-	}
-	ctx, cancel := a.context()
+	ctx, cancel, t, id, err := a.topicAndID("remove", args)
 	defer cancel()
-	t, err := a.topic(ctx, pos[0])
 	if err != nil {
 		return err
 	}
-	removed, err := a.insp.Remove(ctx, t, pos[1])
+	removed, err := a.insp.Remove(ctx, t, id)
 	if err != nil {
 		return err
 	}
 	if a.output == "json" {
-		if err := writeJSON(a.stdout, removeJSON{Topic: t.Name(), ID: pos[1], Removed: removed}); err != nil {
+		if err := writeJSON(a.stdout, removeJSON{Topic: t.Name(), ID: id, Removed: removed}); err != nil {
 			return err
 		}
 	} else if removed {
-		fmt.Fprintf(a.stdout, "removed %s from %s\n", pos[1], t.Name())
+		fmt.Fprintf(a.stdout, "removed %s from %s\n", id, t.Name())
 	}
 	if !removed {
-		return fmt.Errorf("no waiting message %q in %s", pos[1], t.Name())
+		return fmt.Errorf("no waiting message %q in %s", id, t.Name())
 	}
 	return nil
 }
