@@ -1,15 +1,10 @@
 package admin
 
 import (
-	"encoding/json"
-	"errors"
-	"io"
 	"net/http"
 	"time"
 
 	"github.com/rmq-go/rmq/rmq"
-
-	"github.com/rmq-go/rmq/cmd/rmqd/internal/respond"
 )
 
 // Flow control of a queue (docs/flow-control.md), rmqd's addition beside
@@ -50,45 +45,11 @@ func (q queueLimits) limits() rmq.Limits {
 
 // queueLimitsRoute serves the three methods of /queue/{ns}/{q}/limits.
 func (s *handlers) queueLimitsRoute(w http.ResponseWriter, r *http.Request) {
-	p, t, found, ok := s.adminQueueTopic(w, r)
-	if !ok {
-		return
-	}
-	if !found {
-		respond.WriteError(w, http.StatusNotFound, "queue not found")
-		return
-	}
-	switch r.Method {
-	case http.MethodPut:
-		var q queueLimits
-		raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxAdminBody))
-		if err == nil {
-			err = json.Unmarshal(raw, &q)
-		}
-		if err != nil || q.Rate < 0 || q.GroupRate < 0 || q.IntervalMs < 0 || q.GroupIntervalMs < 0 {
-			respond.WriteError(w, http.StatusBadRequest, "invalid limits")
-			return
-		}
-		if err := p.Insp.SetLimits(r.Context(), t, q.limits()); err != nil {
-			if errors.Is(err, rmq.ErrInvalidLimits) {
-				respond.WriteError(w, http.StatusBadRequest, err.Error())
-				return
-			}
-			s.LibError(w, r, err)
-			return
-		}
-	case http.MethodDelete:
-		if err := p.Insp.SetLimits(r.Context(), t, rmq.Limits{}); err != nil {
-			s.LibError(w, r, err)
-			return
-		}
-		respond.WriteNoContent(w)
-		return
-	}
-	l, err := p.Insp.Limits(r.Context(), t)
-	if err != nil {
-		s.LibError(w, r, err)
-		return
-	}
-	respond.WriteJSON(w, http.StatusOK, limitsJSON(l))
+	queueSetting[rmq.Limits, queueLimits]{
+		what: "limits", read: (*rmq.Inspector).Limits, write: (*rmq.Inspector).SetLimits, invalid: rmq.ErrInvalidLimits,
+		toJSON: limitsJSON,
+		fromJSON: func(q queueLimits) (rmq.Limits, bool) {
+			return q.limits(), q.Rate >= 0 && q.GroupRate >= 0 && q.IntervalMs >= 0 && q.GroupIntervalMs >= 0
+		},
+	}.serve(s, w, r)
 }
