@@ -10,13 +10,11 @@ package brokertest
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/rmq-go/rmq/internal/testkit/brokerserver"
+	"github.com/rmq-go/rmq/internal/testkit/servertest"
 )
 
 // startTimeout bounds a broker start; RabbitMQ boots in about ten seconds,
@@ -38,21 +36,9 @@ func NATSConfig(tb testing.TB, cfg brokerserver.NATSConfig) *brokerserver.NATS {
 	if cfg.Logf == nil {
 		cfg.Logf = tb.Logf
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
-	defer cancel()
-	srv, err := brokerserver.StartNATS(ctx, cfg)
-	if err != nil {
-		tb.Fatalf("brokertest: %v", err)
-	}
-	tb.Cleanup(func() {
-		if tb.Failed() {
-			tb.Logf("brokertest: log tail of nats-server %s:\n%s", srv.Addr(), srv.LogTail(30))
-		}
-		if err := srv.Stop(); err != nil {
-			tb.Errorf("brokertest: stop nats-server %s: %v", srv.Addr(), err)
-		}
+	return servertest.Dedicated(tb, "brokertest: nats-server", startTimeout, func(ctx context.Context) (*brokerserver.NATS, error) {
+		return brokerserver.StartNATS(ctx, cfg)
 	})
-	return srv
 }
 
 // RabbitMQ starts a dedicated RabbitMQ node, stopped when the test ends;
@@ -60,72 +46,29 @@ func NATSConfig(tb testing.TB, cfg brokerserver.NATSConfig) *brokerserver.NATS {
 func RabbitMQ(tb testing.TB) *brokerserver.RabbitMQ {
 	tb.Helper()
 	cfg := brokerserver.RabbitMQConfig{Logf: tb.Logf}
-	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
-	defer cancel()
-	srv, err := brokerserver.StartRabbitMQ(ctx, cfg)
-	if err != nil {
-		tb.Fatalf("brokertest: %v", err)
-	}
-	tb.Cleanup(func() {
-		if tb.Failed() {
-			tb.Logf("brokertest: log tail of RabbitMQ %s:\n%s", srv.Addr(), srv.LogTail(30))
-		}
-		if err := srv.Stop(); err != nil {
-			tb.Errorf("brokertest: stop RabbitMQ %s: %v", srv.Addr(), err)
-		}
+	return servertest.Dedicated(tb, "brokertest: RabbitMQ", startTimeout, func(ctx context.Context) (*brokerserver.RabbitMQ, error) {
+		return brokerserver.StartRabbitMQ(ctx, cfg)
 	})
-	return srv
 }
 
-var (
-	sharedMu   sync.Mutex
-	sharedRMQ  *brokerserver.RabbitMQ
-	sharedErr  error
-	sharedDone bool
-)
+var shared = &servertest.Shared[*brokerserver.RabbitMQ]{
+	Name: "brokertest: shared RabbitMQ", Timeout: startTimeout,
+	Start: func(ctx context.Context) (*brokerserver.RabbitMQ, error) {
+		return brokerserver.StartRabbitMQ(ctx, brokerserver.RabbitMQConfig{})
+	},
+}
 
 // SharedRabbitMQ returns a RabbitMQ node shared by all tests of this
 // binary, started on first use. Tests must keep to exchanges and queues of
 // their own and must not stop or restart it.
 func SharedRabbitMQ(tb testing.TB) *brokerserver.RabbitMQ {
 	tb.Helper()
-	sharedMu.Lock()
-	defer sharedMu.Unlock()
-	if !sharedDone {
-		sharedDone = true
-		ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
-		sharedRMQ, sharedErr = brokerserver.StartRabbitMQ(ctx, brokerserver.RabbitMQConfig{})
-		cancel()
-	}
-	if sharedErr != nil {
-		tb.Fatalf("brokertest: shared RabbitMQ: %v", sharedErr)
-	}
-	return sharedRMQ
+	return shared.Get(tb)
 }
 
 // StopShared stops the shared node, if one was started.
-func StopShared() error {
-	sharedMu.Lock()
-	defer sharedMu.Unlock()
-	sharedDone = true
-	sharedErr = errors.New("brokertest: shared RabbitMQ already stopped")
-	if sharedRMQ == nil {
-		return nil
-	}
-	err := sharedRMQ.Stop()
-	sharedRMQ = nil
-	return err
-}
+func StopShared() error { return shared.Stop() }
 
 // Main runs the tests, then stops the shared node; for TestMain. It
 // returns the exit code for os.Exit.
-func Main(m *testing.M) int {
-	code := m.Run()
-	if err := StopShared(); err != nil {
-		fmt.Println(err)
-		if code == 0 {
-			code = 1
-		}
-	}
-	return code
-}
+func Main(m *testing.M) int { return shared.Main(m) }

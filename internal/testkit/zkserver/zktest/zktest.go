@@ -5,8 +5,6 @@ package zktest
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -15,6 +13,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/rmq-go/rmq/internal/testkit/redistest"
+	"github.com/rmq-go/rmq/internal/testkit/servertest"
 	"github.com/rmq-go/rmq/internal/testkit/zkserver"
 )
 
@@ -37,62 +36,28 @@ func StartConfig(tb testing.TB, cfg zkserver.Config) *zkserver.Server {
 	if cfg.Logf == nil {
 		cfg.Logf = tb.Logf
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
-	defer cancel()
-	srv, err := zkserver.Start(ctx, cfg)
-	if err != nil {
-		tb.Fatalf("zktest: %v", err)
-	}
-	tb.Cleanup(func() {
-		if tb.Failed() {
-			tb.Logf("zktest: log tail of %s:\n%s", srv.Addr(), srv.LogTail(30))
-		}
-		if err := srv.Stop(); err != nil {
-			tb.Errorf("zktest: stop %s: %v", srv.Addr(), err)
-		}
+	return servertest.Dedicated(tb, "zktest: ZooKeeper", startTimeout, func(ctx context.Context) (*zkserver.Server, error) {
+		return zkserver.Start(ctx, cfg)
 	})
-	return srv
 }
 
-var (
-	sharedMu   sync.Mutex
-	sharedSrv  *zkserver.Server
-	sharedErr  error
-	sharedDone bool
-)
+var shared = &servertest.Shared[*zkserver.Server]{
+	Name: "zktest: shared ZooKeeper", Timeout: startTimeout,
+	Start: func(ctx context.Context) (*zkserver.Server, error) {
+		return zkserver.Start(ctx, zkserver.Config{})
+	},
+}
 
 // Shared returns a ZooKeeper shared by all tests of this binary, started on
 // first use. Tests must keep to their own znode paths and must not kill or
 // suspend it. Stop it with Main or StopShared.
 func Shared(tb testing.TB) *zkserver.Server {
 	tb.Helper()
-	sharedMu.Lock()
-	defer sharedMu.Unlock()
-	if !sharedDone {
-		sharedDone = true
-		ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
-		sharedSrv, sharedErr = zkserver.Start(ctx, zkserver.Config{})
-		cancel()
-	}
-	if sharedErr != nil {
-		tb.Fatalf("zktest: shared ZooKeeper: %v", sharedErr)
-	}
-	return sharedSrv
+	return shared.Get(tb)
 }
 
 // StopShared stops the shared server, if one was started.
-func StopShared() error {
-	sharedMu.Lock()
-	defer sharedMu.Unlock()
-	sharedDone = true
-	sharedErr = errors.New("zktest: shared ZooKeeper already stopped")
-	if sharedSrv == nil {
-		return nil
-	}
-	err := sharedSrv.Stop()
-	sharedSrv = nil
-	return err
-}
+func StopShared() error { return shared.Stop() }
 
 // VerifyTestMain runs the tests, stops the shared server and then fails the
 // test binary if a goroutine is left that is not in
@@ -111,16 +76,7 @@ func (s stopAfter) Run() int { return Main(s.m) }
 
 // Main runs the tests, then stops the shared server, and returns the exit
 // code: for a TestMain that cannot use VerifyTestMain.
-func Main(m *testing.M) int {
-	code := m.Run()
-	if err := StopShared(); err != nil {
-		fmt.Println(err)
-		if code == 0 {
-			code = 1
-		}
-	}
-	return code
-}
+func Main(m *testing.M) int { return shared.Main(m) }
 
 // Connect opens a go-zookeeper connection to srv with the requested session
 // timeout (the server clamps it to its bounds), waits until the session is
