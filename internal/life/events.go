@@ -168,6 +168,13 @@ func (f *follower) readOn(ctx context.Context, node func(context.Context) (*redi
 	if err != nil {
 		return err
 	}
+	// One command through c's own pool first: go-redis's connection setup
+	// may switch c's options (its maintenance-notification handshake falls
+	// back on a Redis that lacks it), and a Conn made from c reads those
+	// options under a lock of its own, so it must come after the switch.
+	if err := c.Ping(ctx).Err(); err != nil {
+		return err
+	}
 	conn := c.Conn()
 	defer conn.Close()
 	id, err := conn.ClientID(ctx).Result()
