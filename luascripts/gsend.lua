@@ -10,12 +10,17 @@
 -- KEYS[6] -> gq ZSET         | (flowlib.lua)
 -- KEYS[7] -> gturn ZSET      |
 -- KEYS[8] -> uniq ZSET       | these two only when the group's type
--- KEYS[9] -> uniqn HASH     /  says so: unique sends (lib.lua's uniq_claim)
+-- KEYS[9] -> uniqn HASH      | says so: unique sends (lib.lua's uniq_claim)
+-- KEYS[10] -> events STREAM /  only when the group's type says so (KEYS[8]
+--                              without the unique keys): the
+--                              slot's event log (lifelib.lua)
 -- ARGV[1] -> wake command: PUBLISH, SPUBLISH or ''
--- ARGV[2g], ARGV[2g+1] -> group g's type (1 range-merge, 2 priority,
+-- then per group g, its header: its type (1 range-merge, 2 priority,
 --            3 fixed-time; plus 8 when some of its messages are unique
---            sends: the group has 9 keys, not 7) and how many messages of
---            it follow
+--            sends: the group has the two unique keys; plus 16 when its
+--            topic keeps an event log: the group has the events key, and
+--            its header one more argument), how many messages of it follow,
+--            and with 16 about how many events the log keeps
 -- then, per message, id, score (range in ms for range-merge), send nonce,
 --            [unique window in ms, 0 for none, when the group's type says
 --            so], options block (it names the message's group), body:
@@ -25,27 +30,36 @@
 --   (range-merge), 3 replaced the waiting message of its id, 4 stored
 --   while the id is in flight, 0 already stored by this send (same nonce),
 --   -1 refused as a duplicate of a unique send (nothing written).
+-- With an event log, each message stored (1 to 4) records "sent" (attempt
+-- 0) in the same call; a rerun (0) or a refused send records nothing.
 -- Where each message waits is flowlib.lua's gsend_one's to say. A slot is
 -- woken when a group's turn came forward or a message heads its store.
--- The groups and where their keys start: a group of unique sends has two
--- keys more.
-local G, kb = 0, {}
+-- The groups, where their keys start and their headers: a group of unique
+-- sends has two keys more, one with an event log one key and one header
+-- argument more.
+local G, kb, hdr = 0, {}, {}
+local at = 2
 do
   local n = 1
   while n <= #KEYS do
     G = G + 1
-    kb[G] = n - 1
-    n = n + (tonumber(ARGV[2 * G]) >= 8 and 9 or 7)
+    kb[G], hdr[G] = n - 1, at
+    local typ = tonumber(ARGV[at])
+    n = n + 7 + (typ % 16 >= 8 and 2 or 0) + (typ >= 16 and 1 or 0)
+    at = at + (typ >= 16 and 3 or 2)
   end
 end
 local now, _, now_up = now_ms()
 local res = {}
-local at = 2 + 2 * G
 for g = 1, G do
   local b = kb[g]
   local k = { store = KEYS[b + 1], prepare = KEYS[b + 2], msg = KEYS[b + 3], delayed = KEYS[b + 5], gq = KEYS[b + 6], gturn = KEYS[b + 7] }
-  local typ, count = tonumber(ARGV[2 * g]), tonumber(ARGV[2 * g + 1])
-  local u
+  local typ, count = tonumber(ARGV[hdr[g]]), tonumber(ARGV[hdr[g] + 1])
+  local u, lk, evmax
+  if typ >= 16 then
+    typ = typ - 16
+    lk, evmax = { events = (typ >= 8 and KEYS[b + 10] or KEYS[b + 8]) }, tonumber(ARGV[hdr[g] + 2])
+  end
   if typ >= 8 then
     typ = typ - 8
     u = { uniq = KEYS[b + 8], uniqn = KEYS[b + 9] }
@@ -64,6 +78,7 @@ for g = 1, G do
     if not r then
       r, w, d = gsend_one(k, typ, ARGV[at], ARGV[at + 1], tonumber(ARGV[at + 2]), ARGV[at + x + 4], now, now_up, ARGV[at + x + 3])
     end
+    if lk and r >= 1 then life_event(lk, evmax, 'sent', ARGV[at], 0) end
     at = at + 5 + x
     res[#res + 1] = r
     if w and (not best or (time_based and w < best) or (not time_based and w > best)) then best = w end

@@ -15,7 +15,7 @@
 --   waiters HASH id -> how many Wait calls are registered for it
 --   finch   pub/sub channel: "<state><len(id)>:<id><data>" for a waited-for
 --           id that finished (state c completed, d dead, e expired, x
---           cancelled)
+--           cancelled, r removed)
 --   progress HASH id -> "<delivery token>:<progress>": the latest progress
 --           of an in-flight delivery (progress.lua), cleared when it ends
 --

@@ -7,12 +7,18 @@
 -- KEYS[4] -> wake channel    | single node only)
 -- KEYS[5] -> delayed ZSET    | (priority messages that wait for a time)
 -- KEYS[6] -> uniq ZSET       | these two only when the group's type
--- KEYS[7] -> uniqn HASH     /  says so: unique sends (lib.lua's uniq_claim)
+-- KEYS[7] -> uniqn HASH      | says so: unique sends (lib.lua's uniq_claim)
+-- KEYS[8] -> events STREAM  /  only when the group's type says so (KEYS[6]
+--                              without the unique keys): the
+--                              slot's event log (lifelib.lua)
 -- ARGV[1] -> wake command: PUBLISH, SPUBLISH or ''
--- ARGV[2g], ARGV[2g+1] -> group g's type (1 range-merge, 2 priority,
+-- then per group g, its header: its type (1 range-merge, 2 priority,
 --            3 fixed-time; plus 4 when its messages carry options, plus 8
---            when some are unique sends: the group has 7 keys, not 5) and
---            how many messages of it follow
+--            when some are unique sends: the group has the two unique keys,
+--            plus 16 when its topic keeps an event log: the group has the
+--            events key, and its header one more argument), how many
+--            messages of it follow, and with 16 about how many events the
+--            log keeps
 -- then, per message, id, score (range in ms for range-merge), send nonce,
 --            [unique window in ms, 0 for none, when the group's type says
 --            so], [options block, when the group's type says so], body:
@@ -27,22 +33,27 @@
 --   0 already stored by this send (same nonce): a rerun changes nothing
 --  -1 refused: a unique send of the id recorded a window that still lasts
 --     (nothing written)
+-- With an event log, each message stored (1 to 4) records "sent" (attempt
+-- 0) in the same call; a rerun (0) or a refused send records nothing.
 -- Due times arrive rounded up to the ms and range-merge windows start from
 -- Redis's ms rounded up, so no message comes due before its instant.
--- The groups and where their keys start: a group of unique sends has two
--- keys more.
-local G, kb = 0, {}
+-- The groups, where their keys start and their headers: a group of unique
+-- sends has two keys more, one with an event log one key and one header
+-- argument more.
+local G, kb, hdr = 0, {}, {}
+local at = 2
 do
   local n = 1
   while n <= #KEYS do
     G = G + 1
-    kb[G] = n - 1
-    n = n + (tonumber(ARGV[2 * G]) >= 8 and 7 or 5)
+    kb[G], hdr[G] = n - 1, at
+    local typ = tonumber(ARGV[at])
+    n = n + 5 + (typ % 16 >= 8 and 2 or 0) + (typ >= 16 and 1 or 0)
+    at = at + (typ >= 16 and 3 or 2)
   end
 end
 local now, _, now_up = now_ms()
 local res = {}
-local at = 2 + 2 * G
 
 -- send_group stores group g's count messages, from ARGV[at] on.
 local function send_group(g, typ, count)
@@ -50,7 +61,11 @@ local function send_group(g, typ, count)
   local keys = { store = KEYS[b + 1], prepare = KEYS[b + 2], msg = KEYS[b + 3], delayed = KEYS[b + 5] }
   local store = KEYS[b + 1]
   local msg = KEYS[b + 3]
-  local u
+  local u, lk, evmax
+  if typ >= 16 then
+    typ = typ - 16
+    lk, evmax = { events = (typ >= 8 and KEYS[b + 8] or KEYS[b + 6]) }, tonumber(ARGV[hdr[g] + 2])
+  end
   if typ >= 8 then
     typ = typ - 8
     u = { uniq = KEYS[b + 6], uniqn = KEYS[b + 7] }
@@ -131,6 +146,7 @@ local function send_group(g, typ, count)
       r = 1
     end
     if r >= 0 then seen[id] = true end
+    if lk and r >= 1 then life_event(lk, evmax, 'sent', id, 0) end
     if due then
       if not dbest or due < dbest then dbest = due end
     elseif r >= 1 then
@@ -163,6 +179,6 @@ local function send_group(g, typ, count)
 end
 
 for g = 1, G do
-  send_group(g, tonumber(ARGV[2 * g]), tonumber(ARGV[2 * g + 1]))
+  send_group(g, tonumber(ARGV[hdr[g]]), tonumber(ARGV[hdr[g] + 1]))
 end
 return res

@@ -2,11 +2,13 @@ package producer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
 
 	"github.com/rmq-go/rmq/internal/keyspace"
+	"github.com/rmq-go/rmq/internal/life"
 	"github.com/rmq-go/rmq/internal/topicstore"
 	"github.com/rmq-go/rmq/topic"
 )
@@ -33,11 +35,25 @@ import (
 // follows the loss.
 const redefineInterval = 10 * time.Second
 
+// lifeRecheckInterval is how often a producer that keeps sending to a
+// topic reads the topic's lifecycle settings again: a topic whose event
+// log is turned on (rmq's Inspector.SetLifecycle) records the sends of a
+// running producer from at most this long after the change. One HGET per
+// topic and producer per interval, whatever the send rate; the send
+// scripts cannot read the settings themselves (they live in another hash
+// slot than the topic slot's keys).
+const lifeRecheckInterval = time.Second
+
 // definedTopic is a topic whose stored definition this producer checked.
 type definedTopic struct {
 	def     string
 	checked atomic.Int64 // time.Now().UnixNano() of the last check
 	grouped groupedFlag  // markGrouped ran (group.go)
+	// events is the topic's event log length (life.Settings.Events) as
+	// last read, at lifeChecked: the send scripts record "sent" when it
+	// is above 0.
+	events      atomic.Int64
+	lifeChecked atomic.Int64
 }
 
 // define makes sure the topic's stored definition agrees: against Redis on
@@ -49,8 +65,15 @@ func (p *Producer) define(ctx context.Context, t topic.Topic) error {
 		if err := topicstore.Define(ctx, p.rdb, keyspace.TopicsKey(p.prefix), t); err != nil {
 			return err
 		}
+		s, _, err := life.Read(ctx, p.rdb, p.prefix, t.Name())
+		if err != nil && !errors.Is(err, life.ErrInvalidSettings) {
+			return err
+		}
 		d := &definedTopic{def: t.Definition()}
-		d.checked.Store(time.Now().UnixNano())
+		now := time.Now().UnixNano()
+		d.checked.Store(now)
+		d.events.Store(int64(s.Events))
+		d.lifeChecked.Store(now)
 		p.defined.LoadOrStore(t.Name(), d)
 		return nil
 	}
@@ -58,6 +81,7 @@ func (p *Producer) define(ctx context.Context, t topic.Topic) error {
 	if d.def != t.Definition() {
 		return fmt.Errorf("%w: %s is %s, given as %s", topic.ErrConflict, t.Name(), d.def, t.Definition())
 	}
+	p.recheckLife(ctx, t, d)
 	last, now := d.checked.Load(), time.Now().UnixNano()
 	if now-last < int64(p.redefineEvery) || !d.checked.CompareAndSwap(last, now) {
 		return nil
@@ -83,4 +107,31 @@ func (p *Producer) recheck(ctx context.Context, t topic.Topic) error {
 		return fmt.Errorf("%w: %s is stored as %s, defined here as %s", topic.ErrConflict, t.Name(), stored.Definition(), t.Definition())
 	}
 	return nil
+}
+
+// recheckLife reads t's lifecycle settings again when lifeRecheckInterval
+// passed, by the one send that finds it over. A failed read keeps what was
+// read before (the next send tries again): a setting is not worth failing
+// a send for.
+func (p *Producer) recheckLife(ctx context.Context, t topic.Topic, d *definedTopic) {
+	last, now := d.lifeChecked.Load(), time.Now().UnixNano()
+	if now-last < int64(lifeRecheckInterval) || !d.lifeChecked.CompareAndSwap(last, now) {
+		return
+	}
+	s, _, err := life.Read(ctx, p.rdb, p.prefix, t.Name())
+	switch {
+	case err == nil:
+		d.events.Store(int64(s.Events))
+	case !errors.Is(err, life.ErrInvalidSettings):
+		d.lifeChecked.CompareAndSwap(now, last)
+	}
+}
+
+// events returns the event log length the sends to the topic named name
+// record "sent" with (0: none), as define last read it.
+func (p *Producer) events(name string) int64 {
+	if v, ok := p.defined.Load(name); ok {
+		return v.(*definedTopic).events.Load()
+	}
+	return 0
 }

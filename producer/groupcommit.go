@@ -78,6 +78,9 @@ type slotCall struct {
 	keys    keyspace.Keys
 	grouped bool
 	batch   []*pending
+	// events is the topic's event log length (0: none): above 0 the call
+	// names the slot's event log and records "sent" for each message.
+	events int64
 }
 
 // group splits messages into script calls by topic and slot, in order.
@@ -95,7 +98,8 @@ func (p *Producer) group(items []*pending) []slotCall {
 		if !ok || len(calls[i].batch) >= maxGroup {
 			i = len(calls)
 			idx[k] = i
-			calls = append(calls, slotCall{topic: it.topic, keys: keyspace.KeysFor(p.prefix, it.topic, it.slot), grouped: k.grouped})
+			calls = append(calls, slotCall{topic: it.topic, keys: keyspace.KeysFor(p.prefix, it.topic, it.slot), grouped: k.grouped,
+				events: p.events(k.topic)})
 		}
 		calls[i].batch = append(calls[i].batch, it)
 	}
@@ -146,9 +150,10 @@ func (p *Producer) runCalls(ctx context.Context, calls []slotCall) error {
 // sendCall returns one script call of groups: send1.lua for one message
 // without options (a single send: most of what sendbatch.lua costs Redis
 // is its general path), else sendbatch.lua. A unique send (WithUniqueFor)
-// takes sendbatch.lua, so send1.lua's lean path stays as it is.
+// and a send to a topic with an event log take sendbatch.lua, so
+// send1.lua's lean path stays as it is.
 func sendCall(wakeCmd, prefix string, groups []slotCall) scripts.Call {
-	if len(groups) == 1 && len(groups[0].batch) == 1 && len(groups[0].batch[0].opts) == 0 && groups[0].batch[0].unique == 0 {
+	if len(groups) == 1 && len(groups[0].batch) == 1 && len(groups[0].batch[0].opts) == 0 && groups[0].batch[0].unique == 0 && groups[0].events == 0 {
 		g, b := groups[0], groups[0].batch[0]
 		return scripts.Call{
 			Script: scripts.Send1,
@@ -167,8 +172,9 @@ func sendBatchArgs(wakeCmd, prefix string, groups []slotCall) ([]string, []any) 
 	args = append(args, wakeCmd)
 	// A group whose messages carry options says so in its type (+4) and
 	// gives each message an options argument; one with unique sends (+8)
-	// names the slot's unique keys and gives each message its window. A
-	// group without any pays nothing for them.
+	// names the slot's unique keys and gives each message its window; one
+	// of a topic with an event log (+16) names the slot's log and gives
+	// its length in its header. A group without any pays nothing for them.
 	withOpts := make([]bool, len(groups))
 	withUniq := make([]bool, len(groups))
 	for i, g := range groups {
@@ -185,6 +191,12 @@ func sendBatchArgs(wakeCmd, prefix string, groups []slotCall) ([]string, []any) 
 			typ += 8
 			u := keyspace.UniqueKeysFor(prefix, g.topic, g.batch[0].slot)
 			keys = append(keys, u.Until, u.Nonce)
+		}
+		if g.events > 0 {
+			typ += 16
+			keys = append(keys, keyspace.LifeKeysFor(prefix, g.topic.Name(), g.batch[0].slot).Events)
+			args = append(args, typ, len(g.batch), g.events)
+			continue
 		}
 		args = append(args, typ, len(g.batch))
 	}
@@ -210,7 +222,10 @@ func (p *Producer) gsendCall(groups []slotCall) ([]string, []any) {
 		slot := g.batch[0].slot
 		gk := keyspace.GroupKeysFor(p.prefix, g.topic, slot)
 		gs[i] = scripts.GSendGroup{Store: g.keys.Store, Prepare: g.keys.Prepare, Msg: g.keys.Msg, Wake: g.keys.Wake,
-			Delayed: g.keys.Delayed, Queue: gk.Queue, Turn: gk.Turn, Type: int(g.topic.Type())}
+			Delayed: g.keys.Delayed, Queue: gk.Queue, Turn: gk.Turn, Type: int(g.topic.Type()), Events: g.events}
+		if g.events > 0 {
+			gs[i].EventLog = keyspace.LifeKeysFor(p.prefix, g.topic.Name(), slot).Events
+		}
 		for _, b := range g.batch {
 			if b.unique > 0 && gs[i].Uniq == "" {
 				// Only a group with unique sends names (and builds) the keys.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/rmq-go/rmq/internal/groupcommit"
 	"github.com/rmq-go/rmq/internal/keyspace"
+	"github.com/rmq-go/rmq/internal/life"
 	"github.com/rmq-go/rmq/internal/options"
 	"github.com/rmq-go/rmq/internal/scripts"
 	"github.com/rmq-go/rmq/slots"
@@ -356,11 +358,20 @@ func (p *Producer) remove(ctx context.Context, t topic.Topic, id string, opts []
 func (p *Producer) removeAt(ctx context.Context, t topic.Topic, slot int, id string) (Removed, error) {
 	k := keyspace.KeysFor(p.prefix, t, slot)
 	g := keyspace.GroupKeysFor(p.prefix, t, slot)
+	lk := keyspace.LifeKeysFor(p.prefix, t.Name(), slot).Slice()
+	// The topic's event log records the removal in the same call; a
+	// setting that cannot be read is no reason to keep a message.
+	ls, _, err := life.Read(ctx, p.rdb, p.prefix, t.Name())
+	if err != nil && !errors.Is(err, life.ErrInvalidSettings) {
+		return NotFound, err
+	}
 	// With the slot's group keys: a removed message that held its group's
 	// place (WithGroupConcurrency) frees it in the same call, whatever the
-	// consumers' limits, and the group's next message may go.
-	n, err := scripts.Remove.Run(ctx, p.rdb, []string{k.Store, k.Prepare, k.Msg, k.Delayed, g.Queue, g.Places, g.Turn, k.Wake},
-		id, p.wakeCmd).Int64()
+	// consumers' limits, and the group's next message may go. With its
+	// life keys: the removal is in the event log and the id's waiters
+	// (rmq's Client.Wait) hear of it.
+	keys := append([]string{k.Store, k.Prepare, k.Msg, k.Delayed, g.Queue, g.Places, g.Turn, k.Wake}, lk[:]...)
+	n, err := scripts.Remove.Run(ctx, p.rdb, keys, id, p.wakeCmd, ls.Events).Int64()
 	if err != nil {
 		return NotFound, fmt.Errorf("rmq: remove from %s: %w", t.Name(), err)
 	}
@@ -369,7 +380,7 @@ func (p *Producer) removeAt(ctx context.Context, t topic.Topic, slot int, id str
 	}
 	// Not in store, delayed or prepare: it may wait in its group
 	// (WithGroup), which remove.lua does not look at.
-	n, err = scripts.GRemove.Run(ctx, p.rdb, []string{k.Msg, g.Queue}, id).Int64()
+	n, err = scripts.GRemove.Run(ctx, p.rdb, append([]string{k.Msg, g.Queue}, lk[:]...), id, p.wakeCmd, ls.Events).Int64()
 	if err != nil {
 		return NotFound, fmt.Errorf("rmq: remove from %s: %w", t.Name(), err)
 	}

@@ -149,12 +149,25 @@ func TestClientEvents(t *testing.T) {
 	})
 }
 
-// takeEvents takes n events from seq and stops it.
+// takeEvents takes n events from seq, passing over "sent" and
+// "delivered" (the tests of sends and fetches check those), and stops it.
 func takeEvents(t *testing.T, seq func(func(rmq.Event, error) bool), n int) []rmq.Event {
+	t.Helper()
+	return takeEventsOf(t, seq, n, func(ev rmq.Event) bool { return !handOff(ev) })
+}
+
+// handOff reports whether ev is of the hand-off ("sent", "delivered").
+func handOff(ev rmq.Event) bool { return ev.Type == rmq.EventSent || ev.Type == rmq.EventDelivered }
+
+// takeEventsOf takes n events that keep from seq and stops it.
+func takeEventsOf(t *testing.T, seq func(func(rmq.Event, error) bool), n int, keep func(rmq.Event) bool) []rmq.Event {
 	t.Helper()
 	var out []rmq.Event
 	for ev, err := range seq {
 		require.NoError(t, err)
+		if err == nil && !keep(ev) {
+			continue
+		}
 		out = append(out, ev)
 		if len(out) == n {
 			break
@@ -176,6 +189,9 @@ func follow(t *testing.T, r *lifeRig, after string) (next func() (rmq.Event, err
 	go func() {
 		defer close(done)
 		for ev, err := range r.c.Events(ctx, r.tp, after) {
+			if err == nil && handOff(ev) {
+				continue
+			}
 			select {
 			case ch <- item{ev, err}:
 			case <-ctx.Done():

@@ -44,7 +44,8 @@ func TestStatsRetainedAndEvents(t *testing.T) {
 			events += s.Events
 		}
 		assert.Equal(t, st.Events, events)
-		// Each cancel records one event and the ack its completion.
-		assert.EqualValues(t, 3, st.Events)
+		// Each of the four sends records one event, each cancel one and
+		// the ack its completion (the rig's fetch records none).
+		assert.EqualValues(t, 7, st.Events)
 	})
 }

@@ -126,11 +126,14 @@ func TestRmqctlLifecycleShowCancel(t *testing.T) {
 
 	st := r.ok("stats", "jobs")
 	assert.Regexp(t, `(?m)^retained:\s+3 finished \(completed or cancelled\)$`, st)
-	assert.Regexp(t, `(?m)^event log:\s+3 events$`, st)
+	// Two cancels and a completion; and "sent" of c when the sending
+	// producer had read the settings again since its first send (it does
+	// within a second).
+	assert.Regexp(t, `(?m)^event log:\s+[34] events$`, st)
 	var sj statsJSON
 	r.json(&sj, "stats", "jobs")
 	assert.EqualValues(t, 3, sj.Retained)
-	assert.EqualValues(t, 3, sj.Events)
+	assert.Contains(t, []int64{3, 4}, sj.Events)
 
 	nf := r.run("", "show", "jobs", "nope")
 	assert.Equal(t, 1, nf.code)

@@ -188,6 +188,8 @@ func (i *Inspector) finished(ctx context.Context, t topic.Topic, slot int, f lif
 		want, end, base.LastError = StateDead, life.ErrDead, string(f.Data)
 	case 'x':
 		want, end = StateCancelled, life.ErrCancelled
+	case 'r': // removed, body with it
+		return MessageInfo{}, fmt.Errorf("%w: %s in %s (removed)", ErrMessageNotFound, f.ID, t.Name())
 	default: // 'e': expired, dropped with its body
 		return MessageInfo{}, fmt.Errorf("%w: %s in %s (expired)", ErrMessageNotFound, f.ID, t.Name())
 	}

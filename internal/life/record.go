@@ -59,13 +59,13 @@ func Progress(raw string, token int64) (progress []byte, ok bool) {
 // Finish is what a finish channel says of a waited-for message.
 type Finish struct {
 	ID    string
-	State byte // 'c' completed, 'd' dead, 'e' expired, 'x' cancelled
+	State byte // 'c' completed, 'd' dead, 'e' expired, 'x' cancelled, 'r' removed
 	Data  []byte
 }
 
 // ParseFinish reads a finish channel payload, "<state><len(id)>:<id><data>".
 func ParseFinish(p string) (Finish, error) {
-	if len(p) < 3 || !strings.ContainsRune("cdex", rune(p[0])) {
+	if len(p) < 3 || !strings.ContainsRune("cdexr", rune(p[0])) {
 		return Finish{}, fmt.Errorf("rmq: bad finish word %q", p)
 	}
 	ls, rest, ok := strings.Cut(p[1:], ":")

@@ -15,8 +15,13 @@ type GSendGroup struct {
 	// Uniq and UniqNonce are the slot's unique-send keys
 	// (keyspace.UniqueKeys), named only when a message is a unique send.
 	Uniq, UniqNonce string
-	Type            int // 1 range-merge, 2 priority, 3 fixed-time
-	Msgs            []GSendMsg
+	// EventLog is the slot's event log and Events about how many events it
+	// keeps, when the topic has one (Events > 0): each message stored
+	// records "sent".
+	EventLog string
+	Events   int64
+	Type     int // 1 range-merge, 2 priority, 3 fixed-time
+	Msgs     []GSendMsg
 }
 
 // GSendMsg is one message of a GSendGroup.
@@ -54,6 +59,11 @@ func GSendArgs(wakeCmd string, groups []GSendGroup) ([]string, []any) {
 		if uniq[i] {
 			typ += 8
 			keys = append(keys, g.Uniq, g.UniqNonce)
+		}
+		if g.Events > 0 {
+			keys = append(keys, g.EventLog)
+			args = append(args, typ+16, len(g.Msgs), g.Events)
+			continue
 		}
 		args = append(args, typ, len(g.Msgs))
 	}

@@ -306,18 +306,24 @@ func flowGroups(name string, keys, argv []any) (groups [][]any, ok bool) {
 
 // SendGroups splits the KEYS of a sendbatch.lua (base 5) or gsend.lua
 // (base 7) call into its slot groups: base keys a group, two more for a
-// group of unique sends (its type plus 8).
+// group of unique sends (its type plus 8), one more for a group with an
+// event log (its type plus 16, whose header has a third argument).
 func SendGroups(base int, keys, argv []any) [][]any {
 	var groups [][]any
-	for g, k := 0, 0; k < len(keys); g++ {
-		size := base
-		if 1+2*g < len(argv) {
-			if typ, _ := strconv.Atoi(fmt.Sprint(argv[1+2*g])); typ >= 8 {
+	for at, k := 1, 0; k < len(keys); {
+		size, hdr := base, 2
+		if at < len(argv) {
+			typ, _ := strconv.Atoi(fmt.Sprint(argv[at]))
+			if typ%16 >= 8 {
 				size += 2
+			}
+			if typ >= 16 {
+				size, hdr = size+1, 3
 			}
 		}
 		groups = append(groups, keys[k:min(k+size, len(keys))])
 		k += size
+		at += hdr
 	}
 	return groups
 }
