@@ -19,22 +19,28 @@ const pipelineChunk = 512
 // RunAll runs the calls and returns one command each, in order. A single
 // call goes through Script.Run (EVALSHA, falling back to EVAL); several are
 // pipelined, at most 512 to a pipeline. A pipelined EVALSHA does not fall
-// back to EVAL, so on NOSCRIPT (a restarted or failed-over Redis) the
-// scripts are loaded and only the refused calls are sent again: a call that
-// ran is never sent twice.
+// back to EVAL, so on NOSCRIPT (a restarted or failed-over Redis, or
+// another client's SCRIPT FLUSH) only the refused calls are sent again, as
+// EVAL with their source: a call that ran is never sent twice, and a flush
+// between a SCRIPT LOAD and the EVALSHA after it cannot refuse them again
+// (EVAL caches the script on its node for the calls that follow).
 func RunAll(ctx context.Context, rdb redis.UniversalClient, calls []Call) []*redis.Cmd {
 	if len(calls) == 1 {
 		c := calls[0]
 		return []*redis.Cmd{c.Script.Run(ctx, rdb, c.Keys, c.Args...)}
 	}
 	cmds := make([]*redis.Cmd, len(calls))
-	send := func(idx []int) {
+	send := func(idx []int, withSource bool) {
 		for len(idx) > 0 {
 			n := min(len(idx), pipelineChunk)
 			pipe := rdb.Pipeline()
 			for _, j := range idx[:n] {
 				c := calls[j]
-				cmds[j] = c.Script.EvalSha(ctx, pipe, c.Keys, c.Args...)
+				if withSource {
+					cmds[j] = c.Script.Eval(ctx, pipe, c.Keys, c.Args...)
+				} else {
+					cmds[j] = c.Script.EvalSha(ctx, pipe, c.Keys, c.Args...)
+				}
 			}
 			_, _ = pipe.Exec(ctx)
 			idx = idx[n:]
@@ -44,7 +50,7 @@ func RunAll(ctx context.Context, rdb redis.UniversalClient, calls []Call) []*red
 	for j := range all {
 		all[j] = j
 	}
-	send(all)
+	send(all, false)
 	var retry []int
 	for j, cmd := range cmds {
 		if IsNoScript(cmd.Err()) {
@@ -52,9 +58,7 @@ func RunAll(ctx context.Context, rdb redis.UniversalClient, calls []Call) []*red
 		}
 	}
 	if len(retry) > 0 {
-		if err := Load(ctx, rdb); err == nil {
-			send(retry)
-		}
+		send(retry, true)
 	}
 	return cmds
 }
