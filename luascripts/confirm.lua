@@ -25,9 +25,12 @@
 --            may be of different topics)
 -- KEYS[G+1] -> the call's record STRING (in group 1's hash tag)
 -- KEYS[G+2...] -> the records of earlier calls of the client that failed
--- ARGV[1] -> G, the number of groups; then per group: k, then k triples of
---            id, held delivery token, store score (the due ms the fetch
---            took)
+-- KEYS[last E] -> the events STREAM (lifelib.lua) of each group with an
+--            event log, in group order
+-- ARGV[1] -> G, the number of groups, or "G E": E of them log events; then
+--            per group: k, or "k max" for a group whose slot logs events
+--            (keeping about max), then k triples of id, held delivery
+--            token, store score (the due ms the fetch took)
 -- Returns: { nowUs, { code, ... }, { token, ... } }: one code per held
 -- delivery, in order, and per code 1 the token it is delivered with, in
 -- order:
@@ -38,14 +41,21 @@
 --   1 deliver it, with the token that follows: the held token less
 --     HELD_TOKEN (or the one a record names)
 --   2 not due yet by Redis's clock: hold it on (never delivered early)
+-- A delivery handed over here is "delivered" in its slot's event log (its
+-- attempt), by the run that hands it over: a run that finds it in a record
+-- logs nothing, so a resent call logs it once.
 local RECORD_MS = 60000
-local G = tonumber(ARGV[1])
+local G, E = tonumber(ARGV[1]), 0
+if not G then
+  local gs, es = string.match(ARGV[1], '^(%d+) (%d+)$')
+  G, E = tonumber(gs), tonumber(es)
+end
 local now, now_us = now_ms()
 local record = KEYS[G + 1]
 -- handed[#prepare .. ':' .. prepare .. id]: the prepare score a record
 -- left it with.
 local handed = {}
-for j = G + 1, #KEYS do
+for j = G + 1, #KEYS - E do
   local v = redis.call('GET', KEYS[j])
   if v then
     local pos = 1
@@ -59,9 +69,16 @@ end
 local recorded = next(handed) ~= nil
 local codes, tokens, rec = {}, {}, {}
 local a = 2
+-- ev: the next events key (of the groups that log, in order).
+local ev = #KEYS - E + 1
 for g = 1, G do
   local prepare = KEYS[g]
-  local k = tonumber(ARGV[a])
+  local k, lk, evmax = tonumber(ARGV[a]), nil, 0
+  if not k then
+    local ks, ms = string.match(ARGV[a], '^(%d+) (%d+)$')
+    k, lk, evmax = tonumber(ks), { events = KEYS[ev] }, tonumber(ms)
+    ev = ev + 1
+  end
   a = a + 1
   for _ = 1, k do
     local id, token, score = ARGV[a], tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
@@ -84,6 +101,7 @@ for g = 1, G do
       s = string.format('%d', math.floor(tonumber(s) / TOKEN_MOD)) .. string.format('%06d', cur)
       redis.call('ZADD', prepare, s, id)
       code = 1
+      if evmax > 0 then life_event(lk, evmax, 'delivered', id, cur % 1000) end
     end
     codes[#codes + 1] = code
     if code == 1 then

@@ -9,7 +9,9 @@
 -- KEYS[4] -> delayed ZSET   /  (read with mode 2), in the slot's hash tag
 -- When the section's flow descriptor says grouped, each slot group has four
 -- more keys after these (read by grouplib.lua): its gq ZSET, gocc ZSET,
--- gturn ZSET and grate HASH (flowlib.lua); else the next group follows.
+-- gturn ZSET and grate HASH (flowlib.lua). When the section's mode names
+-- an event log (below), each slot group's last key is the slot's events
+-- STREAM (lifelib.lua); else the next group follows.
 -- After a section's groups, when its descriptor names a topic limit (a
 -- single node only), the
 --   topic's tflow HASH and, for a topic concurrency, the prepare ZSET of
@@ -23,7 +25,15 @@
 --            (required) is taken even when it lies after now, so messages
 --            due up to it are moved too; the caller holds those not yet due
 --            (score > now) and hands them over at their instant through
---            confirm.lua, or returns them through release.lua
+--            confirm.lua, or returns them through release.lua; the mode
+--            followed by a space and a number ("1 1000"): the section
+--            logs events (lifelib.lua), keeping about that many, and each
+--            slot group names its events key: a message handed over is
+--            "delivered" (its attempt), one dropped because its expiry
+--            passed "expired" (the attempts it had); one held (mode 3, not
+--            yet due) is not delivered yet: confirm.lua logs it when it
+--            hands it over. A topic without an event log passes the mode
+--            alone and pays nothing for the log.
 -- ARGV[2] -> n, the most messages to move in all (free handler capacity)
 -- ARGV[3] -> lease in seconds
 -- ARGV[4] -> how many store entries of a group to read at a time; more are
@@ -82,6 +92,13 @@
 -- Due times are stored rounded up to the ms and a message is due when its
 -- score is at most Redis's ms rounded down: never before its instant.
 local multi = ARGV[1] == 'M'
+
+-- mode_of splits a section's mode argument into its mode and the most
+-- events its slots' logs keep (0: no log).
+local function mode_of(s)
+  if #s == 1 then return s, 0 end
+  return string.sub(s, 1, 1), tonumber(string.sub(s, 3))
+end
 -- kb[g] is the index in KEYS before group g's keys.
 local kb = {}
 -- single: the one section's flow descriptor, its keys per group and its
@@ -90,6 +107,8 @@ local single_flow, single_kpg, single_tk, fenced
 if not multi then
   single_flow = flow_parse(ARGV[6])
   single_kpg = (single_flow and single_flow.grouped) and 8 or 4
+  local _, ev = mode_of(ARGV[1])
+  if ev > 0 then single_kpg = single_kpg + 1 end
   single_tk = 0
   if single_flow and (single_flow.tiv > 0 or single_flow.tconc > 0) then single_tk = 1 + single_flow.nprep end
   fenced = (#KEYS - single_tk) % single_kpg == 1
@@ -115,12 +134,15 @@ local salt = 0
 -- time-based window met: the group's head once its buffer is taken.
 -- npick[g]: entries of group g picked in a round (from ptr[g] on).
 -- Group g's keys are KEYS[kb[g]+1] (store), +2 (prepare), +3 (msg), +4
--- (delayed), and in a grouped section +5..+8 (gq, gocc, gturn, grate).
+-- (delayed), and in a grouped section +5..+8 (gq, gocc, gturn, grate);
+-- in a section with an event log, lkg[g] holds its events key (as
+-- lifelib.lua's life keys, for life_event).
 local gmax, taken, blocked, full, last, after = {}, {}, {}, {}, {}, {}
 local bid, bsc, bnum, ptr, npick = {}, {}, {}, {}, {}
 -- ended[g]: group g's last window reached the end of what it reads (the
 -- store, or a priority bound); seen_busy[g]: some entry it read was blocked.
 local ended, seen_busy = {}, {}
+local lkg = {}
 
 -- The section being fetched (set by section).
 local time_based, window, window_s, upto, upto_n, from
@@ -213,10 +235,12 @@ local function range(g, upto_i)
 end
 
 -- section_keys returns how many keys a section of G groups with flow
--- descriptor fl takes: per group, and for the topic's limits.
-local function section_keys(G, fl)
-  if not fl then return 4 * G, 4, 0 end
-  local kpg = fl.grouped and 8 or 4
+-- descriptor fl and events max ev takes: in all, per group, and for the
+-- topic's limits.
+local function section_keys(G, fl, ev)
+  local e = ev > 0 and 1 or 0
+  if not fl then return (4 + e) * G, 4 + e, 0 end
+  local kpg = (fl.grouped and 8 or 4) + e
   local tk = 0
   if fl.tiv > 0 or fl.tconc > 0 then tk = 1 + fl.nprep end
   return kpg * G + tk, kpg, tk
@@ -228,13 +252,17 @@ end
 -- returns its reply.
 local function section(g1, g2, a, kbase)
   local G = g2 - g1 + 1
-  local with_delayed = ARGV[a] == '2'
-  local ahead = ARGV[a] == '3'
-  time_based = ARGV[a] == '1' or ahead
+  local mode, evmax = mode_of(ARGV[a])
+  local with_delayed = mode == '2'
+  local ahead = mode == '3'
+  time_based = mode == '1' or ahead
   local n = tonumber(ARGV[a + 1])
   local fl = flow_parse(ARGV[a + 5])
-  local nkeys, kpg = section_keys(G, fl)
+  local nkeys, kpg = section_keys(G, fl, evmax)
   for g = g1, g2 do kb[g] = kbase + kpg * (g - g1) end
+  if evmax > 0 then
+    for g = g1, g2 do lkg[g] = { events = KEYS[kb[g] + kpg] } end
+  end
   local tk = kbase + kpg * G -- topic keys follow: tflow, then prepare sets
   local lease = tonumber(ARGV[a + 2])
   window = math.min(math.max(tonumber(ARGV[a + 3]), 1), MCHUNK)
@@ -329,6 +357,7 @@ local function section(g1, g2, a, kbase)
     local function emit(g, id, env, score)
       local _, _, fails = struct.unpack('>BBH', env)
       local token = new_token(now_us, salt, fails + 1, false)
+      if evmax > 0 then life_event(lkg[g], evmax, 'delivered', id, token % 1000) end
       out[#out + 1] = g - g1 + 1
       out[#out + 1] = id
       out[#out + 1] = env
@@ -340,6 +369,10 @@ local function section(g1, g2, a, kbase)
     local heads = {}
     local x = { g1 = g1, g2 = g2, n = n, now = now, now_us = now_us, time_based = time_based, flow = fl,
       window = window, heads = heads, emit = emit, kb = kb, max = gmax }
+    if evmax > 0 then
+      -- grouplib.lua's commit tells of each message it drops as expired.
+      x.on_expired = function(g, id, e) life_event(lkg[g], evmax, 'expired', id, e.fails) end
+    end
     local gwait
     moved, gwait = gfetch(x)
     for g = g1, g2 do out[o + g] = heads[g] end
@@ -415,13 +448,16 @@ local function section(g1, g2, a, kbase)
         if tf >= 16 and string.byte(env, 1) == 2 and expired(env_decode(env), ahead and math.max(now, bnum[g][i]) or now) then
           redis.call('HDEL', KEYS[kb[g] + 3], bid[g][i])
           expired_n = expired_n + 1
+          if evmax > 0 then life_event(lkg[g], evmax, 'expired', bid[g][i], fails) end
           env = nil
         end
       end
       if env then
         -- A message not due yet (a lookahead fetch) gets a held token
         -- (lib.lua): until confirm.lua hands it over it counts as waiting.
-        local token = new_token(now_us, salt, fails + 1, ahead and bnum[g][i] > now)
+        local held = ahead and bnum[g][i] > now
+        local token = new_token(now_us, salt, fails + 1, held)
+        if evmax > 0 and not held then life_event(lkg[g], evmax, 'delivered', bid[g][i], token % 1000) end
         local z = zargs[g]
         z[#z + 1] = deadline .. string.format('%06d', token)
         z[#z + 1] = bid[g][i]
@@ -495,8 +531,9 @@ local g, a, kbase = 0, 3, 0
 for s = 1, tonumber(ARGV[2]) do
   local G = tonumber(ARGV[a])
   local nargs = 7 + G
-  if ARGV[a + 1] == '2' then nargs = nargs + G end
-  local nkeys = section_keys(G, flow_parse(ARGV[a + 6]))
+  local mode, ev = mode_of(ARGV[a + 1])
+  if mode == '2' then nargs = nargs + G end
+  local nkeys = section_keys(G, flow_parse(ARGV[a + 6]), ev)
   -- A failing section (a key of the wrong type) fails alone.
   local ok, res = pcall(section, g + 1, g + G, a + 1, kbase)
   if not ok then

@@ -189,7 +189,9 @@ end
 -- envelopes and whether their ids are in flight, one call each, then
 -- decides each (deliver, drop as stale or expired, route a grouped one
 -- found in store to its group) and writes with one call per command.
--- Delivered picks get p.deliver (emitted by gfetch in pick order).
+-- Delivered picks get p.deliver (emitted by gfetch in pick order); each
+-- pick dropped as expired is told to x.on_expired(g, id, envelope) when the
+-- caller gives one (fetch.lua's event log).
 local function commit(x, g, picks)
   local b, tb, now = x.kb[g], x.time_based, x.now
   local f = x.flow
@@ -227,6 +229,7 @@ local function commit(x, g, picks)
         if expired(e, now) then
           hdel[#hdel + 1] = p.id
           x.expired = x.expired + 1
+          if x.on_expired then x.on_expired(g, p.id, e) end
         else
           p.deliver, p.env, p.score = true, env, e.score
           if f.gconc > 0 then
@@ -245,6 +248,7 @@ local function commit(x, g, picks)
       if e and expired(e, now) then
         hdel[#hdel + 1] = p.id
         x.expired = x.expired + 1
+        if x.on_expired then x.on_expired(g, p.id, e) end
         -- A retry that kept its group's place expired while it waited:
         -- the place frees with it (gfetch, after the turns are written).
         if e.grp then x.frees[#x.frees + 1] = { g = g, grp = e.grp, id = p.id } end

@@ -179,7 +179,7 @@ func TestLifeCancelRunningHandler(t *testing.T) {
 		r, ok := e.record(tp, "c1")
 		require.True(t, ok)
 		assert.Equal(t, life.RecordCancelled, r.State)
-		assert.Equal(t, []string{"cancelled c1"}, e.lifeEvents(tp, "c1"), "neither retried nor completed")
+		assert.Equal(t, []string{"delivered c1", "cancelled c1"}, e.lifeEvents(tp, "c1"), "neither retried nor completed")
 		select {
 		case <-running:
 			t.Fatal("a cancelled message was delivered again")
@@ -188,8 +188,8 @@ func TestLifeCancelRunningHandler(t *testing.T) {
 	})
 }
 
-// With an event log, an ack records "completed", and a failing handler
-// "retried" then "dead".
+// With an event log, each delivery records "delivered", an ack
+// "completed", and a failing handler "retried" then "dead".
 func TestLifeEventsOfAcksAndRollbacks(t *testing.T) {
 	e := newEnv(t)
 	ctx := ctxT(t)
@@ -210,7 +210,7 @@ func TestLifeEventsOfAcksAndRollbacks(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, consumer.Retried, outcomeOf(t, outcomes))
 	require.Equal(t, consumer.Dead, outcomeOf(t, outcomes))
-	assert.Equal(t, []string{"completed e1", "retried e2", "dead e2"}, e.lifeEvents(tp, "e1"))
+	assert.Equal(t, []string{"delivered e1", "completed e1", "delivered e2", "retried e2", "delivered e2", "dead e2"}, e.lifeEvents(tp, "e1"))
 	_, kept := e.record(tp, "e1")
 	assert.False(t, kept, "no retention: no record")
 }
@@ -235,7 +235,7 @@ func TestLifeStoredSettingsWin(t *testing.T) {
 	require.Equal(t, consumer.Acked, outcomeOf(t, outcomes))
 	_, kept := e.record(tp, "s1")
 	assert.False(t, kept, "the stored settings keep no record")
-	assert.Equal(t, []string{"completed s1"}, e.lifeEvents(tp, "s1"))
+	assert.Equal(t, []string{"delivered s1", "completed s1"}, e.lifeEvents(tp, "s1"))
 
 	// The settings change: retention on, told on the slot's channel
 	// before the next send, so its fetch reads them first.
@@ -291,5 +291,5 @@ func TestLifePulledAndByIDAcks(t *testing.T) {
 	r, kept = e.record(tp, second)
 	require.True(t, kept)
 	assert.Empty(t, r.Result)
-	assert.Equal(t, []string{"completed " + first, "completed " + second}, e.lifeEvents(tp, first))
+	assert.Equal(t, []string{"delivered " + first, "completed " + first, "delivered " + second, "completed " + second}, e.lifeEvents(tp, first))
 }

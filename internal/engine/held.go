@@ -18,6 +18,14 @@ func (e holdEngine) WakeCmd() string             { return e.c.wakeCmd }
 func (e holdEngine) Log() *slog.Logger           { return e.c.log }
 func (e holdEngine) Unhold(n int)                { e.c.unhold(n) }
 
+// Events is the topic's event log in slot under the settings in force.
+func (e holdEngine) Events(slot int) (string, int64) {
+	if n := e.c.ops.Life.Current().Events; n > 0 {
+		return e.c.ops.Life.Keys(slot)[2], int64(n)
+	}
+	return "", 0
+}
+
 // unhold frees the capacity of n held messages that will not be delivered
 // here.
 func (c *Engine) unhold(n int) {

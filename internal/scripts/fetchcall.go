@@ -27,6 +27,12 @@ type FetchCall struct {
 	Flow     *Flow
 	EpochKey string // ZooKeeper mode: the slot's owner epoch key, with Epoch
 	Epoch    int64
+	// Events, when above 0, is the most events the slots' event logs keep
+	// (lifelib.lua): every group names its slot's log (FetchGroup.Events),
+	// and the call logs each message it hands over ("delivered") or drops
+	// as expired ("expired"). 0: no log, and the call is what it is
+	// without one (no key, no argument more).
+	Events int64
 }
 
 // Flow is what a fetch is limited by (luascripts/flowlib.lua). A rate is a
@@ -81,6 +87,9 @@ type FetchGroup struct {
 	CheckDelayed bool
 	// The slot's group keys (flowlib.lua), for a grouped Flow.
 	GQ, GOcc, GTurn, GRate string
+	// Events is the slot's event log (keyspace.LifeKeys.Events), named
+	// when the call's Events is above 0.
+	Events string
 }
 
 // Args returns the KEYS and ARGV of the call.
@@ -111,6 +120,11 @@ func (f FetchCall) appendSection(keys []string, args []any) ([]string, []any) {
 	case delayed:
 		mode = "2"
 	}
+	if f.Events > 0 {
+		// The log rides on the mode (fetch.lua): a fetch without one
+		// sends what it always did.
+		mode += " " + strconv.FormatInt(f.Events, 10)
+	}
 	args = append(args, mode, f.N, f.LeaseSec, f.Window, f.Bound, f.Flow.descriptor())
 	grouped := f.Flow != nil && f.Flow.Grouped
 	for _, g := range f.Groups {
@@ -121,6 +135,9 @@ func (f FetchCall) appendSection(keys []string, args []any) ([]string, []any) {
 		keys = append(keys, g.Store, g.Prepare, g.Msg, d)
 		if grouped {
 			keys = append(keys, g.GQ, g.GOcc, g.GTurn, g.GRate)
+		}
+		if f.Events > 0 {
+			keys = append(keys, g.Events)
 		}
 		args = append(args, g.Max)
 	}

@@ -11,6 +11,12 @@ import (
 type HeldGroup struct {
 	Store, Prepare, Msg, Wake string
 	Items                     []HeldItem
+	// Events is the slot's event log (keyspace.LifeKeys.Events) and
+	// EventsMax the most it keeps, for a Confirm call, which logs each
+	// delivery it hands over; EventsMax 0: no log (Release logs nothing:
+	// a held message given back was never delivered).
+	Events    string
+	EventsMax int64
 }
 
 // HeldItem is one held delivery: its id, its held delivery token and the
@@ -57,7 +63,19 @@ func ConfirmArgsNonce(nonce string, groups []HeldGroup, records ...string) ([]st
 		keys = append(keys, g.Prepare)
 	}
 	keys = append(keys, ConfirmRecordKey(groups, nonce))
-	return append(keys, records...), heldItemArgs(groups)
+	keys = append(keys, records...)
+	logs := 0
+	for _, g := range groups {
+		if g.EventsMax > 0 {
+			keys = append(keys, g.Events)
+			logs++
+		}
+	}
+	args := heldItemArgs(groups, true)
+	if logs > 0 {
+		args[0] = strconv.Itoa(len(groups)) + " " + strconv.Itoa(logs)
+	}
+	return keys, args
 }
 
 // ConfirmRecordKey is the key under which a Confirm call with nonce over
@@ -76,11 +94,12 @@ func ReleaseArgs(wakeCmd string, groups []HeldGroup) ([]string, []any) {
 	for _, g := range groups {
 		keys = append(keys, g.Store, g.Prepare, g.Msg, g.Wake)
 	}
-	return keys, append([]any{wakeCmd}, heldItemArgs(groups)...)
+	return keys, append([]any{wakeCmd}, heldItemArgs(groups, false)...)
 }
 
-// heldItemArgs is G, then per group k and k triples of id, token, score.
-func heldItemArgs(groups []HeldGroup) []any {
+// heldItemArgs is G, then per group k and k triples of id, token, score;
+// with logs, a group's k is "k max" when it logs events (confirm.lua).
+func heldItemArgs(groups []HeldGroup, logs bool) []any {
 	n := 0
 	for _, g := range groups {
 		n += len(g.Items)
@@ -88,7 +107,11 @@ func heldItemArgs(groups []HeldGroup) []any {
 	args := make([]any, 0, 1+len(groups)+3*n)
 	args = append(args, len(groups))
 	for _, g := range groups {
-		args = append(args, len(g.Items))
+		if logs && g.EventsMax > 0 {
+			args = append(args, strconv.Itoa(len(g.Items))+" "+strconv.FormatInt(g.EventsMax, 10))
+		} else {
+			args = append(args, len(g.Items))
+		}
 		for _, it := range g.Items {
 			args = append(args, it.ID, it.Token, it.Score)
 		}

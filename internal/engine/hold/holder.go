@@ -101,6 +101,10 @@ type Engine interface {
 	Keys(slot int) keyspace.Keys
 	// WakeCmd is release.lua's wake command of the engine's client.
 	WakeCmd() string
+	// Events is the event log of one slot of the engine's topic and the
+	// most it keeps (0: the topic logs no events): confirm.lua logs each
+	// delivery it hands over there.
+	Events(slot int) (key string, max int64)
 	Log() *slog.Logger
 	// Unhold frees the capacity of n held messages that will not be
 	// delivered here.
@@ -503,7 +507,8 @@ func heldGroups(batch []*Msg) (groups []scripts.HeldGroup, order []*Msg) {
 			i = len(groups)
 			index[key] = i
 			k := x.c.Keys(x.m.Slot)
-			groups = append(groups, scripts.HeldGroup{Store: k.Store, Prepare: k.Prepare, Msg: k.Msg, Wake: k.Wake})
+			ek, emax := x.c.Events(x.m.Slot)
+			groups = append(groups, scripts.HeldGroup{Store: k.Store, Prepare: k.Prepare, Msg: k.Msg, Wake: k.Wake, Events: ek, EventsMax: emax})
 			members = append(members, nil)
 		}
 		groups[i].Items = append(groups[i].Items, scripts.HeldItem{ID: x.m.ID, Token: x.m.Token, Score: x.due})

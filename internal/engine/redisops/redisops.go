@@ -156,12 +156,19 @@ func (c *Ops) FetchLease(ctx context.Context, reqs []FetchReq, total int, lease 
 	c.Flow.EnsureLimits(ctx)
 	c.Life.Ensure(ctx)
 	fl := c.Flow.FetchFlow()
+	// A topic with an event log has the fetch log what it hands over and
+	// what it drops as expired, in the call that does it; without one the
+	// call names no log.
+	events := int64(c.Life.Current().Events)
 	group := func(r FetchReq) scripts.FetchGroup {
 		k := c.Keys[r.Slot]
 		g := scripts.FetchGroup{Store: k.Store, Prepare: k.Prepare, Msg: k.Msg, Max: r.N, Delayed: k.Delayed, CheckDelayed: r.CheckDelayed}
 		if fl != nil && fl.Grouped {
 			gk := c.Flow.GroupKeys(r.Slot)
 			g.GQ, g.GOcc, g.GTurn, g.GRate = gk.Queue, gk.Places, gk.Turn, gk.Rate
+		}
+		if events > 0 {
+			g.Events = c.Life.Keys(r.Slot)[2]
 		}
 		return g
 	}
@@ -170,7 +177,7 @@ func (c *Ops) FetchLease(ctx context.Context, reqs []FetchReq, total int, lease 
 		// that changed since the fetch was planned take effect with this
 		// call, which then takes only what is due (mode 1 ignores a bound
 		// after Redis's clock).
-		call := scripts.FetchCall{TimeBased: timeBased, N: total, LeaseSec: lease, Window: MergedWindow(total, len(reqs)), Bound: reqs[0].Bound, Lookahead: reqs[0].Ahead && fl == nil, Flow: fl}
+		call := scripts.FetchCall{TimeBased: timeBased, N: total, LeaseSec: lease, Window: MergedWindow(total, len(reqs)), Bound: reqs[0].Bound, Lookahead: reqs[0].Ahead && fl == nil, Flow: fl, Events: events}
 		if call.Lookahead {
 			// A held message's lease runs from its fetch; its listener's
 			// time must not be shortened by the wait for its instant.
@@ -215,7 +222,7 @@ func (c *Ops) FetchLease(ctx context.Context, reqs []FetchReq, total int, lease 
 		call := scripts.FetchCall{TimeBased: timeBased, N: r.N, LeaseSec: lease, Window: r.N + 4, Bound: r.Bound,
 			Groups:   []scripts.FetchGroup{group(r)},
 			Flow:     fl,
-			EpochKey: c.Owner.EpochKey(r.Slot), Epoch: r.Epoch}
+			EpochKey: c.Owner.EpochKey(r.Slot), Epoch: r.Epoch, Events: events}
 		keys, args := call.Args()
 		return Call(scripts.Fetch, keys, args)
 	})

@@ -208,14 +208,20 @@ func flowGroups(name string, keys, argv []any) (groups [][]any, ok bool) {
 		}
 		return ""
 	}
-	flowKeys := func(desc string) (kpg, tk int) {
+	// A fetch section's mode with a space names an event log: one more
+	// key per group, the slot's events stream.
+	flowKeys := func(mode, desc string) (kpg, tk int) {
+		ev := 0
+		if strings.Contains(mode, " ") {
+			ev = 1
+		}
 		f := strings.Fields(desc)
 		if len(f) < 8 {
-			return 4, 0
+			return 4 + ev, 0
 		}
-		kpg = 4
+		kpg = 4 + ev
 		if f[0] == "1" {
-			kpg = 8
+			kpg = 8 + ev
 		}
 		if f[4] != "0" || f[6] != "0" {
 			np, _ := strconv.Atoi(f[7])
@@ -230,21 +236,21 @@ func flowGroups(name string, keys, argv []any) (groups [][]any, ok bool) {
 			a, k := 2, 0
 			for range s {
 				g, _ := strconv.Atoi(arg(a))
-				kpg, tk := flowKeys(arg(a + 6))
+				kpg, tk := flowKeys(arg(a+1), arg(a+6))
 				for range g {
 					groups = append(groups, keys[k:k+kpg])
 					k += kpg
 				}
 				k += tk
 				nargs := 7 + g
-				if arg(a+1) == "2" {
+				if strings.HasPrefix(arg(a+1), "2") {
 					nargs += g
 				}
 				a += nargs
 			}
 			return groups, true
 		}
-		kpg, tk := flowKeys(arg(5))
+		kpg, tk := flowKeys(arg(0), arg(5))
 		n := len(keys) - tk
 		if n%kpg == 1 { // fenced: one group and its epoch key
 			return [][]any{append(append([]any{}, keys[:kpg]...), keys[len(keys)-1])}, true
