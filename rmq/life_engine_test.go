@@ -42,15 +42,14 @@ func (e *env) record(tp topic.Topic, id string) (life.Record, bool) {
 }
 
 // lifeEvents returns the types and ids of the events logged in id's slot
-// from a delivery's end on: without "sent" and "delivered", which the
-// tests of sends and fetches check.
+// from the delivery on: without "sent", which the tests of sends check.
 func (e *env) lifeEvents(tp topic.Topic, id string) []string {
 	e.t.Helper()
 	xs, err := e.rdb.XRange(context.Background(), e.lifeKeys(tp, id).Events, "-", "+").Result()
 	require.NoError(e.t, err)
 	var out []string
 	for _, x := range xs {
-		if typ := x.Values["t"].(string); typ != "sent" && typ != "delivered" {
+		if typ := x.Values["t"].(string); typ != "sent" {
 			out = append(out, typ+" "+x.Values["id"].(string))
 		}
 	}
