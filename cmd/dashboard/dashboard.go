@@ -163,7 +163,7 @@ func New(rdb redis.UniversalClient, opts ...Option) http.Handler {
 
 func parsePages() map[string]*template.Template {
 	pages := map[string]*template.Template{}
-	for _, name := range []string{"overview", "topic", "message", "confirm", "error", "zookeeper", "schedules", "events", "finished"} {
+	for _, name := range []string{"overview", "topic", "message", "confirm", "error", "zookeeper", "schedules", "events", "finished", "settings"} {
 		pages[name] = template.Must(template.New("layout.html").Funcs(funcs).ParseFS(templateFS,
 			"templates/layout.html", "templates/"+name+".html"))
 	}
@@ -181,6 +181,7 @@ func (h *handler) routes() {
 	m.HandleFunc("GET /events", h.eventsPage)
 	m.HandleFunc("GET /events/stream", h.eventStream)
 	m.HandleFunc("GET /finished", h.finishedPage)
+	m.HandleFunc("GET /settings", h.settingsPage)
 	m.HandleFunc("GET /api/overview", h.apiOverview)
 	if h.cfg.zk != nil {
 		m.HandleFunc("GET /zookeeper", h.zookeeperPage)
