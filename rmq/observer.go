@@ -6,6 +6,7 @@ import (
 
 	"github.com/rmq-go/rmq/consumer"
 	"github.com/rmq-go/rmq/internal/engine"
+	"github.com/rmq-go/rmq/internal/history"
 	"github.com/rmq-go/rmq/internal/options"
 	"github.com/rmq-go/rmq/producer"
 	"github.com/rmq-go/rmq/topic"
@@ -146,6 +147,7 @@ func WithSendHook(h SendHook) Option {
 type observers struct {
 	list  []Observer
 	hooks []SendHook
+	hist  *history.Observer // in list too; nil: WithHistory(0)
 }
 
 var (

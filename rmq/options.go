@@ -2,6 +2,7 @@ package rmq
 
 import (
 	"log/slog"
+	"time"
 
 	"github.com/rmq-go/rmq/consumer"
 	"github.com/rmq-go/rmq/producer"
@@ -24,13 +25,16 @@ type config struct {
 	middleware  []consumer.Middleware // WithMiddleware
 	sendHooks   []SendHook            // WithSendHook
 	noScheduler bool                  // WithoutScheduler
+	history     time.Duration         // WithHistory; 0: off
+	// The history's flush interval and worker TTL; 0: the defaults.
+	historyInterval, workerTTL time.Duration
 	// pullOptions are the consumer options of the client's pull engines
 	// (none outside tests: export_test.go's PullEngineOptions).
 	pullOptions []consumer.Option
 }
 
 func defaultConfig() config {
-	return config{prefix: slots.DefaultPrefix, logger: slog.Default(), maxBodySize: producer.DefaultMaxBodySize}
+	return config{prefix: slots.DefaultPrefix, logger: slog.Default(), maxBodySize: producer.DefaultMaxBodySize, history: DefaultHistoryRetention}
 }
 
 // Option configures a Client (New), or the schedules managed without one
