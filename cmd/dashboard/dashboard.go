@@ -170,9 +170,9 @@ func New(rdb redis.UniversalClient, opts ...Option) http.Handler {
 
 func parsePages() map[string]*template.Template {
 	pages := map[string]*template.Template{}
-	for _, name := range []string{"overview", "topic", "message", "confirm", "error", "zookeeper", "schedules", "events", "finished", "settings", "host"} {
+	for _, name := range []string{"overview", "topic", "message", "confirm", "error", "zookeeper", "schedules", "events", "finished", "settings", "host", "workers"} {
 		pages[name] = template.Must(template.New("layout.html").Funcs(funcs).ParseFS(templateFS,
-			"templates/layout.html", "templates/"+name+".html"))
+			"templates/layout.html", "templates/history.html", "templates/"+name+".html"))
 	}
 	return pages
 }
@@ -190,6 +190,8 @@ func (h *handler) routes() {
 	m.HandleFunc("GET /finished", h.finishedPage)
 	m.HandleFunc("GET /settings", h.settingsPage)
 	m.HandleFunc("GET /api/overview", h.apiOverview)
+	m.HandleFunc("GET /api/history", h.apiHistoryHandler)
+	m.HandleFunc("GET /workers", h.workersPage)
 	if h.cfg.zk != nil {
 		m.HandleFunc("GET /zookeeper", h.zookeeperPage)
 	}
