@@ -61,7 +61,7 @@ func TestTokenPageMasksTokensAndEscapes(t *testing.T) {
 	require.Equal(t, "dashboard/tokens", res.Header.Get("Location"))
 	for _, path := range []string{"/dashboard/", "/dashboard/topic?name=shop.orders", "/dashboard/schedules", "/dashboard/tokens"} {
 		a = do(t, "GET", e.admin.URL+path, "")
-		require.Contains(t, string(a.body), `<a href="schedules" id="schedules-link">Schedules</a> <a href="tokens">Tokens</a></nav>`, path)
+		require.Contains(t, string(a.body), `<a href="workers" id="workers-link">Workers</a> <a href="tokens">Tokens</a></nav>`, path)
 	}
 }
 
