@@ -183,4 +183,3 @@ func (a *app) workers(args []string) error {
 	}
 	return tb.flush()
 }
-
