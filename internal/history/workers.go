@@ -108,7 +108,7 @@ func (w *Worker) beat(ctx context.Context, pipe redis.Pipeliner, prefix string, 
 }
 
 func (w *Worker) remove(ctx context.Context, pipe redis.Pipeliner, prefix string) {
-	pipe.Del(ctx, WorkerKey(prefix, w.ID))
+	pipe.Unlink(ctx, WorkerKey(prefix, w.ID))
 	pipe.ZRem(ctx, WorkersKey(prefix), w.ID)
 }
 
@@ -128,7 +128,7 @@ type WorkerInfo struct {
 func Workers(ctx context.Context, rdb redis.UniversalClient, prefix string) ([]WorkerInfo, error) {
 	now := strconv.FormatInt(time.Now().UnixMilli(), 10)
 	pipe := rdb.Pipeline()
-	ids := pipe.ZRangeByScore(ctx, WorkersKey(prefix), &redis.ZRangeBy{Min: "(" + now, Max: "+inf"})
+	ids := pipe.ZRangeArgs(ctx, redis.ZRangeArgs{Key: WorkersKey(prefix), Start: "(" + now, Stop: "+inf", ByScore: true})
 	pipe.ZRemRangeByScore(ctx, WorkersKey(prefix), "-inf", now)
 	if _, err := pipe.Exec(ctx); err != nil {
 		return nil, err
