@@ -46,6 +46,9 @@ var screenshots = []struct {
 	{"settings.png", "settings?topic=orders.timeout", "#settings-form"},
 	{"finished.png", "finished?topic=invoices.render", "#finished"},
 	{"workers.png", "workers", "#workers"},
+	// Not last: its event stream must end (the next page) before the
+	// server closes.
+	{"events.png", "events?topic=invoices.render&from=start", `#feed tr[data-type="cancelled"]`},
 	// The overview last, once its live charts have drawn five samples
 	// (about 10 s of deliveries; see TestScreenshots).
 	{"overview.png", "", "#charts"},
@@ -118,7 +121,9 @@ func TestScreenshots(t *testing.T) {
 			wait = chromedp.Poll[chromedp.Void](`Number(document.getElementById("charts").dataset.samples || 0) >= 5 &&
 				Number(document.getElementById("history").dataset.busy || 0) >= 2`, chromedp.WithPollingTimeout(75*time.Second))
 		}
+		began := time.Now()
 		require.NoError(t, chromedp.Do(sctx, chromedp.Navigate(e.srv.URL+mount+"/"+s.path), wait), s.file)
+		t.Logf("%s: ready after %v", s.file, time.Since(began).Round(time.Millisecond))
 		shot, err := chromedp.Run(sctx, chromedp.FullScreenshot(100)) // 100: PNG, not JPEG
 		cancel()
 		require.NoError(t, err, s.file)
