@@ -44,22 +44,23 @@ func rangeOf(name string) histRange {
 	return histRanges[0]
 }
 
-// apiPoint is one bucket of a topic's history: the counts of its minutes
+// apiPoint is one bucket of a topic's history (a zero is left out of the
+// JSON: most minutes of most topics are quiet): the counts of its minutes
 // summed, the 99th percentiles their largest, the medians their mean
 // weighted by the minutes' deliveries (an estimate: medians do not add).
 type apiPoint struct {
 	TimeMs        int64   `json:"t"` // the bucket's start
-	Sent          int64   `json:"sent"`
-	Completed     int64   `json:"completed"`
-	Retried       int64   `json:"retried"`
-	Dead          int64   `json:"dead"`
-	Expired       int64   `json:"expired"`
-	Cancelled     int64   `json:"cancelled"`
-	Forwarded     int64   `json:"forwarded"`
-	HandlerP50Ms  float64 `json:"handler_p50_ms"`
-	HandlerP99Ms  float64 `json:"handler_p99_ms"`
-	LatenessP50Ms float64 `json:"lateness_p50_ms"`
-	LatenessP99Ms float64 `json:"lateness_p99_ms"`
+	Sent          int64   `json:"sent,omitempty"`
+	Completed     int64   `json:"completed,omitempty"`
+	Retried       int64   `json:"retried,omitempty"`
+	Dead          int64   `json:"dead,omitempty"`
+	Expired       int64   `json:"expired,omitempty"`
+	Cancelled     int64   `json:"cancelled,omitempty"`
+	Forwarded     int64   `json:"forwarded,omitempty"`
+	HandlerP50Ms  float64 `json:"handler_p50_ms,omitempty"`
+	HandlerP99Ms  float64 `json:"handler_p99_ms,omitempty"`
+	LatenessP50Ms float64 `json:"lateness_p50_ms,omitempty"`
+	LatenessP99Ms float64 `json:"lateness_p99_ms,omitempty"`
 	// weights of the medians so far (not served)
 	hw, lw float64
 }
