@@ -187,3 +187,25 @@ func TestWorkersPage(t *testing.T) {
 	assert.Contains(t, page, `<b id="c-workers">1</b>`, "a closed client leaves at once")
 	_ = a
 }
+
+// A topic's page names the running clients that consume it, and only
+// those.
+func TestTopicPageNamesItsWorkers(t *testing.T) {
+	e := newEnv(t)
+	orders := e.topic("orders", topic.FixedTime, 4)
+	emails := e.topic("emails", topic.Priority, 2)
+	e.send(emails, "m", "x")
+	e.send(orders, "o", "x")
+	assert.Contains(t, e.get("topic?name=orders"), "No running client consumes orders")
+	e.client(orders, func(context.Context, *consumer.Message) error { return nil }, consumer.WithConcurrency(3))
+	e.waitFor("1 worker", func() bool {
+		ws, err := e.insp.Workers(context.Background())
+		return err == nil && len(ws) == 1
+	})
+	ws, err := e.insp.Workers(context.Background())
+	require.NoError(t, err)
+	page := e.get("topic?name=orders")
+	assert.Contains(t, page, fmt.Sprintf(`Consumed by 1 running client: <span class="worker">%s:%d (0 of %d handlers busy)</span>`,
+		ws[0].Host, ws[0].PID, ws[0].Concurrency))
+	assert.Contains(t, e.get("topic?name=emails"), "No running client consumes emails")
+}

@@ -108,6 +108,8 @@ type topicData struct {
 	Dead     []rmq.DeadMessage
 	Forward  *Forward // WithForwards: where the topic's messages go
 	History  historyView
+	// Workers are the running clients that name the topic (Workers page).
+	Workers []rmq.WorkerInfo
 	// Links to the first and next pages of each listing ("" when none).
 	Self                                                 string
 	WaitingFirst, DelayedFirst, InFlightFirst, DeadFirst string
@@ -132,6 +134,10 @@ func (h *handler) topicPage(w http.ResponseWriter, r *http.Request) {
 	cur := pageLinks{name: t.Name(), wc: q.Get("wc"), yc: q.Get("yc"), fc: q.Get("fc"), dc: q.Get("dc")}
 	d := topicData{Topic: t, Self: cur.url(), Forward: h.forwardOf(ctx, t.Name())}
 	d.History = historyOf(q, d.Self, t.Name())
+	if d.Workers, err = h.workersOf(ctx, t.Name()); err != nil {
+		h.failErr(w, r, err)
+		return
+	}
 	if d.Stats, err = h.stats(ctx, t); err != nil {
 		h.failErr(w, r, err)
 		return

@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"context"
 	"net/http"
 	"slices"
 	"strings"
@@ -28,15 +29,7 @@ func (h *handler) workersPage(w http.ResponseWriter, r *http.Request) {
 		h.failErr(w, r, err)
 		return
 	}
-	slices.SortFunc(ws, func(a, b rmq.WorkerInfo) int {
-		if c := strings.Compare(a.Host, b.Host); c != 0 {
-			return c
-		}
-		if a.PID != b.PID {
-			return a.PID - b.PID
-		}
-		return strings.Compare(a.ID, b.ID)
-	})
+	sortWorkers(ws)
 	d := workersData{Workers: ws}
 	hosts := map[string]bool{}
 	for _, wi := range ws {
@@ -46,4 +39,32 @@ func (h *handler) workersPage(w http.ResponseWriter, r *http.Request) {
 	}
 	d.Hosts = len(hosts)
 	h.render(w, r, http.StatusOK, "workers", "Workers", d)
+}
+
+// workersOf lists the running clients that consume or pull the topic.
+func (h *handler) workersOf(ctx context.Context, name string) ([]rmq.WorkerInfo, error) {
+	ws, err := h.insp.Workers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := ws[:0]
+	for _, w := range ws {
+		if slices.Contains(w.Topics, name) {
+			out = append(out, w)
+		}
+	}
+	sortWorkers(out)
+	return out, nil
+}
+
+func sortWorkers(ws []rmq.WorkerInfo) {
+	slices.SortFunc(ws, func(a, b rmq.WorkerInfo) int {
+		if c := strings.Compare(a.Host, b.Host); c != 0 {
+			return c
+		}
+		if a.PID != b.PID {
+			return a.PID - b.PID
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
 }
