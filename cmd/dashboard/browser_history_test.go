@@ -162,4 +162,13 @@ func TestBrowserHistoryAfterRestart(t *testing.T) {
 	chartsHavePoints("after the restart")
 	step(t, ctx, chromedp.Navigate(base+"topic?name=orders"))
 	chartsHavePoints("the topic's page")
+	sent, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById("history").dataset.sent`))
+	require.NoError(t, err)
+	assert.Equal(t, "43", sent, "sent in the topic's history")
+
+	// More traffic while the page stays open: its charts' newest points
+	// follow, without a reload.
+	runFleetTraffic(t, rdb, prefix, orders, 5, 0)
+	step(t, ctx, chromedp.Poll[chromedp.Void](`document.getElementById("history").dataset.sent === "48"`,
+		chromedp.WithPollingTimeout(waitLong)))
 }

@@ -292,9 +292,13 @@
     section.querySelectorAll("svg.hchart").forEach(draw);
     legend();
     // For tests and for a glance in the inspector: buckets with traffic.
-    let busy = 0;
-    for (const name of names) for (const p of series.get(name).values()) if (p.sent || p.completed) busy++;
+    let busy = 0, sent = 0;
+    for (const name of names) for (const p of series.get(name).values()) {
+      if (p.sent || p.completed) busy++;
+      sent += p.sent || 0;
+    }
     section.dataset.busy = String(busy);
+    section.dataset.sent = String(sent);
     section.dataset.loaded = "1";
   }
 
