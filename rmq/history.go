@@ -2,20 +2,19 @@ package rmq
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/rmq-go/rmq/internal/history"
 	"github.com/rmq-go/rmq/topic"
 )
 
-// DefaultHistoryRetention is WithHistory's default.
-const DefaultHistoryRetention = history.DefaultRetention
-
 // WithHistory sets how long the per-minute history of the client's topics
-// stays in Redis (default DefaultHistoryRetention, 72 h); 0 turns the
-// history and the client's worker record off (negative: ErrInvalidOption).
-// The client counts in memory and writes at most once per 10 s, in one
-// pipelined round trip with its worker record; see Inspector.History.
+// stays in Redis (default 72 h); 0 turns the history and the client's
+// worker record off (negative: ErrInvalidOption). The client counts in
+// memory and writes at most every 10 s, in one round trip with its worker
+// record; see Inspector.History.
 func WithHistory(retention time.Duration) Option {
 	return clientOption(func(c *config) { c.history = retention })
 }
@@ -91,12 +90,7 @@ func (c *Client) startWorker() {
 func (c *Client) workerState() ([]string, int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	names := make([]string, 0, len(c.topics)+len(c.pulls.byTopic))
-	for n := range c.topics {
-		names = append(names, n)
-	}
-	for n := range c.pulls.byTopic {
-		names = append(names, n) // Pull refuses a registered topic
-	}
+	// Pull refuses a registered topic: no name is in both.
+	names := slices.AppendSeq(slices.Collect(maps.Keys(c.topics)), maps.Keys(c.pulls.byTopic))
 	return names, c.obs.hist.Concurrency()
 }

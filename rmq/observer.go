@@ -207,6 +207,11 @@ func (o *observers) Expired(topic string, n int) {
 	each(o.list, func(x ExpiryObserver) { x.Expired(topic, n) })
 }
 
+// EndedByID: an AckByID or NackByID ended a delivery (the history counts it).
+func (o *observers) EndedByID(topic string, outcome consumer.Outcome) {
+	o.hist.EndedByID(topic, outcome)
+}
+
 func (o *observers) Paused(topic string, paused bool) {
 	each(o.list, func(x PauseObserver) { x.Paused(topic, paused) })
 }

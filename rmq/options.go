@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/rmq-go/rmq/consumer"
+	"github.com/rmq-go/rmq/internal/history"
 	"github.com/rmq-go/rmq/producer"
 	"github.com/rmq-go/rmq/slots"
 )
@@ -17,16 +18,15 @@ import (
 // of a narrower scope can contradict a wider one.
 
 type config struct {
-	prefix      string
-	logger      *slog.Logger
-	maxBodySize int
-	observers   []Observer            // WithObserver
-	zk          *zkOptions            // WithZooKeeper; nil: every client consumes every slot
-	middleware  []consumer.Middleware // WithMiddleware
-	sendHooks   []SendHook            // WithSendHook
-	noScheduler bool                  // WithoutScheduler
-	history     time.Duration         // WithHistory; 0: off
-	// The history's flush interval and worker TTL; 0: the defaults.
+	prefix                     string
+	logger                     *slog.Logger
+	maxBodySize                int
+	observers                  []Observer            // WithObserver
+	zk                         *zkOptions            // WithZooKeeper; nil: every client consumes every slot
+	middleware                 []consumer.Middleware // WithMiddleware
+	sendHooks                  []SendHook            // WithSendHook
+	noScheduler                bool                  // WithoutScheduler
+	history                    time.Duration         // WithHistory; 0: off
 	historyInterval, workerTTL time.Duration
 	// pullOptions are the consumer options of the client's pull engines
 	// (none outside tests: export_test.go's PullEngineOptions).
@@ -34,7 +34,7 @@ type config struct {
 }
 
 func defaultConfig() config {
-	return config{prefix: slots.DefaultPrefix, logger: slog.Default(), maxBodySize: producer.DefaultMaxBodySize, history: DefaultHistoryRetention}
+	return config{prefix: slots.DefaultPrefix, logger: slog.Default(), maxBodySize: producer.DefaultMaxBodySize, history: history.DefaultRetention}
 }
 
 // Option configures a Client (New), or the schedules managed without one

@@ -55,18 +55,28 @@ func (h *Observer) Delivered(m *consumer.Message) {
 
 // Finished counts how a delivery ended and its handler time.
 func (h *Observer) Finished(m *consumer.Message, took time.Duration, outcome consumer.Outcome, _ error) {
-	h.R.inFlight.Add(-1)
 	h.R.Handler(m.Topic, took)
+	h.EndedByID(m.Topic, outcome)
+}
+
+// EndedByID counts how a delivery ended that an AckByID or NackByID ended
+// (rmqd's acks and nacks), as Finished does without the handler time; a
+// nil h (no history) counts nothing.
+func (h *Observer) EndedByID(topic string, outcome consumer.Outcome) {
+	if h == nil {
+		return
+	}
+	h.R.inFlight.Add(-1)
 	switch outcome {
 	case consumer.Acked:
-		h.R.Add(m.Topic, Completed, 1)
-		if _, ok := h.forwards.Load(m.Topic); ok {
-			h.R.Add(m.Topic, Forwarded, 1)
+		h.R.Add(topic, Completed, 1)
+		if _, ok := h.forwards.Load(topic); ok {
+			h.R.Add(topic, Forwarded, 1)
 		}
 	case consumer.Retried:
-		h.R.Add(m.Topic, Retried, 1)
+		h.R.Add(topic, Retried, 1)
 	case consumer.Dead:
-		h.R.Add(m.Topic, Dead, 1)
+		h.R.Add(topic, Dead, 1)
 	}
 	// Expired deliveries are counted by expired (the engine tells both);
 	// cancelled messages by Inspector.Cancel, which sees every one.
