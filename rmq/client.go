@@ -13,6 +13,7 @@ import (
 
 	"github.com/rmq-go/rmq/consumer"
 	"github.com/rmq-go/rmq/internal/engine"
+	"github.com/rmq-go/rmq/internal/history"
 	"github.com/rmq-go/rmq/internal/keyspace"
 	"github.com/rmq-go/rmq/internal/lifecycle"
 	"github.com/rmq-go/rmq/internal/options"
@@ -85,7 +86,15 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 	if cfg.maxBodySize < 0 {
 		return nil, fmt.Errorf("%w: max body size %d", ErrInvalidOption, cfg.maxBodySize)
 	}
+	if cfg.history < 0 {
+		return nil, fmt.Errorf("%w: history retention %v", ErrInvalidOption, cfg.history)
+	}
 	obs := &observers{list: cfg.observers, hooks: cfg.sendHooks}
+	if cfg.history > 0 {
+		obs.hist = &history.Observer{R: history.New(rdb, history.Config{Prefix: cfg.prefix, Retention: cfg.history,
+			Interval: cfg.historyInterval, WorkerTTL: cfg.workerTTL, Logger: cfg.logger})}
+		obs.list = append(slices.Clip(obs.list), obs.hist)
+	}
 	popts := []producer.Option{producer.WithPrefix(cfg.prefix), producer.WithMaxBodySize(cfg.maxBodySize)}
 	if len(obs.list) > 0 || len(obs.hooks) > 0 {
 		popts = append(popts, options.WithNotify(obs))
@@ -145,6 +154,7 @@ func (c *Client) Register(t topic.Topic, l consumer.MessageListener, opts ...con
 	}
 	c.topics[t.Name()] = t
 	c.consumers = append(c.consumers, cons)
+	c.obs.hist.Registered(t, l, settings.Concurrency)
 	c.obs.Consumes(t)
 	return nil
 }
@@ -177,6 +187,7 @@ func (c *Client) Start(ctx context.Context) error {
 		return err
 	}
 	c.startScheduler()
+	c.startWorker()
 	c.log.InfoContext(ctx, "rmq: client started", "topics", len(consumers), "prefix", c.cfg.prefix)
 	return nil
 }
@@ -223,6 +234,7 @@ func (c *Client) Close(ctx context.Context) error {
 	errs = append(errs, c.closeZooKeeper())
 	c.closeWaiter()
 	c.hub.Close()
+	c.obs.hist.Close(ctx) // last: its counts include what Close ended
 	return errors.Join(errs...)
 }
 

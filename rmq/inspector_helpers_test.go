@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rmq-go/rmq/consumer"
+	"github.com/rmq-go/rmq/internal/history"
 	"github.com/rmq-go/rmq/internal/keyspace"
 	"github.com/rmq-go/rmq/internal/scripts"
 	"github.com/rmq-go/rmq/internal/testkit/redisserver"
@@ -69,7 +70,7 @@ func checkNoOrphans(t *testing.T, rdb redis.UniversalClient, prefix string) {
 	}
 	seen := map[slotRef]bool{}
 	for _, k := range keys {
-		if k == keyspace.TopicsKey(prefix) {
+		if k == keyspace.TopicsKey(prefix) || isHistoryKey(prefix, k) {
 			continue
 		}
 		ref, ok := allowed[k]
@@ -344,4 +345,10 @@ func isConfirmRecord(t *testing.T, rdb redis.UniversalClient, key string, allowe
 	require.NoError(t, err)
 	assert.Positive(t, ttl, "confirm record %q must expire", key)
 	return true
+}
+
+// isHistoryKey reports whether k is a key of the clients' history or worker
+// records, which live beside the data model.
+func isHistoryKey(prefix, k string) bool {
+	return strings.Contains(k, "}:hist:") || k == history.WorkersKey(prefix) || strings.HasPrefix(k, history.WorkerKey(prefix, ""))
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/rmq-go/rmq/consumer"
 	"github.com/rmq-go/rmq/internal/engine"
+	"github.com/rmq-go/rmq/internal/history"
 	"github.com/rmq-go/rmq/internal/options"
 	"github.com/rmq-go/rmq/producer"
 	"github.com/rmq-go/rmq/topic"
@@ -146,6 +147,7 @@ func WithSendHook(h SendHook) Option {
 type observers struct {
 	list  []Observer
 	hooks []SendHook
+	hist  *history.Observer // in list too; nil: WithHistory(0)
 }
 
 var (
@@ -203,6 +205,11 @@ func (o *observers) Consumes(t topic.Topic) { each(o.list, func(x TopicObserver)
 
 func (o *observers) Expired(topic string, n int) {
 	each(o.list, func(x ExpiryObserver) { x.Expired(topic, n) })
+}
+
+// EndedByID: an AckByID or NackByID ended a delivery (the history counts it).
+func (o *observers) EndedByID(topic string, outcome consumer.Outcome) {
+	o.hist.EndedByID(topic, outcome)
 }
 
 func (o *observers) Paused(topic string, paused bool) {

@@ -2,8 +2,10 @@ package rmq
 
 import (
 	"log/slog"
+	"time"
 
 	"github.com/rmq-go/rmq/consumer"
+	"github.com/rmq-go/rmq/internal/history"
 	"github.com/rmq-go/rmq/producer"
 	"github.com/rmq-go/rmq/slots"
 )
@@ -16,21 +18,23 @@ import (
 // of a narrower scope can contradict a wider one.
 
 type config struct {
-	prefix      string
-	logger      *slog.Logger
-	maxBodySize int
-	observers   []Observer            // WithObserver
-	zk          *zkOptions            // WithZooKeeper; nil: every client consumes every slot
-	middleware  []consumer.Middleware // WithMiddleware
-	sendHooks   []SendHook            // WithSendHook
-	noScheduler bool                  // WithoutScheduler
+	prefix                     string
+	logger                     *slog.Logger
+	maxBodySize                int
+	observers                  []Observer            // WithObserver
+	zk                         *zkOptions            // WithZooKeeper; nil: every client consumes every slot
+	middleware                 []consumer.Middleware // WithMiddleware
+	sendHooks                  []SendHook            // WithSendHook
+	noScheduler                bool                  // WithoutScheduler
+	history                    time.Duration         // WithHistory; 0: off
+	historyInterval, workerTTL time.Duration
 	// pullOptions are the consumer options of the client's pull engines
 	// (none outside tests: export_test.go's PullEngineOptions).
 	pullOptions []consumer.Option
 }
 
 func defaultConfig() config {
-	return config{prefix: slots.DefaultPrefix, logger: slog.Default(), maxBodySize: producer.DefaultMaxBodySize}
+	return config{prefix: slots.DefaultPrefix, logger: slog.Default(), maxBodySize: producer.DefaultMaxBodySize, history: history.DefaultRetention}
 }
 
 // Option configures a Client (New), or the schedules managed without one

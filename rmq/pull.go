@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/rmq-go/rmq/consumer"
 	"github.com/rmq-go/rmq/internal/pullwait"
 	"github.com/rmq-go/rmq/topic"
 )
@@ -49,6 +50,7 @@ func WithWait(d time.Duration) PullOption { return func(c *pullConfig) { c.wait 
 // fails after earlier topics gave messages, Pull returns those (fewer than
 // n) and no error, and the failing fetch's error comes with a later Pull.
 func (c *Client) Pull(ctx context.Context, topics []topic.Topic, n int, opts ...PullOption) ([]*Delivery, error) {
+	arrived := time.Now()
 	cfg, err := c.pullConfig(topics, n, opts)
 	if err != nil {
 		return nil, err
@@ -68,6 +70,7 @@ func (c *Client) Pull(ctx context.Context, topics []topic.Topic, n int, opts ...
 	p.leave(len(got) > 0)
 	if len(got) > 0 {
 		leasedUntil = time.Now().Add(cfg.lease)
+		c.obs.hist.Pulled(arrived, len(got), func(i int) *consumer.Message { return got[i].Message })
 	}
 	return got, err
 }

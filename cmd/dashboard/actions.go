@@ -111,6 +111,10 @@ type confirmData struct {
 func (h *handler) action(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	f := r.PostForm
+	if f.Get("op") == "settings" {
+		h.saveSettings(w, r) // settings.go
+		return
+	}
 	o, ok := ops[f.Get("op")]
 	if !ok {
 		o, ok = scheduleOps[f.Get("op")] // schedules.go
@@ -165,7 +169,7 @@ func safeReturn(ret, topicName string) string {
 	u, err := url.Parse(ret)
 	if err == nil && u.Scheme == "" && u.Host == "" && u.User == nil && !strings.HasPrefix(ret, "/") {
 		switch u.Path {
-		case "topic", "message", "./", "schedules":
+		case "topic", "message", "./", "schedules", "settings":
 			q := u.Query()
 			q.Del("flash")
 			q.Del(flashSigField)

@@ -37,6 +37,7 @@ type config struct {
 	zk         *zkConfig
 	navLinks   []NavLink
 	forwards   func(context.Context) []Forward
+	pages      []hostPage // WithPage
 }
 
 // NavLink is a link of the header's navigation.
@@ -137,6 +138,12 @@ func New(rdb redis.UniversalClient, opts ...Option) http.Handler {
 	case cfg.csrfKey != nil && len(cfg.csrfKey) < 32:
 		h.initErr = errors.New("dashboard: CSRF key shorter than 32 bytes")
 	}
+	if err := cfg.checkPages(); err != nil && h.initErr == nil {
+		h.initErr = err
+	}
+	for _, p := range cfg.pages {
+		h.cfg.navLinks = append(h.cfg.navLinks, NavLink{p.label, p.path})
+	}
 	if err := h.initZooKeeper(); err != nil && h.initErr == nil {
 		h.initErr = err
 	}
@@ -163,9 +170,9 @@ func New(rdb redis.UniversalClient, opts ...Option) http.Handler {
 
 func parsePages() map[string]*template.Template {
 	pages := map[string]*template.Template{}
-	for _, name := range []string{"overview", "topic", "message", "confirm", "error", "zookeeper", "schedules", "events", "finished"} {
+	for _, name := range []string{"overview", "topic", "message", "confirm", "error", "zookeeper", "schedules", "events", "finished", "settings", "host", "workers"} {
 		pages[name] = template.Must(template.New("layout.html").Funcs(funcs).ParseFS(templateFS,
-			"templates/layout.html", "templates/"+name+".html"))
+			"templates/layout.html", "templates/history.html", "templates/"+name+".html"))
 	}
 	return pages
 }
@@ -181,12 +188,16 @@ func (h *handler) routes() {
 	m.HandleFunc("GET /events", h.eventsPage)
 	m.HandleFunc("GET /events/stream", h.eventStream)
 	m.HandleFunc("GET /finished", h.finishedPage)
+	m.HandleFunc("GET /settings", h.settingsPage)
 	m.HandleFunc("GET /api/overview", h.apiOverview)
+	m.HandleFunc("GET /api/history", h.apiHistoryHandler)
+	m.HandleFunc("GET /workers", h.workersPage)
 	if h.cfg.zk != nil {
 		m.HandleFunc("GET /zookeeper", h.zookeeperPage)
 	}
 	m.Handle("GET /assets/", http.StripPrefix("/assets/", http.FileServerFS(assets)))
 	m.HandleFunc("POST /action", h.action)
+	h.routePages(m)
 	h.mux = m
 }
 

@@ -15,6 +15,18 @@
 //
 // Without StripPrefix, pass the mount path with WithPathPrefix.
 //
+// The overview and every topic's page draw the last hour, 24 hours or 72
+// hours of the topic's history — sent, completed, retried, dead, expired,
+// cancelled, forwarded, handler time and firing lateness — from the
+// per-minute counts every client writes to Redis (rmq.Inspector.History):
+// the charts have their points as soon as a page loads, whichever process
+// serves it and since when. The Workers page lists every running client
+// (rmq.Inspector.Workers). A topic's settings page edits its flow-control
+// limits and lifecycle (retention of finished messages, event log), and
+// the finished listing of a retaining topic finds a message by id.
+// WithPage adds a page of the host's (rmqd's token page) in the
+// dashboard's own layout and navigation.
+//
 // For workers in ZooKeeper mode, WithZooKeeper adds a page of which worker
 // owns which slot of each topic, and each slot's owner epoch.
 //

@@ -145,23 +145,33 @@ func (h *handler) finished(ctx context.Context, t topic.Topic, cursor string, li
 	}
 	out := make([]finishedItem, 0, len(items))
 	for _, it := range items {
-		m, err := h.insp.Message(ctx, t, it.ID)
-		if errors.Is(err, errMessageNotFound) {
-			continue // its retention passed since the listing's read
-		}
+		f, ok, err := h.finishedOne(ctx, t, it.ID)
 		if err != nil {
 			return nil, "", err
 		}
-		if m.State != rmq.StateCompleted && m.State != rmq.StateCancelled {
-			continue // sent again since: no longer finished
+		if ok {
+			out = append(out, f)
 		}
-		f := finishedItem{ID: m.ID, State: stateNames[m.State], Finished: m.FinishedAt, Result: string(m.Result)}
-		if len(f.Result) > maxListedResult {
-			f.Result, f.Truncated = strings.ToValidUTF8(f.Result[:maxListedResult], ""), true
-		}
-		out = append(out, f)
 	}
 	return out, next, nil
+}
+
+// finishedOne is the finished listing's row of id, and false when t keeps
+// no finished message of that id: its retention passed, or it was never
+// finished, or it was sent again since.
+func (h *handler) finishedOne(ctx context.Context, t topic.Topic, id string) (finishedItem, bool, error) {
+	m, err := h.insp.Message(ctx, t, id)
+	if errors.Is(err, errMessageNotFound) {
+		return finishedItem{}, false, nil
+	}
+	if err != nil || (m.State != rmq.StateCompleted && m.State != rmq.StateCancelled) {
+		return finishedItem{}, false, err
+	}
+	f := finishedItem{ID: m.ID, State: stateNames[m.State], Finished: m.FinishedAt, Result: string(m.Result)}
+	if len(f.Result) > maxListedResult {
+		f.Result, f.Truncated = strings.ToValidUTF8(f.Result[:maxListedResult], ""), true
+	}
+	return f, true, nil
 }
 
 type finishedData struct {
@@ -169,6 +179,9 @@ type finishedData struct {
 	Life        rmq.Lifecycle
 	Items       []finishedItem
 	First, Next string
+	// Search is the id looked for (finished?topic=…&id=…): Items is then
+	// its row, or empty when the topic keeps no finished message of it.
+	Search string
 }
 
 // finishedPage lists a retaining topic's finished messages, paged.
@@ -183,6 +196,19 @@ func (h *handler) finishedPage(w http.ResponseWriter, r *http.Request) {
 	d := finishedData{Topic: t}
 	if d.Life, err = h.insp.Lifecycle(ctx, t); err != nil {
 		h.failErr(w, r, err)
+		return
+	}
+	if d.Search = strings.TrimSpace(q.Get("id")); d.Search != "" {
+		f, ok, err := h.finishedOne(ctx, t, d.Search)
+		if err != nil {
+			h.failErr(w, r, err)
+			return
+		}
+		if ok {
+			d.Items = []finishedItem{f}
+		}
+		d.First = "finished?" + url.Values{"topic": {t.Name()}}.Encode()
+		h.render(w, r, http.StatusOK, "finished", t.Name()+" finished", d)
 		return
 	}
 	var next string

@@ -30,6 +30,7 @@ type overviewData struct {
 	Lateness    []dueBucket
 	LatenessMax int64
 	Forwards    []Forward // WithForwards
+	History     historyView
 }
 
 // snapshot reads every topic's counts: a few commands per slot, all from
@@ -62,7 +63,7 @@ func (h *handler) overview(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d := overviewData{Topics: rows, Redis: h.redisNodes(r.Context()), Counters: h.cfg.counters != nil,
-		Forwards: h.forwardsOf(r.Context())}
+		Forwards: h.forwardsOf(r.Context()), History: historyOf(r.URL.Query(), "", "")}
 	if d.Counters {
 		d.Lateness = make([]dueBucket, len(latenessLabels))
 		for j, l := range latenessLabels {
@@ -106,6 +107,9 @@ type topicData struct {
 	InFlight []inFlightItem
 	Dead     []rmq.DeadMessage
 	Forward  *Forward // WithForwards: where the topic's messages go
+	History  historyView
+	// Workers are the running clients that name the topic (Workers page).
+	Workers []rmq.WorkerInfo
 	// Links to the first and next pages of each listing ("" when none).
 	Self                                                 string
 	WaitingFirst, DelayedFirst, InFlightFirst, DeadFirst string
@@ -129,6 +133,11 @@ func (h *handler) topicPage(w http.ResponseWriter, r *http.Request) {
 	}
 	cur := pageLinks{name: t.Name(), wc: q.Get("wc"), yc: q.Get("yc"), fc: q.Get("fc"), dc: q.Get("dc")}
 	d := topicData{Topic: t, Self: cur.url(), Forward: h.forwardOf(ctx, t.Name())}
+	d.History = historyOf(q, d.Self, t.Name())
+	if d.Workers, err = h.workersOf(ctx, t.Name()); err != nil {
+		h.failErr(w, r, err)
+		return
+	}
 	if d.Stats, err = h.stats(ctx, t); err != nil {
 		h.failErr(w, r, err)
 		return

@@ -74,7 +74,8 @@ func (h *handler) failErr(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.Is(err, rmq.ErrUnknownTopic), errors.Is(err, errMessageNotFound), errors.Is(err, rmq.ErrScheduleNotFound):
 		status = http.StatusNotFound
 	case errors.Is(err, rmq.ErrInvalidCursor), errors.Is(err, errBadCursor),
-		errors.Is(err, topic.ErrInvalidName), errors.Is(err, rmq.ErrInvalidPageSize), errors.Is(err, rmq.ErrInvalidSchedule):
+		errors.Is(err, topic.ErrInvalidName), errors.Is(err, rmq.ErrInvalidPageSize), errors.Is(err, rmq.ErrInvalidSchedule),
+		errors.Is(err, rmq.ErrInvalidLimits), errors.Is(err, rmq.ErrInvalidLifecycle):
 		status = http.StatusBadRequest
 	}
 	if status == http.StatusInternalServerError {

@@ -43,6 +43,12 @@ var screenshots = []struct {
 	{"topic.png", "topic?name=orders.timeout", "#due-histogram"},
 	{"message.png", "message?topic=invoices.render&id=inv-2026-0117", "#body"},
 	{"schedules.png", "schedules", "#schedules"},
+	{"settings.png", "settings?topic=orders.timeout", "#settings-form"},
+	{"finished.png", "finished?topic=invoices.render", "#finished"},
+	{"workers.png", "workers", "#workers"},
+	// Not last: its event stream must end (the next page) before the
+	// server closes.
+	{"events.png", "events?topic=invoices.render&from=start", `#feed tr[data-type="cancelled"]`},
 	// The overview last, once its live charts have drawn five samples
 	// (about 10 s of deliveries; see TestScreenshots).
 	{"overview.png", "", "#charts"},
@@ -72,9 +78,16 @@ func TestScreenshots(t *testing.T) {
 		}
 		return nil
 	}), consumer.WithRetryBackoff(func(int) time.Duration { return time.Second })))
+	// Invoices rendered now: completed, with their results, kept by the
+	// topic's retention (demoLife).
+	invoices := e.topic("invoices.render", topic.FixedTime, 4)
+	require.NoError(t, live.Register(invoices, consumer.ListenerFunc(func(_ context.Context, m *consumer.Message) error {
+		return m.SetResult([]byte(`{"pdf":"s3://invoices/2026/` + m.ID + `.pdf","pages":2}`))
+	}), consumer.WithConcurrency(2)))
 	require.NoError(t, live.Start(context.Background()))
 	t.Cleanup(func() { closeClient(t, live) })
 	demoSchedules(t, e, live)
+	demoLife(t, e)
 	bg, stop := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -98,14 +111,19 @@ func TestScreenshots(t *testing.T) {
 	require.NoError(t, err)
 	dir := filepath.Join(root, "docs", "screenshots")
 	for _, s := range screenshots {
-		sctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		sctx, cancel := context.WithTimeout(ctx, 90*time.Second)
 		wait := chromedp.WaitVisible(chromedp.CSS(s.wait))
 		if s.file == "overview.png" {
 			// The charts sample every 2 s: five samples show a few seconds
 			// of deliveries, and the lateness histogram has seen them.
-			wait = chromedp.Poll[chromedp.Void](`Number(document.getElementById("charts").dataset.samples || 0) >= 5`, chromedp.WithPollingTimeout(40*time.Second))
+			// The history charts show what the live client wrote (every
+			// 10 s) and the fleet's client of demoLife.
+			wait = chromedp.Poll[chromedp.Void](`Number(document.getElementById("charts").dataset.samples || 0) >= 5 &&
+				Number(document.getElementById("history").dataset.busy || 0) >= 2`, chromedp.WithPollingTimeout(75*time.Second))
 		}
+		began := time.Now()
 		require.NoError(t, chromedp.Do(sctx, chromedp.Navigate(e.srv.URL+mount+"/"+s.path), wait), s.file)
+		t.Logf("%s: ready after %v", s.file, time.Since(began).Round(time.Millisecond))
 		shot, err := chromedp.Run(sctx, chromedp.FullScreenshot(100)) // 100: PNG, not JPEG
 		cancel()
 		require.NoError(t, err, s.file)

@@ -30,7 +30,7 @@ import (
 // tests under the default prefix "rmq": the keys and channels under the
 // prefix, and only the commands they send. docs/operations.md quotes it
 // verbatim (TestACLRuleDocumented).
-const aclRule = `resetkeys ~rmq:* resetchannels &rmq:* nocommands +ping +select +info +time +hsetnx +hget +hgetall +hmget +hexists +hset +hdel +get +set +exists +unlink +zadd +zrem +zrange +zrevrange +zrevrank +zcard +zcount +zscore +zmscore +xlen +zlexcount +hlen +hincrby +pexpire +xadd +xrange +xrevrange +xread +eval +evalsha +script|load +publish +subscribe +unsubscribe +spublish +ssubscribe +sunsubscribe +cluster|slots +command`
+const aclRule = `resetkeys ~rmq:* resetchannels &rmq:* nocommands +ping +select +info +time +hsetnx +hget +hgetall +hmget +hexists +hset +hdel +get +set +exists +unlink +zadd +zrem +zrange +zrevrange +zrevrank +zcard +zcount +zscore +zmscore +xlen +zlexcount +hlen +hincrby +pexpire +expireat +zremrangebyscore +xadd +xrange +xrevrange +xread +eval +evalsha +script|load +publish +subscribe +unsubscribe +spublish +ssubscribe +sunsubscribe +cluster|slots +command`
 
 const (
 	aclUser     = "rmq"
@@ -261,6 +261,10 @@ func runLeastPrivilege(t *testing.T, bin string, rdb redis.UniversalClient, admi
 	assert.Equal(t, "requeued 1 dead message of orders\n", r.ok("dead", "requeue", "orders", "dead-o"))
 	assert.Equal(t, "removed later from orders\n", r.ok("remove", "orders", "later"))
 	assert.Equal(t, "deleted 1 dead message of jobs\n", r.ok("dead", "delete", "jobs", "--all", "--yes"))
+	// The history and the worker records: the client's record is listed
+	// (Start wrote it), its counts are read (and the index pruned).
+	assert.Contains(t, r.ok("workers"), "orders")
+	assert.Contains(t, r.ok("history", "orders", "--since", "5m"), "COMPLETED")
 	// The requeued message fails twice more and is dead again; requeue it
 	// all through the Inspector and delete it by id.
 	for range 2 {
@@ -282,6 +286,16 @@ func runLeastPrivilege(t *testing.T, bin string, rdb redis.UniversalClient, admi
 	_, err = insp.PurgeDead(ctx, jobs)
 	require.NoError(t, err)
 	require.NoError(t, c.Close(ctx))
+	ws, err := insp.Workers(ctx)
+	require.NoError(t, err)
+	assert.Empty(t, ws, "Close deleted the worker record")
+	ps, err := insp.History(ctx, orders, time.Now().Add(-5*time.Minute))
+	require.NoError(t, err)
+	var sent int64
+	for _, p := range ps {
+		sent += p.Sent
+	}
+	assert.Positive(t, sent, "Close wrote the history")
 
 	for _, a := range admins {
 		entries, err := a.Do(ctx, "ACL", "LOG").Slice()

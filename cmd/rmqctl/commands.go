@@ -30,6 +30,8 @@ func init() {
 		{name: "wait", summary: "wait until a message finishes; the exit status says how", help: waitHelp, run: (*app).wait},
 		{name: "events", summary: "print a topic's event log, or follow it", help: eventsHelp, run: (*app).events},
 		{name: "lifecycle", summary: "show or set what a topic keeps of finished messages", help: lifecycleHelp, run: (*app).lifecycle},
+		{name: "history", summary: "show a topic's per-minute history: sent, completed, failed", help: historyHelp, run: (*app).history},
+		{name: "workers", summary: "list the running clients with their topics", help: workersHelp, run: (*app).workers},
 		{name: "dead list", summary: "list dead messages, newest first, a page at a time", help: deadListHelp, run: (*app).deadList},
 		{name: "dead show", summary: "show one dead message with its body", help: deadShowHelp, run: (*app).deadShow},
 		{name: "dead requeue", summary: "put dead messages back as fresh messages", help: deadRequeueHelp, run: (*app).deadRequeue},

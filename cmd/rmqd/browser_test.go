@@ -102,12 +102,12 @@ func TestBrowserAdminRefusesCrossSiteForms(t *testing.T) {
 	// The admin's own pages work: the dashboard by its address, and its
 	// navigation leads to the token page, styled as the dashboard is.
 	browsertest.Do(t, ctx, chromedp.Navigate(p.admin+"/dashboard/"), chromedp.WaitVisible(chromedp.CSS(`tr[data-topic="ns.q"]`)),
-		chromedp.Click(chromedp.CSS(`header.top nav a[href="../dashboard-tokens"]`)), chromedp.WaitVisible(chromedp.CSS(`#tokens`)))
+		chromedp.Click(chromedp.CSS(`header.top nav a[href="tokens"]`)), chromedp.WaitVisible(chromedp.CSS(`#tokens`)))
 	require.Equal(t, "rgb(29, 36, 51)", evaluate[string](t, ctx, `getComputedStyle(document.querySelector("header.top")).backgroundColor`),
 		"the dashboard's stylesheet applies")
 	require.Equal(t, "ns", browsertest.Text(t, ctx, `#tokens tbody td:nth-child(2)`))
 	require.Equal(t, tok[:4]+"…", browsertest.Text(t, ctx, `#tokens tbody td:nth-child(3)`))
-	browsertest.Do(t, ctx, chromedp.Click(chromedp.CSS(`header.top nav a[href="/dashboard/"]`)), chromedp.WaitVisible(chromedp.CSS(`tr[data-topic="ns.q"]`)))
+	browsertest.Do(t, ctx, chromedp.Click(chromedp.CSS(`header.top nav a[href="./"]`)), chromedp.WaitVisible(chromedp.CSS(`tr[data-topic="ns.q"]`)))
 }
 
 func evaluate[T any](t *testing.T, ctx context.Context, expr string) T {

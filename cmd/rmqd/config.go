@@ -103,7 +103,7 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (conf
 	fs.DurationVar(&c.maxWait, "max-wait", service.DefaultMaxWait, "longest long poll: a consume's timeout is cut to this")
 	fs.DurationVar(&c.cacheTTL, "cache-ttl", time.Second, "how long a valid token or a limit is cached; changes made through another rmqd take up to this long")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGTERM, how long requests in progress may take to finish")
-	fs.StringVar(&c.dashboard, "dashboard", "/dashboard/", "admin-listener `PATH` of the web dashboard of the default pool, and of its token page at PATH/../dashboard-tokens (behind --admin-account); empty: none")
+	fs.StringVar(&c.dashboard, "dashboard", "/dashboard/", "admin-listener `PATH` of the web dashboard of the default pool, with its token page at PATH/tokens (behind --admin-account); empty: none")
 	fs.BoolVar(&c.pprof, "pprof", false, "serve Go's profiles at /debug/pprof/ on the admin listener, behind --admin-account (which it requires)")
 	fs.Var(&c.adminHosts, "admin-host", "a `NAME` the admin listener answers to besides IP addresses, localhost and the host of --admin-listen: the name a proxy or browser uses (repeatable or comma-separated; * answers any name)")
 	fs.IntVar(&c.authFailures, "max-auth-failures", 30, "failed basic-auth logins, and API requests with an invalid token, allowed per client address and minute (each kind; 0: unlimited); beyond: 429")

@@ -45,16 +45,23 @@ func TestTokenPageMasksTokensAndEscapes(t *testing.T) {
 	require.NotContains(t, page, strings.TrimPrefix(poolTok, "other:"))
 	require.NotContains(t, page, "<script>")
 	require.Contains(t, page, "&lt;script&gt;")
-	require.Contains(t, page, `href="/dashboard/"`)
-	require.Contains(t, page, `<link rel="stylesheet" href="/dashboard/assets/style.css">`, "styled as the dashboard")
+	require.Contains(t, page, `<a class="brand" href="./">RMQ</a>`, "the dashboard's header")
+	require.Contains(t, page, `<link rel="stylesheet" href="assets/style.css">`, "styled as the dashboard")
 	require.Contains(t, a.header.Get("Content-Security-Policy"), "style-src 'self'")
 	css := do(t, "GET", e.admin.URL+"/dashboard/assets/style.css", "")
 	require.Equal(t, http.StatusOK, css.status)
 	require.Contains(t, css.header.Get("Content-Type"), "text/css")
-	// Every dashboard page links to it.
-	for _, path := range []string{"/dashboard/", "/dashboard/topic?name=shop.orders"} {
+	// It is one of the dashboard's pages (its older address leads to it),
+	// and every page, its own included, links to it.
+	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	res, err := noFollow.Get(e.admin.URL + "/dashboard-tokens")
+	require.NoError(t, err)
+	res.Body.Close()
+	require.Equal(t, http.StatusMovedPermanently, res.StatusCode)
+	require.Equal(t, "dashboard/tokens", res.Header.Get("Location"))
+	for _, path := range []string{"/dashboard/", "/dashboard/topic?name=shop.orders", "/dashboard/schedules", "/dashboard/tokens"} {
 		a = do(t, "GET", e.admin.URL+path, "")
-		require.Contains(t, string(a.body), `<a href="../dashboard-tokens">Tokens</a>`, path)
+		require.Contains(t, string(a.body), `<a href="workers" id="workers-link">Workers</a> <a href="tokens">Tokens</a></nav>`, path)
 	}
 }
 

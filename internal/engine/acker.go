@@ -95,6 +95,7 @@ func (h *Hub) AckByID(ctx context.Context, prefix string, t topic.Topic, slot in
 	}
 	if r.Code == ack.Done {
 		h.flows.EndedByID(ctx, h.rdb, h.id, h.cfg.Logger, prefix, t, slot, id)
+		endedByID(h.cfg.Observer, t.Name(), consumer.Acked)
 	}
 	return r.Code == ack.Done, nil
 }

@@ -38,6 +38,7 @@ func (c *Engine) NackByID(ctx context.Context, id string, retryAfter time.Durati
 	}
 	if res[0] != redisops.RollbackStale {
 		c.flow.EndedByID(ctx, slot, id)
+		endedByID(c.cfg.observer, c.topic.Name(), redisops.RollbackOutcome(res[0]))
 	}
 	return res[0] != redisops.RollbackStale, nil
 }

@@ -28,7 +28,19 @@ type (
 	flowObserver interface {
 		ConcurrencyLimit(topic string, limit int)
 	}
+	byIDObserver interface {
+		EndedByID(topic string, outcome consumer.Outcome)
+	}
 )
+
+// endedByID reports to o, if it listens, a delivery that an AckByID or a
+// NackByID ended: no *consumer.Message is at hand there, so Finished is
+// not called (the client's history counts it).
+func endedByID(o Observer, topic string, outcome consumer.Outcome) {
+	if e, ok := o.(byIDObserver); ok {
+		e.EndedByID(topic, outcome)
+	}
+}
 
 // nopObserver is the observer of a hub made without one.
 type nopObserver struct{}

@@ -154,3 +154,10 @@ func (w *Window) Close(ctx context.Context) error {
 
 // Closed is closed by Close.
 func (w *Window) Closed() <-chan struct{} { return w.closed }
+
+// Marker is implemented by the listener of every forwarder: a client
+// counts the acked deliveries of a topic whose listener is one as
+// forwarded in its history.
+type Marker interface {
+	ForwardsToBroker()
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/rmq-go/rmq/internal/history"
 	"iter"
 
 	"github.com/redis/go-redis/v9"
@@ -113,6 +114,12 @@ func (i *Inspector) Cancel(ctx context.Context, t topic.Topic, id string) (bool,
 	n, err := scripts.Cancel.Run(ctx, i.rdb, keys, id, i.wakeCmd, s.Retention.Milliseconds(), s.Events).Int64()
 	if err != nil {
 		return false, fmt.Errorf("rmq: cancel %s of %s: %w", id, t.Name(), err)
+	}
+	if n > 0 {
+		// Every cancel comes here, so here it is counted in the topic's
+		// history (with the default retention: an inspector has no option
+		// for it); a count that cannot be written is not a failed cancel.
+		_ = history.Incr(ctx, i.rdb, i.prefix, t.Name(), history.Cancelled, 1, history.DefaultRetention)
 	}
 	return n > 0, nil
 }

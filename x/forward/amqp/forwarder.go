@@ -407,3 +407,7 @@ func (c *connState) get() (open bool, gone error) {
 	}
 	return c.open && c.gone == nil, c.gone
 }
+
+// ForwardsToBroker marks the listener as a forwarder: the client counts
+// its acked deliveries as forwarded in the topic's history.
+func (*forwarder) ForwardsToBroker() {}

@@ -162,3 +162,7 @@ func (f *forwarder) Close(ctx context.Context) error {
 	}
 	return nil
 }
+
+// ForwardsToBroker marks the listener as a forwarder: the client counts
+// its acked deliveries as forwarded in the topic's history.
+func (*forwarder) ForwardsToBroker() {}

@@ -224,3 +224,7 @@ func checkHeader(k, v string) error {
 	}
 	return nil
 }
+
+// ForwardsToBroker marks the listener as a forwarder: the client counts
+// its acked deliveries as forwarded in the topic's history.
+func (*forwarder) ForwardsToBroker() {}

@@ -18,6 +18,7 @@ func (s *handlers) handler() http.Handler {
 	mux.Handle("POST /queue/{ns}/{q}/pause", auth(s.pauseQueue))
 	mux.Handle("POST /queue/{ns}/{q}/resume", auth(s.resumeQueue))
 	mux.Handle("GET /forwards", auth(s.listForwards))
+	mux.Handle("GET /workers", auth(s.listWorkers))
 	mux.Handle("GET /queue/{ns}/{q}/limits", auth(s.queueLimitsRoute))
 	mux.Handle("PUT /queue/{ns}/{q}/limits", auth(s.queueLimitsRoute))
 	mux.Handle("DELETE /queue/{ns}/{q}/limits", auth(s.queueLimitsRoute))

@@ -14,10 +14,10 @@ import (
 )
 
 // mountDashboard serves the library's dashboard of the default pool at
-// cfg.Dashboard on the admin mux, and rmqd's own token page beside it
-// (PATH without its slash, plus "-tokens"), both behind the admin accounts
-// when there are any. The token page looks like one of the dashboard's
-// (its stylesheet and header), and the dashboard's navigation links to it.
+// cfg.Dashboard on the admin mux, with rmqd's token page as one of its
+// pages (PATH/tokens: the dashboard's layout, navigation and auth), both
+// behind the admin accounts when there are any. The token page's older
+// address, PATH without its slash plus "-tokens", leads to it.
 func (s *handlers) mountDashboard(mux *http.ServeMux) {
 	path := s.Cfg.Dashboard
 	if path == "" {
@@ -25,14 +25,11 @@ func (s *handlers) mountDashboard(mux *http.ServeMux) {
 	}
 	def := s.Pools[names.DefaultPool]
 	base := strings.TrimSuffix(path, "/")
-	tokens := base + "-tokens"
 	opts := []dashboard.Option{
 		dashboard.WithKeyPrefix(s.Cfg.Prefix),
 		dashboard.WithCounters(s.Counters),
 		dashboard.WithLogger(s.Log),
-		// Relative, as the dashboard's own links, so that a proxy may
-		// serve it all under another path.
-		dashboard.WithNavLink("Tokens", "../"+pathpkg.Base(tokens)),
+		dashboard.WithPage("Tokens", "tokens", s.tokenPage),
 	}
 	if len(def.Forwards) > 0 {
 		opts = append(opts, dashboard.WithForwards(s.dashboardForwards))
@@ -41,38 +38,27 @@ func (s *handlers) mountDashboard(mux *http.ServeMux) {
 		opts = append(opts, dashboard.WithAuth(s.RequireAccount))
 	}
 	mux.Handle(path, http.StripPrefix(base, dashboard.New(def.Rdb, opts...)))
-	mux.Handle("GET "+tokens, s.RequireAccount(http.HandlerFunc(s.tokenPage)))
+	// Relative, as the dashboard's own links, so that a proxy may serve it
+	// all under another path.
+	moved := pathpkg.Base(base) + "/tokens"
+	mux.Handle("GET "+base+"-tokens", s.RequireAccount(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Location", moved)
+		w.WriteHeader(http.StatusMovedPermanently)
+	})))
 }
 
-// tokenPageTmpl has the dashboard's header and uses its stylesheet (a
-// relative link from PATH-tokens to PATH/assets/style.css).
-var tokenPageTmpl = template.Must(template.New("tokens").Parse(`<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>Tokens · RMQ dashboard</title>
-<link rel="stylesheet" href="{{.Dashboard}}assets/style.css">
-</head>
-<body>
-<header class="top">
-  <a class="brand" href="{{.Dashboard}}">RMQ</a>
-  <nav><a href="{{.Dashboard}}">Overview</a> <a href="{{.Self}}" aria-current="page">Tokens</a></nav>
-</header>
-<main>
-<h1>Namespaces and tokens</h1>
+// tokenPageTmpl is the main part of the token page; the dashboard adds its
+// header, navigation and stylesheet.
+var tokenPageTmpl = template.Must(template.New("tokens").Parse(`<h1>Namespaces and tokens</h1>
 <p class="note">Tokens are shown by their first characters only. The admin API on this port makes and deletes them:
 <code>POST /token/NAMESPACE?description=…</code>, <code>DELETE /token/NAMESPACE/TOKEN</code>.</p>
 <table class="grid" id="tokens">
 <thead><tr><th>pool</th><th>namespace</th><th>token</th><th>description</th></tr></thead>
 <tbody>
-{{range .Rows}}<tr><td>{{.Pool}}</td><td>{{.Namespace}}</td><td class="mid">{{.Token}}</td><td>{{.Description}}</td></tr>
+{{range .}}<tr><td>{{.Pool}}</td><td>{{.Namespace}}</td><td class="mid">{{.Token}}</td><td>{{.Description}}</td></tr>
 {{else}}<tr><td class="empty" colspan="4">No tokens yet.</td></tr>
 {{end}}</tbody></table>
-</main>
-<footer>{{len .Rows}} tokens</footer>
-</body>
-</html>
+<p class="note">{{len .}} tokens</p>
 `))
 
 type tokenRow struct{ Pool, Namespace, Token, Description string }
@@ -86,20 +72,19 @@ func maskToken(t string) string {
 	return t[:4] + "…"
 }
 
-// tokenPage lists every namespace that has tokens, with masked tokens.
-func (s *handlers) tokenPage(w http.ResponseWriter, r *http.Request) {
+// tokenPage lists every namespace that has tokens, with masked tokens:
+// the main part of the dashboard's token page.
+func (s *handlers) tokenPage(r *http.Request) (template.HTML, error) {
 	entries, err := s.Tokens.Namespaces(r.Context())
 	if err != nil {
-		s.WriteInternal(w, r, err)
-		return
+		return "", err
 	}
 	var rows []tokenRow
 	for _, e := range entries {
 		pool, ns, _ := strings.Cut(e, "/")
 		toks, err := s.Tokens.List(r.Context(), pool, ns)
 		if err != nil {
-			s.WriteInternal(w, r, err)
-			return
+			return "", err
 		}
 		for t, d := range toks {
 			rows = append(rows, tokenRow{pool, ns, maskToken(t), d})
@@ -110,20 +95,8 @@ func (s *handlers) tokenPage(w http.ResponseWriter, r *http.Request) {
 		return a.Pool+"/"+a.Namespace+"/"+a.Description+a.Token < b.Pool+"/"+b.Namespace+"/"+b.Description+b.Token
 	})
 	var buf bytes.Buffer
-	if err := tokenPageTmpl.Execute(&buf, struct {
-		Dashboard, Self string
-		Rows            []tokenRow
-	}{s.Cfg.Dashboard, pathpkg.Base(r.URL.Path), rows}); err != nil {
-		s.WriteInternal(w, r, err)
-		return
+	if err := tokenPageTmpl.Execute(&buf, rows); err != nil {
+		return "", err
 	}
-	h := w.Header()
-	h.Set("Content-Type", "text/html; charset=utf-8")
-	h.Set("Cache-Control", "no-store")
-	// The dashboard's stylesheet and nothing else; never in a frame.
-	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'self'; frame-ancestors 'none'; form-action 'none'; base-uri 'none'")
-	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("X-Frame-Options", "DENY")
-	h.Set("Referrer-Policy", "same-origin")
-	_, _ = w.Write(buf.Bytes())
+	return template.HTML(buf.String()), nil //nolint:gosec // html/template's output
 }

@@ -30,6 +30,7 @@ func (s *handlers) handler() http.Handler {
 	q("GET /api/{ns}/{q}/size", service.RouteOpts{Public: true}, s.size)
 	q("DELETE /api/{ns}/{q}", service.RouteOpts{}, s.destroy)
 	q("GET /api/{ns}/{q}/deadletter", service.RouteOpts{}, s.deadPeek)
+	q("GET /api/{ns}/{q}/history", service.RouteOpts{Throttle: service.ThrottleRead}, s.history) // api_history.go
 	q("GET /api/{ns}/{q}/deadletter/size", service.RouteOpts{Public: true}, s.deadSize)
 	q("PUT /api/{ns}/{q}/deadletter", service.RouteOpts{}, s.respawn)
 	q("DELETE /api/{ns}/{q}/deadletter", service.RouteOpts{}, s.deadDelete)
