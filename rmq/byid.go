@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/rmq-go/rmq/consumer"
 	"github.com/rmq-go/rmq/internal/inspect"
 	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
@@ -15,6 +16,19 @@ import (
 // is unfenced: if the lease ran out and the message was delivered again,
 // this acks the new delivery. It reports whether a delivery was acked.
 func (c *Client) AckByID(ctx context.Context, t topic.Topic, id string) (bool, error) {
+	return c.AckByIDWithResult(ctx, t, id, nil)
+}
+
+// AckByIDWithResult is AckByID storing result with the ack, as a
+// delivery's SetResult does: a topic that retains finished messages
+// keeps it (Inspector.Message, Client.Wait), its event log records it
+// with the completed event, and its waiters get it. A result over
+// consumer.MaxResultSize is refused with consumer.ErrResultTooLarge and
+// nothing is acked.
+func (c *Client) AckByIDWithResult(ctx context.Context, t topic.Topic, id string, result []byte) (bool, error) {
+	if len(result) > consumer.MaxResultSize {
+		return false, fmt.Errorf("%w: %d bytes (at most %d)", consumer.ErrResultTooLarge, len(result), consumer.MaxResultSize)
+	}
 	if t.IsZero() {
 		return false, fmt.Errorf("%w: zero Topic", topic.ErrInvalidName)
 	}
@@ -22,7 +36,7 @@ func (c *Client) AckByID(ctx context.Context, t topic.Topic, id string) (bool, e
 		return false, fmt.Errorf("%w: empty id", ErrInvalidPull)
 	}
 	first := slots.IndexString(id, t.SlotAmount())
-	ok, err := c.ackByIDAt(ctx, t, first, id)
+	ok, err := c.ackByIDAt(ctx, t, first, id, result)
 	if ok || err != nil {
 		return ok, err
 	}
@@ -34,14 +48,14 @@ func (c *Client) AckByID(ctx context.Context, t topic.Topic, id string) (bool, e
 	if slot < 0 {
 		return false, nil
 	}
-	return c.ackByIDAt(ctx, t, slot, id)
+	return c.ackByIDAt(ctx, t, slot, id, result)
 }
 
 // ackByIDAt acks the current delivery of id in slot through the client's
 // shared ack rounds (token -1: whatever delivery is current), with the acks
 // of its engines and of other AckByID calls.
-func (c *Client) ackByIDAt(ctx context.Context, t topic.Topic, slot int, id string) (bool, error) {
-	acked, err := c.hub.AckByID(ctx, c.cfg.prefix, t, slot, id)
+func (c *Client) ackByIDAt(ctx context.Context, t topic.Topic, slot int, id string, result []byte) (bool, error) {
+	acked, err := c.hub.AckByID(ctx, c.cfg.prefix, t, slot, id, result)
 	if err != nil {
 		return false, fmt.Errorf("rmq: ack %s on %s: %w", id, t.Name(), err)
 	}
