@@ -92,3 +92,30 @@ func (c *Client) NackByID(ctx context.Context, t topic.Topic, id string, retryAf
 	defer c.letGo([]*pullEntry{e}, time.Time{})
 	return e.p.NackByID(ctx, id, retryAfter, cause)
 }
+
+// SetProgressByID stores progress as the latest progress of whatever
+// delivery of id is in flight in t, as that delivery's SetProgress does
+// (readable through Inspector.Message, a progress event when the topic
+// keeps an event log): for stateless callers that kept only the id, like
+// AckByID, and like it unfenced. It reports false, writing nothing, when
+// no delivery of id is in flight (waiting, delayed, finished, unknown);
+// a delivery that ended while the progress was written is an error
+// wrapping consumer.ErrNotCurrent, and progress over
+// consumer.MaxProgressSize is consumer.ErrProgressTooLarge (nothing
+// written either way).
+func (c *Client) SetProgressByID(ctx context.Context, t topic.Topic, id string, progress []byte) (bool, error) {
+	if len(progress) > consumer.MaxProgressSize {
+		return false, fmt.Errorf("%w: %d bytes (at most %d)", consumer.ErrProgressTooLarge, len(progress), consumer.MaxProgressSize)
+	}
+	if id == "" {
+		return false, fmt.Errorf("%w: empty id", ErrInvalidPull)
+	}
+	r, err := c.Inspector().in.ProgressByID(ctx, t, id, progress)
+	switch {
+	case err != nil:
+		return false, err
+	case r == inspect.ProgressStale:
+		return false, fmt.Errorf("%w: %s on %s", consumer.ErrNotCurrent, id, t.Name())
+	}
+	return r == inspect.ProgressStored, nil
+}
