@@ -154,12 +154,13 @@ func (i *Inspector) Wait(ctx context.Context, w *life.Waiter, t topic.Topic, id 
 			// retained; or finished after the registration, and its word
 			// is on its way. The script that sends the word forgets the
 			// id's registrations in the same call (lifelib.lua's
-			// life_notify): ours still there, no word was sent.
-			kept, herr := i.rdb.HExists(ctx, lk.Waiters, id).Result()
-			if herr != nil {
+			// life_notify), and nothing else lowers their count: ours
+			// still counted, no word was sent.
+			n, herr := i.rdb.HGet(ctx, lk.Waiters, id).Int64()
+			if herr != nil && !errors.Is(herr, redis.Nil) {
 				return MessageInfo{}, fmt.Errorf("rmq: wait for %s: %w", id, herr)
 			}
-			if !kept {
+			if n < wt.Registered {
 				err = nil // the word tells
 			}
 		}
