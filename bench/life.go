@@ -23,7 +23,8 @@ import (
 // alternating within each run and medians over -runs; then the latency of
 // Wait (from the handler's return to Wait's) and of Cancel (from
 // Inspector.Cancel's return to the running handler's context ending), over
-// lifeSamples messages each.
+// lifeSamples messages each, in this process and with the consumer in
+// another (life_procs.go).
 
 // lifeSamples is how many messages the latency parts time.
 const lifeSamples = 500
@@ -47,6 +48,9 @@ type lifeResults struct {
 	consume          map[string][]costs // variant id -> one per run
 	wait, cancel     []time.Duration    // sorted latencies
 	waitErr, cancErr string
+	// The same with the consumer in another process (life_procs.go).
+	waitProcs, cancelProcs       []time.Duration
+	waitProcsErr, cancelProcsErr string
 }
 
 func (b *runner) life(ctx context.Context, log *slog.Logger) error {
@@ -71,6 +75,20 @@ func (b *runner) life(ctx context.Context, log *slog.Logger) error {
 		res.cancErr = err.Error()
 	}
 	progress("life: cancel latency p50 %v p99 %v %s", pct(res.cancel, 0.5), pct(res.cancel, 0.99), res.cancErr)
+	if err := b.reset(ctx); err != nil {
+		return err
+	}
+	if res.waitProcs, err = b.lifeWaitProcs(ctx, log); err != nil {
+		res.waitProcsErr = err.Error()
+	}
+	progress("life: Wait latency across processes p50 %v p99 %v %s", pct(res.waitProcs, 0.5), pct(res.waitProcs, 0.99), res.waitProcsErr)
+	if err := b.reset(ctx); err != nil {
+		return err
+	}
+	if res.cancelProcs, err = b.lifeCancelProcs(ctx, log); err != nil {
+		res.cancelProcsErr = err.Error()
+	}
+	progress("life: cancel latency across processes p50 %v p99 %v %s", pct(res.cancelProcs, 0.5), pct(res.cancelProcs, 0.99), res.cancelProcsErr)
 	return b.reset(ctx)
 }
 

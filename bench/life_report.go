@@ -40,7 +40,12 @@ func printLifeReport(w io.Writer, o options, env environment, res *results) {
 		name string
 		ds   []time.Duration
 		err  string
-	}{{"Wait: handler returned -> Wait returned", r.wait, r.waitErr}, {"Cancel called -> handler's ctx done", r.cancel, r.cancErr}} {
+	}{
+		{"Wait: handler returned -> Wait returned", r.wait, r.waitErr},
+		{"Cancel called -> handler's ctx done", r.cancel, r.cancErr},
+		{"Wait, handler in another process", r.waitProcs, r.waitProcsErr},
+		{"Cancel, handler in another process", r.cancelProcs, r.cancelProcsErr},
+	} {
 		name := l.name
 		if l.err != "" {
 			name += " (" + l.err + ")"

@@ -207,6 +207,9 @@ func b2i(b bool) int {
 }
 
 func main() {
+	if role := os.Getenv(lifeWorkerEnv); role != "" {
+		os.Exit(runLifeWorker(role)) // the life case's consumer in another process
+	}
 	o, err := parseFlags()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/rmq-go/rmq/consumer"
 	"github.com/rmq-go/rmq/internal/inspect"
 	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
@@ -15,6 +16,19 @@ import (
 // is unfenced: if the lease ran out and the message was delivered again,
 // this acks the new delivery. It reports whether a delivery was acked.
 func (c *Client) AckByID(ctx context.Context, t topic.Topic, id string) (bool, error) {
+	return c.AckByIDWithResult(ctx, t, id, nil)
+}
+
+// AckByIDWithResult is AckByID storing result with the ack, as a
+// delivery's SetResult does: a topic that retains finished messages
+// keeps it (Inspector.Message, Client.Wait), its event log records it
+// with the completed event, and its waiters get it. A result over
+// consumer.MaxResultSize is refused with consumer.ErrResultTooLarge and
+// nothing is acked.
+func (c *Client) AckByIDWithResult(ctx context.Context, t topic.Topic, id string, result []byte) (bool, error) {
+	if len(result) > consumer.MaxResultSize {
+		return false, fmt.Errorf("%w: %d bytes (at most %d)", consumer.ErrResultTooLarge, len(result), consumer.MaxResultSize)
+	}
 	if t.IsZero() {
 		return false, fmt.Errorf("%w: zero Topic", topic.ErrInvalidName)
 	}
@@ -22,7 +36,7 @@ func (c *Client) AckByID(ctx context.Context, t topic.Topic, id string) (bool, e
 		return false, fmt.Errorf("%w: empty id", ErrInvalidPull)
 	}
 	first := slots.IndexString(id, t.SlotAmount())
-	ok, err := c.ackByIDAt(ctx, t, first, id)
+	ok, err := c.ackByIDAt(ctx, t, first, id, result)
 	if ok || err != nil {
 		return ok, err
 	}
@@ -34,14 +48,14 @@ func (c *Client) AckByID(ctx context.Context, t topic.Topic, id string) (bool, e
 	if slot < 0 {
 		return false, nil
 	}
-	return c.ackByIDAt(ctx, t, slot, id)
+	return c.ackByIDAt(ctx, t, slot, id, result)
 }
 
 // ackByIDAt acks the current delivery of id in slot through the client's
 // shared ack rounds (token -1: whatever delivery is current), with the acks
 // of its engines and of other AckByID calls.
-func (c *Client) ackByIDAt(ctx context.Context, t topic.Topic, slot int, id string) (bool, error) {
-	acked, err := c.hub.AckByID(ctx, c.cfg.prefix, t, slot, id)
+func (c *Client) ackByIDAt(ctx context.Context, t topic.Topic, slot int, id string, result []byte) (bool, error) {
+	acked, err := c.hub.AckByID(ctx, c.cfg.prefix, t, slot, id, result)
 	if err != nil {
 		return false, fmt.Errorf("rmq: ack %s on %s: %w", id, t.Name(), err)
 	}
@@ -77,4 +91,31 @@ func (c *Client) NackByID(ctx context.Context, t topic.Topic, id string, retryAf
 	}
 	defer c.letGo([]*pullEntry{e}, time.Time{})
 	return e.p.NackByID(ctx, id, retryAfter, cause)
+}
+
+// SetProgressByID stores progress as the latest progress of whatever
+// delivery of id is in flight in t, as that delivery's SetProgress does
+// (readable through Inspector.Message, a progress event when the topic
+// keeps an event log): for stateless callers that kept only the id, like
+// AckByID, and like it unfenced. It reports false, writing nothing, when
+// no delivery of id is in flight (waiting, delayed, finished, unknown);
+// a delivery that ended while the progress was written is an error
+// wrapping consumer.ErrNotCurrent, and progress over
+// consumer.MaxProgressSize is consumer.ErrProgressTooLarge (nothing
+// written either way).
+func (c *Client) SetProgressByID(ctx context.Context, t topic.Topic, id string, progress []byte) (bool, error) {
+	if len(progress) > consumer.MaxProgressSize {
+		return false, fmt.Errorf("%w: %d bytes (at most %d)", consumer.ErrProgressTooLarge, len(progress), consumer.MaxProgressSize)
+	}
+	if id == "" {
+		return false, fmt.Errorf("%w: empty id", ErrInvalidPull)
+	}
+	r, err := c.Inspector().in.ProgressByID(ctx, t, id, progress)
+	switch {
+	case err != nil:
+		return false, err
+	case r == inspect.ProgressStale:
+		return false, fmt.Errorf("%w: %s on %s", consumer.ErrNotCurrent, id, t.Name())
+	}
+	return r == inspect.ProgressStored, nil
 }

@@ -115,8 +115,9 @@
 // Instead of a listener, a caller may take messages when it wants them:
 // Pull leases up to n due messages of the topics it names (WithLease,
 // default DefaultLease; WithWait long-polls), and every Delivery ends with
-// Ack or Nack, or is kept with Extend. AckByID and NackByID end a delivery
-// by its id alone, for stateless callers such as an HTTP service. The
+// Ack or Nack, or is kept with Extend. AckByID (AckByIDWithResult with a
+// result) and NackByID end a delivery by its id alone, for stateless
+// callers such as an HTTP service. The
 // client must be started (ErrNotStarted), and Pull is refused in ZooKeeper
 // mode (ErrInvalidPull).
 //

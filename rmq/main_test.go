@@ -20,6 +20,8 @@ func TestMain(m *testing.M) {
 		os.Exit(runFlowWorker())
 	case histWorkerRole:
 		os.Exit(runHistWorker())
+	case lifeWorkerRole:
+		os.Exit(runLifeWorker())
 	}
 	if os.Getenv(schedWorkerEnv) == "1" {
 		os.Exit(runSchedWorker())

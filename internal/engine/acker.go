@@ -8,6 +8,7 @@ import (
 	"github.com/rmq-go/rmq/consumer"
 	"github.com/rmq-go/rmq/internal/engine/ack"
 	"github.com/rmq-go/rmq/internal/keyspace"
+	"github.com/rmq-go/rmq/internal/life"
 	"github.com/rmq-go/rmq/topic"
 )
 
@@ -66,12 +67,13 @@ func (c *Engine) ackReqOf(m *consumer.Message, bound time.Duration) *ack.Req {
 	return r
 }
 
-// AckByID implements rmq.Client.AckByID: it acks whatever delivery of id
-// is current in slot of t (keys under prefix), unfenced, in the client's
-// ack rounds, and reports whether one was acked. An id that is nowhere
-// (unknown, or acked already) and one whose delivery was dead-lettered are
-// both false.
-func (h *Hub) AckByID(ctx context.Context, prefix string, t topic.Topic, slot int, id string) (bool, error) {
+// AckByID implements rmq.Client.AckByID and AckByIDWithResult: it acks
+// whatever delivery of id is current in slot of t (keys under prefix),
+// unfenced, in the client's ack rounds, storing result with the ack as a
+// delivery's SetResult does, and reports whether one was acked. An id that
+// is nowhere (unknown, or acked already) and one whose delivery was
+// dead-lettered are both false.
+func (h *Hub) AckByID(ctx context.Context, prefix string, t topic.Topic, slot int, id string, result []byte) (bool, error) {
 	// A round waits for Redis at most the longest bound of its acks: a
 	// caller's long ctx must not stretch the round of pushed acks sharing
 	// it past a prepare timeout (their leases are kept meanwhile).
@@ -83,12 +85,20 @@ func (h *Hub) AckByID(ctx context.Context, prefix string, t topic.Topic, slot in
 	if f := h.flows.First(prefix, t.Name()); f != nil {
 		r.Flow, r.HasFlow = f.EndFlowKeys(slot)
 	}
-	// A life group, so the id's waiters hear of it; under the settings of
-	// an engine of the topic here, else recording nothing.
+	// A life group, so the id's waiters hear of it, under the settings of
+	// an engine of the topic here, else under the topic's stored ones: a
+	// client that runs no engine of it (another process of a fleet, or
+	// one whose pull engine was released as idle) must keep the record
+	// and log the event all the same.
 	if l := h.lives.first(prefix, t.Name()); l != nil {
-		withLife(r, l, slot, nil)
+		withLife(r, l, slot, result)
 	} else {
+		s, _, err := life.Read(ctx, h.rdb, prefix, t.Name())
+		if err != nil {
+			return false, err
+		}
 		r.Life, r.HasLife = keyspace.LifeKeysFor(prefix, t.Name(), slot).Slice(), true
+		r.Retention, r.Events, r.Result = s.Retention.Milliseconds(), int64(s.Events), result
 	}
 	if err := h.acks.Do(ctx, r); err != nil {
 		return false, err

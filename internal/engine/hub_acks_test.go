@@ -110,7 +110,7 @@ func TestAckMuxMergesTopicsIntoOneCall(t *testing.T) {
 		jobs = append(jobs,
 			func() result { return result{what: "ack " + tc.ds[0].ID, err: tc.ds[0].Ack(ctx)} },
 			func() result {
-				ok, err := h.AckByID(ctx, prefix, tc.tp, tc.ds[1].Slot, tc.ds[1].ID)
+				ok, err := h.AckByID(ctx, prefix, tc.tp, tc.ds[1].Slot, tc.ds[1].ID, nil)
 				return result{what: "by id " + tc.ds[1].ID, ok: ok, err: err}
 			},
 			func() result {
@@ -122,11 +122,11 @@ func TestAckMuxMergesTopicsIntoOneCall(t *testing.T) {
 	}
 	jobs = append(jobs,
 		func() result {
-			ok, err := h.AckByID(ctx, prefix, cases[0].tp, 0, "nobody")
+			ok, err := h.AckByID(ctx, prefix, cases[0].tp, 0, "nobody", nil)
 			return result{what: "unknown", ok: ok, err: err}
 		},
 		func() result {
-			ok, err := h.AckByID(ctx, prefix, deadTp, 0, "dead")
+			ok, err := h.AckByID(ctx, prefix, deadTp, 0, "dead", nil)
 			return result{what: "dead", ok: ok, err: err}
 		})
 

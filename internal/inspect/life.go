@@ -139,47 +139,68 @@ func (i *Inspector) Events(ctx context.Context, t topic.Topic, after string) ite
 
 // Wait is the work of rmq.Client.Wait, whose doc says what it does; w is
 // the client's waiter. It registers first and reads the state after, so
-// a finish between the two is in the state read or told on the wait.
+// a finish between the two is in the state read or told on the wait (a
+// message gone whose registration went too finished after it: its word
+// comes).
 func (i *Inspector) Wait(ctx context.Context, w *life.Waiter, t topic.Topic, id string) (MessageInfo, error) {
 	slot, err := i.Locate(ctx, t, id)
 	if err != nil {
 		return MessageInfo{}, err
 	}
-	wt, err := w.Add(ctx, keyspace.LifeKeysFor(i.prefix, t.Name(), slot), id)
+	lk := keyspace.LifeKeysFor(i.prefix, t.Name(), slot)
+	wt, err := w.Add(ctx, lk, id)
 	if err != nil {
 		return MessageInfo{}, err
 	}
 	defer wt.Done()
+	rechecked := false
 	for {
 		info, err := i.messageAt(ctx, t, slot, id)
-		if info, done, err := ended(info, err); done {
+		if errors.Is(err, ErrMessageNotFound) && !rechecked {
+			// Gone: never sent, or finished before the call and not
+			// retained; or finished after the registration, and its word
+			// is on its way. The script that sends the word forgets the
+			// id's registrations in the same call (lifelib.lua's
+			// life_notify), and nothing else lowers their count: ours
+			// still counted, no word was sent.
+			n, herr := i.rdb.HGet(ctx, lk.Waiters, id).Int64()
+			if herr != nil && !errors.Is(herr, redis.Nil) {
+				return MessageInfo{}, fmt.Errorf("rmq: wait for %s: %w", id, herr)
+			}
+			if n < wt.Registered {
+				err = nil // the word tells
+			}
+		}
+		if err != nil {
+			return MessageInfo{}, err // ErrMessageNotFound, or a failed read
+		}
+		if done, err := ended(info); done {
 			return info, err
 		}
 		select {
 		case f := <-wt.C:
 			return i.finished(ctx, t, slot, f)
 		case <-wt.Recheck:
-			// Words may have been missed while the subscription was down.
+			// Words may have been missed while the subscription was down:
+			// the state read says, and a message gone is not found.
+			rechecked = true
 		case <-ctx.Done():
 			return MessageInfo{}, ctx.Err()
 		}
 	}
 }
 
-// ended says whether a state read ends a Wait, and with what.
-func ended(info MessageInfo, err error) (MessageInfo, bool, error) {
-	if err != nil {
-		return MessageInfo{}, true, err // ErrMessageNotFound: gone, or a failed read
-	}
+// ended says whether the state read ends a Wait, and with what error.
+func ended(info MessageInfo) (bool, error) {
 	switch info.State {
 	case StateCompleted:
-		return info, true, nil
+		return true, nil
 	case StateDead:
-		return info, true, life.ErrDead
+		return true, life.ErrDead
 	case StateCancelled:
-		return info, true, life.ErrCancelled
+		return true, life.ErrCancelled
 	}
-	return info, false, nil
+	return false, nil
 }
 
 // finished answers a Wait told f: the retained record (or the dead

@@ -52,6 +52,11 @@ type Wait struct {
 	// Recheck is signalled when the subscription was made again after a
 	// failure: words may have been missed, so the state must be read.
 	Recheck <-chan struct{}
+	// Registered is the id's count in the waiters hash once this wait
+	// registered. Counts only grow until a finish forgets the id (the
+	// scripts' word goes with it): a count now below it, or none, means
+	// the id finished since.
+	Registered int64
 
 	c       chan Finish
 	recheck chan struct{}
@@ -117,8 +122,9 @@ func (w *Waiter) Add(ctx context.Context, lk keyspace.LifeKeys, id string) (*Wai
 		wt.Done()
 		return nil, fc.err
 	}
+	var incr *redis.IntCmd
 	_, err := w.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		p.HIncrBy(ctx, lk.Waiters, id, 1)
+		incr = p.HIncrBy(ctx, lk.Waiters, id, 1)
 		p.PExpire(ctx, lk.Waiters, waitersTTL)
 		return nil
 	})
@@ -126,6 +132,7 @@ func (w *Waiter) Add(ctx context.Context, lk keyspace.LifeKeys, id string) (*Wai
 		wt.Done()
 		return nil, fmt.Errorf("rmq: wait for %s: %w", id, err)
 	}
+	wt.Registered = incr.Val()
 	return wt, nil
 }
 

@@ -52,7 +52,8 @@
 //	rmq.merged                         rmq_merged_total
 //	rmq.removed                        rmq_removed_total
 //	messaging.client.consumed.messages rmq_delivered_total
-//	rmq.acked                          rmq_acked_total
+//	rmq.acked                          rmq_acked_total (messages completed)
+//	rmq.cancelled                      rmq_cancelled_total
 //	rmq.retried                        rmq_retried_total
 //	rmq.dead                           rmq_dead_total
 //	rmq.lease_expired                  rmq_lease_expired_total

@@ -34,7 +34,7 @@ var (
 type instruments struct {
 	sent, merged, removed                  metric.Int64Counter
 	delivered, acked, retried, dead, swept metric.Int64Counter
-	expired                                metric.Int64Counter
+	expired, cancelled                     metric.Int64Counter
 	handler, lateness                      metric.Float64Histogram
 	sched                                  scheduleInstruments // schedules.go
 	concurrency                            metric.Int64Gauge
@@ -54,11 +54,12 @@ func (in *instruments) init(m metric.Meter) error {
 	in.merged = counter("rmq.merged", "{message}", "Sends merged into a waiting message with the same id.")
 	in.removed = counter("rmq.removed", "{message}", "Waiting messages removed by id.")
 	in.delivered = counter("messaging.client.consumed.messages", "{message}", "Deliveries handed to a listener.")
-	in.acked = counter("rmq.acked", "{message}", "Deliveries acked.")
+	in.acked = counter("rmq.acked", "{message}", "Deliveries acked: messages completed (with retention, kept as completed).")
 	in.retried = counter("rmq.retried", "{message}", "Deliveries that failed and went back to store for a retry.")
 	in.dead = counter("rmq.dead", "{message}", "Messages moved to the dead queue.")
 	in.swept = counter("rmq.lease_expired", "{message}", "Deliveries rolled back because their lease expired.")
 	in.expired = counter("rmq.expired", "{message}", "Messages dropped because their TTL or expiry passed before they were acked.")
+	in.cancelled = counter("rmq.cancelled", "{message}", "Deliveries cancelled while their handler ran (Inspector.Cancel; outcome Cancelled): not retried.")
 	if err != nil {
 		return err
 	}
@@ -155,6 +156,8 @@ func (t *Telemetry) Finished(m *consumer.Message, took time.Duration, outcome co
 		t.inst.retried.Add(bg, 1, attrs)
 	case consumer.Dead:
 		t.inst.dead.Add(bg, 1, attrs)
+	case consumer.Cancelled:
+		t.inst.cancelled.Add(bg, 1, attrs)
 	}
 }
 

@@ -11,7 +11,10 @@
 //	                               fixed-time/priority: score replaced)
 //	rmq_removed_total              waiting messages removed by id
 //	rmq_delivered_total            deliveries handed to a listener
-//	rmq_acked_total                deliveries acked
+//	rmq_acked_total                deliveries acked: messages completed
+//	rmq_cancelled_total            deliveries cancelled while their handler
+//	                               ran (rmq.Inspector.Cancel, the outcome
+//	                               consumer.Cancelled; not retried)
 //	rmq_retried_total              deliveries that failed and went back to store
 //	rmq_dead_total                 messages moved to the dead queue (by a
 //	                               failing handler or an expired lease)

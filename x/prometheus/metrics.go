@@ -32,7 +32,7 @@ var HandlerBuckets = []float64{.001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 
 type Metrics struct {
 	sent, merged, removed                  *prometheus.CounterVec
 	delivered, acked, retried, dead, swept *prometheus.CounterVec
-	expired                                *prometheus.CounterVec
+	expired, cancelled                     *prometheus.CounterVec
 	handler, lateness                      *prometheus.HistogramVec
 	concurrency                            *prometheus.GaugeVec
 	depth                                  *depthCollector
@@ -83,11 +83,12 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 		merged:    counter("merged_total", "Sends merged into a waiting message with the same id."),
 		removed:   counter("removed_total", "Waiting messages removed by id."),
 		delivered: counter("delivered_total", "Deliveries handed to a listener."),
-		acked:     counter("acked_total", "Deliveries acked."),
+		acked:     counter("acked_total", "Deliveries acked: messages completed (with retention, kept as completed)."),
 		retried:   counter("retried_total", "Deliveries that failed and went back to store for a retry."),
 		dead:      counter("dead_total", "Messages moved to the dead queue."),
 		swept:     counter("lease_expired_total", "Deliveries rolled back because their lease expired."),
 		expired:   counter("expired_total", "Messages dropped because their TTL or expiry passed before they were acked."),
+		cancelled: counter("cancelled_total", "Deliveries cancelled while their handler ran (Inspector.Cancel; outcome Cancelled): not retried."),
 		handler: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: namespace, Name: "handler_duration_seconds",
 			Help: "How long listeners ran per delivery.", Buckets: HandlerBuckets,
@@ -103,7 +104,7 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 		depth: newDepthCollector(cfg.logger),
 	}
 	var err error
-	for _, c := range []**prometheus.CounterVec{&m.sent, &m.merged, &m.removed, &m.delivered, &m.acked, &m.retried, &m.dead, &m.swept, &m.expired} {
+	for _, c := range []**prometheus.CounterVec{&m.sent, &m.merged, &m.removed, &m.delivered, &m.acked, &m.retried, &m.dead, &m.swept, &m.expired, &m.cancelled} {
 		if *c, err = register(reg, *c); err != nil {
 			return nil, err
 		}
@@ -173,6 +174,7 @@ func (m *Metrics) topicOf(name string, typ topic.Type) *topicMetrics {
 		dead:      m.dead.With(l),
 		swept:     m.swept.With(l),
 		expired:   m.expired.With(l),
+		cancelled: m.cancelled.With(l),
 		handler:   m.handler.With(l),
 		labels:    l,
 	}
@@ -226,6 +228,8 @@ func (m *Metrics) Finished(msg *consumer.Message, took time.Duration, outcome co
 		o.retried.Inc()
 	case consumer.Dead:
 		o.dead.Inc()
+	case consumer.Cancelled:
+		o.cancelled.Inc()
 	}
 }
 
@@ -250,6 +254,7 @@ type topicMetrics struct {
 	timeBased                                       bool
 	sent, merged, removed                           prometheus.Counter
 	delivered, acked, retried, dead, swept, expired prometheus.Counter
+	cancelled                                       prometheus.Counter
 	handler                                         prometheus.Observer
 	// The lateness histograms are made on the first delivery that has
 	// one: a priority topic has no due time, and most topics get no tick.

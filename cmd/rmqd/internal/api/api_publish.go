@@ -286,7 +286,7 @@ func (s *handlers) republish(w http.ResponseWriter, r *http.Request, qr *service
 			return
 		}
 	}
-	if err := qr.Pool.Ack(r.Context(), t, qr.ID); err != nil {
+	if err := qr.Pool.Ack(r.Context(), t, qr.ID, nil); err != nil {
 		s.LibError(w, r, err)
 		return
 	}

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/rmq-go/rmq/consumer"
+
 	"github.com/rmq-go/rmq/cmd/rmqd/internal/params"
 	"github.com/rmq-go/rmq/cmd/rmqd/internal/respond"
 
@@ -18,15 +20,27 @@ type SizeBody struct {
 	Size      int64  `json:"size"`
 }
 
-// ackJob is DELETE …/job/{id}: 204 always, unknown ids too.
+// ackJob is DELETE …/job/{id}: 204 always, unknown ids too. A body, if
+// any (lmstfy ignores one), is the result of the delivery in flight it
+// acks, kept by a retaining queue (GET …/job/{id}) and given to waiters;
+// one over consumer.MaxResultSize is 413 and nothing is acked.
 func (s *handlers) ackJob(w http.ResponseWriter, r *http.Request, qr *service.QueueReq) {
+	result, err := respond.ReadBody(w, r, consumer.MaxResultSize)
+	if err != nil {
+		if respond.IsTooLarge(err) {
+			respond.WriteError(w, http.StatusRequestEntityTooLarge, "body too large")
+			return
+		}
+		respond.WriteError(w, http.StatusBadRequest, "invalid body")
+		return
+	}
 	t, found, err := qr.Pool.QueueTopic(r.Context(), qr.Ns, qr.Q)
 	if err != nil {
 		s.WriteInternal(w, r, err)
 		return
 	}
 	if found {
-		if err := qr.Pool.Ack(r.Context(), t, qr.ID); err != nil {
+		if err := qr.Pool.Ack(r.Context(), t, qr.ID, result); err != nil {
 			s.LibError(w, r, err)
 			return
 		}

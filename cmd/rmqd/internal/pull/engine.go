@@ -147,10 +147,11 @@ func triesLeft(maxRetries, done int) int {
 }
 
 // Ack ends a job wherever it is (lmstfy's DELETE job): an in-flight
-// delivery is acked by id without its fencing token, a waiting or delayed
-// job is removed, a dead one deleted. Unknown ids are fine.
-func (p *Pool) Ack(ctx context.Context, t topic.Topic, id string) error {
-	if acked, err := p.Client.AckByID(ctx, t, id); err != nil || acked {
+// delivery is acked by id without its fencing token, with result (nil:
+// none), a waiting or delayed job is removed, a dead one deleted. Unknown
+// ids are fine.
+func (p *Pool) Ack(ctx context.Context, t topic.Topic, id string, result []byte) error {
+	if acked, err := p.Client.AckByIDWithResult(ctx, t, id, result); err != nil || acked {
 		return err
 	}
 	removed, err := p.prod.Remove(ctx, t, id)

@@ -9,14 +9,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
-	"github.com/rmq-go/rmq/internal/inspect"
-	"github.com/rmq-go/rmq/internal/keyspace"
-	"github.com/rmq-go/rmq/internal/life"
-	"github.com/rmq-go/rmq/internal/scripts"
+	"github.com/rmq-go/rmq/consumer"
 	"github.com/rmq-go/rmq/rmq"
-	"github.com/rmq-go/rmq/slots"
 	"github.com/rmq-go/rmq/topic"
 )
 
@@ -70,46 +64,21 @@ const (
 )
 
 // Progress stores data as the progress of the job's delivery in flight
-// (progress.lua, which also records a progress event when the queue keeps
-// an event log). rmqd keeps no delivery between requests, so, as its ack
-// and nack, it names the delivery current when it is read, not the one a
-// consume handed out: a delivery that ended between the read and the
-// write is ProgressStale (nothing written). A delivery held ahead of its
-// instant was not handed to anyone yet: not in flight.
+// (rmq.Client.SetProgressByID, which also records a progress event when
+// the queue keeps an event log). rmqd keeps no delivery between requests,
+// so, as its ack and nack, it names the delivery current when it is read,
+// not the one a consume handed out: a delivery that ended between the
+// read and the write is ProgressStale (nothing written). A delivery held
+// ahead of its instant was not handed to anyone yet: not in flight.
 func (p *Pool) Progress(ctx context.Context, t topic.Topic, id string, data []byte) (ProgressResult, error) {
-	slot := slots.IndexString(id, t.SlotAmount())
-	k := keyspace.KeysFor(p.prefix, t, slot)
-	score, err := p.Rdb.ZScore(ctx, k.Prepare, id).Result()
-	if errors.Is(err, redis.Nil) && t.SlotAmount() > 1 {
-		// A body-derived or grouped id lives in another slot.
-		if slot, err = inspect.PreparedSlot(ctx, p.Rdb, p.prefix, t, id, slot); err == nil && slot >= 0 {
-			k = keyspace.KeysFor(p.prefix, t, slot)
-			score, err = p.Rdb.ZScore(ctx, k.Prepare, id).Result()
-		} else if err == nil {
-			err = redis.Nil
-		}
-	}
-	if errors.Is(err, redis.Nil) {
-		return ProgressNotInFlight, nil
-	}
-	if err != nil {
-		return 0, fmt.Errorf("rmqd: progress of %s: %w", id, err)
-	}
-	_, token := scripts.SplitPrepareScore(score)
-	if token == 0 || scripts.IsHeld(token) {
-		return ProgressNotInFlight, nil // a removed delivery's tombstone, or held
-	}
-	s, _, err := life.Read(ctx, p.Rdb, p.prefix, t.Name())
-	if err != nil {
-		return 0, err
-	}
-	lk := keyspace.LifeKeysFor(p.prefix, t.Name(), slot)
-	n, err := scripts.Progress.Run(ctx, p.Rdb, []string{k.Prepare, lk.Progress, lk.Events}, id, token, data, s.Events).Int64()
-	if err != nil {
-		return 0, fmt.Errorf("rmqd: progress of %s: %w", id, err)
-	}
-	if n == 0 {
+	stored, err := p.Client.SetProgressByID(ctx, t, id, data)
+	switch {
+	case errors.Is(err, consumer.ErrNotCurrent):
 		return ProgressStale, nil
+	case err != nil:
+		return 0, fmt.Errorf("rmqd: progress of %s: %w", id, err)
+	case !stored:
+		return ProgressNotInFlight, nil
 	}
 	return ProgressStored, nil
 }
