@@ -24,8 +24,12 @@ import (
 // packages with `npm ci` when node_modules does not hold the pinned BullMQ;
 // nothing of it is needed unless -systems names bullmq.
 
-// errNoNode: node or npm is missing and could not be installed.
-var errNoNode = errors.New("node or npm missing")
+var (
+	// errNoNode: node or npm is missing and could not be installed.
+	errNoNode = errors.New("node or npm missing")
+	// errNpmCI: npm ci failed (offline, say).
+	errNpmCI = errors.New("npm ci failed")
+)
 
 // bullmqDir is bench/bullmq: next to this source file when it is there (go
 // run and go test from anywhere), else under the working directory.
@@ -72,9 +76,9 @@ func bullmqInstalled(dir string) string {
 }
 
 // ensureBullMQ makes node, npm and the pinned BullMQ present, and returns
-// BullMQ's version and node's. install false only looks: a test must not
-// install anything.
-func ensureBullMQ(ctx context.Context, dir string, install bool) (bull, node string, err error) {
+// BullMQ's version and node's. apt false: node and npm are not installed
+// when missing (errNoNode; the tests skip).
+func ensureBullMQ(ctx context.Context, dir string, apt bool) (bull, node string, err error) {
 	pinned, err := bullmqPinned(dir)
 	if err != nil {
 		return "", "", err
@@ -82,7 +86,7 @@ func ensureBullMQ(ctx context.Context, dir string, install bool) (bull, node str
 	_, nodeErr := exec.LookPath("node")
 	_, npmErr := exec.LookPath("npm")
 	if nodeErr != nil || npmErr != nil {
-		if !install {
+		if !apt {
 			return "", "", errNoNode
 		}
 		if err := aptInstall(ctx, "nodejs", "npm"); err != nil {
@@ -95,9 +99,6 @@ func ensureBullMQ(ctx context.Context, dir string, install bool) (bull, node str
 	}
 	node = strings.TrimSpace(string(out))
 	if bullmqInstalled(dir) != pinned {
-		if !install {
-			return "", node, fmt.Errorf("bullmq: %s/node_modules lacks bullmq %s (the bench runs npm ci)", dir, pinned)
-		}
 		// ci: exactly the lockfile's versions. --ignore-scripts: msgpackr's
 		// optional native build is not needed (it falls back to JavaScript)
 		// and would want a compiler.
@@ -105,7 +106,7 @@ func ensureBullMQ(ctx context.Context, dir string, install bool) (bull, node str
 		cmd := exec.CommandContext(ctx, "npm", "ci", "--ignore-scripts", "--no-audit", "--no-fund")
 		cmd.Dir = dir
 		if out, err := cmd.CombinedOutput(); err != nil {
-			return "", node, fmt.Errorf("bullmq: npm ci: %w\n%s", err, out)
+			return "", node, fmt.Errorf("bullmq: %w in %s: %w\n%s", errNpmCI, dir, err, out)
 		}
 		if v := bullmqInstalled(dir); v != pinned {
 			return "", node, fmt.Errorf("bullmq: npm ci installed bullmq %q, want %s", v, pinned)

@@ -271,7 +271,7 @@ func run(ctx context.Context, o options) (err error) {
 		systems = append(systems, asys)
 	}
 	if o.systems["bullmq"] && classicCases(o) {
-		bsys, err := newBullSys(ctx, addr, admin, s, o.verbose)
+		bsys, err := newBullSys(ctx, addr, admin, s, o.verbose, true)
 		if err != nil {
 			return err
 		}

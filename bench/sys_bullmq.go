@@ -27,7 +27,9 @@ type bullSys struct {
 	verbose     bool
 }
 
-func newBullSys(ctx context.Context, addr string, admin *redis.Client, s settings, verbose bool) (*bullSys, error) {
+// newBullSys installs what BullMQ needs when it is missing (node and npm
+// with apt-get only when apt is set) and readies Redis for it.
+func newBullSys(ctx context.Context, addr string, admin *redis.Client, s settings, verbose, apt bool) (*bullSys, error) {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, err
@@ -41,7 +43,7 @@ func newBullSys(ctx context.Context, addr string, admin *redis.Client, s setting
 		return nil, err
 	}
 	b := &bullSys{dir: bullmqDir(), host: host, port: p, admin: admin, s: s, verbose: verbose}
-	b.version, b.nodeVersion, err = ensureBullMQ(ctx, b.dir, true)
+	b.version, b.nodeVersion, err = ensureBullMQ(ctx, b.dir, apt)
 	if err != nil {
 		return nil, err
 	}
