@@ -224,28 +224,7 @@ func runDriver(ctx context.Context, dir string, req bullReq, m *meter, verbose b
 	}
 	sc := bufio.NewScanner(stdout)
 	sc.Buffer(make([]byte, 64<<10), 256<<20) // the lateness line lists every firing
-	next := func() (bullOut, error) {
-		for sc.Scan() {
-			var o bullOut
-			if err := json.Unmarshal(sc.Bytes(), &o); err != nil {
-				return o, fmt.Errorf("driver said %q: %w", sc.Text(), err)
-			}
-			switch {
-			case o.Error != "":
-				return o, errors.New(o.Error)
-			case o.Warning != "":
-				if verbose {
-					progress("bullmq %s: %s", req.Case, o.Warning)
-				}
-				continue
-			}
-			return o, nil
-		}
-		if err := sc.Err(); err != nil {
-			return bullOut{}, err
-		}
-		return bullOut{}, io.ErrUnexpectedEOF
-	}
+	next := func() (bullOut, error) { return nextOut(sc, req.Case, verbose) }
 	if o, err := next(); err != nil || !o.Ready {
 		return fail(fmt.Errorf("waiting for ready: %v", err))
 	}
@@ -293,4 +272,28 @@ func procIO(pid int) (read, written, writes int64) {
 		}
 	}
 	return read, written, writes
+}
+
+// nextOut reads the driver's next line that is not a warning.
+func nextOut(sc *bufio.Scanner, caseName string, verbose bool) (bullOut, error) {
+	for sc.Scan() {
+		var o bullOut
+		if err := json.Unmarshal(sc.Bytes(), &o); err != nil {
+			return o, fmt.Errorf("driver said %q: %w", sc.Text(), err)
+		}
+		switch {
+		case o.Error != "":
+			return o, errors.New(o.Error)
+		case o.Warning != "":
+			if verbose {
+				progress("bullmq %s: %s", caseName, o.Warning)
+			}
+			continue
+		}
+		return o, nil
+	}
+	if err := sc.Err(); err != nil {
+		return bullOut{}, err
+	}
+	return bullOut{}, io.ErrUnexpectedEOF
 }

@@ -1,5 +1,6 @@
 // Command bench is the benchmark driver of RMQ for Go. It runs the same cases
-// against hibiken/asynq and RMQ for Go in one run, against one throwaway
+// against hibiken/asynq and RMQ for Go (and, with -systems
+// asynq,bullmq,rmq, BullMQ on Node: bullmq.go) in one run, against one throwaway
 // local redis-server that it starts on a free loopback port (no persistence;
 // installed with apt-get first if it is missing) and stops, and prints one
 // table with the ratios, the machine and the command line.
@@ -33,6 +34,7 @@
 //	cd bench && go run .              # ≈ 2 minutes
 //	cd bench && go run . -huge        # + 10M waiting messages (RMQ)
 //	cd bench && go run . -systems rmq -types all -runs 1   # every RMQ type
+//	cd bench && go run . -systems asynq,bullmq,rmq         # + BullMQ 6.7.0
 package main
 
 import (

@@ -237,25 +237,25 @@ func printReport(w io.Writer, o options, env environment, systems []system, res 
 		if !o.cases[id] {
 			return
 		}
-		av, as, unsup := rate(id, asys)
+		_, as, _ := rate(id, asys)
 		rv, rs, _ := rate(id, rsys)
-		bv, bs, bunsup := rate(id, bsys)
-		adv, badv := ratio(rv, av), ratio(rv, bv)
-		if n, ok := nearest[id]; unsup && ok {
-			if v, _, _ := rate(n.id, asys); !math.IsNaN(v) {
-				adv = ratio(rv, v) + " " + n.mark
+		_, bs, _ := rate(id, bsys)
+		// RMQ's ratio to sys, or, where sys has no API for the case, to
+		// its nearest one (marked).
+		against := func(sys string) string {
+			v, _, unsup := rate(id, sys)
+			if n, ok := nearest[id]; unsup && ok {
+				if v, _, _ := rate(n.id, sys); !math.IsNaN(v) {
+					return ratio(rv, v) + " " + n.mark
+				}
 			}
-		}
-		if n, ok := nearest[id]; bunsup && ok {
-			if v, _, _ := rate(n.id, bsys); !math.IsNaN(v) {
-				badv = ratio(rv, v) + " " + n.mark
-			}
+			return ratio(rv, v)
 		}
 		t := ""
 		if tgt != "" && !math.IsNaN(rv) {
 			t = target(rv >= min, tgt)
 		}
-		rows = append(rows, row{label, as, rs, adv, t, bs, badv})
+		rows = append(rows, row{label, as, rs, against(asys), t, bs, against(bsys)})
 	}
 	tp("produce1", "produce, single calls, 1 goroutine", "", 0)
 	tp("produce32", fmt.Sprintf("produce, single calls, %d goroutines", o.producers), "≥ 40,000", 40000)
@@ -290,14 +290,7 @@ func printReport(w io.Writer, o options, env environment, systems []system, res 
 				t = target(rv <= q.tgt, fmt.Sprintf("≤ %g ms", q.tgt))
 			}
 			bv := get(b, q.f)
-			as, rs, bs := fmtMs(av), fmtMs(rv), fmtMs(bv)
-			if a == nil {
-				as = "not run"
-			}
-			if b == nil {
-				bs = "not run"
-			}
-			rows = append(rows, row{label + ", " + q.name, as, rs, ratio(av, rv), t, bs, ratio(bv, rv)})
+			rows = append(rows, row{label + ", " + q.name, latCell(a, av), fmtMs(rv), ratio(av, rv), t, latCell(b, bv), ratio(bv, rv)})
 		}
 		early := func(s *sample) (string, int) {
 			if s == nil {

@@ -36,3 +36,12 @@ func printBullFootnote(w io.Writer, env environment) {
 	fmt.Fprintln(w, "  jobs are kept); its client CPU is that process's (/proc/<pid>/stat), wire bytes what it read and wrote and its")
 	fmt.Fprintln(w, "  round trips its write calls (/proc/<pid>/io); its batch row is addBulk, its far-future jobs are delayed by a year.")
 }
+
+// latCell formats a lateness figure of a system's sample ("not run" when
+// the system did not run the case).
+func latCell(s *sample, v float64) string {
+	if s == nil {
+		return "not run"
+	}
+	return fmtMs(v)
+}
