@@ -31,10 +31,10 @@ func printBullFootnote(w io.Writer, env environment) {
 	if env.bullmq == "" {
 		return
 	}
-	fmt.Fprintf(w, "  BullMQ: %s (ioredis), a node process per case (bench/bullmq/driver.mjs): one Queue (add, addBulk of -batch,\n", env.bullmq)
+	fmt.Fprintf(w, "  %s (ioredis): a node process per case (bench/bullmq/driver.mjs), one Queue (add, addBulk of -batch,\n", env.bullmq)
 	fmt.Fprintln(w, "  lateness: add with a delay to the due time), one Worker of -workers concurrency, default job options (completed")
 	fmt.Fprintln(w, "  jobs are kept); its client CPU is that process's (/proc/<pid>/stat), wire bytes what it read and wrote and its")
-	fmt.Fprintln(w, "  round trips its write calls (/proc/<pid>/io); its batch row is addBulk, its far-future jobs are delayed by a year.")
+	fmt.Fprintln(w, "  round trips its write calls (/proc/<pid>/io); its far-future jobs are delayed by a year.")
 }
 
 // latCell formats a lateness figure of a system's sample ("not run" when
