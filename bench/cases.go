@@ -228,9 +228,16 @@ func runLateness(ctx context.Context, lc latCase, producers, body int, rec *latR
 	}
 	time.Sleep(50 * time.Millisecond) // catch duplicate deliveries
 	n := min(int(rec.fired.Load()), total)
-	got := slices.Clone(rec.lat[:n])
+	return summarise(total, rec.lat[:n], int(rec.extra.Load()), time.Duration(maxLag.Load())), nil
+}
+
+// summarise turns the lateness of the first firings of total messages
+// (lat, one per message that fired) into a latResult.
+func summarise(total int, lat []time.Duration, extra int, sendLag time.Duration) latResult {
+	n := len(lat)
+	got := slices.Clone(lat)
 	slices.Sort(got)
-	res := latResult{sent: total, fired: n, extra: int(rec.extra.Load()), sendLag: time.Duration(maxLag.Load())}
+	res := latResult{sent: total, fired: n, extra: extra, sendLag: sendLag}
 	if n > 0 {
 		// Messages that never fired count as infinitely late.
 		pct := func(p float64) time.Duration {
@@ -250,7 +257,7 @@ func runLateness(ctx context.Context, lc latCase, producers, body int, rec *latR
 			}
 		}
 	}
-	return res, nil
+	return res
 }
 
 // parallelStrided runs f for i = w, w+g, w+2g … on goroutine w (so each

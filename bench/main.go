@@ -1,5 +1,6 @@
 // Command bench is the benchmark driver of RMQ for Go. It runs the same cases
-// against hibiken/asynq and RMQ for Go in one run, against one throwaway
+// against hibiken/asynq and RMQ for Go (and, with -systems
+// asynq,bullmq,rmq, BullMQ on Node: bullmq.go) in one run, against one throwaway
 // local redis-server that it starts on a free loopback port (no persistence;
 // installed with apt-get first if it is missing) and stops, and prints one
 // table with the ratios, the machine and the command line.
@@ -33,6 +34,7 @@
 //	cd bench && go run .              # ≈ 2 minutes
 //	cd bench && go run . -huge        # + 10M waiting messages (RMQ)
 //	cd bench && go run . -systems rmq -types all -runs 1   # every RMQ type
+//	cd bench && go run . -systems asynq,bullmq,rmq         # + BullMQ 6.7.0
 package main
 
 import (
@@ -117,7 +119,7 @@ func parseFlags() (options, error) {
 	flag.BoolVar(&huge, "huge", false, "-waiting 10000000 (needs ~3 GB)")
 	flag.BoolVar(&o.hugeAsynq, "huge-asynq", false, "run the -waiting cases for asynq too (one Enqueue per task: ~10 min and ~7 GB for 10M)")
 	flag.DurationVar(&o.asynqCheck, "asynq-check", 0, "asynq TaskCheckInterval and DelayedTaskCheckInterval (0: asynq's defaults, 1s and 5s)")
-	flag.StringVar(&systems, "systems", "asynq,rmq", "systems to run")
+	flag.StringVar(&systems, "systems", "asynq,rmq", "systems to run: asynq, rmq, and bullmq (BullMQ on Node, installed with apt-get and npm when missing; not by default)")
 	flag.StringVar(&types, "types", "fixedtime", "RMQ message types: rangemerge, priority, fixedtime, or all; asynq is compared with fixedtime, and more than one type adds a table per type")
 	flag.StringVar(&cases, "cases", strings.Join(allCases, ","), "cases to run")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of each timed throughput section to PREFIX-<case>-<system>-r<run>.pprof")
@@ -136,8 +138,8 @@ func parseFlags() (options, error) {
 	}
 	o.systems, o.cases = map[string]bool{}, map[string]bool{}
 	for _, s := range strings.Split(systems, ",") {
-		if s = strings.TrimSpace(s); s != "asynq" && s != "rmq" {
-			return o, fmt.Errorf("-systems: unknown %q (asynq, rmq)", s)
+		if s = strings.TrimSpace(s); s != "asynq" && s != "bullmq" && s != "rmq" {
+			return o, fmt.Errorf("-systems: unknown %q (asynq, bullmq, rmq)", s)
 		}
 		o.systems[s] = true
 	}
@@ -272,6 +274,14 @@ func run(ctx context.Context, o options) (err error) {
 	var systems []system
 	if o.systems["asynq"] {
 		systems = append(systems, asys)
+	}
+	if o.systems["bullmq"] && classicCases(o) {
+		bsys, err := newBullSys(ctx, addr, admin, s, o.verbose, true)
+		if err != nil {
+			return err
+		}
+		env.bullmq = bsys.name() + " on Node " + bsys.nodeVersion
+		systems = append(systems, bsys)
 	}
 	if o.systems["rmq"] {
 		for _, t := range o.types {

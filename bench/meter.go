@@ -108,6 +108,9 @@ type meter struct {
 	// profile, if set, is where the CPU profile of the timed section goes.
 	profile string
 	pf      *os.File
+	// pid, if set, is the client: a process of its own (BullMQ's node),
+	// whose CPU, socket bytes and write calls /proc gives.
+	pid int
 }
 
 func (m *meter) snap() snapshot {
@@ -116,6 +119,10 @@ func (m *meter) snap() snapshot {
 		in:        m.c.in.Load(), out: m.c.out.Load(),
 		cmds: m.c.cmds.Load(), trips: m.c.trips.Load(),
 		perCmd: map[string]cmdStat{},
+	}
+	if m.pid != 0 {
+		s.clientCPU, _ = procCPU(m.pid)
+		s.in, s.out, s.trips = procIO(m.pid)
 	}
 	if info, err := m.admin.Info(m.ctx, "cpu", "commandstats").Result(); err == nil {
 		for _, line := range strings.Split(info, "\n") {

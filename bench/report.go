@@ -27,6 +27,7 @@ type environment struct {
 	redisVersion string
 	redisAddr    string
 	asynqVersion string
+	bullmq       string // "BullMQ 6.7.0 on Node v20.20.2" when it ran
 	goRedis      string
 	rmqTree      string
 	loadBefore   string
@@ -183,15 +184,28 @@ func ratio(better, worse float64) string {
 
 type row struct {
 	name, asynq, rmq, adv, target string
+	bull, badv                    string // BullMQ and RMQ's ratio to it, when BullMQ ran
 }
 
 func printReport(w io.Writer, o options, env environment, systems []system, res *results) {
 	asys, rsys, rtype := compared(systems)
+	bsys := bullName(systems)
 	aName := "asynq " + env.asynqVersion
-	fmt.Fprintf(w, "\nRMQ for Go vs hibiken/asynq — one invocation, one throwaway redis-server, %d-byte bodies, medians of %d runs\n\n", o.body, o.runs)
+	vs := "hibiken/asynq"
+	if bsys != "" {
+		vs += " and BullMQ"
+	}
+	fmt.Fprintf(w, "\nRMQ for Go vs %s — one invocation, one throwaway redis-server, %d-byte bodies, medians of %d runs\n\n", vs, o.body, o.runs)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "case\t%s\tRMQ for Go\tRMQ better by\ttarget\t\n", aName)
-	fmt.Fprintf(tw, "----\t----\t----\t----\t----\t\n")
+	line := func(r row) {
+		if bsys == "" {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t\n", r.name, r.asynq, r.rmq, r.adv, r.target)
+		} else {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.name, r.asynq, r.bull, r.rmq, r.adv, r.badv, r.target)
+		}
+	}
+	line(row{"case", aName, "RMQ for Go", "RMQ better by", "target", bsys, "RMQ vs BullMQ"})
+	line(row{"----", "----", "----", "----", "----", "----", "----"})
 	rate := func(id, sys string) (float64, string, bool) {
 		smp := res.lookup(id, sys)
 		switch {
@@ -223,19 +237,25 @@ func printReport(w io.Writer, o options, env environment, systems []system, res 
 		if !o.cases[id] {
 			return
 		}
-		av, as, unsup := rate(id, asys)
+		_, as, _ := rate(id, asys)
 		rv, rs, _ := rate(id, rsys)
-		adv := ratio(rv, av)
-		if n, ok := nearest[id]; unsup && ok {
-			if v, _, _ := rate(n.id, asys); !math.IsNaN(v) {
-				adv = ratio(rv, v) + " " + n.mark
+		_, bs, _ := rate(id, bsys)
+		// RMQ's ratio to sys, or, where sys has no API for the case, to
+		// its nearest one (marked).
+		against := func(sys string) string {
+			v, _, unsup := rate(id, sys)
+			if n, ok := nearest[id]; unsup && ok {
+				if v, _, _ := rate(n.id, sys); !math.IsNaN(v) {
+					return ratio(rv, v) + " " + n.mark
+				}
 			}
+			return ratio(rv, v)
 		}
 		t := ""
 		if tgt != "" && !math.IsNaN(rv) {
 			t = target(rv >= min, tgt)
 		}
-		rows = append(rows, row{label, as, rs, adv, t})
+		rows = append(rows, row{label, as, rs, against(asys), t, bs, against(bsys)})
 	}
 	tp("produce1", "produce, single calls, 1 goroutine", "", 0)
 	tp("produce32", fmt.Sprintf("produce, single calls, %d goroutines", o.producers), "≥ 40,000", 40000)
@@ -244,8 +264,8 @@ func printReport(w io.Writer, o options, env environment, systems []system, res 
 	tp("consumepf", fmt.Sprintf("consume+ack, as above, RMQ WithPrefetch(%d)", o.prefetch), "≥ 50,000", 50000)
 
 	latRows := func(prefix, id string, ls latSpec, tgtP50, tgtP99 float64) {
-		a, r := res.lookup(id, asys), res.lookup(id, rsys)
-		if a == nil && r == nil {
+		a, r, b := res.lookup(id, asys), res.lookup(id, rsys), res.lookup(id, bsys)
+		if a == nil && r == nil && b == nil {
 			return
 		}
 		get := func(s *sample, f func(latResult) float64) float64 {
@@ -269,11 +289,8 @@ func printReport(w io.Writer, o options, env environment, systems []system, res 
 			if q.tgt > 0 && !math.IsNaN(rv) {
 				t = target(rv <= q.tgt, fmt.Sprintf("≤ %g ms", q.tgt))
 			}
-			as, rs := fmtMs(av), fmtMs(rv)
-			if a == nil {
-				as = "not run"
-			}
-			rows = append(rows, row{label + ", " + q.name, as, rs, ratio(av, rv), t})
+			bv := get(b, q.f)
+			rows = append(rows, row{label + ", " + q.name, latCell(a, av), fmtMs(rv), ratio(av, rv), t, latCell(b, bv), ratio(bv, rv)})
 		}
 		early := func(s *sample) (string, int) {
 			if s == nil {
@@ -288,11 +305,12 @@ func printReport(w io.Writer, o options, env environment, systems []system, res 
 		}
 		as, _ := early(a)
 		rs, re := early(r)
+		bs, _ := early(b)
 		t := ""
 		if r != nil {
 			t = target(re == 0, "0")
 		}
-		rows = append(rows, row{label + ", early ²", as, rs, "", t})
+		rows = append(rows, row{label + ", early ²", as, rs, "", t, bs, ""})
 	}
 	if o.cases["lateness"] {
 		for _, ls := range o.late {
@@ -321,14 +339,15 @@ func printReport(w io.Writer, o options, env environment, systems []system, res 
 		}
 		av, as := get(asys)
 		rv, rs := get(rsys)
+		bv, bs := get(bsys)
 		t := ""
 		if !math.IsNaN(rv) {
 			t = target(rv <= 300, "≤ 300 B")
 		}
-		rows = append(rows, row{fmt.Sprintf("Redis memory per waiting message (%s waiting) ³", thousands(float64(o.memN))), as, rs, ratio(av, rv), t})
+		rows = append(rows, row{fmt.Sprintf("Redis memory per waiting message (%s waiting) ³", thousands(float64(o.memN))), as, rs, ratio(av, rv), t, bs, ratio(bv, rv)})
 	}
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t\n", r.name, r.asynq, r.rmq, r.adv, r.target)
+		line(r)
 	}
 	tw.Flush()
 
@@ -339,20 +358,18 @@ func printReport(w io.Writer, o options, env environment, systems []system, res 
 		printFooter(w, o, env, aName, asys, rtype, res)
 		return
 	}
+	systemsOrder := []string{asys, bsys, rsys}
 	fmt.Fprintf(w, "\nPer message, same timed sections (medians):\n\n")
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "case\tsystem\tmsg/s\tRedis cmds ⁴\tscript calls\tround trips\twire bytes\tclient CPU µs\tRedis CPU µs\t\n")
 	for _, id := range []string{"produce1", "produce32", "batch", "consume", "consumepf"} {
-		for _, sys := range []string{asys, rsys} {
+		for _, sys := range systemsOrder {
 			s := res.lookup(id, sys)
 			if s == nil || len(s.costs) == 0 {
 				continue
 			}
 			med := func(f func(costs) float64) float64 { return medianOf(s.costs, f) }
-			short := "asynq"
-			if sys == rsys {
-				short = "RMQ"
-			}
+			short := shortName(sys, rsys, bsys)
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%.2f\t%.3f\t%.3f\t%s\t%.1f\t%.1f\t\n", id, short,
 				thousands(med(func(c costs) float64 { return c.rate })),
 				med(func(c costs) float64 { return c.redisCmds }),
@@ -366,7 +383,7 @@ func printReport(w io.Writer, o options, env environment, systems []system, res 
 	tw.Flush()
 
 	if o.cmdStats {
-		printCmdStats(w, res, asys, rsys)
+		printCmdStats(w, res, systemsOrder, rsys, bsys)
 	}
 	printTypes(w, o, systems, res)
 	printTopics(w, o, res)
@@ -452,6 +469,7 @@ func printFooter(w io.Writer, o options, env environment, aName, asys string, rt
 	fmt.Fprintln(w, "³ INFO memory used_memory growth (client buffers excluded) / messages, far-future messages (asynq: scheduled tasks).")
 	fmt.Fprintln(w, "⁴ commands Redis ran (INFO commandstats, the ones inside scripts included); round trips = client requests (a pipeline is one);")
 	fmt.Fprintln(w, "  wire bytes = both directions incl. wake-up publishes; client CPU = this whole process; Redis CPU = INFO cpu.")
+	printBullFootnote(w, env)
 	if o.cases["consumepf"] && asys != "" {
 		fmt.Fprintln(w, "⁵ asynq has no prefetch setting (each worker dequeues one task); the ratio is against its consume row.")
 	}
@@ -466,10 +484,10 @@ func printFooter(w io.Writer, o options, env environment, aName, asys string, rt
 // printCmdStats lists, per throughput case and system, the commands Redis
 // ran per message (INFO commandstats), most time first. Script calls
 // (evalsha) include the time of the commands they run.
-func printCmdStats(w io.Writer, res *results, asys, rsys string) {
+func printCmdStats(w io.Writer, res *results, order []string, rsys, bsys string) {
 	fmt.Fprintf(w, "\nINFO commandstats per message (medians; evalsha includes the commands its scripts run):\n")
 	for _, id := range []string{"produce1", "produce32", "batch", "consume", "consumepf"} {
-		for _, sys := range []string{asys, rsys} {
+		for _, sys := range order {
 			s := res.lookup(id, sys)
 			if s == nil || len(s.costs) == 0 {
 				continue
@@ -511,7 +529,7 @@ func printCmdStats(w io.Writer, res *results, asys, rsys string) {
 			for _, l := range lines {
 				parts = append(parts, fmt.Sprintf("%s %.3g×/%.2fµs", l.name, l.calls, l.usec))
 			}
-			fmt.Fprintf(w, "  %-9s %-5s redis CPU %.1fµs: %s\n", id, map[bool]string{true: "RMQ", false: "asynq"}[sys == rsys],
+			fmt.Fprintf(w, "  %-9s %-6s redis CPU %.1fµs: %s\n", id, shortName(sys, rsys, bsys),
 				medianOf(s.costs, func(c costs) float64 { return c.redisCPUus }), strings.Join(parts, ", "))
 		}
 	}

@@ -31,6 +31,7 @@ type jsonEnv struct {
 	RedisVersion string  `json:"redis_version"`
 	RedisAddr    string  `json:"redis_addr"`
 	Asynq        string  `json:"asynq"`
+	BullMQ       string  `json:"bullmq,omitempty"` // BullMQ and Node versions, when it ran
 	GoRedis      string  `json:"go_redis"`
 	RMQ          string  `json:"rmq"`
 	LoadBefore   string  `json:"load_before"`
@@ -112,6 +113,7 @@ func printJSON(w io.Writer, o options, env environment, systems []system, res *r
 		Environment: jsonEnv{
 			CPU: env.cpuModel, CPUs: runtime.NumCPU(), Memory: env.memTotal, OS: runtime.GOOS + "/" + runtime.GOARCH,
 			Go: runtime.Version(), RedisVersion: env.redisVersion, RedisAddr: env.redisAddr, Asynq: env.asynqVersion,
+			BullMQ:  env.bullmq,
 			GoRedis: env.goRedis, RMQ: env.rmqTree, LoadBefore: env.loadBefore, LoadAfter: env.loadAfter,
 			ElapsedS: env.elapsed.Seconds(),
 		},
