@@ -65,9 +65,14 @@ func (c *Client) Pull(ctx context.Context, topics []topic.Topic, n int, opts ...
 		}
 		entries = append(entries, e)
 	}
-	p := &pullCall{c: c, entries: entries, n: n, lease: cfg.lease, deadline: time.Now().Add(cfg.wait), waits: make([]time.Duration, len(entries))}
-	got, err := p.run(ctx)
-	p.leave(len(got) > 0)
+	sources := make([]pullwait.Source[*Delivery], len(entries))
+	for i, e := range entries {
+		sources[i] = pullSource{e}
+	}
+	p := &pullwait.Call[*Delivery]{Sources: sources, N: n, Lease: cfg.lease, Deadline: time.Now().Add(cfg.wait),
+		Closed: c.isClosed, ClosedErr: ErrClosed, Count: &c.pulls.count}
+	got, err := p.Run(ctx)
+	p.Leave(len(got) > 0)
 	if len(got) > 0 {
 		leasedUntil = time.Now().Add(cfg.lease)
 		c.obs.hist.Pulled(arrived, len(got), func(i int) *consumer.Message { return got[i].Message })
@@ -98,147 +103,20 @@ func (c *Client) pullConfig(topics []topic.Topic, n int, opts []PullOption) (pul
 	return cfg, nil
 }
 
-// pullCall is one Pull: it fetches from its topics in order until it has
-// messages or its wait ran out, sleeping in between on the topics' wake-ups
-// and due times (internal/pullwait).
-type pullCall struct {
-	c        *Client
-	entries  []*pullEntry
-	n        int
-	lease    time.Duration
-	deadline time.Time
-	// w is registered with the entries only once a fetch came back empty,
-	// so a Pull that finds messages at once pays nothing for waiting.
-	w *pullwait.Waiter
-	// waits are, per topic, how long until its next due time by the last
-	// fetch (-1: none known, -2: not fetched in the last round).
-	waits []time.Duration
-}
+// pullSource is a pulled topic's entry as a source of a Pull
+// (pullwait.Call): its engine's fetch, as the client's deliveries.
+type pullSource struct{ e *pullEntry }
 
-func (p *pullCall) run(ctx context.Context) ([]*Delivery, error) {
-	var seenBuf [4]uint64
-	for {
-		// The wake counts read before a fetch tell whether a wake-up came
-		// between the fetch and the registration; Close's counts too.
-		var seen []uint64
-		if p.w == nil {
-			seen = seenBuf[:0]
-			for _, e := range p.entries {
-				seen = append(seen, e.Wakes())
-			}
-		}
-		if p.c.isClosed() {
-			return nil, ErrClosed
-		}
-		out, err := p.fetch(ctx)
-		if err != nil || len(out) > 0 || !time.Now().Before(p.deadline) {
-			return out, err
-		}
-		if p.w == nil && p.register(seen) {
-			continue
-		}
-		if err := p.sleep(ctx); err != nil {
-			return nil, err
-		}
+func (s pullSource) Waits() *pullwait.Topic { return &s.e.Topic }
+func (s pullSource) TimeBased() bool        { return s.e.topic.Type().TimeBased() }
+func (s pullSource) Pull(ctx context.Context, n int, lease time.Duration) ([]*Delivery, time.Duration, error) {
+	ds, wait, err := s.e.p.Pull(ctx, n, lease)
+	if err = clientErr(err); err != nil {
+		return nil, 0, err
 	}
-}
-
-// fetch takes up to n messages, topic by topic. When a topic's fetch fails
-// after earlier topics gave messages, those are returned without the
-// error: they are leased already, and callers drop messages that come with
-// an error.
-func (p *pullCall) fetch(ctx context.Context) ([]*Delivery, error) {
-	var out []*Delivery
-	for i := range p.waits {
-		p.waits[i] = -2
+	out := make([]*Delivery, len(ds))
+	for i, d := range ds {
+		out[i] = &Delivery{Message: d.Message, d: d}
 	}
-	for i, e := range p.entries {
-		p.c.pulls.fetches.Add(1)
-		ds, wait, err := e.p.Pull(ctx, p.n-len(out), p.lease)
-		if err = clientErr(err); err != nil {
-			if len(out) > 0 {
-				return out, nil
-			}
-			return nil, err
-		}
-		p.waits[i] = wait
-		for _, d := range ds {
-			out = append(out, &Delivery{Message: d.Message, d: d})
-		}
-		if len(out) == p.n {
-			break
-		}
-	}
-	return out, nil
-}
-
-// register makes the call a waiter of its topics; it reports whether a
-// wake-up came since seen was read (then the call fetches again at once).
-func (p *pullCall) register(seen []uint64) (woke bool) {
-	p.w = pullwait.NewWaiter()
-	for i, e := range p.entries {
-		e.Watch(p.w)
-		woke = woke || e.Wakes() != seen[i]
-	}
-	return woke
-}
-
-// sleep waits until the due times this call owns, a wake-up, or the end of
-// its wait.
-func (p *pullCall) sleep(ctx context.Context) error {
-	left := time.Until(p.deadline)
-	now := time.Now()
-	for i, e := range p.entries {
-		if e.Claim(p.w, now, p.waits[i]) {
-			left = min(left, p.waits[i])
-		}
-	}
-	t := time.NewTimer(left)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-p.w.C:
-		p.c.pulls.woken.Add(1)
-	case <-t.C:
-	}
-	return nil
-}
-
-// leave unregisters a call that waited and is done, waking whom the others
-// need (internal/pullwait): took says it returns messages.
-func (p *pullCall) leave(took bool) {
-	w, entries, waits := p.w, p.entries, p.waits
-	if w == nil {
-		return
-	}
-	now := time.Now()
-	for i, e := range entries {
-		h := pullwait.HandNone
-		if took {
-			switch {
-			case waits[i] == 0:
-				h = pullwait.HandAll
-			case waits[i] != -2 && !e.topic.Type().TimeBased():
-				h = pullwait.HandTwo
-			case waits[i] > 0:
-				h = pullwait.HandNext
-			}
-		}
-		e.Leave(w, h, now.Add(max(waits[i], 0)))
-		if waits[i] == -2 {
-			// Not fetched in the last round (the earlier topics filled n,
-			// or one failed): the wake-up that woke this Pull may have
-			// been this topic's, so another waiter looks at it.
-			e.Signal(1)
-		}
-	}
-	// A wake-up it received and did not act on goes on to another waiter.
-	select {
-	case <-w.C:
-		for _, e := range entries {
-			e.Signal(1)
-		}
-	default:
-	}
+	return out, wait, nil
 }

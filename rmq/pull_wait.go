@@ -2,7 +2,6 @@ package rmq
 
 import (
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/rmq-go/rmq/internal/engine"
@@ -22,9 +21,9 @@ type pullState struct {
 	// starting counts engine starts under way, and closes by
 	// ReleaseIdlePulls (pull_release.go): Close waits for them.
 	starting sync.WaitGroup
-	// woken counts the waits that a wake-up ended and fetches the engine
+	// count counts the waits that a wake-up ended and fetches the engine
 	// Pulls made; tests read them.
-	woken, fetches atomic.Int64
+	count pullwait.Counters
 }
 
 // pullEntry is one topic's engine: ready is closed once its start ended,

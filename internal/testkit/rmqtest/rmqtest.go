@@ -204,7 +204,7 @@ func (e *Env) Labelled(f func()) {
 }
 
 // pullRun is where a long-polling Pull sleeps (its one select).
-const pullRun = "github.com/rmq-go/rmq/rmq.(*pullCall).sleep"
+const pullRun = "github.com/rmq-go/rmq/internal/pullwait.(*Call[...]).sleep"
 
 // WaitPullsWaiting waits until n Pull calls made under Labelled are in
 // their long-poll wait (parked in Pull's select, with no wake-up pending):
