@@ -34,21 +34,8 @@
 -- 0) in the same call; a rerun (0) or a refused send records nothing.
 -- Where each message waits is flowlib.lua's gsend_one's to say. A slot is
 -- woken when a group's turn came forward or a message heads its store.
--- The groups, where their keys start and their headers: a group of unique
--- sends has two keys more, one with an event log one key and one header
--- argument more.
-local G, kb, hdr = 0, {}, {}
-local at = 2
-do
-  local n = 1
-  while n <= #KEYS do
-    G = G + 1
-    kb[G], hdr[G] = n - 1, at
-    local typ = tonumber(ARGV[at])
-    n = n + 7 + (typ % 16 >= 8 and 2 or 0) + (typ >= 16 and 1 or 0)
-    at = at + (typ >= 16 and 3 or 2)
-  end
-end
+-- The groups, where their keys start and their headers (lib.lua).
+local G, kb, hdr, at = send_groups(7)
 local now, _, now_up = now_ms()
 local res = {}
 for g = 1, G do

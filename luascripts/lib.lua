@@ -484,6 +484,24 @@ end
 -- at most a few past ones, never a growing tail.
 local UNIQ_TRIM = 2
 
+-- send_groups reads the group headers of a send call (sendbatch.lua,
+-- gsend.lua) whose groups take base keys each: a group of unique sends
+-- (its type plus 8) has two keys more, one with an event log (plus 16)
+-- one key and one header argument more. It returns G, kb (the index in
+-- KEYS before group g's keys), hdr (the index in ARGV of group g's
+-- header) and the index of the first message argument.
+local function send_groups(base)
+  local G, kb, hdr, at, n = 0, {}, {}, 2, 1
+  while n <= #KEYS do
+    G = G + 1
+    kb[G], hdr[G] = n - 1, at
+    local typ = tonumber(ARGV[at])
+    n = n + base + (typ % 16 >= 8 and 2 or 0) + (typ >= 16 and 1 or 0)
+    at = at + (typ >= 16 and 3 or 2)
+  end
+  return G, kb, hdr, at
+end
+
 -- uniq_claim is the check and the record of a unique send
 -- (producer.WithUniqueFor): u holds the slot's uniq ZSET (id -> until ms)
 -- and uniqn HASH (id -> send nonce of the send that recorded it). It

@@ -37,21 +37,8 @@
 -- 0) in the same call; a rerun (0) or a refused send records nothing.
 -- Due times arrive rounded up to the ms and range-merge windows start from
 -- Redis's ms rounded up, so no message comes due before its instant.
--- The groups, where their keys start and their headers: a group of unique
--- sends has two keys more, one with an event log one key and one header
--- argument more.
-local G, kb, hdr = 0, {}, {}
-local at = 2
-do
-  local n = 1
-  while n <= #KEYS do
-    G = G + 1
-    kb[G], hdr[G] = n - 1, at
-    local typ = tonumber(ARGV[at])
-    n = n + 5 + (typ % 16 >= 8 and 2 or 0) + (typ >= 16 and 1 or 0)
-    at = at + (typ >= 16 and 3 or 2)
-  end
-end
+-- The groups, where their keys start and their headers (lib.lua).
+local G, kb, hdr, at = send_groups(5)
 local now, _, now_up = now_ms()
 local res = {}
 
