@@ -41,6 +41,7 @@ func (c *Engine) ackAsync(ctx context.Context, d *delivery, took time.Duration) 
 				c.log.WarnContext(ctx, "rmq: ack refused: the delivery was no longer current", "id", d.msg.ID, "slot", d.msg.Slot)
 				return consumer.Refused, nil
 			}
+			c.forgetChild(d.msg)
 			return consumer.Acked, nil
 		})
 		c.ended(ctx, d, took, outcome, nil)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/rmq-go/rmq/internal/flowtree"
 	"github.com/rmq-go/rmq/internal/keyspace"
 	"github.com/rmq-go/rmq/internal/life"
 	"github.com/rmq-go/rmq/internal/scripts"
@@ -113,6 +114,12 @@ func (i *Inspector) Cancel(ctx context.Context, t topic.Topic, id string) (bool,
 	n, err := scripts.Cancel.Run(ctx, i.rdb, keys, id, i.wakeCmd, s.Retention.Milliseconds(), s.Events).Int64()
 	if err != nil {
 		return false, fmt.Errorf("rmq: cancel %s of %s: %w", id, t.Name(), err)
+	}
+	if n > 0 {
+		// A flow child's end reaches its parent.
+		if err := flowtree.NewReporter(i.rdb, i.prefix).Ended(ctx, t.Name(), slot, id, 'x'); err != nil {
+			return true, err
+		}
 	}
 	return n > 0, nil
 }
