@@ -18,6 +18,8 @@ func TestMain(m *testing.M) {
 		os.Exit(runWorker())
 	case flowWorkerRole:
 		os.Exit(runFlowWorker())
+	case treeWorkerRole:
+		os.Exit(runTreeWorker())
 	}
 	if os.Getenv(schedWorkerEnv) == "1" {
 		os.Exit(runSchedWorker())
