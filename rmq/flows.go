@@ -45,3 +45,15 @@ func flowInfo(f inspect.FlowInfo) FlowInfo {
 	}
 	return out
 }
+
+// FlowParentObserver is an optional extension of Observer: it is told
+// when a flow's parent (producer.SendFlow) of topic was released, its
+// children all finished (failed false), or moved to the dead queue by a
+// child's failure (failed true), by a report this client made.
+type FlowParentObserver interface {
+	FlowParent(topic string, failed bool)
+}
+
+func (o *observers) FlowParent(topic string, failed bool) {
+	each(o.list, func(x FlowParentObserver) { x.FlowParent(topic, failed) })
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -257,7 +258,8 @@ func TestFlowChain(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		ctx := ctxT(t)
 		tp := mustTopic(t, "fchain", topic.FixedTime, 8)
-		c := e.client()
+		obs := &parentObserver{}
+		c := e.client(rmq.WithObserver(obs))
 		_, err := c.Producer().SendFlow(ctx, producer.FlowNode{Topic: tp, Body: []byte("A"), Options: key("A"), Children: []producer.FlowNode{
 			{Topic: tp, Body: []byte("B"), Options: key("B"), Children: []producer.FlowNode{
 				{Topic: tp, Body: []byte("C"), Options: key("C")},
@@ -271,6 +273,7 @@ func TestFlowChain(t *testing.T) {
 		log.mu.Lock()
 		defer log.mu.Unlock()
 		assert.Equal(t, []string{"C", "B", "A"}, log.order)
+		assert.EqualValues(t, 2, obs.released.Load(), "the observer heard of B and A released")
 		assert.Equal(t, "r-B", string(log.children["A"][0].Result))
 	})
 }
@@ -330,4 +333,18 @@ func TestFlowInvalid(t *testing.T) {
 		require.NoError(t, err)
 		assert.EqualValues(t, 2, e.counts(tf).Store, "only its leaf waits")
 	})
+}
+
+// parentObserver counts the flow parents released (rmq.FlowParentObserver).
+type parentObserver struct {
+	rmq.BaseObserver
+	released, failed atomic.Int64
+}
+
+func (o *parentObserver) FlowParent(_ string, failed bool) {
+	if failed {
+		o.failed.Add(1)
+	} else {
+		o.released.Add(1)
+	}
 }
