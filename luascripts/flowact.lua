@@ -56,7 +56,10 @@ for i = 4, #ARGV do
         local typ = tonumber(parts[3])
         local score = parts[4]
         if typ == 3 and tonumber(score) == 0 then score = tostring(now) end
-        local res, s, due = send_one(g, typ, id, score, tonumber(fid), string.sub(v, pos), now, now_up, parts[5], false)
+        -- No envelope: the id is none of waiting, delayed or in flight, and
+        -- send_one may skip its three reads (its fresh path).
+        local fresh = redis.call('HEXISTS', g.msg, id) == 0
+        local res, s, due = send_one(g, typ, id, score, tonumber(fid), string.sub(v, pos), now, now_up, parts[5], fresh)
         if res > 0 and cmd ~= '' then
           if due then
             local first = redis.call('ZRANGE', g.delayed, 0, 0, 'WITHSCORES')

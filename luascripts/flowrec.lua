@@ -55,13 +55,17 @@ if redis.call('HSETNX', rec, 'o' .. i, d .. ' ' .. state .. ' ' .. #err .. ' ' .
   return { 0 }
 end
 redis.call('HSET', rec, 'd', d)
-if redis.call('HEXISTS', rec, 'st') == 1 then return { 3 } end
-local f = redis.call('HMGET', rec, 'n', 'id', 'env', 'up')
-local n, pid, env, up = tonumber(f[1]), f[2], f[3], f[4] or ''
+-- Most reports stop here: the parent left already, or others are still
+-- to come (the envelope is read only when this report decides).
+local sn = redis.call('HMGET', rec, 'st', 'n')
+local fails = state ~= 'c' and string.sub(kid, 1, 1) == 'F'
+if sn[1] or (not fails and d < tonumber(sn[2])) then return { 3 } end
+local f = redis.call('HMGET', rec, 'id', 'env', 'up')
+local pid, env, up = f[1], f[2], f[3] or ''
 local cmd, evmax, keep = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local now = now_ms()
 local e = env_decode(env)
-if state ~= 'c' and string.sub(kid, 1, 1) == 'F' then
+if fails then
   -- The child failed its parent: the parent goes to its dead queue, with
   -- a last error that names the child.
   local names = { d = 'dead', x = 'cancelled', r = 'removed' }
@@ -76,7 +80,6 @@ if state ~= 'c' and string.sub(kid, 1, 1) == 'F' then
   if evmax > 0 then redis.call('XADD', KEYS[8], 'MAXLEN', '~', evmax, '*', 't', 'dead', 'id', pid, 'a', 0, 'd', e.err) end
   return { 2, up, e.err }
 end
-if d < n then return { 3 } end
 -- The last outcome: the parent becomes deliverable at its own time or
 -- priority, as a send would store it.
 redis.call('HSET', KEYS[3], pid, env)
