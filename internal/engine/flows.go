@@ -4,9 +4,13 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/rmq-go/rmq/consumer"
 	"github.com/rmq-go/rmq/internal/flowtree"
+	"github.com/rmq-go/rmq/internal/keyspace"
 	"github.com/rmq-go/rmq/internal/options"
 )
 
@@ -79,8 +83,50 @@ type flowScan struct {
 	cursors map[int]string
 }
 
-// scanFlows runs one flow scan step on each of slotList (with the sweep):
-// outcomes nobody reported, and flows a dead SendFlow left staged.
+// flowScanEvery is how often an engine scans its topic's slots for flow
+// work nobody finished (runFlowScans): twice its sweep interval, within
+// bounds.
+func (c *Engine) flowScanEvery() time.Duration {
+	return min(max(2*c.cfg.sweepInterval, 200*time.Millisecond), 30*time.Second)
+}
+
+// runFlowScans is the engine's flow scan loop: every flowScanEvery, the
+// slots with watched children or staged nodes (one pipelined EXISTS of
+// each slot's two keys finds them; a topic without flows costs nothing
+// more) get a scan step each (scanFlows).
+func (c *Engine) runFlowScans(ctx context.Context) {
+	t := time.NewTicker(c.flowScanEvery())
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		n := c.topic.SlotAmount()
+		pipe := c.rdb.Pipeline()
+		cmds := make([]*redis.IntCmd, n)
+		for s := range n {
+			tk := keyspace.TreeKeysFor(c.cfg.prefix, c.topic.Name(), s)
+			cmds[s] = pipe.Exists(ctx, tk.Up, tk.StageQ)
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			continue
+		}
+		var busy []int
+		for s, cmd := range cmds {
+			if cmd.Val() > 0 {
+				busy = append(busy, s)
+			}
+		}
+		if len(busy) > 0 {
+			c.scanFlows(ctx, busy)
+		}
+	}
+}
+
+// scanFlows runs one flow scan step on each of slotList: outcomes nobody
+// reported, and flows a dead SendFlow left staged.
 func (c *Engine) scanFlows(ctx context.Context, slotList []int) {
 	c.fscan.mu.Lock()
 	defer c.fscan.mu.Unlock()

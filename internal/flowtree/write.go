@@ -52,6 +52,49 @@ type slotKey struct {
 // discards what a dead writer left); one after it leaves the flow
 // committed, and a scan activates what is left (Reporter.Scan).
 func Write(ctx context.Context, rdb redis.UniversalClient, prefix string, nodes []Node) error {
+	st, err := stage(ctx, rdb, prefix, nodes)
+	if err != nil {
+		return err
+	}
+	fid, order, members, discard := st.fid, st.order, st.members, st.discard
+	wake := scripts.WakeCommand(rdb)
+	// The commit: the root's slot, its record among its members.
+	if err := Act(ctx, rdb, prefix, wake, order[0].topic, order[0].slot, "a", fid, members[0]); err != nil {
+		if committed, cerr := Committed(context.WithoutCancel(ctx), rdb, prefix, nodes[0].Topic, nodes[0].Slot, nodes[0].ID, fid); cerr == nil && !committed {
+			discard()
+		}
+		return fmt.Errorf("rmq: commit a flow: %w", err)
+	}
+	var act []scripts.Call
+	for i := 1; i < len(order); i++ {
+		act = append(act, actCall(prefix, wake, order[i].topic, order[i].slot, "a", fid, members[i]))
+	}
+	for _, cmd := range scripts.RunAll(ctx, rdb, act) {
+		if err := cmd.Err(); err != nil {
+			return fmt.Errorf("rmq: activate a flow (committed; a consumer's scan finishes it): %w", err)
+		}
+	}
+	return nil
+}
+
+// staged is what stage wrote.
+type staged struct {
+	fid     string
+	order   []slotKey
+	members [][]string
+	discard func()
+}
+
+// StageOnly is Write's first step alone (a writer that dies after it): the
+// flow's nonce, nothing of it visible.
+func StageOnly(ctx context.Context, rdb redis.UniversalClient, prefix string, nodes []Node) (string, error) {
+	st, err := stage(ctx, rdb, prefix, nodes)
+	return st.fid, err
+}
+
+// stage stages every node of the flow, slot by slot; on an error it
+// discarded what it staged.
+func stage(ctx context.Context, rdb redis.UniversalClient, prefix string, nodes []Node) (staged, error) {
 	fid := scripts.Nonce()
 	root := rootRef(nodes[0].Topic, nodes[0].Slot, nodes[0].ID)
 	var order []slotKey
@@ -79,32 +122,15 @@ func Write(ctx context.Context, rdb redis.UniversalClient, prefix string, nodes 
 		res, err := cmd.Slice()
 		if err != nil {
 			discard()
-			return fmt.Errorf("rmq: stage a flow: %w", err)
+			return staged{}, fmt.Errorf("rmq: stage a flow: %w", err)
 		}
 		if c, _ := res[0].(int64); c == -1 {
 			discard()
 			id, _ := res[1].(string)
-			return fmt.Errorf("%w: %s", ErrTaken, id)
+			return staged{}, fmt.Errorf("%w: %s", ErrTaken, id)
 		}
 	}
-	wake := scripts.WakeCommand(rdb)
-	// The commit: the root's slot, its record among its members.
-	if err := Act(ctx, rdb, prefix, wake, order[0].topic, order[0].slot, "a", fid, members[0]); err != nil {
-		if committed, cerr := Committed(context.WithoutCancel(ctx), rdb, prefix, nodes[0].Topic, nodes[0].Slot, nodes[0].ID, fid); cerr == nil && !committed {
-			discard()
-		}
-		return fmt.Errorf("rmq: commit a flow: %w", err)
-	}
-	var act []scripts.Call
-	for i := 1; i < len(order); i++ {
-		act = append(act, actCall(prefix, wake, order[i].topic, order[i].slot, "a", fid, members[i]))
-	}
-	for _, cmd := range scripts.RunAll(ctx, rdb, act) {
-		if err := cmd.Err(); err != nil {
-			return fmt.Errorf("rmq: activate a flow (committed; a consumer's scan finishes it): %w", err)
-		}
-	}
-	return nil
+	return staged{fid: fid, order: order, members: members, discard: discard}, nil
 }
 
 // stageCall is flowstage.lua's call for the nodes of one slot, and the
