@@ -1,6 +1,7 @@
 package rmq_test
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -129,5 +130,46 @@ func TestFlowStagedLeftovers(t *testing.T) {
 		require.NoError(t, c.Register(tp, log.listener(nil)))
 		e.start(c)
 		log.waitFor(t, "k1", "k2", "kept")
+	})
+}
+
+// Pulled children ended by id (rmqd's way: AckByID, NackByID) report to
+// their parent as pushed ones do.
+func TestFlowChildrenEndedByID(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		ctx := ctxT(t)
+		kids := mustTopic(t, "fbyid", topic.FixedTime, 4)
+		parents := mustTopic(t, "fbyidp", topic.FixedTime, 4)
+		c := e.client()
+		_, err := c.Producer().SendFlow(ctx, producer.FlowNode{Topic: parents, Body: []byte("P"), Options: key("P"), Children: []producer.FlowNode{
+			{Topic: kids, Body: []byte("a"), Options: key("a")},
+			{Topic: kids, Body: []byte("b"), Options: key("b"), OnFailure: producer.ContinueParent},
+		}})
+		require.NoError(t, err)
+		e.start(c)
+		var got []string
+		for len(got) < 2 {
+			ds, err := c.Pull(ctx, []topic.Topic{kids}, 2)
+			require.NoError(t, err)
+			for _, d := range ds {
+				got = append(got, d.ID)
+			}
+		}
+		ok, err := c.AckByID(ctx, kids, "a")
+		require.NoError(t, err)
+		require.True(t, ok)
+		ok, err = c.NackByID(ctx, kids, "b", 0, consumer.SkipRetry(errors.New("bad b")))
+		require.NoError(t, err)
+		require.True(t, ok)
+		ds, err := c.Pull(ctx, []topic.Topic{parents}, 1)
+		require.NoError(t, err)
+		require.Len(t, ds, 1)
+		rec, err := flowtree.Read(ctx, e.rdb, e.prefix, parents.Name(), slotOfKey(parents, "P"), "P")
+		require.NoError(t, err)
+		states := map[string]string{}
+		for _, ch := range rec.Finished() {
+			states[ch.ID] = ch.State
+		}
+		assert.Equal(t, map[string]string{"a": "completed", "b": "dead"}, states)
 	})
 }

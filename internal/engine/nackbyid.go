@@ -39,6 +39,10 @@ func (c *Engine) NackByID(ctx context.Context, id string, retryAfter time.Durati
 	if res[0] != redisops.RollbackStale {
 		c.flow.EndedByID(ctx, slot, id)
 	}
+	if res[0] == redisops.RollbackExpired || res[0] == redisops.RollbackDead {
+		// A flow child's end reaches its parent (flows.go).
+		c.checkFlowChildren(slot, id)
+	}
 	return res[0] != redisops.RollbackStale, nil
 }
 

@@ -239,22 +239,31 @@ func parseRoot(s string) (slot int, topicName, id string, ok bool) {
 	return n, t, id, ok1 && ok2 && err == nil
 }
 
+// Watched returns the parent Ref of child id of slot of the topic named
+// name while its outcome has not reached the parent (its watch entry).
+func (r *Reporter) Watched(ctx context.Context, name string, slot int, id string) (Ref, bool, error) {
+	up, err := r.rdb.HGet(ctx, keyspace.TreeKeysFor(r.prefix, name, slot).Up, id).Result()
+	if errors.Is(err, redis.Nil) {
+		return Ref{}, false, nil
+	}
+	if err != nil {
+		return Ref{}, false, fmt.Errorf("rmq: read the flow watch of %s/%s: %w", name, id, err)
+	}
+	ref, ok := ParseRef(strings.TrimPrefix(up, "p"))
+	return ref, ok, nil
+}
+
 // Ended reports the end of child id of slot of the topic named name that
 // a call just made (state x cancelled, r removed), if it is a flow child
 // whose outcome is not recorded yet. A crash before it leaves the watch
 // entry, and a scan reports the end.
 func (r *Reporter) Ended(ctx context.Context, name string, slot int, id string, state byte) error {
-	up, err := r.rdb.HGet(ctx, keyspace.TreeKeysFor(r.prefix, name, slot).Up, id).Result()
-	if errors.Is(err, redis.Nil) {
-		return nil
+	ref, ok, err := r.Watched(ctx, name, slot, id)
+	if err != nil || !ok {
+		return err
 	}
-	if err != nil {
-		return fmt.Errorf("rmq: read the flow watch of %s/%s: %w", name, id, err)
-	}
-	if ref, ok := ParseRef(strings.TrimPrefix(up, "p")); ok {
-		if err := r.Report(ctx, ref, state, "", nil); err != nil {
-			return err
-		}
+	if err := r.Report(ctx, ref, state, "", nil); err != nil {
+		return err
 	}
 	return r.Forget(ctx, name, slot, id)
 }
