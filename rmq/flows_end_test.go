@@ -113,7 +113,7 @@ func TestFlowStagedLeftovers(t *testing.T) {
 		for s := range tp.SlotAmount() {
 			q := keyspace.TreeKeysFor(e.prefix, tp.Name(), s).StageQ
 			for _, m := range e.rdb.ZRange(ctx, q, 0, -1).Val() {
-				e.rdb.ZAdd(ctx, q, redis.Z{Score: 0, Member: m})
+				e.rdb.ZAdd(ctx, q, redis.Z{Score: 1, Member: m})
 			}
 		}
 		for s := range tp.SlotAmount() {

@@ -195,12 +195,36 @@ func (r *Reporter) Scan(ctx context.Context, name string, slot int, cursor strin
 		mode := "x"
 		if committed {
 			mode = "a"
+		} else if ms, err = r.olderThan(ctx, name, slot, ms, t.Add(-discardAfter)); err != nil {
+			return cursor, err
 		}
 		if err := Act(ctx, r.rdb, r.prefix, r.wakeCmd, name, slot, mode, fid, ms); err != nil {
 			return cursor, err
 		}
 	}
 	return next, nil
+}
+
+// discardAfter is how old a staged node of a flow that is not committed
+// must be before a scan discards it: several StageGraces, so no writer
+// can still commit it (Write gives up on a flow whose staging took longer
+// than StageGrace).
+const discardAfter = 5 * StageGrace
+
+// olderThan returns those of the staged members ms of slot staged before
+// at.
+func (r *Reporter) olderThan(ctx context.Context, name string, slot int, ms []string, at time.Time) ([]string, error) {
+	scores, err := r.rdb.ZMScore(ctx, keyspace.TreeKeysFor(r.prefix, name, slot).StageQ, ms...).Result()
+	if err != nil {
+		return nil, fmt.Errorf("rmq: read staged flow nodes of %s slot %d: %w", name, slot, err)
+	}
+	var out []string
+	for i, sc := range scores {
+		if sc > 0 && int64(sc) < at.UnixMilli() {
+			out = append(out, ms[i])
+		}
+	}
+	return out, nil
 }
 
 // settle reports the outcomes of a flowcheck.lua reply and returns what
