@@ -164,12 +164,12 @@ func parseFlags() (options, error) {
 	}
 	for _, c := range strings.Split(cases, ",") {
 		c = strings.TrimSpace(c)
-		known := c == "topics" || c == "http" || c == "flow" || c == "life" // not in allCases: not run by default
+		known := c == "topics" || c == "http" || c == "flow" || c == "life" || c == "flows" // not in allCases: not run by default
 		for _, k := range allCases {
 			known = known || k == c
 		}
 		if !known {
-			return o, fmt.Errorf("-cases: unknown %q (%s, topics, http, flow, life)", c, strings.Join(allCases, ", "))
+			return o, fmt.Errorf("-cases: unknown %q (%s, topics, http, flow, life, flows)", c, strings.Join(allCases, ", "))
 		}
 		o.cases[c] = true
 	}
@@ -304,6 +304,9 @@ func run(ctx context.Context, o options) (err error) {
 	if err == nil && o.cases["life"] {
 		err = b.life(ctx, log)
 	}
+	if err == nil && o.cases["flows"] {
+		err = b.flows(ctx, log)
+	}
 	env.elapsed = time.Since(began)
 	env.loadAfter = loadAvg()
 	if o.json {
@@ -326,6 +329,8 @@ func run(ctx context.Context, o options) (err error) {
 			printFlowReport(os.Stdout, o, env, b.res)
 		case o.cases["life"]:
 			printLifeReport(os.Stdout, o, env, b.res)
+		case o.cases["flows"]:
+			printFlowsReport(os.Stdout, o, env, b.res)
 		default:
 			printHTTPReport(os.Stdout, o, env, b.res)
 		}

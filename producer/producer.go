@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/rmq-go/rmq/internal/flowtree"
 	"github.com/rmq-go/rmq/internal/groupcommit"
 	"github.com/rmq-go/rmq/internal/keyspace"
 	"github.com/rmq-go/rmq/internal/life"
@@ -376,7 +377,7 @@ func (p *Producer) removeAt(ctx context.Context, t topic.Topic, slot int, id str
 		return NotFound, fmt.Errorf("rmq: remove from %s: %w", t.Name(), err)
 	}
 	if r := removedOf(n); r != NotFound {
-		return r, nil
+		return r, p.flowEnded(ctx, t, slot, id)
 	}
 	// Not in store, delayed or prepare: it may wait in its group
 	// (WithGroup), which remove.lua does not look at.
@@ -385,7 +386,12 @@ func (p *Producer) removeAt(ctx context.Context, t topic.Topic, slot int, id str
 		return NotFound, fmt.Errorf("rmq: remove from %s: %w", t.Name(), err)
 	}
 	if n == 1 {
-		return RemovedWaiting, nil
+		return RemovedWaiting, p.flowEnded(ctx, t, slot, id)
 	}
 	return NotFound, nil
+}
+
+// flowEnded reports a removed flow child's end to its parent.
+func (p *Producer) flowEnded(ctx context.Context, t topic.Topic, slot int, id string) error {
+	return flowtree.NewReporter(p.rdb, p.prefix).Ended(ctx, t.Name(), slot, id, 'r')
 }

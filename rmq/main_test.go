@@ -22,6 +22,8 @@ func TestMain(m *testing.M) {
 		os.Exit(runHistWorker())
 	case lifeWorkerRole:
 		os.Exit(runLifeWorker())
+	case treeWorkerRole:
+		os.Exit(runTreeWorker())
 	}
 	if os.Getenv(schedWorkerEnv) == "1" {
 		os.Exit(runSchedWorker())

@@ -26,6 +26,7 @@ func init() {
 		{name: "resume", summary: "let the consumers of a paused topic fetch again", help: resumeHelp, run: (*app).resume},
 		{name: "limits", summary: "show or set a topic's fleet-wide flow limits", help: limitsHelp, run: (*app).limits},
 		{name: "show", summary: "show one message in any state, finished ones too", help: showHelp, run: (*app).show},
+		{name: "flow", summary: "draw the flow (parents and children) below a message", help: flowHelp, run: (*app).flow},
 		{name: "cancel", summary: "cancel a message, waiting or in flight", help: cancelHelp, run: (*app).cancel},
 		{name: "wait", summary: "wait until a message finishes; the exit status says how", help: waitHelp, run: (*app).wait},
 		{name: "events", summary: "print a topic's event log, or follow it", help: eventsHelp, run: (*app).events},

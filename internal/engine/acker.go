@@ -7,6 +7,7 @@ import (
 
 	"github.com/rmq-go/rmq/consumer"
 	"github.com/rmq-go/rmq/internal/engine/ack"
+	"github.com/rmq-go/rmq/internal/flowtree"
 	"github.com/rmq-go/rmq/internal/keyspace"
 	"github.com/rmq-go/rmq/internal/life"
 	"github.com/rmq-go/rmq/topic"
@@ -42,6 +43,7 @@ func (c *Engine) ackAsync(ctx context.Context, d *delivery, took time.Duration) 
 				c.log.WarnContext(ctx, "rmq: ack refused: the delivery was no longer current", "id", d.msg.ID, "slot", d.msg.Slot)
 				return consumer.Refused, nil
 			}
+			c.forgetChild(d.msg)
 			return consumer.Acked, nil
 		})
 		c.ended(ctx, d, took, outcome, nil)
@@ -81,6 +83,22 @@ func (h *Hub) AckByID(ctx context.Context, prefix string, t topic.Topic, slot in
 	if dl, ok := ctx.Deadline(); ok {
 		bound = min(bound, max(time.Until(dl), 0))
 	}
+	// A flow child's completion reaches its parent before its ack
+	// (flows.go), with the result: the caller kept only the id, so its
+	// watch entry says whether it is one, and its prepare entry whether it
+	// is in flight.
+	rep := flowtree.NewReporter(h.rdb, prefix)
+	ref, child, err := rep.Watched(ctx, t.Name(), slot, id)
+	if err != nil {
+		return false, err
+	}
+	if child {
+		if h.rdb.ZScore(ctx, keyspace.KeysFor(prefix, t, slot).Prepare, id).Err() == nil {
+			if err := rep.Report(ctx, ref, 'c', "", result); err != nil {
+				return false, err
+			}
+		}
+	}
 	r := &ack.Req{Keys: ack.SlotKeys(keyspace.KeysFor(prefix, t, slot), t.Type().TimeBased()), ID: id, Token: -1, Merge: true, Bound: bound}
 	if f := h.flows.First(prefix, t.Name()); f != nil {
 		r.Flow, r.HasFlow = f.EndFlowKeys(slot)
@@ -106,6 +124,9 @@ func (h *Hub) AckByID(ctx context.Context, prefix string, t topic.Topic, slot in
 	if r.Code == ack.Done {
 		h.flows.EndedByID(ctx, h.rdb, h.id, h.cfg.Logger, prefix, t, slot, id)
 		endedByID(h.cfg.Observer, t.Name(), consumer.Acked)
+		if child {
+			_ = rep.Forget(ctx, t.Name(), slot, id) // else a scan clears it
+		}
 	}
 	return r.Code == ack.Done, nil
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/rmq-go/rmq/consumer"
 	"github.com/rmq-go/rmq/internal/engine/hold"
 	"github.com/rmq-go/rmq/internal/engine/redisops"
+	"github.com/rmq-go/rmq/internal/flowtree"
 	"github.com/rmq-go/rmq/internal/scripts"
 )
 
@@ -320,6 +321,13 @@ func (c *Engine) handle(ctx context.Context, d *delivery) {
 		// ZooKeeper mode: no rollback (it would count an attempt and could
 		// reorder the key); the slot's next term returns the message.
 		outcome = consumer.Revoked
+	case err == nil && c.reportCompleted(d.msg) != nil:
+		// A flow child whose completion could not reach its parent's
+		// record is not acked: its lease runs out and it runs again, and
+		// its report then (which counts once) goes first.
+		outcome = consumer.Failed
+		err = errFlowReport
+		c.log.ErrorContext(ctx, "rmq: could not report a flow child's completion; it runs again", "id", d.msg.ID, "slot", d.msg.Slot)
 	case err == nil:
 		// The ack rides the client's next ack round without this goroutine
 		// waiting for it: the goroutine ends here, shallow (no stack grown
@@ -337,6 +345,12 @@ func (c *Engine) handle(ctx context.Context, d *delivery) {
 			}
 			if res[0] == redisops.RollbackExpired {
 				expired(c.cfg.observer, c.topic.Name(), 1)
+			}
+			if res[0] == redisops.RollbackExpired || res[0] == redisops.RollbackDead {
+				// The message's end: a flow child reports it to its parent.
+				if _, ok := flowtree.RefOf(d.msg.Headers); ok {
+					c.checkFlowChildren(d.msg.Slot, d.msg.ID)
+				}
 			}
 			return redisops.RollbackOutcome(res[0]), nil
 		})

@@ -16,6 +16,7 @@ import (
 	"github.com/rmq-go/rmq/internal/engine/flow"
 	"github.com/rmq-go/rmq/internal/engine/ownership"
 	"github.com/rmq-go/rmq/internal/engine/redisops"
+	"github.com/rmq-go/rmq/internal/flowtree"
 	"github.com/rmq-go/rmq/internal/keyspace"
 	"github.com/rmq-go/rmq/internal/lifecycle"
 	"github.com/rmq-go/rmq/internal/options"
@@ -49,9 +50,13 @@ type Engine struct {
 	// order by Close: loops (the fetcher), then, once the handlers drained,
 	// handleCtx ends the handlers Close gave up on; the hub keeps the
 	// leases until then.
-	phase     lifecycle.Phase // guarded by mu
-	live      bool            // guarded by mu: Start succeeded and Close has not begun
-	loops     *lifecycle.Group
+	phase lifecycle.Phase // guarded by mu
+	live  bool            // guarded by mu: Start succeeded and Close has not begun
+	loops *lifecycle.Group
+	// tree reports flow children's outcomes (flows.go); fscan is the
+	// state of the flow scans that go with the sweep.
+	tree      *flowtree.Reporter
+	fscan     flowScan
 	handleCtx context.Context
 	stopAll   context.CancelFunc
 	handlers  sync.WaitGroup // one per delivery in flight
@@ -203,6 +208,7 @@ func (h *Hub) New(p Params) (*Engine, error) {
 		Expired: func(n int) { expired(cfg.observer, t.Name(), n) },
 		Fenced:  c.fenced,
 	}
+	c.tree = c.newReporter()
 	h.wake.Expect(t.SlotAmount())
 	return c, nil
 }
@@ -255,7 +261,7 @@ func (c *Engine) Start(ctx context.Context) error {
 	c.loops = lifecycle.NewGroup(base)
 	// The handlers' contexts carry the progress writer
 	// (consumer.Message.SetProgress), put here once for all of them.
-	c.handleCtx, c.stopAll = context.WithCancel(options.WithProgress(base, c.writeProgress))
+	c.handleCtx, c.stopAll = context.WithCancel(options.WithChildren(options.WithProgress(base, c.writeProgress), c.readChildren))
 
 	// The hub's subscription: once this returns, Redis confirmed the
 	// topic's wake channels.
@@ -287,6 +293,7 @@ func (c *Engine) Start(ctx context.Context) error {
 	if c.adaptive != nil {
 		c.loops.Go("adaptive reporter", c.adaptive.RunReporter)
 	}
+	c.loops.Go("flow scans", c.runFlowScans)
 	c.mu.Lock()
 	c.live = true
 	c.mu.Unlock()

@@ -80,6 +80,9 @@ func sweepSlots(c *Engine, slotList []int) (int, error) {
 	ctx, cancel := context.WithTimeout(c.loops.Context(), max(c.cfg.sweepInterval, time.Second))
 	defer cancel()
 	rolled, dead, exp, err := c.ops.Sweep(ctx, slotList)
+	for _, d := range dead {
+		c.checkFlowChildren(d.Slot, d.ID)
+	}
 	if err != nil && ctx.Err() == nil {
 		c.log.WarnContext(ctx, "rmq: sweep failed", "err", err)
 	}

@@ -40,6 +40,10 @@ func (c *Engine) NackByID(ctx context.Context, id string, retryAfter time.Durati
 		c.flow.EndedByID(ctx, slot, id)
 		endedByID(c.cfg.observer, c.topic.Name(), redisops.RollbackOutcome(res[0]))
 	}
+	if res[0] == redisops.RollbackExpired || res[0] == redisops.RollbackDead {
+		// A flow child's end reaches its parent (flows.go).
+		c.checkFlowChildren(slot, id)
+	}
 	return res[0] != redisops.RollbackStale, nil
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/rmq-go/rmq/consumer"
 	"github.com/rmq-go/rmq/internal/engine/redisops"
+	"github.com/rmq-go/rmq/internal/flowtree"
 	"github.com/rmq-go/rmq/internal/lifecycle"
 	"github.com/rmq-go/rmq/internal/scripts"
 )
@@ -48,6 +49,11 @@ func (d *Pulled) Ack(ctx context.Context) error {
 	if dl, ok := ctx.Deadline(); ok {
 		bound = min(bound, max(time.Until(dl), 0))
 	}
+	// A flow child's completion reaches its parent before its ack
+	// (flows.go); not reported, not acked.
+	if err := d.e.reportCompleted(d.Message); err != nil {
+		return fmt.Errorf("rmq: ack %s on %s: %w", d.ID, d.Topic, err)
+	}
 	r := d.e.ackReqOf(d.Message, bound)
 	if err := d.e.hub.acks.Do(ctx, r); err != nil {
 		d.finish(consumer.Failed, nil)
@@ -60,6 +66,7 @@ func (d *Pulled) Ack(ctx context.Context) error {
 		d.finish(consumer.Refused, nil)
 		return consumer.ErrLeaseLost
 	}
+	d.e.forgetChild(d.Message)
 	d.finish(consumer.Acked, nil)
 	return nil
 }
@@ -92,6 +99,11 @@ func (d *Pulled) Nack(ctx context.Context, retryAfter time.Duration, cause error
 	d.e.flow.EndedPulled(ctx, d.Message)
 	if res[0] == redisops.RollbackExpired {
 		expired(d.e.cfg.observer, d.e.topic.Name(), 1)
+	}
+	if res[0] == redisops.RollbackExpired || res[0] == redisops.RollbackDead {
+		if _, ok := flowtree.RefOf(d.Headers); ok {
+			d.e.checkFlowChildren(d.Slot, d.ID)
+		}
 	}
 	// rollbackStale: Refused.
 	d.finish(redisops.RollbackOutcome(res[0]), cause)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/rmq-go/rmq/internal/flowtree"
 	"github.com/rmq-go/rmq/internal/keyspace"
 	"github.com/rmq-go/rmq/internal/life"
 	"github.com/rmq-go/rmq/internal/scripts"
@@ -120,6 +121,10 @@ func (i *Inspector) Cancel(ctx context.Context, t topic.Topic, id string) (bool,
 		// history (with the default retention: an inspector has no option
 		// for it); a count that cannot be written is not a failed cancel.
 		_ = history.Incr(ctx, i.rdb, i.prefix, t.Name(), history.Cancelled, 1, history.DefaultRetention)
+		// A flow child's end reaches its parent.
+		if err := flowtree.NewReporter(i.rdb, i.prefix).Ended(ctx, t.Name(), slot, id, 'x'); err != nil {
+			return true, err
+		}
 	}
 	return n > 0, nil
 }

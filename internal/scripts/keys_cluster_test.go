@@ -32,7 +32,7 @@ var keyPositions = map[string]string{
 	"TIME": "none",
 	"ZADD": "first", "ZREM": "first", "ZSCORE": "first", "ZMSCORE": "first", "ZRANGE": "first", "ZCARD": "first", "ZLEXCOUNT": "first",
 	"ZRANGEBYSCORE": "first", "ZREVRANGE": "first", "ZREVRANGEBYSCORE": "first", "ZCOUNT": "first",
-	"HGET": "first", "HSET": "first", "HSETNX": "first", "HDEL": "first", "HEXISTS": "first", "HLEN": "first", "HMGET": "first",
+	"HGET": "first", "HSCAN": "first", "HSET": "first", "HSETNX": "first", "HDEL": "first", "HEXISTS": "first", "HLEN": "first", "HMGET": "first",
 	"GET": "first", "SET": "first", "INCR": "first", "PEXPIRE": "first", "XADD": "first",
 	// A plain PUBLISH channel is no key: Redis Cluster routes it to every
 	// node (schedule.lua's events); the wake command is checked as a key.

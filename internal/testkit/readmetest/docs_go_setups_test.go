@@ -121,6 +121,17 @@ if rec.Code != http.StatusOK { return fmt.Errorf("GET /rmq/: %d", rec.Code) }`},
 		after: `if err != nil { return err }`},
 	// Compile-only: a listener's return statements.
 	"jobs-outcomes": {given: `var err error`},
+	"flows-send": {given: `var (
+	ctx             context.Context
+	client          *rmq.Client
+	albums, resizes topic.Topic
+)
+
+func buildAlbum([]byte, []consumer.ChildResult) error { return nil }`, init: `ctx = context.Background()
+	albums, resizes = topic.MustNew("albums", topic.FixedTime, 4), topic.MustNew("resizes", topic.Priority, 4)
+	client = docenv.Client("flows-send")`,
+		after: `_ = albumHandler
+if err != nil || id != "album-7" { return fmt.Errorf("SendFlow: %q, %v; the page says album-7", id, err) }`},
 	"jobs-unique": {given: `var (
 	ctx      context.Context
 	p        *producer.Producer

@@ -1,0 +1,59 @@
+package rmq
+
+import (
+	"context"
+
+	"github.com/rmq-go/rmq/internal/inspect"
+	"github.com/rmq-go/rmq/topic"
+)
+
+// More message states, of flows (producer.SendFlow).
+const (
+	// StateWaitingChildren is a flow's parent whose children have not all
+	// finished: it is not deliverable, nor counted as waiting.
+	StateWaitingChildren MessageState = "waiting_children"
+	// StateRemoved is a flow's child that was removed (or expired) before
+	// it finished.
+	StateRemoved MessageState = "removed"
+)
+
+// FlowInfo is a flow (producer.SendFlow) as the Inspector sees it: a node
+// and its children, each with its state.
+type FlowInfo struct {
+	Node     MessageInfo
+	Children []FlowInfo
+}
+
+// Flow returns the flow below id of t: the message, in any state
+// (StateWaitingChildren while its children run), and its children, each a
+// flow of its own. A finished child that its topic does not retain shows
+// its outcome as its state (completed, dead, cancelled, removed) and its
+// result. A message that is no parent has no children; an unknown id is
+// ErrMessageNotFound.
+func (i *Inspector) Flow(ctx context.Context, t topic.Topic, id string) (FlowInfo, error) {
+	f, err := i.in.Tree(ctx, t, id)
+	if err != nil {
+		return FlowInfo{}, err
+	}
+	return flowInfo(f), nil
+}
+
+func flowInfo(f inspect.FlowInfo) FlowInfo {
+	out := FlowInfo{Node: messageInfo(f.Node)}
+	for _, c := range f.Children {
+		out.Children = append(out.Children, flowInfo(c))
+	}
+	return out
+}
+
+// FlowParentObserver is an optional extension of Observer: it is told
+// when a flow's parent (producer.SendFlow) of topic was released, its
+// children all finished (failed false), or moved to the dead queue by a
+// child's failure (failed true), by a report this client made.
+type FlowParentObserver interface {
+	FlowParent(topic string, failed bool)
+}
+
+func (o *observers) FlowParent(topic string, failed bool) {
+	each(o.list, func(x FlowParentObserver) { x.FlowParent(topic, failed) })
+}
