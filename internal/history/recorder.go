@@ -3,7 +3,6 @@ package history
 import (
 	"context"
 	"log/slog"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -341,6 +340,3 @@ func (r *Recorder) flush(ctx context.Context, last bool) {
 	}
 	r.cfg.Logger.WarnContext(ctx, "rmq: could not write history and worker record; counts kept in memory", "err", err, "failed_flushes", r.failed.Load())
 }
-
-// itoa is strconv.FormatInt for the record's fields.
-func itoa(n int64) string { return strconv.FormatInt(n, 10) }
