@@ -22,7 +22,10 @@
 //   - Redis memory per waiting message (INFO memory delta / count);
 //   - only with -cases topics (RMQ only, topics.go): N topics on one
 //     client, its start, idle cost and memory per topic, and a wave due at
-//     one instant across N topics against the same wave inside one.
+//     one instant across N topics against the same wave inside one;
+//   - only with -cases history (RMQ only, history.go): produce and
+//     consume with the per-minute history and worker record on (the
+//     default) and off (rmq.WithHistory(0)), side by side.
 //
 // Throughput and lateness figures are medians of -runs runs; the systems
 // alternate within each case. Per-message costs (Redis commands, round
@@ -164,12 +167,12 @@ func parseFlags() (options, error) {
 	}
 	for _, c := range strings.Split(cases, ",") {
 		c = strings.TrimSpace(c)
-		known := c == "topics" || c == "http" || c == "flow" || c == "life" || c == "flows" // not in allCases: not run by default
+		known := c == "topics" || c == "http" || c == "flow" || c == "life" || c == "flows" || c == "history" // not in allCases: not run by default
 		for _, k := range allCases {
 			known = known || k == c
 		}
 		if !known {
-			return o, fmt.Errorf("-cases: unknown %q (%s, topics, http, flow, life, flows)", c, strings.Join(allCases, ", "))
+			return o, fmt.Errorf("-cases: unknown %q (%s, topics, http, flow, life, flows, history)", c, strings.Join(allCases, ", "))
 		}
 		o.cases[c] = true
 	}
@@ -307,6 +310,9 @@ func run(ctx context.Context, o options) (err error) {
 	if err == nil && o.cases["flows"] {
 		err = b.flows(ctx, log)
 	}
+	if err == nil && o.cases["history"] {
+		err = b.history(ctx, log)
+	}
 	env.elapsed = time.Since(began)
 	env.loadAfter = loadAvg()
 	if o.json {
@@ -331,6 +337,8 @@ func run(ctx context.Context, o options) (err error) {
 			printLifeReport(os.Stdout, o, env, b.res)
 		case o.cases["flows"]:
 			printFlowsReport(os.Stdout, o, env, b.res)
+		case o.cases["history"]:
+			printHistoryReport(os.Stdout, o, env, b.res)
 		default:
 			printHTTPReport(os.Stdout, o, env, b.res)
 		}

@@ -30,9 +30,10 @@ type results struct {
 	// httpCeiling: an empty in-process handler's PUTs/s with the same
 	// client (http_ceiling.go); 0 when not measured.
 	httpCeiling float64
-	flow        *flowResults  // the flow case (flow.go)
-	life        *lifeResults  // the life case (life.go)
-	flows       *flowsResults // the flows case (flows.go)
+	flow        *flowResults    // the flow case (flow.go)
+	life        *lifeResults    // the life case (life.go)
+	flows       *flowsResults   // the flows case (flows.go)
+	history     *historyResults // the history case (history.go)
 }
 
 func newResults() *results { return &results{m: map[string]map[string]*sample{}} }

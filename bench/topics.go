@@ -88,7 +88,7 @@ func classicCases(o options) bool {
 		return true
 	}
 	for c := range o.cases {
-		if c != "topics" && c != "http" && c != "flow" && c != "life" && c != "flows" {
+		if c != "topics" && c != "http" && c != "flow" && c != "life" && c != "flows" && c != "history" {
 			return true
 		}
 	}

@@ -125,3 +125,10 @@ func (m *Minute) add(o *Minute) {
 func Key(prefix, topic string, minute time.Time) string {
 	return prefix + ":{" + topic + "}:hist:" + strconv.FormatInt(minute.Unix(), 10)
 }
+
+// Fields returns the hash fields of a topic-minute, counts first.
+func Fields() []string {
+	out := append([]string(nil), counterFields[:]...)
+	out = append(out, handlerFields[:]...)
+	return append(out, lateFields[:]...)
+}

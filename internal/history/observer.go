@@ -55,31 +55,36 @@ func (h *Observer) Delivered(m *consumer.Message) {
 
 // Finished counts how a delivery ended and its handler time.
 func (h *Observer) Finished(m *consumer.Message, took time.Duration, outcome consumer.Outcome, _ error) {
-	h.R.Handler(m.Topic, took)
-	h.EndedByID(m.Topic, outcome)
+	h.end(m.Topic, max(took, 0), outcome)
 }
 
 // EndedByID counts how a delivery ended that an AckByID or NackByID ended
 // (rmqd's acks and nacks), as Finished does without the handler time; a
 // nil h (no history) counts nothing.
 func (h *Observer) EndedByID(topic string, outcome consumer.Outcome) {
-	if h == nil {
-		return
+	if h != nil {
+		h.end(topic, -1, outcome)
 	}
+}
+
+// end counts a delivery's end in one step of the recorder. Expired
+// deliveries are counted by Expired (the engine tells both); cancelled
+// messages by Inspector.Cancel, which sees every one.
+func (h *Observer) end(topic string, took time.Duration, outcome consumer.Outcome) {
 	h.R.inFlight.Add(-1)
+	c1, c2 := Counter(-1), Counter(-1)
 	switch outcome {
 	case consumer.Acked:
-		h.R.Add(topic, Completed, 1)
+		c1 = Completed
 		if _, ok := h.forwards.Load(topic); ok {
-			h.R.Add(topic, Forwarded, 1)
+			c2 = Forwarded
 		}
 	case consumer.Retried:
-		h.R.Add(topic, Retried, 1)
+		c1 = Retried
 	case consumer.Dead:
-		h.R.Add(topic, Dead, 1)
+		c1 = Dead
 	}
-	// Expired deliveries are counted by expired (the engine tells both);
-	// cancelled messages by Inspector.Cancel, which sees every one.
+	h.R.End(topic, took, c1, c2)
 }
 
 // LeasesExpired counts the sweeper's rollbacks: retried, or dead.

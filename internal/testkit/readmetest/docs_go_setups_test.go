@@ -18,6 +18,30 @@ type goSetup struct {
 // in docs/*.md, by NAME. A new fragment needs an entry; an entry no page
 // uses any more fails the test too.
 var goSetups = map[string]goSetup{
+	"history": {given: `var (
+	ctx    context.Context
+	client *rmq.Client
+	orders topic.Topic
+	show   func(...any)
+)`, init: `ctx, orders = context.Background(), topic.MustNew("orders", topic.FixedTime, 4)
+	show = func(...any) {}
+	// A client handles three orders and closes (which writes its counts).
+	c := docenv.Client("history")
+	done := make(chan struct{}, 3)
+	if err := c.Register(orders, consumer.ListenerFunc(func(context.Context, *consumer.Message) error { done <- struct{}{}; return nil })); err != nil { return err }
+	if err := c.Start(ctx); err != nil { return err }
+	for i := range 3 {
+		if _, err := c.Producer().SendFixedTime(ctx, orders, []byte(fmt.Sprint("order-", i)), time.Now()); err != nil { return err }
+	}
+	for range 3 { <-done }
+	if err := c.Close(ctx); err != nil { return err }
+	client = docenv.Client("history")`,
+		// The page's claim: the history counts what the client did; a
+		// closed client is no worker.
+		after: `if err != nil { return err }
+var sent, completed int64
+for _, p := range points { sent, completed = sent+p.Sent, completed+p.Completed }
+if sent != 3 || completed != 3 || len(workers) != 0 { return fmt.Errorf("history: %d sent, %d completed, %d workers; want 3, 3, 0", sent, completed, len(workers)) }`},
 	"api-setup": {given: `var (
 	logger      *slog.Logger
 	listener    consumer.MessageListener
