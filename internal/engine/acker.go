@@ -91,11 +91,19 @@ func (h *Hub) AckByID(ctx context.Context, prefix string, t topic.Topic, slot in
 	} else {
 		r.Life, r.HasLife = keyspace.LifeKeysFor(prefix, t.Name(), slot).Slice(), true
 	}
+	child, err := h.reportByID(ctx, prefix, t, slot, id)
+	if err != nil {
+		// Not recorded: no ack either (the lease runs out, it runs again).
+		return false, fmt.Errorf("%w: %w", errFlowReport, err)
+	}
 	if err := h.acks.Do(ctx, r); err != nil {
 		return false, err
 	}
 	if r.Code == ack.Done {
 		h.flows.EndedByID(ctx, h.rdb, h.id, h.cfg.Logger, prefix, t, slot, id)
+		if child {
+			h.forgetByID(ctx, prefix, t, slot, id)
+		}
 	}
 	return r.Code == ack.Done, nil
 }
