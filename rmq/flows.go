@@ -17,6 +17,12 @@ const (
 	StateRemoved MessageState = "removed"
 )
 
+// EventReleased is the event a flow's parent records in its topic's event
+// log (Lifecycle.Events) when its last child finished and it became
+// deliverable; a parent a child's failure moved to the dead queue records
+// EventDead.
+const EventReleased EventType = "released"
+
 // FlowInfo is a flow (producer.SendFlow) as the Inspector sees it: a node
 // and its children, each with its state.
 type FlowInfo struct {
