@@ -10,7 +10,8 @@
 -- KEYS[4] -> store ZSET
 -- KEYS[5] -> prepare ZSET
 -- KEYS[6] -> msg HASH
--- KEYS[7] -> wake channel
+-- KEYS[7] -> wake channel ("T" after an activation: the slot's consumers
+--            scan it for flow outcomes nobody reported from now on)
 -- KEYS[8] -> delayed ZSET
 -- KEYS[8+j] -> the record HASH of the j-th "r:" member below
 -- ARGV[1] -> 'a' activate, 'x' discard
@@ -76,4 +77,5 @@ for i = 4, #ARGV do
     end
   end
 end
+if mode == 'a' and done > 0 and cmd ~= '' then redis.call(cmd, KEYS[7], 'T') end
 return done

@@ -7,10 +7,13 @@
 -- KEYS[1] -> stageq ZSET "l:<id>" / "r:<id>" -> ms staged
 -- KEYS[2] -> staged HASH "l:<id>" -> a leaf's send, "r:<id>" -> a record's flow
 -- KEYS[3] -> msg HASH (a leaf's id that exists there is refused)
--- KEYS[3+j] -> the record HASH of the j-th parent below
--- ARGV[1] -> the flow's nonce (fid)
--- ARGV[2] -> the root's ref: "<slot>\n<topic>\n<id>"
--- ARGV[3] -> P parents, ARGV[4] -> L leaves, then
+-- KEYS[4] -> wake channel: "T" tells the slot's consumers to scan it
+--            for flow work (a writer that dies leaves its staging there)
+-- KEYS[4+j] -> the record HASH of the j-th parent below
+-- ARGV[1] -> wake command: PUBLISH, SPUBLISH or ''
+-- ARGV[2] -> the flow's nonce (fid)
+-- ARGV[3] -> the root's ref: "<slot>\n<topic>\n<id>"
+-- ARGV[4] -> P parents, ARGV[5] -> L leaves, then
 --   per parent: id, type, score, options, body, up (its own parent's ref,
 --     '' for the root), n, then n child descriptors ("<F|C><slot>\n<topic>\n<id>")
 --   per leaf: id, type, score, options, body, up
@@ -19,10 +22,10 @@
 -- { -1, id } when id is taken: a record of another flow exists for a
 -- parent, or a leaf's id has an envelope (waiting or in flight) here;
 -- then nothing of this call was written.
-local fid, root = ARGV[1], ARGV[2]
-local P, L = tonumber(ARGV[3]), tonumber(ARGV[4])
+local cmd, fid, root = ARGV[1], ARGV[2], ARGV[3]
+local P, L = tonumber(ARGV[4]), tonumber(ARGV[5])
 local parents, leaves = {}, {}
-local at = 5
+local at = 6
 for j = 1, P do
   local n = tonumber(ARGV[at + 6])
   parents[j] = { id = ARGV[at], typ = tonumber(ARGV[at + 1]), score = ARGV[at + 2], opts = ARGV[at + 3], body = ARGV[at + 4], up = ARGV[at + 5], n = n, kids = at + 7 }
@@ -34,7 +37,7 @@ for j = 1, L do
 end
 -- Check everything before the first write.
 for j = 1, P do
-  local cur = redis.call('HGET', KEYS[3 + j], 'fid')
+  local cur = redis.call('HGET', KEYS[4 + j], 'fid')
   if cur and cur ~= fid then return { -1, parents[j].id } end
 end
 for j = 1, L do
@@ -45,7 +48,7 @@ end
 local now = now_ms()
 for j = 1, P do
   local p = parents[j]
-  local rec = KEYS[3 + j]
+  local rec = KEYS[4 + j]
   if redis.call('EXISTS', rec) == 0 then
     local e = { typ = p.typ, fails = 0, first = now, nonce = tonumber(fid), err = '' }
     if p.opts ~= '' then opt_decode(e, p.opts) end
@@ -69,4 +72,5 @@ for j = 1, L do
   redis.call('HSET', KEYS[2], 'l:' .. l.id, v)
   redis.call('ZADD', KEYS[1], 'NX', now, 'l:' .. l.id)
 end
+if cmd ~= '' then redis.call(cmd, KEYS[4], 'T') end
 return { 1 }

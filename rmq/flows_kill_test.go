@@ -114,7 +114,11 @@ func toAny(ss []string) []any {
 func startTreeWorker(t *testing.T, e *env, kids string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), workerEnv+"="+treeWorkerRole, workerAddrEnv+"="+e.addrs(), workerClusterEnv+"=0",
+	cl := "0"
+	if e.cl != nil {
+		cl = "1"
+	}
+	cmd.Env = append(os.Environ(), workerEnv+"="+treeWorkerRole, workerAddrEnv+"="+e.addrs(), workerClusterEnv+"="+cl,
 		workerPrefixEnv+"="+e.prefix, treeKidsEnv+"="+kids)
 	cmd.Stderr = e.log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -138,6 +142,22 @@ func startTreeWorker(t *testing.T, e *env, kids string) *exec.Cmd {
 func TestFlowKilledConsumersAndRedis(t *testing.T) {
 	srv := redistest.Start(t, redisserver.Config{AppendOnly: true, AppendFsync: "always"})
 	e := newEnvOn(t, srv)
+	killedFlows(t, e, func() {
+		// Redis itself dies (SIGKILL) and comes back from its AOF.
+		require.NoError(t, srv.Kill())
+		require.NoError(t, srv.Restart(ctxT(t)))
+	})
+}
+
+// The same on the cluster, its nodes spread over three masters: consumers
+// killed with SIGKILL mid-flow.
+func TestFlowKilledConsumersCluster(t *testing.T) {
+	killedFlows(t, newEnvFor(t, cluster), func() {})
+}
+
+// killedFlows runs 12 flows of three levels over three topics under
+// workers killed again and again, calling midway once halfway.
+func killedFlows(t *testing.T, e *env, midway func()) {
 	ctx := ctxT(t)
 	c := e.client()
 	for _, tp := range []topic.Topic{treeRoots, treeMids, treeKids} {
@@ -186,9 +206,7 @@ func TestFlowKilledConsumersAndRedis(t *testing.T) {
 		require.NoError(t, ws[i%2].Process.Signal(syscall.SIGKILL))
 		_ = ws[i%2].Wait()
 		if i == 2 {
-			// Redis itself dies (SIGKILL) and comes back from its AOF.
-			require.NoError(t, srv.Kill())
-			require.NoError(t, srv.Restart(ctx))
+			midway()
 		}
 		ws[i%2] = startTreeWorker(t, e, kids)
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/rmq-go/rmq/consumer"
 	"github.com/rmq-go/rmq/internal/engine/ack"
+	"github.com/rmq-go/rmq/internal/flowtree"
 	"github.com/rmq-go/rmq/internal/keyspace"
 	"github.com/rmq-go/rmq/topic"
 )
@@ -80,6 +81,22 @@ func (h *Hub) AckByID(ctx context.Context, prefix string, t topic.Topic, slot in
 	if dl, ok := ctx.Deadline(); ok {
 		bound = min(bound, max(time.Until(dl), 0))
 	}
+	// A flow child's completion reaches its parent before its ack
+	// (flows.go): the caller kept only the id, so its watch entry says
+	// whether it is one, and its prepare entry whether it is in flight (no
+	// result: the caller set none).
+	rep := flowtree.NewReporter(h.rdb, prefix)
+	ref, child, err := rep.Watched(ctx, t.Name(), slot, id)
+	if err != nil {
+		return false, err
+	}
+	if child {
+		if h.rdb.ZScore(ctx, keyspace.KeysFor(prefix, t, slot).Prepare, id).Err() == nil {
+			if err := rep.Report(ctx, ref, 'c', "", nil); err != nil {
+				return false, err
+			}
+		}
+	}
 	r := &ack.Req{Keys: ack.SlotKeys(keyspace.KeysFor(prefix, t, slot), t.Type().TimeBased()), ID: id, Token: -1, Merge: true, Bound: bound}
 	if f := h.flows.First(prefix, t.Name()); f != nil {
 		r.Flow, r.HasFlow = f.EndFlowKeys(slot)
@@ -91,18 +108,13 @@ func (h *Hub) AckByID(ctx context.Context, prefix string, t topic.Topic, slot in
 	} else {
 		r.Life, r.HasLife = keyspace.LifeKeysFor(prefix, t.Name(), slot).Slice(), true
 	}
-	child, err := h.reportByID(ctx, prefix, t, slot, id)
-	if err != nil {
-		// Not recorded: no ack either (the lease runs out, it runs again).
-		return false, fmt.Errorf("%w: %w", errFlowReport, err)
-	}
 	if err := h.acks.Do(ctx, r); err != nil {
 		return false, err
 	}
 	if r.Code == ack.Done {
 		h.flows.EndedByID(ctx, h.rdb, h.id, h.cfg.Logger, prefix, t, slot, id)
 		if child {
-			h.forgetByID(ctx, prefix, t, slot, id)
+			_ = rep.Forget(ctx, t.Name(), slot, id) // else a scan clears it
 		}
 	}
 	return r.Code == ack.Done, nil

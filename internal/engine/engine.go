@@ -293,6 +293,7 @@ func (c *Engine) Start(ctx context.Context) error {
 	if c.adaptive != nil {
 		c.loops.Go("adaptive reporter", c.adaptive.RunReporter)
 	}
+	c.loops.Go("flow scans", c.runFlowScans)
 	c.mu.Lock()
 	c.live = true
 	c.mu.Unlock()

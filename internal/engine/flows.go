@@ -4,9 +4,13 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/rmq-go/rmq/consumer"
 	"github.com/rmq-go/rmq/internal/flowtree"
+	"github.com/rmq-go/rmq/internal/keyspace"
 	"github.com/rmq-go/rmq/internal/options"
 )
 
@@ -43,6 +47,7 @@ func (c *Engine) reportCompleted(m *consumer.Message) error {
 	if !ok {
 		return nil
 	}
+	c.markFlowSlots(m.Slot)
 	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.prepareTimeout)
 	defer cancel()
 	return c.tree.Report(ctx, ref, 'c', "", m.Result())
@@ -73,22 +78,106 @@ func (c *Engine) checkFlowChildren(slot int, ids ...string) {
 	}
 }
 
-// flowScan is the state of an engine's flow scans: a cursor per slot.
+// flowScan is the state of an engine's flow scans: the slots to scan
+// (marked by evidence of flow work there) and a cursor per slot.
 type flowScan struct {
 	mu      sync.Mutex
+	gen     uint64
+	marked  map[int]uint64 // slot -> the generation of its latest mark
 	cursors map[int]string
 }
 
-// scanFlows runs one flow scan step on each of slotList (with the sweep):
-// outcomes nobody reported, and flows a dead SendFlow left staged.
-func (c *Engine) scanFlows(ctx context.Context, slotList []int) {
+// markFlowSlots makes the flow scans look at slots: a "T" wake-up (nodes
+// staged or made live there), a flow child delivered or ended there.
+func (c *Engine) markFlowSlots(slots ...int) {
 	c.fscan.mu.Lock()
 	defer c.fscan.mu.Unlock()
-	if c.fscan.cursors == nil {
-		c.fscan.cursors = map[int]string{}
+	if c.fscan.marked == nil {
+		c.fscan.marked = map[int]uint64{}
 	}
+	c.fscan.gen++
+	for _, s := range slots {
+		c.fscan.marked[s] = c.fscan.gen
+	}
+}
+
+// flowScanEvery is how often an engine scans its marked slots for flow
+// work nobody finished (runFlowScans): twice its sweep interval, within
+// bounds.
+func (c *Engine) flowScanEvery() time.Duration {
+	return min(max(2*c.cfg.sweepInterval, 200*time.Millisecond), 30*time.Second)
+}
+
+// runFlowScans is the engine's flow scan loop. It starts with the slots
+// whose watch list or staging set is not empty (one pipelined EXISTS, at
+// start only), then, every flowScanEvery, scans the marked slots
+// (scanFlows); a slot whose scan round ends with both empty is unmarked.
+// An engine whose topic carries no flows sends nothing to Redis here
+// after its start: its slots are marked only by a "T" wake-up or a flow
+// child's delivery.
+func (c *Engine) runFlowScans(ctx context.Context) {
+	n := c.topic.SlotAmount()
+	if busy, err := c.flowBusy(ctx, seq(n)); err == nil {
+		c.markFlowSlots(busy...)
+	}
+	t := time.NewTicker(c.flowScanEvery())
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		c.fscan.mu.Lock()
+		var slots []int
+		for s := range c.fscan.marked {
+			slots = append(slots, s)
+		}
+		c.fscan.mu.Unlock()
+		if len(slots) > 0 {
+			c.scanFlows(ctx, slots)
+		}
+	}
+}
+
+func seq(n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = i
+	}
+	return out
+}
+
+// flowBusy returns those of slots whose watch list or staging set is not
+// empty.
+func (c *Engine) flowBusy(ctx context.Context, slots []int) ([]int, error) {
+	pipe := c.rdb.Pipeline()
+	cmds := make([]*redis.IntCmd, len(slots))
+	for i, s := range slots {
+		tk := keyspace.TreeKeysFor(c.cfg.prefix, c.topic.Name(), s)
+		cmds[i] = pipe.Exists(ctx, tk.Up, tk.StageQ)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, err
+	}
+	var busy []int
+	for i, cmd := range cmds {
+		if cmd.Val() > 0 {
+			busy = append(busy, slots[i])
+		}
+	}
+	return busy, nil
+}
+
+// scanFlows runs one flow scan step on each of slotList: outcomes nobody
+// reported, and flows a dead SendFlow left staged. A slot whose round
+// ended (cursor 0) with nothing left to watch is unmarked.
+func (c *Engine) scanFlows(ctx context.Context, slotList []int) {
+	var done []int
 	for _, s := range slotList {
+		c.fscan.mu.Lock()
 		cur := c.fscan.cursors[s]
+		c.fscan.mu.Unlock()
 		if cur == "" {
 			cur = "0"
 		}
@@ -99,8 +188,38 @@ func (c *Engine) scanFlows(ctx context.Context, slotList []int) {
 			}
 			return
 		}
+		c.fscan.mu.Lock()
+		if c.fscan.cursors == nil {
+			c.fscan.cursors = map[int]string{}
+		}
 		c.fscan.cursors[s] = next
+		c.fscan.mu.Unlock()
+		if next == "0" {
+			done = append(done, s)
+		}
 	}
+	if len(done) == 0 {
+		return
+	}
+	// A mark made after this read (a "T" wake-up racing it) stays.
+	c.fscan.mu.Lock()
+	gen := c.fscan.gen
+	c.fscan.mu.Unlock()
+	busy, err := c.flowBusy(ctx, done)
+	if err != nil {
+		return
+	}
+	still := map[int]bool{}
+	for _, s := range busy {
+		still[s] = true
+	}
+	c.fscan.mu.Lock()
+	for _, s := range done {
+		if !still[s] && c.fscan.marked[s] <= gen {
+			delete(c.fscan.marked, s)
+		}
+	}
+	c.fscan.mu.Unlock()
 }
 
 // readChildren implements consumer.Message.Children for the handlers.

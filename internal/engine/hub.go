@@ -79,7 +79,6 @@ type Hub struct {
 	starts *groupcommit.Group[*startRead]
 	flows  flow.Registry // engines' flow control by topic, for acks by id (flow/registry.go)
 	lives  lifeRegistry  // engines' life settings by topic, for acks by id (life.go)
-	byID   byIDReporters // flow reports of acks by id (flows_byid.go)
 }
 
 // NewHub returns a hub on rdb; its goroutines start with the first Start

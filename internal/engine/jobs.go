@@ -20,7 +20,8 @@ import (
 // limits changed ('L', Inspector.SetLimits), its messages carry groups
 // from now on ('G', a producer's first grouped send), capacity came
 // free under a topic concurrency ('f', flow/state.go), and a delivery in
-// flight was cancelled ('x<token>:<id>', cancel.lua).
+// flight was cancelled ('x<token>:<id>', cancel.lua), and a flow's nodes
+// were staged or made live in the slot ('T', flowstage.lua, flowact.lua).
 const (
 	wakeScore = iota
 	wakeDelayed
@@ -31,6 +32,7 @@ const (
 	wakeGrouped
 	wakeFlow
 	wakeCancel
+	wakeTree
 )
 
 // parseWake reads a wake channel payload.
@@ -46,6 +48,8 @@ func parseWake(p string) (kind int, score float64) {
 		return wakeGrouped, -1
 	case p == "f":
 		return wakeFlow, -1
+	case p == "T":
+		return wakeTree, -1
 	case len(p) > 1 && p[0] == 'x':
 		// A running delivery was cancelled: "x<token>:<id>" (cancel.lua).
 		return wakeCancel, -1

@@ -83,7 +83,6 @@ func sweepSlots(c *Engine, slotList []int) (int, error) {
 	for _, d := range dead {
 		c.checkFlowChildren(d.Slot, d.ID)
 	}
-	c.scanFlows(ctx, slotList)
 	if err != nil && ctx.Err() == nil {
 		c.log.WarnContext(ctx, "rmq: sweep failed", "err", err)
 	}

@@ -40,9 +40,7 @@ func (c *Engine) NackByID(ctx context.Context, id string, retryAfter time.Durati
 		c.flow.EndedByID(ctx, slot, id)
 	}
 	if res[0] == redisops.RollbackExpired || res[0] == redisops.RollbackDead {
-		// A flow child's end reaches its parent now, as Pulled.Nack's does
-		// (the caller holds no headers: the check reads the child's watch
-		// entry, and finds nothing for an id that is no flow child).
+		// A flow child's end reaches its parent (flows.go).
 		c.checkFlowChildren(slot, id)
 	}
 	return res[0] != redisops.RollbackStale, nil

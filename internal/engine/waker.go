@@ -96,6 +96,11 @@ func (w *waker) Message(payload string, slot int) bool {
 		w.all = true
 		w.mu.Unlock()
 		return true
+	case wakeTree:
+		// A flow's nodes were staged or made live here: the slot's flow
+		// scans begin (flows.go).
+		w.c.markFlowSlots(slot)
+		return false
 	case wakeDelayed:
 		w.mu.Lock()
 		if old, seen := w.delayed[slot]; !seen || score < old {

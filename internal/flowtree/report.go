@@ -195,12 +195,36 @@ func (r *Reporter) Scan(ctx context.Context, name string, slot int, cursor strin
 		mode := "x"
 		if committed {
 			mode = "a"
+		} else if ms, err = r.olderThan(ctx, name, slot, ms, t.Add(-discardAfter)); err != nil {
+			return cursor, err
 		}
 		if err := Act(ctx, r.rdb, r.prefix, r.wakeCmd, name, slot, mode, fid, ms); err != nil {
 			return cursor, err
 		}
 	}
 	return next, nil
+}
+
+// discardAfter is how old a staged node of a flow that is not committed
+// must be before a scan discards it: several StageGraces, so no writer
+// can still commit it (Write gives up on a flow whose staging took longer
+// than StageGrace).
+const discardAfter = 5 * StageGrace
+
+// olderThan returns those of the staged members ms of slot staged before
+// at.
+func (r *Reporter) olderThan(ctx context.Context, name string, slot int, ms []string, at time.Time) ([]string, error) {
+	scores, err := r.rdb.ZMScore(ctx, keyspace.TreeKeysFor(r.prefix, name, slot).StageQ, ms...).Result()
+	if err != nil {
+		return nil, fmt.Errorf("rmq: read staged flow nodes of %s slot %d: %w", name, slot, err)
+	}
+	var out []string
+	for i, sc := range scores {
+		if sc > 0 && int64(sc) < at.UnixMilli() {
+			out = append(out, ms[i])
+		}
+	}
+	return out, nil
 }
 
 // settle reports the outcomes of a flowcheck.lua reply and returns what
@@ -239,22 +263,31 @@ func parseRoot(s string) (slot int, topicName, id string, ok bool) {
 	return n, t, id, ok1 && ok2 && err == nil
 }
 
+// Watched returns the parent Ref of child id of slot of the topic named
+// name while its outcome has not reached the parent (its watch entry).
+func (r *Reporter) Watched(ctx context.Context, name string, slot int, id string) (Ref, bool, error) {
+	up, err := r.rdb.HGet(ctx, keyspace.TreeKeysFor(r.prefix, name, slot).Up, id).Result()
+	if errors.Is(err, redis.Nil) {
+		return Ref{}, false, nil
+	}
+	if err != nil {
+		return Ref{}, false, fmt.Errorf("rmq: read the flow watch of %s/%s: %w", name, id, err)
+	}
+	ref, ok := ParseRef(strings.TrimPrefix(up, "p"))
+	return ref, ok, nil
+}
+
 // Ended reports the end of child id of slot of the topic named name that
 // a call just made (state x cancelled, r removed), if it is a flow child
 // whose outcome is not recorded yet. A crash before it leaves the watch
 // entry, and a scan reports the end.
 func (r *Reporter) Ended(ctx context.Context, name string, slot int, id string, state byte) error {
-	up, err := r.rdb.HGet(ctx, keyspace.TreeKeysFor(r.prefix, name, slot).Up, id).Result()
-	if errors.Is(err, redis.Nil) {
-		return nil
+	ref, ok, err := r.Watched(ctx, name, slot, id)
+	if err != nil || !ok {
+		return err
 	}
-	if err != nil {
-		return fmt.Errorf("rmq: read the flow watch of %s/%s: %w", name, id, err)
-	}
-	if ref, ok := ParseRef(strings.TrimPrefix(up, "p")); ok {
-		if err := r.Report(ctx, ref, state, "", nil); err != nil {
-			return err
-		}
+	if err := r.Report(ctx, ref, state, "", nil); err != nil {
+		return err
 	}
 	return r.Forget(ctx, name, slot, id)
 }

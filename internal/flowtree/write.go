@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -52,46 +53,33 @@ type slotKey struct {
 // discards what a dead writer left); one after it leaves the flow
 // committed, and a scan activates what is left (Reporter.Scan).
 func Write(ctx context.Context, rdb redis.UniversalClient, prefix string, nodes []Node) error {
-	fid := scripts.Nonce()
-	root := rootRef(nodes[0].Topic, nodes[0].Slot, nodes[0].ID)
-	var order []slotKey
-	by := map[slotKey][]Node{}
-	for _, n := range nodes {
-		k := slotKey{n.Topic, n.Slot}
-		if _, ok := by[k]; !ok {
-			order = append(order, k)
-		}
-		by[k] = append(by[k], n)
+	began := time.Now()
+	st, err := stage(ctx, rdb, prefix, nodes)
+	if err != nil {
+		return err
 	}
-	calls := make([]scripts.Call, len(order))
-	members := make([][]string, len(order))
-	for i, sk := range order {
-		calls[i], members[i] = stageCall(prefix, sk, by[sk], fid, root)
-	}
-	discard := func() {
-		// Best effort: a scan discards what this leaves.
-		dctx := context.WithoutCancel(ctx)
-		for i, sk := range order {
-			_ = Act(dctx, rdb, prefix, "", sk.topic, sk.slot, "x", fid, members[i])
-		}
-	}
-	for _, cmd := range scripts.RunAll(ctx, rdb, calls) {
-		res, err := cmd.Slice()
-		if err != nil {
-			discard()
-			return fmt.Errorf("rmq: stage a flow: %w", err)
-		}
-		if c, _ := res[0].(int64); c == -1 {
-			discard()
-			id, _ := res[1].(string)
-			return fmt.Errorf("%w: %s", ErrTaken, id)
-		}
+	fid, order, members, discard := st.fid, st.order, st.members, st.discard
+	if time.Since(began) > StageGrace {
+		// A scan may take it for a dead writer's from now on: it is not
+		// committed (scans discard only what is older than a few graces).
+		discard()
+		return errors.New("rmq: stage a flow: staging took longer than StageGrace; nothing was written")
 	}
 	wake := scripts.WakeCommand(rdb)
 	// The commit: the root's slot, its record among its members.
 	if err := Act(ctx, rdb, prefix, wake, order[0].topic, order[0].slot, "a", fid, members[0]); err != nil {
 		if committed, cerr := Committed(context.WithoutCancel(ctx), rdb, prefix, nodes[0].Topic, nodes[0].Slot, nodes[0].ID, fid); cerr == nil && !committed {
 			discard()
+		}
+		return fmt.Errorf("rmq: commit a flow: %w", err)
+	}
+	// A writer slower than StageGrace may find its flow discarded by a
+	// scan: then nothing of it is live, and the commit above changed
+	// nothing.
+	if ok, err := Committed(ctx, rdb, prefix, nodes[0].Topic, nodes[0].Slot, nodes[0].ID, fid); err != nil || !ok {
+		if err == nil {
+			discard()
+			err = errors.New("the flow was discarded before its commit (staging took longer than StageGrace)")
 		}
 		return fmt.Errorf("rmq: commit a flow: %w", err)
 	}
@@ -107,12 +95,69 @@ func Write(ctx context.Context, rdb redis.UniversalClient, prefix string, nodes 
 	return nil
 }
 
+// staged is what stage wrote.
+type staged struct {
+	fid     string
+	order   []slotKey
+	members [][]string
+	discard func()
+}
+
+// StageOnly is Write's first step alone (a writer that dies after it): the
+// flow's nonce, nothing of it visible.
+func StageOnly(ctx context.Context, rdb redis.UniversalClient, prefix string, nodes []Node) (string, error) {
+	st, err := stage(ctx, rdb, prefix, nodes)
+	return st.fid, err
+}
+
+// stage stages every node of the flow, slot by slot; on an error it
+// discarded what it staged.
+func stage(ctx context.Context, rdb redis.UniversalClient, prefix string, nodes []Node) (staged, error) {
+	fid := scripts.Nonce()
+	wake := scripts.WakeCommand(rdb)
+	root := rootRef(nodes[0].Topic, nodes[0].Slot, nodes[0].ID)
+	var order []slotKey
+	by := map[slotKey][]Node{}
+	for _, n := range nodes {
+		k := slotKey{n.Topic, n.Slot}
+		if _, ok := by[k]; !ok {
+			order = append(order, k)
+		}
+		by[k] = append(by[k], n)
+	}
+	calls := make([]scripts.Call, len(order))
+	members := make([][]string, len(order))
+	for i, sk := range order {
+		calls[i], members[i] = stageCall(prefix, wake, sk, by[sk], fid, root)
+	}
+	discard := func() {
+		// Best effort: a scan discards what this leaves.
+		dctx := context.WithoutCancel(ctx)
+		for i, sk := range order {
+			_ = Act(dctx, rdb, prefix, "", sk.topic, sk.slot, "x", fid, members[i])
+		}
+	}
+	for _, cmd := range scripts.RunAll(ctx, rdb, calls) {
+		res, err := cmd.Slice()
+		if err != nil {
+			discard()
+			return staged{}, fmt.Errorf("rmq: stage a flow: %w", err)
+		}
+		if c, _ := res[0].(int64); c == -1 {
+			discard()
+			id, _ := res[1].(string)
+			return staged{}, fmt.Errorf("%w: %s", ErrTaken, id)
+		}
+	}
+	return staged{fid: fid, order: order, members: members, discard: discard}, nil
+}
+
 // stageCall is flowstage.lua's call for the nodes of one slot, and the
 // members it stages.
-func stageCall(prefix string, sk slotKey, ns []Node, fid, root string) (scripts.Call, []string) {
+func stageCall(prefix, wake string, sk slotKey, ns []Node, fid, root string) (scripts.Call, []string) {
 	k := keyspace.SlotKeysFor(prefix, sk.topic, sk.slot)
 	tk := keyspace.TreeKeysFor(prefix, sk.topic, sk.slot)
-	keys := []string{tk.StageQ, tk.Staged, k.Msg}
+	keys := []string{tk.StageQ, tk.Staged, k.Msg, k.Wake}
 	var parents, leaves []any
 	var pm, lm []string
 	np := 0
@@ -130,7 +175,7 @@ func stageCall(prefix string, sk slotKey, ns []Node, fid, root string) (scripts.
 			lm = append(lm, "l:"+n.ID)
 		}
 	}
-	args := append([]any{fid, root, np, len(ns) - np}, parents...)
+	args := append([]any{wake, fid, root, np, len(ns) - np}, parents...)
 	args = append(args, leaves...)
 	return scripts.Call{Script: scripts.FlowStage, Keys: keys, Args: args}, append(pm, lm...)
 }
