@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rmq-go/rmq/internal/flowtree"
+	"github.com/rmq-go/rmq/internal/options"
 	"github.com/rmq-go/rmq/topic"
 )
 
@@ -73,7 +74,11 @@ func (p *Producer) SendFlow(ctx context.Context, root FlowNode) (string, error) 
 	}
 	if len(nodes) == 1 {
 		// No children: an ordinary send.
-		return p.sendLeaf(ctx, root)
+		id, err := p.sendLeaf(ctx, root)
+		if err == nil {
+			p.flowSent(root.Topic, 1)
+		}
+		return id, err
 	}
 	defined := map[string]bool{}
 	if err := p.defineFlow(ctx, root, defined); err != nil {
@@ -85,7 +90,15 @@ func (p *Producer) SendFlow(ctx context.Context, root FlowNode) (string, error) 
 		}
 		return "", err
 	}
+	p.flowSent(root.Topic, len(nodes))
 	return nodes[0].ID, nil
+}
+
+// flowSent tells the client's notifier that a flow was written.
+func (p *Producer) flowSent(root topic.Topic, nodes int) {
+	if n, ok := p.notify.(options.FlowNotifier); ok {
+		n.FlowSent(root, nodes)
+	}
 }
 
 func (p *Producer) sendLeaf(ctx context.Context, n FlowNode) (string, error) {

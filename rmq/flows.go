@@ -17,6 +17,12 @@ const (
 	StateRemoved MessageState = "removed"
 )
 
+// EventReleased is the event a flow's parent records in its topic's event
+// log (Lifecycle.Events) when its last child finished and it became
+// deliverable; a parent a child's failure moved to the dead queue records
+// EventDead.
+const EventReleased EventType = "released"
+
 // FlowInfo is a flow (producer.SendFlow) as the Inspector sees it: a node
 // and its children, each with its state.
 type FlowInfo struct {
@@ -56,4 +62,18 @@ type FlowParentObserver interface {
 
 func (o *observers) FlowParent(topic string, failed bool) {
 	each(o.list, func(x FlowParentObserver) { x.FlowParent(topic, failed) })
+}
+
+// FlowStartObserver is an optional extension of Observer: it is told of
+// each flow this client's producer wrote (producer.SendFlow), by the
+// root's topic, with the number of messages in the tree (the root
+// included; 1 for a flow without children, sent as an ordinary message).
+type FlowStartObserver interface {
+	FlowStarted(t topic.Topic, nodes int)
+}
+
+// FlowSent implements options.FlowNotifier: the producer's report of a
+// flow written, for the observers that implement FlowStartObserver.
+func (o *observers) FlowSent(root topic.Topic, nodes int) {
+	each(o.list, func(x FlowStartObserver) { x.FlowStarted(root, nodes) })
 }

@@ -28,7 +28,7 @@ import (
 // observer delays other deliveries, and one that closes a topic or the
 // client may deadlock.
 //
-// An Observer may also implement any of six optional extensions, which
+// An Observer may also implement any of eight optional extensions, which
 // the client finds by type assertion:
 //
 //   - TopicObserver: each topic the client consumes, once, before its
@@ -39,6 +39,8 @@ import (
 //     (ZooKeeper mode).
 //   - ScheduleObserver: ticks the client's scheduler fired or skipped.
 //   - FlowObserver: a topic's adaptive concurrency limit changed.
+//   - FlowStartObserver: a flow (producer.SendFlow) this client sent.
+//   - FlowParentObserver: a flow's parent released, or failed by a child.
 type Observer interface {
 	// Sent is told what a send did to its topic's slot, once per message.
 	Sent(t topic.Topic, result producer.SendResult)
@@ -153,6 +155,7 @@ type observers struct {
 var (
 	_ engine.Observer      = (*observers)(nil)
 	_ options.SendNotifier = (*observers)(nil)
+	_ options.FlowNotifier = (*observers)(nil)
 )
 
 func (o *observers) Before(ctx context.Context, t topic.Topic, key string, body []byte, headers map[string]string) (map[string]string, func(string, error)) {

@@ -227,6 +227,9 @@ type messageData struct {
 	Events       []eventRow
 	CancelReturn string
 	EventsURL    string
+	// Flow is the flow the message is part of, from its root (flowtree.go);
+	// nil when it is in none.
+	Flow *flowNode
 }
 
 func (h *handler) messagePage(w http.ResponseWriter, r *http.Request) {
@@ -243,6 +246,9 @@ func (h *handler) messagePage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	m, err := h.message(ctx, t, id)
+	if errors.Is(err, errMessageNotFound) {
+		m, err = h.parentMessage(ctx, t, id) // flowtree.go
+	}
 	if err != nil {
 		h.failErr(w, r, err)
 		return
@@ -255,6 +261,10 @@ func (h *handler) messagePage(w http.ResponseWriter, r *http.Request) {
 		Size:     len(m.Body),
 	}
 	if err := h.lifeOf(ctx, t, &d); err != nil {
+		h.failErr(w, r, err)
+		return
+	}
+	if d.Flow, err = h.flowOf(ctx, m); err != nil {
 		h.failErr(w, r, err)
 		return
 	}

@@ -33,6 +33,13 @@ type SendNotifier interface {
 	Removed(t topic.Topic, removed bool)
 }
 
+// FlowNotifier is an optional extension of SendNotifier: it is told of
+// every flow producer.SendFlow wrote (nodes: the messages of the tree, the
+// root included).
+type FlowNotifier interface {
+	FlowSent(root topic.Topic, nodes int)
+}
+
 // ProducerOption is what producer.Option is: sealed as TopicOption is (its
 // one method is unexported here), so a program holds the producer's public
 // options and package rmq adds the client's notifier (WithNotify), both

@@ -69,5 +69,12 @@
 //	rmq.event_log.length               rmq_event_log_length }
 //	rmq.depth.errors                   rmq_depth_errors_total
 //
+// Flows (producer.SendFlow), with messaging.system and
+// messaging.destination.name only:
+//
+//	rmq.flows.started                  rmq_flows_started_total
+//	rmq.flow.parents.released          rmq_flow_parents_released_total
+//	rmq.flow.parents.failed            rmq_flow_parents_failed_total
+//
 // The two histograms get the Prometheus module's bucket boundaries as advice.
 package rmqotel

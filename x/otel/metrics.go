@@ -37,6 +37,7 @@ type instruments struct {
 	expired, cancelled                     metric.Int64Counter
 	handler, lateness                      metric.Float64Histogram
 	sched                                  scheduleInstruments // schedules.go
+	flows                                  flowInstruments     // flows.go
 	concurrency                            metric.Int64Gauge
 }
 
@@ -77,7 +78,10 @@ func (in *instruments) init(m metric.Meter) error {
 		metric.WithDescription("The adaptive concurrency limit of a consumed topic (consumer.WithAdaptiveConcurrency): handlers that may run at once in this process.")); err != nil {
 		return err
 	}
-	return in.sched.init(m)
+	if err := in.sched.init(m); err != nil {
+		return err
+	}
+	return in.flows.init(m)
 }
 
 // ConcurrencyLimit implements rmq.FlowObserver.

@@ -38,6 +38,7 @@ type Metrics struct {
 	depth                                  *depthCollector
 	topics                                 sync.Map        // topic name -> *topicMetrics
 	sched                                  scheduleMetrics // schedules.go
+	flows                                  flowMetrics     // flows.go
 }
 
 var (
@@ -121,6 +122,9 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 		return nil, err
 	}
 	if err := m.sched.register(reg); err != nil {
+		return nil, err
+	}
+	if err := m.flows.register(reg); err != nil {
 		return nil, err
 	}
 	return m, nil

@@ -43,7 +43,14 @@ type publishParams struct {
 // parsePublish checks the query in lmstfy's order (delay, ttl, ttl<delay,
 // tries), then rmqd's additions. It returns the 400 text, or "".
 func parsePublish(r *http.Request) (publishParams, string) {
-	q := r.URL.Query()
+	p, bad := parseParams(r.URL.Query())
+	p.version = strings.EqualFold(r.Header.Get("Enable-Job-Version"), "yes")
+	return p, bad
+}
+
+// parseParams is parsePublish's check of the parameters q, which a flow's
+// nodes name in JSON (api_flows.go).
+func parseParams(q url.Values) (publishParams, string) {
 	var p publishParams
 	delay, ok := params.QueryUint(q, "delay", 0, params.MaxUint32)
 	if !ok {
@@ -116,7 +123,6 @@ func parsePublish(r *http.Request) (publishParams, string) {
 	if bad := p.parseUnique(q); bad != "" {
 		return p, bad
 	}
-	p.version = strings.EqualFold(r.Header.Get("Enable-Job-Version"), "yes")
 	return p, ""
 }
 

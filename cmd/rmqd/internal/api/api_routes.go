@@ -36,6 +36,7 @@ func (s *handlers) handler() http.Handler {
 	q("DELETE /api/{ns}/{q}/deadletter", service.RouteOpts{}, s.deadDelete)
 	s.scheduleRoutes(q) // api_schedules.go
 	s.lifeRoutes(q)     // api_life.go
+	s.flowRoutes(q)     // api_flows.go
 	return s.ServeAPI(rt, func(w http.ResponseWriter, r *http.Request) {
 		respond.WriteError(w, http.StatusNotFound, "api not found")
 	})

@@ -23,6 +23,7 @@ type APIRouter struct {
 type apiRoute struct {
 	pattern string
 	method  string
+	q       string   // a literal queue segment ("flows"); "" for {q}
 	rest    []string // literal segments, "" for the {id} wildcard
 	h       queueRoute
 }
@@ -30,16 +31,22 @@ type apiRoute struct {
 // queueRoute serves a matched queue route; ns, q and id are unescaped.
 type queueRoute func(w http.ResponseWriter, r *http.Request, ns, q, id string)
 
-// Handle adds a route; pattern is "METHOD /api/{ns}/{q}[/...]".
+// Handle adds a route; pattern is "METHOD /api/{ns}/{q}[/...]", or
+// "METHOD /api/{ns}/NAME" for a route of the namespace (POST …/flows),
+// which is matched before {q} routes and served with q = NAME.
 func (rt *APIRouter) Handle(pattern string, h queueRoute) {
 	method, path, _ := strings.Cut(pattern, " ")
-	rest := strings.Split(strings.TrimPrefix(path, "/api/{ns}/{q}"), "/")[1:]
+	segs := strings.Split(strings.TrimPrefix(path, "/api/{ns}/"), "/")
+	q, rest := segs[0], segs[1:]
+	if q == "{q}" {
+		q = ""
+	}
 	for i, s := range rest {
 		if strings.HasPrefix(s, "{") {
 			rest[i] = ""
 		}
 	}
-	rt.routes = append(rt.routes, apiRoute{pattern: pattern, method: method, rest: rest, h: h})
+	rt.routes = append(rt.routes, apiRoute{pattern: pattern, method: method, q: q, rest: rest, h: h})
 }
 
 // maxSegments is the most segments after "/api/" of any route
@@ -72,7 +79,7 @@ func (rt *APIRouter) match(r *http.Request) (route *apiRoute, ns, q, id string) 
 	extra := segs[2:]
 	for i := range rt.routes {
 		rr := &rt.routes[i]
-		if rr.method != method || len(rr.rest) != len(extra) {
+		if rr.method != method || len(rr.rest) != len(extra) || rr.q != "" && rr.q != segs[1] {
 			continue
 		}
 		matched := true
