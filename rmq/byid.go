@@ -35,31 +35,21 @@ func (c *Client) AckByIDWithResult(ctx context.Context, t topic.Topic, id string
 	if id == "" {
 		return false, fmt.Errorf("%w: empty id", ErrInvalidPull)
 	}
+	// Through the client's shared ack rounds (token -1: whatever delivery
+	// is current), with the acks of its engines and other AckByID calls.
 	first := slots.IndexString(id, t.SlotAmount())
-	ok, err := c.ackByIDAt(ctx, t, first, id, result)
-	if ok || err != nil {
-		return ok, err
+	ok, err := c.hub.AckByID(ctx, c.cfg.prefix, t, first, id, result)
+	if !ok && err == nil {
+		// A body-derived id lives in its body's slot: look for its delivery.
+		var slot int
+		if slot, err = inspect.PreparedSlot(ctx, c.rdb, c.cfg.prefix, t, id, first); err == nil && slot >= 0 {
+			ok, err = c.hub.AckByID(ctx, c.cfg.prefix, t, slot, id, result)
+		}
 	}
-	// A body-derived id lives in its body's slot: look for its delivery.
-	slot, err := inspect.PreparedSlot(ctx, c.rdb, c.cfg.prefix, t, id, first)
 	if err != nil {
 		return false, fmt.Errorf("rmq: ack %s on %s: %w", id, t.Name(), err)
 	}
-	if slot < 0 {
-		return false, nil
-	}
-	return c.ackByIDAt(ctx, t, slot, id, result)
-}
-
-// ackByIDAt acks the current delivery of id in slot through the client's
-// shared ack rounds (token -1: whatever delivery is current), with the acks
-// of its engines and of other AckByID calls.
-func (c *Client) ackByIDAt(ctx context.Context, t topic.Topic, slot int, id string, result []byte) (bool, error) {
-	acked, err := c.hub.AckByID(ctx, c.cfg.prefix, t, slot, id, result)
-	if err != nil {
-		return false, fmt.Errorf("rmq: ack %s on %s: %w", id, t.Name(), err)
-	}
-	return acked, nil
+	return ok, nil
 }
 
 // NackByID ends whatever delivery of id is current in t as failed, without

@@ -28,7 +28,7 @@ import (
 // observer delays other deliveries, and one that closes a topic or the
 // client may deadlock.
 //
-// An Observer may also implement any of eight optional extensions, which
+// An Observer may also implement any of nine optional extensions, which
 // the client finds by type assertion:
 //
 //   - TopicObserver: each topic the client consumes, once, before its
@@ -41,6 +41,7 @@ import (
 //   - FlowObserver: a topic's adaptive concurrency limit changed.
 //   - FlowStartObserver: a flow (producer.SendFlow) this client sent.
 //   - FlowParentObserver: a flow's parent released, or failed by a child.
+//   - ByIDObserver: a delivery that AckByID or NackByID ended.
 type Observer interface {
 	// Sent is told what a send did to its topic's slot, once per message.
 	Sent(t topic.Topic, result producer.SendResult)
@@ -210,9 +211,16 @@ func (o *observers) Expired(topic string, n int) {
 	each(o.list, func(x ExpiryObserver) { x.Expired(topic, n) })
 }
 
-// EndedByID: an AckByID or NackByID ended a delivery (the history counts it).
+// ByIDObserver is an optional extension of Observer: it is told how a
+// delivery ended that AckByID or NackByID ended (Finished has no Message
+// for it: the caller kept only the id), as rmqd's acks end them.
+type ByIDObserver interface {
+	EndedByID(topic string, outcome consumer.Outcome)
+}
+
 func (o *observers) EndedByID(topic string, outcome consumer.Outcome) {
 	o.hist.EndedByID(topic, outcome)
+	each(o.list, func(x ByIDObserver) { x.EndedByID(topic, outcome) })
 }
 
 func (o *observers) Paused(topic string, paused bool) {

@@ -114,13 +114,20 @@ func (c *Counters) Delivered(m *consumer.Message) {
 
 // Finished counts acked, retried and dead deliveries (rmq.Observer).
 func (c *Counters) Finished(m *consumer.Message, _ time.Duration, outcome consumer.Outcome, _ error) {
+	c.EndedByID(m.Topic, outcome)
+}
+
+// EndedByID counts a delivery an ack or nack by id ended, as Finished
+// counts a pushed one (rmq.ByIDObserver): rmqd's HTTP acks end theirs so,
+// and its charts count them.
+func (c *Counters) EndedByID(topic string, outcome consumer.Outcome) {
 	switch outcome {
 	case consumer.Acked:
-		c.of(m.Topic).acked.Add(1)
+		c.of(topic).acked.Add(1)
 	case consumer.Retried:
-		c.of(m.Topic).retried.Add(1)
+		c.of(topic).retried.Add(1)
 	case consumer.Dead:
-		c.of(m.Topic).dead.Add(1)
+		c.of(topic).dead.Add(1)
 	}
 }
 
