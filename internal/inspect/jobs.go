@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/rmq-go/rmq/internal/flowtree"
 	"github.com/rmq-go/rmq/internal/keyspace"
 	"github.com/rmq-go/rmq/internal/life"
 	"github.com/rmq-go/rmq/internal/scripts"
@@ -153,6 +154,7 @@ func (i *Inspector) Message(ctx context.Context, t topic.Topic, id string) (Mess
 	// hashes hold it.
 	var cmds [][5]*redis.FloatCmd
 	var envs []*redis.BoolCmd
+	var recs []*redis.IntCmd
 	err = i.pipelined(ctx, t.SlotAmount(), func(pipe redis.Pipeliner, s int) {
 		k := i.keys(t, s)
 		cmds = append(cmds, [5]*redis.FloatCmd{pipe.ZScore(ctx, k.Store, id), pipe.ZScore(ctx, k.Delayed, id),
@@ -161,6 +163,8 @@ func (i *Inspector) Message(ctx context.Context, t topic.Topic, id string) (Mess
 		// A message waiting in its group has an envelope and is in none of
 		// the others.
 		envs = append(envs, pipe.HExists(ctx, k.Msg, id))
+		// A flow's parent waiting for its children is only in its record.
+		recs = append(recs, pipe.Exists(ctx, keyspace.TreeRecordKey(i.prefix, t.Name(), s, id)))
 	})
 	if err != nil {
 		return MessageInfo{}, fmt.Errorf("rmq: message %s of %s: %w", id, t.Name(), err)
@@ -175,7 +179,31 @@ func (i *Inspector) Message(ctx context.Context, t topic.Topic, id string) (Mess
 			return i.messageAt(ctx, t, s, id)
 		}
 	}
+	for s, r := range recs {
+		if r.Val() == 1 {
+			return i.waitingParent(ctx, t, s, id)
+		}
+	}
 	return MessageInfo{}, fmt.Errorf("%w: %s in %s", ErrMessageNotFound, id, t.Name())
+}
+
+// waitingParent answers Message for a flow's parent whose record is in
+// slot: StateWaitingChildren, with what its stored envelope tells, while
+// it waits; not found once released or failed (then it is wherever its
+// release or failure put it, or finished).
+func (i *Inspector) waitingParent(ctx context.Context, t topic.Topic, slot int, id string) (MessageInfo, error) {
+	rec, err := flowtree.Read(ctx, i.rdb, i.prefix, t.Name(), slot, id)
+	switch {
+	case errors.Is(err, flowtree.ErrNoRecord) || (err == nil && rec.State != flowtree.Waiting):
+		return MessageInfo{}, fmt.Errorf("%w: %s in %s", ErrMessageNotFound, id, t.Name())
+	case err != nil:
+		return MessageInfo{}, err
+	}
+	info := MessageInfo{ID: id, Topic: t, Slot: slot, State: StateWaitingChildren}
+	if e, err := scripts.DecodeEnvelope(rec.Env); err == nil && len(rec.Env) > 0 {
+		fillFromEnvelope(&info, e)
+	}
+	return info, nil
 }
 
 func (i *Inspector) messageAt(ctx context.Context, t topic.Topic, slot int, id string) (MessageInfo, error) {
