@@ -117,8 +117,8 @@ if want, got := exported(reflect.TypeOf(consumer.Message{})), exported(reflect.T
 		after: `if !cancelled || !errors.Is(err, rmq.ErrCancelled) || m.State != rmq.StateCancelled || string(m.Body) != "order 7" {
 	return fmt.Errorf("cancelled %v, Wait %v in state %q; the page says a cancelled message ends its Wait with ErrCancelled", cancelled, err, m.State)
 }
-if len(seen) != 1 || seen[0].Type != rmq.EventCancelled || seen[0].MessageID != "order-7" || seen[0].Attempt != 0 {
-	return fmt.Errorf("events %+v; the page says the first is order-7's cancelled, attempt 0", seen)
+if len(seen) != 2 || seen[0].Type != rmq.EventSent || seen[1].Type != rmq.EventCancelled || seen[0].MessageID != "order-7" || seen[1].MessageID != "order-7" || seen[1].Attempt != 0 {
+	return fmt.Errorf("events %+v; the page says order-7's sent, then its cancelled, attempt 0", seen)
 }`},
 	"dashboard-mount": {given: `var (
 	rdb          *redis.Client
