@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rmq-go/rmq/consumer"
+	"github.com/rmq-go/rmq/internal/flowtree"
 	"github.com/rmq-go/rmq/internal/keyspace"
 	"github.com/rmq-go/rmq/internal/scripts"
 	"github.com/rmq-go/rmq/internal/testkit/redisserver"
@@ -162,6 +163,24 @@ func TestClusterEveryScriptKeysOneHashSlot(t *testing.T) {
 	_, err = sch.Trigger(ctx, "all")
 	require.NoError(t, err)
 	require.NoError(t, sch.Remove(ctx, "all"))
+
+	// Flows: a parent on one topic runs after its child on another
+	// (flowstage, flowact, flowrec), and a slot's scan (flowcheck).
+	flc := e.client()
+	ptp := mustTopic(t, "allscripts-parent", topic.FixedTime, 4)
+	ctp := mustTopic(t, "allscripts-child", topic.Priority, 4)
+	prec, crec := newRecorder(nil), newRecorder(nil)
+	require.NoError(t, flc.Register(ptp, prec))
+	require.NoError(t, flc.Register(ctp, crec))
+	e.start(flc)
+	_, err = p.SendFlow(ctx, producer.FlowNode{Topic: ptp, Body: []byte("parent"),
+		Children: []producer.FlowNode{{Topic: ctp, Body: []byte("child"), Priority: 20}}})
+	require.NoError(t, err)
+	crec.next(t, waitLong)
+	prec.next(t, waitLong)
+	_, err = flowtree.NewReporter(e.rdb, e.prefix).Scan(ctx, ctp.Name(), 0, "0")
+	require.NoError(t, err)
+	require.NoError(t, flc.Close(ctx))
 
 	require.NoError(t, c.Close(ctx))
 	require.NoError(t, zk.Close(ctx))

@@ -41,7 +41,7 @@ func TestSetProgressByID(t *testing.T) {
 	m, err := other.Inspector().Message(ctx, tp, id)
 	require.NoError(t, err)
 	assert.Equal(t, "50%", string(m.Progress))
-	assert.Equal(t, []string{"progress " + id}, e.lifeEvents(tp, id))
+	assert.Equal(t, []string{"delivered " + id, "progress " + id}, e.lifeEvents(tp, id))
 
 	_, err = other.SetProgressByID(ctx, tp, id, bytes.Repeat([]byte("x"), consumer.MaxProgressSize+1))
 	require.ErrorIs(t, err, consumer.ErrProgressTooLarge)

@@ -30,7 +30,7 @@ import (
 // tests under the default prefix "rmq": the keys and channels under the
 // prefix, and only the commands they send. docs/operations.md quotes it
 // verbatim (TestACLRuleDocumented).
-const aclRule = `resetkeys ~rmq:* resetchannels &rmq:* nocommands +ping +select +info +time +hsetnx +hget +hgetall +hmget +hexists +hset +hdel +get +set +exists +unlink +zadd +zrem +zrange +zrevrange +zrevrank +zcard +zcount +zscore +zmscore +xlen +zlexcount +hlen +hincrby +pexpire +expireat +zremrangebyscore +xadd +xrange +xrevrange +xread +eval +evalsha +script|load +publish +subscribe +unsubscribe +spublish +ssubscribe +sunsubscribe +cluster|slots +command`
+const aclRule = `resetkeys ~rmq:* resetchannels &rmq:* nocommands +ping +select +info +time +hsetnx +hget +hgetall +hmget +hexists +hset +hdel +get +set +exists +unlink +zadd +zrem +zrange +zrevrange +zrevrank +zcard +zcount +zscore +zmscore +xlen +zlexcount +hlen +hincrby +pexpire +expireat +zremrangebyscore +del +hscan +xadd +xrange +xrevrange +xread +eval +evalsha +script|load +publish +subscribe +unsubscribe +spublish +ssubscribe +sunsubscribe +cluster|slots +command`
 
 const (
 	aclUser     = "rmq"

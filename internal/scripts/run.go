@@ -20,10 +20,10 @@ const pipelineChunk = 512
 // call goes through Script.Run (EVALSHA, falling back to EVAL); several are
 // pipelined, at most 512 to a pipeline. A pipelined EVALSHA does not fall
 // back to EVAL, so on NOSCRIPT (a restarted or failed-over Redis, or
-// another client's SCRIPT FLUSH) only the refused calls are sent again, as
-// EVAL with their source: a call that ran is never sent twice, and a flush
-// between a SCRIPT LOAD and the EVALSHA after it cannot refuse them again
-// (EVAL caches the script on its node for the calls that follow).
+// another client's SCRIPT FLUSH) the scripts are loaded again and only the
+// refused calls are sent again, as EVAL with their source: a call that ran
+// is never sent twice, and a flush between the load and the resend cannot
+// refuse them again.
 func RunAll(ctx context.Context, rdb redis.UniversalClient, calls []Call) []*redis.Cmd {
 	if len(calls) == 1 {
 		c := calls[0]
@@ -58,6 +58,11 @@ func RunAll(ctx context.Context, rdb redis.UniversalClient, calls []Call) []*red
 		}
 	}
 	if len(retry) > 0 {
+		// The node lost its scripts (a restart, a failover, a flush): load
+		// them all again, so the calls that follow need no retry, then
+		// send the refused ones with their source, which a flush between
+		// the two cannot refuse.
+		_ = Load(ctx, rdb)
 		send(retry, true)
 	}
 	return cmds

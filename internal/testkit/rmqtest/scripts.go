@@ -41,6 +41,10 @@ var scriptsBySHA = func() map[string]string {
 		"permit":             scripts.Permit,
 		"progress":           scripts.Progress,
 		"cancel":             scripts.Cancel,
+		"flowstage":          scripts.FlowStage,
+		"flowact":            scripts.FlowAct,
+		"flowrec":            scripts.FlowRec,
+		"flowcheck":          scripts.FlowCheck,
 	} {
 		m[s.Hash()] = name
 	}
