@@ -53,5 +53,6 @@ func TestMetricsCompletedAndCancelled(t *testing.T) {
 	assert.Equal(t, 0.0, m.value("rmq.retried", "jobs"))
 	assert.Equal(t, 0.0, m.value("rmq.dead", "jobs"))
 	assert.Equal(t, 3.0, m.value("rmq.retained.depth", "jobs"))
-	assert.Equal(t, 3.0, m.value("rmq.event_log.length", "jobs"))
+	// Three sent, three delivered, two completed, one cancelled.
+	assert.Equal(t, 9.0, m.value("rmq.event_log.length", "jobs"))
 }

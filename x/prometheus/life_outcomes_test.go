@@ -54,5 +54,5 @@ func TestMetricsCompletedAndCancelled(t *testing.T) {
 	assert.Equal(t, 0.0, value(t, reg, "rmq_retried_total", "jobs"))
 	assert.Equal(t, 0.0, value(t, reg, "rmq_dead_total", "jobs"))
 	assert.Equal(t, 3.0, value(t, reg, "rmq_retained_depth", "jobs"))
-	assert.Equal(t, 3.0, value(t, reg, "rmq_event_log_length", "jobs"), "completed a, completed b, cancelled slow")
+	assert.Equal(t, 9.0, value(t, reg, "rmq_event_log_length", "jobs"), "sent and delivered a, b and slow, completed a and b, cancelled slow")
 }
