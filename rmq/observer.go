@@ -219,8 +219,7 @@ type ByIDObserver interface {
 }
 
 func (o *observers) EndedByID(topic string, outcome consumer.Outcome) {
-	o.hist.EndedByID(topic, outcome)
-	each(o.list, func(x ByIDObserver) { x.EndedByID(topic, outcome) })
+	each(o.list, func(x ByIDObserver) { x.EndedByID(topic, outcome) }) // the history too: it is in list
 }
 
 func (o *observers) Paused(topic string, paused bool) {

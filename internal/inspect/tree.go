@@ -43,6 +43,14 @@ func (i *Inspector) flow(ctx context.Context, t topic.Topic, id string, slot int
 	case err == nil:
 		fi.Node = node
 		slot = node.Slot
+		if out != nil && node.State == StateInFlight {
+			// Its outcome is in its parent's record, which it reaches
+			// before its ack: the ack is on its way, the outcome decided.
+			fi.Node.State, fi.Node.Result, fi.Node.LastError = MessageState(out.State), out.Result, out.Error
+			if out.State == flowtree.Dead {
+				fi.Node.State = StateDead
+			}
+		}
 	case !errors.Is(err, ErrMessageNotFound):
 		return FlowInfo{}, err
 	case out != nil:
