@@ -321,7 +321,7 @@ func TestFlowInvalid(t *testing.T) {
 			"too-deep":    {Topic: tf, Body: []byte("top"), Options: key("top"), Children: []producer.FlowNode{deep}},
 			"empty-body":  {Topic: tf, Body: []byte("r"), Options: key("r"), Children: []producer.FlowNode{{Topic: tf}}},
 			"zero-topic":  {Topic: tf, Body: []byte("r"), Options: key("r"), Children: []producer.FlowNode{{Body: []byte("z")}}},
-			"group":       {Topic: tf, Body: []byte("r"), Options: key("r"), Children: []producer.FlowNode{{Topic: tf, Body: []byte("g"), Options: []producer.SendOption{producer.WithGroup("g")}}}},
+			"unique":      {Topic: tf, Body: []byte("r"), Options: key("r"), Children: []producer.FlowNode{{Topic: tf, Body: []byte("u"), Options: []producer.SendOption{producer.WithUniqueFor(time.Minute)}}}},
 		}
 		for name, tree := range bad {
 			_, err := p.SendFlow(ctx, tree)
