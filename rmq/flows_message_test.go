@@ -22,7 +22,7 @@ func TestFlowWaitingParentMessage(t *testing.T) {
 		c := e.client()
 		later := time.Now().Add(time.Hour)
 		_, err := c.Producer().SendFlow(ctx, producer.FlowNode{Topic: tp, Body: []byte("album"),
-			Options: []producer.SendOption{producer.WithKey("album"), producer.WithMaxRetries(4)},
+			Options:  []producer.SendOption{producer.WithKey("album"), producer.WithMaxRetries(4)},
 			Children: []producer.FlowNode{{Topic: tp, Body: []byte("img"), Options: key("img"), DueAt: later}}})
 		require.NoError(t, err)
 		m, err := c.Inspector().Message(ctx, tp, "album")
