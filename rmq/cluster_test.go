@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rmq-go/rmq/consumer"
+	"github.com/rmq-go/rmq/internal/flowtree"
 	"github.com/rmq-go/rmq/internal/keyspace"
 	"github.com/rmq-go/rmq/internal/scripts"
 	"github.com/rmq-go/rmq/internal/testkit/redisserver"
@@ -136,6 +137,20 @@ func TestClusterEveryScriptKeysOneHashSlot(t *testing.T) {
 	_, err = p.SendFixedTime(ctx, ftp, []byte("cancelled"), time.Now().Add(time.Hour), producer.WithGroup("tenant-9"), producer.WithKey("cancelled"))
 	require.NoError(t, err)
 	cancelled, err := fc.Inspector().Cancel(ctx, ftp, "cancelled")
+	require.NoError(t, err)
+	require.True(t, cancelled)
+	// Flows: grouped nodes written (flowstage, flowact), a child's report
+	// that releases its parent into its group (flowrec), a check of a
+	// child's end (flowcheck), a waiting parent cancelled (flowend).
+	_, err = p.SendFlow(ctx, producer.FlowNode{Topic: ftp, Body: []byte("fp"), Options: []producer.SendOption{producer.WithKey("fp"), producer.WithGroup("tenant-7")},
+		Children: []producer.FlowNode{{Topic: ftp, Body: []byte("fk"), Options: []producer.SendOption{producer.WithKey("fk"), producer.WithGroup("tenant-8")}}}})
+	require.NoError(t, err)
+	frec.nextN(t, 2, waitLong)
+	_, err = p.SendFlow(ctx, producer.FlowNode{Topic: ftp, Body: []byte("fq"), Options: key("fq"),
+		Children: []producer.FlowNode{{Topic: ftp, Body: []byte("fl"), Options: key("fl"), DueAt: time.Now().Add(time.Hour)}}})
+	require.NoError(t, err)
+	require.NoError(t, flowtree.NewReporter(e.rdb, e.prefix).Check(ctx, ftp.Name(), slotOfKey(ftp, "fl"), "fl"))
+	cancelled, err = fc.Inspector().Cancel(ctx, ftp, "fq")
 	require.NoError(t, err)
 	require.True(t, cancelled)
 	require.NoError(t, fc.Close(ctx))

@@ -41,6 +41,11 @@ var scriptsBySHA = func() map[string]string {
 		"permit":             scripts.Permit,
 		"progress":           scripts.Progress,
 		"cancel":             scripts.Cancel,
+		"flowstage":          scripts.FlowStage,
+		"flowact":            scripts.FlowAct,
+		"flowrec":            scripts.FlowRec,
+		"flowcheck":          scripts.FlowCheck,
+		"flowend":            scripts.FlowEnd,
 	} {
 		m[s.Hash()] = name
 	}
