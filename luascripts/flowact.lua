@@ -13,7 +13,9 @@
 -- KEYS[7] -> wake channel ("T" after an activation: the slot's consumers
 --            scan it for flow outcomes nobody reported from now on)
 -- KEYS[8] -> delayed ZSET
--- KEYS[8+j] -> the record HASH of the j-th "r:" member below
+-- KEYS[9] -> gq ZSET     \ the slot's group keys (flowlib.lua): a leaf
+-- KEYS[10] -> gturn ZSET / with a group waits in its group's queue
+-- KEYS[10+j] -> the record HASH of the j-th "r:" member below
 -- ARGV[1] -> 'a' activate, 'x' discard
 -- ARGV[2] -> the flow's nonce (fid): members of another flow are left alone
 -- ARGV[3] -> wake command: PUBLISH, SPUBLISH or ''
@@ -21,7 +23,7 @@
 -- Returns: how many members it activated or discarded. Running twice does
 -- nothing more: an activated member is no longer staged.
 local mode, fid, cmd = ARGV[1], ARGV[2], ARGV[3]
-local g = { store = KEYS[4], prepare = KEYS[5], msg = KEYS[6], delayed = KEYS[8] }
+local g = { store = KEYS[4], prepare = KEYS[5], msg = KEYS[6], delayed = KEYS[8], gq = KEYS[9], gturn = KEYS[10] }
 local now, _, now_up = now_ms()
 local done, r = 0, 0
 for i = 4, #ARGV do
@@ -31,7 +33,7 @@ for i = 4, #ARGV do
   local rec
   if kind == 'r:' then
     r = r + 1
-    rec = KEYS[8 + r]
+    rec = KEYS[10 + r]
   end
   if kind == 'r:' and v and string.sub(v, 1, #fid + 1) == fid .. '\n' then
     -- A record's staged entry: "<fid>\n<root ref>".
@@ -57,14 +59,25 @@ for i = 4, #ARGV do
         local typ = tonumber(parts[3])
         local score = parts[4]
         if typ == 3 and tonumber(score) == 0 then score = tostring(now) end
-        -- No envelope: the id is none of waiting, delayed or in flight, and
-        -- send_one may skip its three reads (its fresh path).
-        local fresh = redis.call('HEXISTS', g.msg, id) == 0
-        local res, s, due = send_one(g, typ, id, score, tonumber(fid), string.sub(v, pos), now, now_up, parts[5], fresh)
+        local o = {}
+        if parts[5] ~= '' then opt_decode(o, parts[5]) end
+        local res, s, due, w
+        if o.grp then
+          -- A leaf with a group (producer.WithGroup) is placed as gsend.lua
+          -- places a grouped send: in its group's queue.
+          res, w, due = gsend_one(g, typ, id, score, tonumber(fid), string.sub(v, pos), now, now_up, parts[5])
+        else
+          -- No envelope: the id is none of waiting, delayed or in flight,
+          -- and send_one may skip its three reads (its fresh path).
+          local fresh = redis.call('HEXISTS', g.msg, id) == 0
+          res, s, due = send_one(g, typ, id, score, tonumber(fid), string.sub(v, pos), now, now_up, parts[5], fresh)
+        end
         if res > 0 and cmd ~= '' then
           if due then
             local first = redis.call('ZRANGE', g.delayed, 0, 0, 'WITHSCORES')
             if tonumber(first[2]) == due then redis.call(cmd, KEYS[7], 'd' .. fmt_score(due)) end
+          elseif o.grp then
+            if w then redis.call(cmd, KEYS[7], fmt_score(w)) end
           else
             wake_if_head(cmd, KEYS[7], g.store, typ ~= 2, id, s)
           end

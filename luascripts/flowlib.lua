@@ -181,6 +181,21 @@ local function flow_parse(s)
   return { grouped = v[1] == 1, gconc = v[2], giv = v[3], gtol = v[4], tiv = v[5], ttol = v[6], tconc = v[7], nprep = v[8] }
 end
 
+-- genter puts id, of group grp, in its group's queue (k.gq) at its sort
+-- key (orig: its first due ms or priority) and offers the group a turn
+-- (k.gturn): where a new grouped message waits (gsend_one) and where a
+-- grouped flow parent goes once its children finished (flowrec.lua).
+-- Returns the score to wake the slot with (the group's turn came
+-- forward: its ready ms, or score for priority), or nil.
+local function genter(k, time_based, grp, orig, score, id, now)
+  local key = gkey(time_based, orig)
+  redis.call('ZADD', k.gq, 0, grp .. '\0' .. key .. '\0' .. id)
+  local ready = gturn_offer(k.gturn, grp, gready(time_based, tonumber(key), now), now)
+  if not ready then return nil end
+  if time_based then return ready end
+  return score
+end
+
 -- gsend_one stores one message that carries a group (its options block
 -- names it) or merges it into the waiting message of its id, as send_one
 -- does for others (sendbatch.lua's result codes). k holds the slot's
@@ -257,12 +272,7 @@ local function gsend_one(k, typ, id, score_arg, nonce, body, now, now_up, opts)
     if where ~= 'p' and head_of(k.store, time_based) == id then return result, e.score end
     return result
   end
-  local key = gkey(time_based, e.orig)
-  redis.call('ZADD', k.gq, 0, e.grp .. '\0' .. key .. '\0' .. id)
-  local ready = gturn_offer(k.gturn, e.grp, gready(time_based, tonumber(key), now), now)
-  if not ready then return result end
-  if time_based then return result, ready end
-  return result, e.score
+  return result, genter(k, time_based, e.grp, e.orig, e.score, id, now)
 end
 
 -- flow_group returns the group of the message whose envelope msg holds

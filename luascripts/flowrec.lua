@@ -30,8 +30,11 @@
 -- KEYS[6] -> dead ZSET          |
 -- KEYS[7] -> deadmsg HASH       |
 -- KEYS[8] -> events STREAM      |  (lifelib.lua)
--- KEYS[9] -> flup HASH         /  (flowcheck.lua): a released parent
+-- KEYS[9] -> flup HASH          |  (flowcheck.lua): a released parent
 --            that is a child itself is watched as a leaf from now on
+-- KEYS[10] -> gq ZSET           |  the group keys (flowlib.lua): a
+-- KEYS[11] -> gturn ZSET       /   released parent with a group waits
+--             in its group's queue, as a grouped send does
 -- ARGV[1] -> wake command: PUBLISH, SPUBLISH or ''
 -- ARGV[2] -> the parent topic's event log length (0: no log)
 -- ARGV[3] -> how long the record stays once the parent left it (ms)
@@ -81,7 +84,9 @@ if fails then
   return { 2, up, e.err }
 end
 -- The last outcome: the parent becomes deliverable at its own time or
--- priority, as a send would store it.
+-- priority, as a send would store it (gsend.lua's gsend_one for one with a
+-- group: a priority one not to compete before a later time waits in the
+-- delayed set, and the fetch moves it to its group once due).
 redis.call('HSET', KEYS[3], pid, env)
 local wait = 0
 if e.typ == 2 and e.nbf and e.nbf > now then
@@ -89,6 +94,10 @@ if e.typ == 2 and e.nbf and e.nbf > now then
   wait = e.nbf - now
   local first = redis.call('ZRANGE', KEYS[5], 0, 0)
   if cmd ~= '' and first[1] == pid then redis.call(cmd, KEYS[4], 'd' .. fmt_score(e.nbf)) end
+elseif e.grp then
+  local w = genter({ gq = KEYS[10], gturn = KEYS[11] }, e.typ ~= 2, e.grp, e.orig, e.score, pid, now)
+  if e.typ ~= 2 and e.score > now then wait = e.score - now end
+  if w and cmd ~= '' then redis.call(cmd, KEYS[4], fmt_score(w)) end
 else
   redis.call('ZADD', KEYS[2], e.score, pid)
   if e.typ ~= 2 and e.score > now then wait = e.score - now end

@@ -19,8 +19,11 @@ type FlowNode struct {
 	Body  []byte
 	// Options are the node's send options: WithKey, WithSlotBasis,
 	// WithHeaders, WithMaxRetries, WithTTL/WithExpiresAt, WithTimeout,
-	// WithDelay/WithNotBefore (priority topics). WithGroup and
-	// WithUniqueFor are refused in a flow (ErrInvalidFlow).
+	// WithDelay/WithNotBefore (priority topics), WithGroup. A node with a
+	// group waits in its group's queue as a grouped send does (the group
+	// picks its slot; its group's limits hold it): a leaf at once, a parent
+	// once its children finished. WithUniqueFor is refused in a flow
+	// (ErrInvalidFlow).
 	Options  []SendOption
 	Priority int64     // Priority topics
 	DueAt    time.Time // FixedTime topics (zero: now); RangeMerge topics are refused in a flow
@@ -112,10 +115,18 @@ func (p *Producer) sendLeaf(ctx context.Context, n FlowNode) (string, error) {
 	return p.SendFixedTime(ctx, n.Topic, n.Body, at, n.Options...)
 }
 
+// defineFlow defines the topics of the tree under n and marks those with
+// a grouped node grouped (markGrouped), before anything of it is written.
 func (p *Producer) defineFlow(ctx context.Context, n FlowNode, done map[string]bool) error {
 	if !done[n.Topic.Name()] {
 		done[n.Topic.Name()] = true
 		if err := p.define(ctx, n.Topic); err != nil {
+			return err
+		}
+	}
+	// Validated by flowNode already.
+	if sc, _ := sendOptions(n.Options, n.Topic.Type()); sc.hasGroup {
+		if err := p.markGrouped(ctx, n.Topic); err != nil {
 			return err
 		}
 	}
@@ -163,8 +174,8 @@ func (p *Producer) flowNode(n *FlowNode, up string, depth int, seen map[string]b
 	if err != nil {
 		return flowtree.Node{}, fmt.Errorf("%w: node %s: %w", ErrInvalidFlow, pathName(path), err)
 	}
-	if sc.hasGroup || sc.hasUnique {
-		return flowtree.Node{}, bad("WithGroup and WithUniqueFor are not for flows")
+	if sc.hasUnique {
+		return flowtree.Node{}, bad("WithUniqueFor is not for flows")
 	}
 	if _, ok := sc.job.headers[flowtree.Header]; ok {
 		return flowtree.Node{}, bad("header %s is the flow's own", flowtree.Header)

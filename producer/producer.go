@@ -262,7 +262,8 @@ const (
 	// NotFound: no message with the id waits or is in flight (unknown,
 	// acked, or dead: see Inspector.DeleteDead).
 	NotFound Removed = iota
-	// RemovedWaiting: it waited in store.
+	// RemovedWaiting: it waited in store (or in its group's queue, or,
+	// a flow's parent, for its children).
 	RemovedWaiting
 	// RemovedDelayed: it waited for its time (a priority message sent
 	// with WithNotBefore or WithDelay, or a priority retry in its backoff).
@@ -301,7 +302,9 @@ func removedOf(what int64) Removed {
 }
 
 // Remove deletes a message and its body wherever it is: waiting, waiting
-// for its time, or being handled, and says which. Pass WithSlotBasis when
+// for its time, or being handled, and says which. A flow's parent waiting
+// for its children is RemovedWaiting: it never runs, its children run on
+// and its own parent sees it removed (docs/flows.md). Pass WithSlotBasis when
 // the message was sent with one; without it the id's own slot is tried
 // first, then every slot of the topic.
 func (p *Producer) Remove(ctx context.Context, t topic.Topic, id string, opts ...SendOption) (Removed, error) {
@@ -338,18 +341,22 @@ func (p *Producer) remove(ctx context.Context, t topic.Topic, id string, opts []
 	// producer that sent it knew: look for it in every slot at once. An id
 	// has an envelope exactly while it waits (in store, in the delayed set
 	// or in its group) or is in flight, so one HEXISTS a slot finds it.
+	// A flow's parent waiting for its children has no envelope but its
+	// record.
 	envs := make([]*redis.BoolCmd, t.SlotAmount())
+	recs := make([]*redis.IntCmd, t.SlotAmount())
 	pipe := p.rdb.Pipeline()
 	for i := range envs {
 		if i != first {
 			envs[i] = pipe.HExists(ctx, keyspace.KeysFor(p.prefix, t, i).Msg, id)
+			recs[i] = pipe.Exists(ctx, keyspace.TreeRecordKey(p.prefix, t.Name(), i, id))
 		}
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return NotFound, fmt.Errorf("rmq: remove from %s: %w", t.Name(), err)
 	}
 	for i, e := range envs {
-		if e != nil && e.Val() {
+		if e != nil && (e.Val() || recs[i].Val() == 1) {
 			return p.removeAt(ctx, t, i, id)
 		}
 	}
@@ -387,6 +394,11 @@ func (p *Producer) removeAt(ctx context.Context, t topic.Topic, slot int, id str
 	}
 	if n == 1 {
 		return RemovedWaiting, p.flowEnded(ctx, t, slot, id)
+	}
+	// A flow's parent waiting for its children is only in its record: it
+	// ends there (its children run on, their outcomes release nothing).
+	if ok, err := flowtree.NewReporter(p.rdb, p.prefix).End(ctx, t.Name(), slot, id, 'r'); ok || err != nil {
+		return RemovedWaiting, err
 	}
 	return NotFound, nil
 }

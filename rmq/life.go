@@ -74,8 +74,10 @@ func (i *Inspector) Lifecycle(ctx context.Context, t topic.Topic) (Lifecycle, er
 // sees its context cancelled with cause ErrCancelled, and its ack,
 // rollback and extend are refused), its waiters get ErrCancelled, the
 // event log records "cancelled", and a retaining topic keeps it as
-// StateCancelled. It returns false, and writes nothing, for an id that
-// neither waits nor runs (unknown, finished, or dead: see DeleteDead).
+// StateCancelled. A flow's parent waiting for its children never runs:
+// they run on, and its own parent sees it cancelled (docs/flows.md). It
+// returns false, and writes nothing, for an id that neither waits nor
+// runs (unknown, finished, or dead: see DeleteDead).
 func (i *Inspector) Cancel(ctx context.Context, t topic.Topic, id string) (bool, error) {
 	return i.in.Cancel(ctx, t, id)
 }

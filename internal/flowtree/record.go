@@ -34,6 +34,9 @@ const (
 	Waiting  = "waiting"  // for its children
 	Released = "released" // in store: deliverable, running or finished
 	Failed   = "failed"   // moved to the dead queue by a child's failure
+	// A record may also be Cancelled or Removed (ref.go's names): ended
+	// while it waited (flowend.lua); its children's outcomes are still
+	// recorded, and release nothing.
 )
 
 // Record is a parent's record.
@@ -70,6 +73,10 @@ func parseRecord(f map[string]string) (Record, error) {
 		r.State = Released
 	case "x":
 		r.State = Failed
+	case "c":
+		r.State = Cancelled
+	case "m":
+		r.State = Removed
 	default:
 		r.State = Waiting
 	}

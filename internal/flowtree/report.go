@@ -81,7 +81,8 @@ func (r *Reporter) report(ctx context.Context, ref Ref, state byte, errText stri
 	k := keyspace.SlotKeysFor(r.prefix, ref.Topic, ref.Slot)
 	lk := keyspace.LifeKeysFor(r.prefix, ref.Topic, ref.Slot)
 	tk := keyspace.TreeKeysFor(r.prefix, ref.Topic, ref.Slot)
-	keys := []string{keyspace.TreeRecordKey(r.prefix, ref.Topic, ref.Slot, ref.ID), k.Store, k.Msg, k.Wake, k.Delayed, k.Dead, k.DeadMsg, lk.Events, tk.Up}
+	gk := keyspace.GroupKeysForName(r.prefix, ref.Topic, ref.Slot)
+	keys := []string{keyspace.TreeRecordKey(r.prefix, ref.Topic, ref.Slot, ref.ID), k.Store, k.Msg, k.Wake, k.Delayed, k.Dead, k.DeadMsg, lk.Events, tk.Up, gk.Queue, gk.Turn}
 	args := []any{r.wakeCmd, r.eventsOf(ctx, ref.Topic), Keep.Milliseconds(), ref.Index, string(state), errText, result}
 	res, err := scripts.FlowRec.Run(ctx, r.rdb, keys, args...).Slice()
 	if err != nil {

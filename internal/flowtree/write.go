@@ -184,7 +184,8 @@ func stageCall(prefix, wake string, sk slotKey, ns []Node, fid, root string) (sc
 func actCall(prefix, wake, topicName string, slot int, mode, fid string, members []string) scripts.Call {
 	k := keyspace.SlotKeysFor(prefix, topicName, slot)
 	tk := keyspace.TreeKeysFor(prefix, topicName, slot)
-	keys := []string{tk.StageQ, tk.Staged, tk.Up, k.Store, k.Prepare, k.Msg, k.Wake, k.Delayed}
+	gk := keyspace.GroupKeysForName(prefix, topicName, slot)
+	keys := []string{tk.StageQ, tk.Staged, tk.Up, k.Store, k.Prepare, k.Msg, k.Wake, k.Delayed, gk.Queue, gk.Turn}
 	args := []any{mode, fid, wake}
 	for _, m := range members {
 		if len(m) > 2 && m[:2] == "r:" {

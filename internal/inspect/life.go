@@ -92,7 +92,8 @@ func (i *Inspector) Locate(ctx context.Context, t topic.Topic, id string) (int, 
 func (i *Inspector) Cancel(ctx context.Context, t topic.Topic, id string) (bool, error) {
 	slot, err := i.Locate(ctx, t, id)
 	if errors.Is(err, ErrMessageNotFound) {
-		return false, nil
+		// A flow's parent waiting for its children is only in its record.
+		return i.cancelParent(ctx, t, id)
 	}
 	if err != nil {
 		return false, err
@@ -127,6 +128,24 @@ func (i *Inspector) Cancel(ctx context.Context, t topic.Topic, id string) (bool,
 		}
 	}
 	return n > 0, nil
+}
+
+// cancelParent cancels id of t if it is a flow's parent waiting for its
+// children (flowtree.Reporter.End): its children run on, their outcomes
+// release nothing, and its own parent hears of it cancelled.
+func (i *Inspector) cancelParent(ctx context.Context, t topic.Topic, id string) (bool, error) {
+	slot, err := i.recordSlot(ctx, t, id)
+	if errors.Is(err, ErrMessageNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	ok, err := flowtree.NewReporter(i.rdb, i.prefix).End(ctx, t.Name(), slot, id, 'x')
+	if ok {
+		_ = history.Incr(ctx, i.rdb, i.prefix, t.Name(), history.Cancelled, 1, history.DefaultRetention)
+	}
+	return ok, err
 }
 
 // Events is the work of rmq.Client.Events: t's per-slot event logs

@@ -77,6 +77,10 @@ func (i *Inspector) flow(ctx context.Context, t topic.Topic, id string, slot int
 	if err != nil {
 		return FlowInfo{}, err
 	}
+	if fi.Node.State == StateWaitingChildren && (rec.State == flowtree.Cancelled || rec.State == flowtree.Removed) {
+		// Ended while it waited: its record says how.
+		fi.Node.State = MessageState(rec.State)
+	}
 	if rec.State == flowtree.Waiting && fi.Node.State == StateWaitingChildren && len(rec.Env) > 0 {
 		if e, err := scripts.DecodeEnvelope(rec.Env); err == nil {
 			fillFromEnvelope(&fi.Node, e)

@@ -75,7 +75,13 @@ type GroupKeys struct {
 
 // GroupKeysFor returns the group keys of slot index of topic t.
 func GroupKeysFor(prefix string, t topic.Topic, index int) GroupKeys {
-	base := prefix + ":" + Tag(t.Name(), index) + ":"
+	return GroupKeysForName(prefix, t.Name(), index)
+}
+
+// GroupKeysForName returns the group keys of slot index of the topic named
+// topicName (GroupKeysFor, for a caller that knows the name only).
+func GroupKeysForName(prefix, topicName string, index int) GroupKeys {
+	base := prefix + ":" + Tag(topicName, index) + ":"
 	return GroupKeys{Queue: base + "gq", Places: base + "gocc", Turn: base + "gturn", Rate: base + "grate"}
 }
 

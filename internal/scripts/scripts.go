@@ -55,15 +55,17 @@ var (
 	// lifelib.lua).
 	Progress = load("progress")
 	Cancel   = load("cancel")
-	// FlowStage, FlowAct, FlowRec and FlowCheck serve flows (parents that
+	// FlowStage, FlowAct, FlowRec, FlowCheck and FlowEnd serve flows (parents that
 	// run after their children, producer.SendFlow): stage a flow's nodes
 	// of a slot, make them live (or discard them), record a child's
 	// outcome in its parent's record, and find the outcomes nobody
-	// reported.
+	// reported; FlowEnd cancels or removes a parent that waits for its
+	// children.
 	FlowStage = load("flowstage")
 	FlowAct   = load("flowact")
 	FlowRec   = load("flowrec")
 	FlowCheck = load("flowcheck")
+	FlowEnd   = load("flowend")
 )
 
 // registry lists every script by name, for Load and for tests that read

@@ -45,6 +45,7 @@ var scriptsBySHA = func() map[string]string {
 		"flowact":            scripts.FlowAct,
 		"flowrec":            scripts.FlowRec,
 		"flowcheck":          scripts.FlowCheck,
+		"flowend":            scripts.FlowEnd,
 	} {
 		m[s.Hash()] = name
 	}
