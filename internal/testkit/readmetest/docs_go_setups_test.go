@@ -156,6 +156,20 @@ func buildAlbum([]byte, []consumer.ChildResult) error { return nil }`, init: `ct
 	client = docenv.Client("flows-send")`,
 		after: `_ = albumHandler
 if err != nil || id != "album-7" { return fmt.Errorf("SendFlow: %q, %v; the page says album-7", id, err) }`},
+	"flows-group": {given: `var (
+	ctx           context.Context
+	client        *rmq.Client
+	reports, jobs topic.Topic
+	days          [][]byte
+	start         time.Time
+)`, init: `ctx, start = context.Background(), time.Now()
+	reports, jobs = topic.MustNew("reports", topic.FixedTime, 4), topic.MustNew("days", topic.FixedTime, 4)
+	days = [][]byte{[]byte("day 1"), []byte("day 2"), []byte("day 3")}
+	client = docenv.Client("flows-group")`,
+		after: `if err != nil || id == "" { return fmt.Errorf("SendFlow: %q, %v", id, err) }
+if info, err := client.Inspector().Flow(ctx, reports, id); err != nil || len(info.Children) != 3 || info.Node.State != rmq.StateWaitingChildren {
+	return fmt.Errorf("the report's flow: %+v, %v; the page says it waits for its three days", info, err)
+}`},
 	"jobs-unique": {given: `var (
 	ctx      context.Context
 	p        *producer.Producer
