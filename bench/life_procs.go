@@ -169,14 +169,22 @@ func lineTime(l []string, tag, id string) (time.Time, error) {
 
 // lifeWaitProcs is lifeWait with the consumer in a child process: from
 // the child's handler returning to the Wait in this process returning.
-func (b *runner) lifeWaitProcs(ctx context.Context, log *slog.Logger) (_ []time.Duration, err error) {
-	t := topic.MustNew("life-wait-procs", topic.FixedTime, b.o.slots)
+func (b *runner) lifeWaitProcs(ctx context.Context, log *slog.Logger) ([]time.Duration, error) {
+	return b.withLifeChild(log, "wait", "life-wait-procs", func(c *rmq.Client, t topic.Topic, ch *lifeChild) ([]time.Duration, error) {
+		return lifeWaitSamples(ctx, b, c, t, ch)
+	})
+}
+
+// withLifeChild runs f with a client of this process and a child process
+// of role consuming the topic named name, and stops both.
+func (b *runner) withLifeChild(log *slog.Logger, role, name string, f func(c *rmq.Client, t topic.Topic, ch *lifeChild) ([]time.Duration, error)) (_ []time.Duration, err error) {
+	t := topic.MustNew(name, topic.FixedTime, b.o.slots)
 	c, err := rmq.New(b.rdb, rmq.WithPrefix(rmqPrefix), rmq.WithLogger(log))
 	if err != nil {
 		return nil, err
 	}
 	defer closeRMQ(c)
-	ch, err := b.startLifeChild("wait", t)
+	ch, err := b.startLifeChild(role, t)
 	if err != nil {
 		return nil, err
 	}
@@ -185,6 +193,13 @@ func (b *runner) lifeWaitProcs(ctx context.Context, log *slog.Logger) (_ []time.
 			err = serr
 		}
 	}()
+	out, err := f(c, t, ch)
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out, err
+}
+
+// lifeWaitSamples measures lifeSamples Waits against ch's handler.
+func lifeWaitSamples(ctx context.Context, b *runner, c *rmq.Client, t topic.Topic, ch *lifeChild) ([]time.Duration, error) {
 	var out []time.Duration
 	for i := range lifeSamples {
 		id := fmt.Sprintf("p%d", i)
@@ -217,29 +232,20 @@ func (b *runner) lifeWaitProcs(ctx context.Context, log *slog.Logger) (_ []time.
 		}
 		out = append(out, at.Sub(returned))
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
 	return out, nil
 }
 
 // lifeCancelProcs is lifeCancel with the handler in a child process: from
 // Inspector.Cancel's call in this process to the child's handler's context
 // ending.
-func (b *runner) lifeCancelProcs(ctx context.Context, log *slog.Logger) (_ []time.Duration, err error) {
-	t := topic.MustNew("life-cancel-procs", topic.FixedTime, b.o.slots)
-	c, err := rmq.New(b.rdb, rmq.WithPrefix(rmqPrefix), rmq.WithLogger(log))
-	if err != nil {
-		return nil, err
-	}
-	defer closeRMQ(c)
-	ch, err := b.startLifeChild("cancel", t)
-	if err != nil {
-		return nil, err
-	}
-	defer func() {
-		if serr := ch.stop(); serr != nil && err == nil {
-			err = serr
-		}
-	}()
+func (b *runner) lifeCancelProcs(ctx context.Context, log *slog.Logger) ([]time.Duration, error) {
+	return b.withLifeChild(log, "cancel", "life-cancel-procs", func(c *rmq.Client, t topic.Topic, ch *lifeChild) ([]time.Duration, error) {
+		return lifeCancelSamples(ctx, c, t, ch)
+	})
+}
+
+// lifeCancelSamples measures lifeSamples Cancels of ch's running handler.
+func lifeCancelSamples(ctx context.Context, c *rmq.Client, t topic.Topic, ch *lifeChild) ([]time.Duration, error) {
 	var out []time.Duration
 	for i := range lifeSamples {
 		id := fmt.Sprintf("q%d", i)
@@ -267,6 +273,5 @@ func (b *runner) lifeCancelProcs(ctx context.Context, log *slog.Logger) (_ []tim
 		}
 		out = append(out, ended.Sub(at))
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
 	return out, nil
 }
