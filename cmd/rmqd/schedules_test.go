@@ -25,6 +25,7 @@ func TestScheduleRoutes(t *testing.T) {
 	}
 	spec := url.QueryEscape("@every 1s")
 
+	before := time.Now()
 	a := call("PUT", "/api/ns/q/schedule/beat?spec="+spec+"&tries=2&ttl=60", "tick", tok)
 	require.Equal(t, http.StatusCreated, a.status, "%s", a)
 	var set struct {
@@ -45,7 +46,14 @@ func TestScheduleRoutes(t *testing.T) {
 	assert.Equal(t, "tick", string(j.Data))
 	assert.True(t, strings.HasPrefix(j.JobID, "ns.q.beat@"), j.JobID)
 	assert.Equal(t, 1, j.RemainTries, "tries 2, one delivery")
-	assert.Equal(t, next.UnixMilli(), mustAtoi(t, strings.TrimPrefix(j.JobID, "ns.q.beat@")))
+	// The first tick is the first whole second after the set. The answer's
+	// next is read after the set: when that tick fired in between, it names
+	// the one after.
+	tick := (mustAtoi(t, strings.TrimPrefix(j.JobID, "ns.q.beat@")))
+	assert.Zero(t, tick%1000, "a whole second")
+	assert.Greater(t, tick, before.UnixMilli()-50, "not a tick from before the set")
+	assert.LessOrEqual(t, tick, next.UnixMilli(), "the first tick, not a later one")
+	assert.GreaterOrEqual(t, tick, next.UnixMilli()-1000, "next is at most one tick on")
 	require.Equal(t, http.StatusNoContent, call("DELETE", "/api/ns/q/job/"+url.PathEscape(j.JobID), "", tok).status)
 
 	var got struct {
