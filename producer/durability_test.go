@@ -10,8 +10,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/rmq-go/rmq/internal/scripts"
 	"github.com/rmq-go/rmq/internal/testkit/redisserver"
 	"github.com/rmq-go/rmq/internal/testkit/redistest"
+	"github.com/rmq-go/rmq/producer"
 	"github.com/rmq-go/rmq/rmq"
 	"github.com/rmq-go/rmq/topic"
 )
@@ -45,6 +47,20 @@ func TestAcknowledgedSendsSurviveRedisKill(t *testing.T) {
 			st, err := rmq.NewInspector(rdb).Stats(ctx, tp)
 			require.NoError(t, err)
 			assert.EqualValues(t, senders*each, st.Store)
+
+			// A restarted Redis has an empty script cache (scripts are not
+			// in the AOF): the same producer's next sends, single and
+			// batched, load their scripts again without a step from us.
+			loaded, err := rdb.ScriptExists(ctx, scripts.Send1.Hash(), scripts.SendBatch.Hash()).Result()
+			require.NoError(t, err)
+			require.Equal(t, []bool{false, false}, loaded, "the restart kept the script cache")
+			_, err = p.SendFixedTime(ctx, tp, []byte("after"), time.Now().Add(time.Hour))
+			require.NoError(t, err)
+			_, err = p.SendBatch(ctx, tp, []producer.BatchMessage{{Body: []byte("b1"), At: time.Now().Add(time.Hour)}, {Body: []byte("b2"), At: time.Now().Add(time.Hour)}})
+			require.NoError(t, err)
+			st, err = rmq.NewInspector(rdb).Stats(ctx, tp)
+			require.NoError(t, err)
+			assert.EqualValues(t, senders*each+3, st.Store)
 		})
 	}
 }
