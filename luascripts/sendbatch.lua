@@ -80,8 +80,10 @@ local function send_group(g, typ, count)
   -- was gathered is written first, so it sees the state a call per message
   -- would.
   -- An envelope exists exactly for a waiting, delayed or in-flight id, so
-  -- one HMGET tells the new ids.
-  local known = mcall('HMGET', msg, ids)
+  -- one HMGET tells the new ids. A group of one message (most groups of
+  -- the producer's group commit, whose sends spread over the slots) asks
+  -- with its write instead: an HSETNX that finds the id takes send_one.
+  local known = count > 1 and mcall('HMGET', msg, ids)
   local seen = {}
   local hargs, zargs = {}, {}
   local function write(store, msg)
@@ -104,11 +106,13 @@ local function send_group(g, typ, count)
     end
     if r then
       -- Refused (-1) or this call's own earlier run (0): nothing written.
-    elseif known[k] or seen[id] or (opts ~= '' and typ == 2 and has_bit(string.byte(opts, 1), 16)) then
+    elseif (known and known[k]) or seen[id] or (opts ~= '' and typ == 2 and has_bit(string.byte(opts, 1), 16)) then
       -- What is gathered holds only other ids, unless this one came
-      -- earlier in the call: only then must it be written first.
+      -- earlier in the call: only then must it be written first. (Without
+      -- the HMGET nothing is known: send_one reads.)
       if seen[id] then write(store, msg) end
-      r, score, due = send_one(keys, typ, id, ARGV[i + 1], tonumber(ARGV[i + 2]), ARGV[i + stride - 1], now, now_up, opts, not known[k] and not seen[id])
+      local fresh = known and not known[k] and not seen[id]
+      r, score, due = send_one(keys, typ, id, ARGV[i + 1], tonumber(ARGV[i + 2]), ARGV[i + stride - 1], now, now_up, opts, fresh)
     else
       -- env_encode of a fresh message, inlined: this loop
       -- is most of the script's time in a large batch.
@@ -120,17 +124,23 @@ local function send_group(g, typ, count)
         score = (score > 0 and now_up or now) + score
         zscore = score
       end
-      local n = #hargs
-      hargs[n + 1] = id
+      local env
       if opts == '' then
-        hargs[n + 2] = struct.pack(HDR, 2, typ, 0, now, score, tonumber(ARGV[i + 2])) .. ARGV[i + stride - 1]
+        env = struct.pack(HDR, 2, typ, 0, now, score, tonumber(ARGV[i + 2])) .. ARGV[i + stride - 1]
       else
         -- flags 4: an options block follows the header.
-        hargs[n + 2] = struct.pack(HDR, 2, typ + 16, 0, now, score, tonumber(ARGV[i + 2])) .. struct.pack('>H', #opts) .. opts .. ARGV[i + stride - 1]
+        env = struct.pack(HDR, 2, typ + 16, 0, now, score, tonumber(ARGV[i + 2])) .. struct.pack('>H', #opts) .. opts .. ARGV[i + stride - 1]
       end
-      zargs[n + 1] = zscore
-      zargs[n + 2] = id
       r = 1
+      if known then
+        local n = #hargs
+        hargs[n + 1], hargs[n + 2] = id, env
+        zargs[n + 1], zargs[n + 2] = zscore, id
+      elseif redis.call('HSETNX', msg, id, env) == 1 then
+        redis.call('ZADD', store, zscore, id)
+      else
+        r, score, due = send_one(keys, typ, id, ARGV[i + 1], tonumber(ARGV[i + 2]), ARGV[i + stride - 1], now, now_up, opts, false)
+      end
     end
     if r >= 0 then seen[id] = true end
     if lk and r >= 1 then life_event(lk, evmax, 'sent', id, 0) end

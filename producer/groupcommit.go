@@ -36,6 +36,8 @@ type pending struct {
 	id    string
 	slot  int
 	score string // due ms, priority, or range ms for range-merge
+	// scoreNum is score's value.
+	scoreNum float64
 	nonce string
 	body  []byte
 	job   jobConfig
@@ -135,11 +137,20 @@ func (p *Producer) runCalls(ctx context.Context, calls []slotCall) error {
 			sc[i] = scripts.Call{Script: scripts.GSend, Keys: keys, Args: args}
 			continue
 		}
-		sc[i] = sendCall(p.wakeCmd, p.prefix, groups)
+		sc[i] = p.sendCall(groups)
 	}
 	var firstErr error
-	for i, cmd := range scripts.RunAll(ctx, p.rdb, sc) {
+	sent := time.Now()
+	cmds := scripts.RunAll(ctx, p.rdb, sc)
+	received := time.Now()
+	for i, cmd := range cmds {
 		record(cmd, inv[i])
+		if sc[i].Script == scripts.Send1 {
+			// send1.lua returns Redis's clock when it read it.
+			if res, err := cmd.Int64Slice(); err == nil && len(res) > 1 {
+				p.clk.observe(res[1], sent, received)
+			}
+		}
 		if firstErr == nil {
 			firstErr = cmd.Err()
 		}
@@ -151,17 +162,25 @@ func (p *Producer) runCalls(ctx context.Context, calls []slotCall) error {
 // without options (a single send: most of what sendbatch.lua costs Redis
 // is its general path), else sendbatch.lua. A unique send (WithUniqueFor)
 // and a send to a topic with an event log take sendbatch.lua, so
-// send1.lua's lean path stays as it is.
-func sendCall(wakeCmd, prefix string, groups []slotCall) scripts.Call {
+// send1.lua's lean path stays as it is. send1.lua gets the envelope ready
+// made, its first-send time from the producer's estimate of Redis's
+// clock (sendClock), or asks for Redis's own when there is none.
+func (p *Producer) sendCall(groups []slotCall) scripts.Call {
 	if len(groups) == 1 && len(groups[0].batch) == 1 && len(groups[0].batch[0].opts) == 0 && groups[0].batch[0].unique == 0 && groups[0].events == 0 {
 		g, b := groups[0], groups[0].batch[0]
+		typ := int(g.topic.Type())
+		ms, fresh := p.clk.ms()
+		arg := typ
+		if !fresh {
+			arg += scripts.Send1Stamp
+		}
 		return scripts.Call{
 			Script: scripts.Send1,
 			Keys:   []string{g.keys.Store, g.keys.Prepare, g.keys.Msg, g.keys.Wake, g.keys.Delayed},
-			Args:   []any{wakeCmd, int(g.topic.Type()), b.id, b.score, b.nonce, b.body},
+			Args:   []any{p.wakeCmd, arg, b.id, b.score, scripts.Send1Envelope(typ, ms, b.scoreNum, b.nonce, b.body)},
 		}
 	}
-	keys, args := sendBatchArgs(wakeCmd, prefix, groups)
+	keys, args := sendBatchArgs(p.wakeCmd, p.prefix, groups)
 	return scripts.Call{Script: scripts.SendBatch, Keys: keys, Args: args}
 }
 

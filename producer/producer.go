@@ -47,6 +47,7 @@ type Producer struct {
 	gc            *groupcommit.Group[*pending]
 	// merged: one script call may name several slots (a single node).
 	merged bool
+	clk    sendClock
 }
 
 // Prefix returns the key prefix.
@@ -176,7 +177,7 @@ func (p *Producer) item(t topic.Topic, body []byte, score float64, sc sendConfig
 	if len(body) > p.maxBodySize {
 		return nil, fmt.Errorf("%w: %d bytes (limit %d)", ErrBodyTooLarge, len(body), p.maxBodySize)
 	}
-	it := &pending{topic: t, id: sc.key, body: body, score: strconv.FormatFloat(score, 'f', -1, 64), nonce: scripts.Nonce(), job: sc.job}
+	it := &pending{topic: t, id: sc.key, body: body, score: strconv.FormatFloat(score, 'f', -1, 64), scoreNum: score, nonce: scripts.Nonce(), job: sc.job}
 	if !sc.hasKey {
 		it.id = BodyID(body)
 	}

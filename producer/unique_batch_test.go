@@ -181,14 +181,15 @@ func TestUniqueCommandCounts(t *testing.T) {
 		return err
 	})
 	t.Logf("a send without WithUniqueFor: %v", plain)
-	assert.Equal(t, map[string]int{"evalsha": 1, "time": 1, "zrange": 1, "zscore": 1, "hsetnx": 1, "zadd": 1}, plain)
+	// No TIME: the warm-up's reply gave the producer Redis's clock.
+	assert.Equal(t, map[string]int{"evalsha": 1, "zrange": 1, "zscore": 1, "hsetnx": 1, "zadd": 1}, plain)
 
 	unique := count(func() error {
 		_, err := p.SendFixedTime(ctx, tp, []byte("unique"), time.Now().Add(time.Hour), producer.WithKey("u"), producer.WithUniqueFor(time.Hour))
 		return err
 	})
 	t.Logf("a send with WithUniqueFor: %v", unique)
-	assert.Equal(t, map[string]int{"evalsha": 1, "time": 1, "zrange": 2, "hmget": 1, "zscore": 2, "zadd": 2, "hset": 2}, unique)
+	assert.Equal(t, map[string]int{"evalsha": 1, "time": 1, "zrange": 2, "hsetnx": 1, "zscore": 2, "zadd": 2, "hset": 1}, unique)
 
 	refused := count(func() error {
 		_, err := p.SendFixedTime(ctx, tp, []byte("again"), time.Now(), producer.WithKey("u"), producer.WithUniqueFor(time.Hour))
@@ -198,5 +199,5 @@ func TestUniqueCommandCounts(t *testing.T) {
 		return err
 	})
 	t.Logf("a refused send: %v", refused)
-	assert.Equal(t, map[string]int{"evalsha": 1, "time": 1, "zrange": 2, "hmget": 1, "zscore": 1, "hget": 1}, refused)
+	assert.Equal(t, map[string]int{"evalsha": 1, "time": 1, "zrange": 2, "zscore": 1, "hget": 1}, refused)
 }

@@ -18,7 +18,7 @@ type DeadMessage struct {
 	// Attempts is how many deliveries failed; the last moved it here.
 	Attempts  int
 	LastError string
-	// FirstSentAt is the Redis time of the message's first send.
+	// FirstSentAt is the first send's Redis time, as consumer.Message's.
 	FirstSentAt time.Time
 	// DiedAt is when it moved to the dead queue (Redis's clock).
 	DiedAt time.Time

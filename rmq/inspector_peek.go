@@ -18,7 +18,7 @@ type WaitingMessage struct {
 	// Attempts is how many deliveries of it failed so far (0: fresh).
 	Attempts  int
 	LastError string
-	// FirstSentAt is the Redis time of the message's first send.
+	// FirstSentAt is the first send's Redis time, as consumer.Message's.
 	FirstSentAt time.Time
 	// Score is the store score that orders it: the due time in ms for
 	// time-based topics, else the priority (0..16 for a retry, which ranks

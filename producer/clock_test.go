@@ -1,0 +1,66 @@
+package producer_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rmq-go/rmq/internal/keyspace"
+	"github.com/rmq-go/rmq/internal/scripts"
+	"github.com/rmq-go/rmq/internal/testkit/redisserver"
+	"github.com/rmq-go/rmq/internal/testkit/redistest"
+	"github.com/rmq-go/rmq/producer"
+	"github.com/rmq-go/rmq/topic"
+)
+
+// A single send's first-send time is Redis's clock at the send, though
+// send1.lua reads it only when the producer has no fresh estimate of it:
+// the first send asks (one TIME), the next ones carry the estimate. Each
+// stays within Redis's clock read just before and just after its send,
+// for every type (range-merge windows start from Redis's own clock).
+func TestSingleSendFirstSentIsRedisClock(t *testing.T) {
+	srv := redistest.Start(t, redisserver.Config{})
+	rdb := redistest.Client(t, srv)
+	ctx := context.Background()
+	p := newProducer(rdb, "rmq")
+	require.NoError(t, rdb.ConfigResetStat(ctx).Err())
+	for _, typ := range []topic.Type{topic.RangeMerge, topic.Priority, topic.FixedTime} {
+		tp := topic.MustNew("clock-"+typ.String(), typ, 1)
+		for i := range 20 {
+			before, err := rdb.Time(ctx).Result()
+			require.NoError(t, err)
+			body := []byte(fmt.Sprintf("m%d", i))
+			switch typ {
+			case topic.RangeMerge:
+				_, err = p.SendRangeMerge(ctx, tp, body, time.Hour)
+			case topic.Priority:
+				_, err = p.SendPriority(ctx, tp, body, 20)
+			default:
+				_, err = p.SendFixedTime(ctx, tp, body, time.Now().Add(time.Hour))
+			}
+			require.NoError(t, err)
+			after, err := rdb.Time(ctx).Result()
+			require.NoError(t, err)
+			raw, err := rdb.HGet(ctx, keyspace.KeysFor("rmq", tp, 0).Msg, producer.BodyID(body)).Bytes()
+			require.NoError(t, err)
+			e, err := scripts.DecodeEnvelope(raw)
+			require.NoError(t, err)
+			// The estimate is a lower bound off by at most the round trip
+			// it came from: a ms before Redis's clock at worst.
+			assert.GreaterOrEqual(t, int64(e.FirstSentMs), before.UnixMilli()-1, "%s send %d", typ, i)
+			assert.LessOrEqual(t, int64(e.FirstSentMs), after.UnixMilli(), "%s send %d", typ, i)
+			if typ == topic.RangeMerge {
+				assert.GreaterOrEqual(t, int64(e.Score), before.UnixMilli()+time.Hour.Milliseconds(), "window from Redis's clock")
+				assert.LessOrEqual(t, int64(e.Score), after.UnixMilli()+1+time.Hour.Milliseconds(), "window from Redis's clock")
+			}
+		}
+	}
+	// Range-merge sends read Redis's clock each time (20), which also keeps
+	// the estimate fresh for the others: 60 sends, 20 TIME calls (the test
+	// itself made 120).
+	assert.Equal(t, 20, commandStats(t, rdb)["time"]-120, "TIME calls inside the scripts")
+}
