@@ -38,10 +38,10 @@ type pending struct {
 	score string // due ms, priority, or range ms for range-merge
 	// scoreNum is score's value.
 	scoreNum float64
-	nonce string
-	body  []byte
-	job   jobConfig
-	opts  []byte // the envelope's options block; nil for none
+	nonce    string
+	body     []byte
+	job      jobConfig
+	opts     []byte // the envelope's options block; nil for none
 	// unique is WithUniqueFor's window in ms; 0 for none.
 	unique int64
 
