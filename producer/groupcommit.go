@@ -164,14 +164,16 @@ func (p *Producer) runCalls(ctx context.Context, calls []slotCall) error {
 // and a send to a topic with an event log take sendbatch.lua, so
 // send1.lua's lean path stays as it is. send1.lua gets the envelope ready
 // made, its first-send time from the producer's estimate of Redis's
-// clock (sendClock), or asks for Redis's own when there is none.
+// clock (sendClock), or asks for Redis's own when there is none (and on a
+// cluster, whose nodes' clocks differ).
 func (p *Producer) sendCall(groups []slotCall) scripts.Call {
 	if len(groups) == 1 && len(groups[0].batch) == 1 && len(groups[0].batch[0].opts) == 0 && groups[0].batch[0].unique == 0 && groups[0].events == 0 {
 		g, b := groups[0], groups[0].batch[0]
 		typ := int(g.topic.Type())
 		ms, fresh := p.clk.ms()
 		arg := typ
-		if !fresh {
+		// On a cluster each node has its own clock: the script stamps it.
+		if !fresh || !p.merged {
 			arg += scripts.Send1Stamp
 		}
 		return scripts.Call{
