@@ -198,24 +198,12 @@ func (n *flowNode) build(topics map[string]topic.Topic) (producer.FlowNode, Flow
 // and the tree of ids.
 func (s *handlers) publishFlow(w http.ResponseWriter, r *http.Request, qr *service.QueueReq) {
 	// The body counts against the bulk bodies in progress, as a bulk
-	// publish's does (../service/bulkbody.go).
-	hold := r.ContentLength
-	if hold < 0 || hold > maxBulkBody {
-		hold = maxBulkBody
-	}
-	if err := s.Bodies.Acquire(r.Context(), hold); err != nil {
-		return // the client went away while it waited
-	}
-	defer s.Bodies.Release(hold)
-	raw, err := respond.ReadBody(w, r, maxBulkBody)
-	if err != nil {
-		if respond.IsTooLarge(err) {
-			respond.WriteError(w, http.StatusRequestEntityTooLarge, "body too large")
-			return
-		}
-		respond.WriteError(w, http.StatusBadRequest, "invalid body")
+	// publish's does.
+	raw, release, ok := s.readBulkBody(w, r)
+	if !ok {
 		return
 	}
+	defer release()
 	var req FlowNodeJSON
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
@@ -236,6 +224,7 @@ func (s *handlers) publishFlow(w http.ResponseWriter, r *http.Request, qr *servi
 	}
 	topics := make(map[string]topic.Topic, len(order))
 	for _, q := range order {
+		var err error
 		if topics[q], err = qr.Pool.PublishTopic(r.Context(), qr.Ns, q, types[q]); err != nil {
 			s.LibError(w, r, err)
 			return

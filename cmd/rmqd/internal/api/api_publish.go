@@ -368,6 +368,32 @@ func bulkKeyError(q url.Values) string {
 // maxBulkBody bounds a bulk body: 64 jobs of 1 MiB and their JSON syntax.
 const maxBulkBody = params.MaxBulkJobs*(params.MaxJobSize+1) + 4096
 
+// readBulkBody reads a bulk publish's or a flow's body, which counts
+// against the bulk bodies in progress (../service/bulkbody.go) from before
+// it is read until release is called, once its jobs are stored. ok is
+// false when the answer was written (413, 400) or the client went away
+// while it waited.
+func (s *handlers) readBulkBody(w http.ResponseWriter, r *http.Request) (raw []byte, release func(), ok bool) {
+	hold := r.ContentLength
+	if hold < 0 || hold > maxBulkBody {
+		hold = maxBulkBody
+	}
+	if err := s.Bodies.Acquire(r.Context(), hold); err != nil {
+		return nil, nil, false
+	}
+	raw, err := respond.ReadBody(w, r, maxBulkBody)
+	if err != nil {
+		s.Bodies.Release(hold)
+		if respond.IsTooLarge(err) {
+			respond.WriteError(w, http.StatusRequestEntityTooLarge, "body too large")
+		} else {
+			respond.WriteError(w, http.StatusBadRequest, "invalid body")
+		}
+		return nil, nil, false
+	}
+	return raw, func() { s.Bodies.Release(hold) }, true
+}
+
 func (s *handlers) publishBulk(w http.ResponseWriter, r *http.Request, qr *service.QueueReq) {
 	p, bad := parsePublish(r)
 	if bad == "" && p.key != "" {
@@ -377,25 +403,11 @@ func (s *handlers) publishBulk(w http.ResponseWriter, r *http.Request, qr *servi
 		respond.WriteError(w, http.StatusBadRequest, bad)
 		return
 	}
-	// The body counts against the bulk bodies in progress (../service/bulkbody.go)
-	// from before it is read until its jobs are stored.
-	hold := r.ContentLength
-	if hold < 0 || hold > maxBulkBody {
-		hold = maxBulkBody
-	}
-	if err := s.Bodies.Acquire(r.Context(), hold); err != nil {
-		return // the client went away while it waited
-	}
-	defer s.Bodies.Release(hold)
-	raw, err := respond.ReadBody(w, r, maxBulkBody)
-	if err != nil {
-		if respond.IsTooLarge(err) {
-			respond.WriteError(w, http.StatusRequestEntityTooLarge, "body too large")
-			return
-		}
-		respond.WriteError(w, http.StatusBadRequest, "invalid body")
+	raw, release, ok := s.readBulkBody(w, r)
+	if !ok {
 		return
 	}
+	defer release()
 	elems, err := service.SplitArray(raw)
 	if err != nil {
 		respond.WriteError(w, http.StatusBadRequest, "request body should be an array of objects")
