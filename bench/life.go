@@ -140,35 +140,50 @@ func (b *runner) lifeWait(ctx context.Context, log *slog.Logger) ([]time.Duratio
 	var out []time.Duration
 	for i := range lifeSamples {
 		id := fmt.Sprintf("w%d", i)
-		// The message waits first: Wait finds it, then it is made due.
-		if _, err := c.Producer().SendFixedTime(ctx, t, []byte(id), time.Now().Add(time.Hour), producer.WithKey(id)); err != nil {
+		d, err := b.waitOne(ctx, c, t, id, func() (time.Time, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			return returned[id], nil
+		})
+		if err != nil {
 			return nil, err
 		}
-		done := make(chan error, 1)
-		var at time.Time
-		go func() {
-			_, err := c.Wait(ctx, t, id)
-			at = time.Now()
-			done <- err
-		}()
-		// Wait registers in its slot's waiters hash before it reads the
-		// state: the message is made due once it has.
-		if err := b.lifeRegistered(ctx, t, id); err != nil {
-			return nil, err
-		}
-		if _, err := c.Producer().SendFixedTime(ctx, t, []byte(id), time.Now(), producer.WithKey(id)); err != nil {
-			return nil, err
-		}
-		if err := <-done; err != nil {
-			return nil, fmt.Errorf("wait %s: %w", id, err)
-		}
-		mu.Lock()
-		r := returned[id]
-		mu.Unlock()
-		out = append(out, at.Sub(r))
+		out = append(out, d)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
 	return out, nil
+}
+
+// waitOne times one Wait: from the moment id's handler returned (read by
+// returned once Wait has returned) to Wait's return. The message waits
+// first: Wait finds it, then it is made due.
+func (b *runner) waitOne(ctx context.Context, c *rmq.Client, t topic.Topic, id string, returned func() (time.Time, error)) (time.Duration, error) {
+	if _, err := c.Producer().SendFixedTime(ctx, t, []byte(id), time.Now().Add(time.Hour), producer.WithKey(id)); err != nil {
+		return 0, err
+	}
+	done := make(chan error, 1)
+	var at time.Time
+	go func() {
+		_, err := c.Wait(ctx, t, id)
+		at = time.Now()
+		done <- err
+	}()
+	// Wait registers in its slot's waiters hash before it reads the
+	// state: the message is made due once it has.
+	if err := b.lifeRegistered(ctx, t, id); err != nil {
+		return 0, err // Wait ends with ctx
+	}
+	if _, err := c.Producer().SendFixedTime(ctx, t, []byte(id), time.Now(), producer.WithKey(id)); err != nil {
+		return 0, err
+	}
+	if err := <-done; err != nil {
+		return 0, fmt.Errorf("wait %s: %w", id, err)
+	}
+	r, err := returned()
+	if err != nil {
+		return 0, err
+	}
+	return at.Sub(r), nil
 }
 
 // lifeCancel starts lifeSamples handlers that block until their context

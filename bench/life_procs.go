@@ -203,34 +203,17 @@ func lifeWaitSamples(ctx context.Context, b *runner, c *rmq.Client, t topic.Topi
 	var out []time.Duration
 	for i := range lifeSamples {
 		id := fmt.Sprintf("p%d", i)
-		if _, err := c.Producer().SendFixedTime(ctx, t, []byte(id), time.Now().Add(time.Hour), producer.WithKey(id)); err != nil {
-			return nil, err
-		}
-		done := make(chan error, 1)
-		var at time.Time
-		go func() {
-			_, err := c.Wait(ctx, t, id)
-			at = time.Now()
-			done <- err
-		}()
-		if err := b.lifeRegistered(ctx, t, id); err != nil {
-			return nil, err
-		}
-		if _, err := c.Producer().SendFixedTime(ctx, t, []byte(id), time.Now(), producer.WithKey(id)); err != nil {
-			return nil, err
-		}
-		l, err := ch.next(ctx)
+		d, err := b.waitOne(ctx, c, t, id, func() (time.Time, error) {
+			l, err := ch.next(ctx)
+			if err != nil {
+				return time.Time{}, err
+			}
+			return lineTime(l, "A", id)
+		})
 		if err != nil {
 			return nil, err
 		}
-		returned, err := lineTime(l, "A", id)
-		if err != nil {
-			return nil, err
-		}
-		if err := <-done; err != nil {
-			return nil, fmt.Errorf("wait %s: %w", id, err)
-		}
-		out = append(out, at.Sub(returned))
+		out = append(out, d)
 	}
 	return out, nil
 }
