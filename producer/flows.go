@@ -205,7 +205,7 @@ func (p *Producer) flowNode(n *FlowNode, up string, depth int, seen map[string]b
 	if err != nil {
 		return flowtree.Node{}, fmt.Errorf("%w: node %s: %w", ErrInvalidFlow, pathName(path), err)
 	}
-	fn := flowtree.Node{Topic: n.Topic.Name(), Slot: it.slot, ID: it.id, Type: int(typ), Score: it.score, Opts: opts, Body: n.Body, Up: up}
+	fn := flowtree.Node{Topic: n.Topic.Name(), Slot: it.slot, ID: it.id, Type: int(typ), Score: it.scoreText(), Opts: opts, Body: n.Body, Up: up}
 	at := len(*nodes)
 	*nodes = append(*nodes, fn)
 	kids := make([]string, 0, len(n.Children))

@@ -2,6 +2,7 @@ package producer
 
 import (
 	"context"
+	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -35,19 +36,21 @@ type pending struct {
 	topic topic.Topic
 	id    string
 	slot  int
-	score string // due ms, priority, or range ms for range-merge
-	// scoreNum is score's value.
-	scoreNum float64
-	nonce    string
-	body     []byte
-	job      jobConfig
-	opts     []byte // the envelope's options block; nil for none
+	score float64 // due ms, priority, or range ms for range-merge
+	nonce uint64  // scripts.NewNonce
+	body  []byte
+	job   jobConfig
+	opts  []byte // the envelope's options block; nil for none
 	// unique is WithUniqueFor's window in ms; 0 for none.
 	unique int64
 
 	res SendResult // set by the flush
 	err error
 }
+
+// scoreText is score as the scripts read it (go-redis writes a float64
+// argument the same way).
+func (it *pending) scoreText() string { return strconv.FormatFloat(it.score, 'f', -1, 64) }
 
 // encodeOptions turns the per-message options into the envelope's options
 // block, after the send hooks ran (they may have added headers).
@@ -144,12 +147,10 @@ func (p *Producer) runCalls(ctx context.Context, calls []slotCall) error {
 	cmds := scripts.RunAll(ctx, p.rdb, sc)
 	received := time.Now()
 	for i, cmd := range cmds {
-		record(cmd, inv[i])
-		if sc[i].Script == scripts.Send1 {
+		res := record(cmd, inv[i])
+		if sc[i].Script == scripts.Send1 && len(res) > 1 {
 			// send1.lua returns Redis's clock when it read it.
-			if res, err := cmd.Int64Slice(); err == nil && len(res) > 1 {
-				p.clk.observe(res[1], sent, received)
-			}
+			p.clk.observe(res[1], sent, received)
 		}
 		if firstErr == nil {
 			firstErr = cmd.Err()
@@ -179,7 +180,7 @@ func (p *Producer) sendCall(groups []slotCall) scripts.Call {
 		return scripts.Call{
 			Script: scripts.Send1,
 			Keys:   []string{g.keys.Store, g.keys.Prepare, g.keys.Msg, g.keys.Wake, g.keys.Delayed},
-			Args:   []any{p.wakeCmd, arg, b.id, b.score, scripts.Send1Envelope(typ, ms, b.scoreNum, b.nonce, b.body)},
+			Args:   []any{p.wakeCmd, arg, b.id, b.score, scripts.Send1Envelope(typ, ms, b.score, b.nonce, b.body)},
 		}
 	}
 	keys, args := sendBatchArgs(p.wakeCmd, p.prefix, groups)
@@ -253,7 +254,7 @@ func (p *Producer) gsendCall(groups []slotCall) ([]string, []any) {
 				u := keyspace.UniqueKeysFor(p.prefix, g.topic, slot)
 				gs[i].Uniq, gs[i].UniqNonce = u.Until, u.Nonce
 			}
-			gs[i].Msgs = append(gs[i].Msgs, scripts.GSendMsg{ID: b.id, Score: b.score, Nonce: b.nonce, Unique: b.unique, Opts: b.opts, Body: b.body})
+			gs[i].Msgs = append(gs[i].Msgs, scripts.GSendMsg{ID: b.id, Score: b.scoreText(), Nonce: strconv.FormatUint(b.nonce, 10), Unique: b.unique, Opts: b.opts, Body: b.body})
 		}
 	}
 	return scripts.GSendArgs(p.wakeCmd, gs)
@@ -264,8 +265,9 @@ func (p *Producer) gsendCall(groups []slotCall) ([]string, []any) {
 const resRefused = -1
 
 // record sets each message's result, or its error: its call's, or
-// ErrDuplicate for a refused unique send.
-func record(cmd *redis.Cmd, groups []slotCall) {
+// ErrDuplicate for a refused unique send. It returns the call's reply (nil
+// when it failed).
+func record(cmd *redis.Cmd, groups []slotCall) []int64 {
 	res, err := cmd.Int64Slice()
 	i := 0
 	for _, g := range groups {
@@ -281,4 +283,5 @@ func record(cmd *redis.Cmd, groups []slotCall) {
 			i++
 		}
 	}
+	return res
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 	"time"
 
@@ -177,7 +176,7 @@ func (p *Producer) item(t topic.Topic, body []byte, score float64, sc sendConfig
 	if len(body) > p.maxBodySize {
 		return nil, fmt.Errorf("%w: %d bytes (limit %d)", ErrBodyTooLarge, len(body), p.maxBodySize)
 	}
-	it := &pending{topic: t, id: sc.key, body: body, score: strconv.FormatFloat(score, 'f', -1, 64), scoreNum: score, nonce: scripts.Nonce(), job: sc.job}
+	it := &pending{topic: t, id: sc.key, body: body, score: score, nonce: scripts.NewNonce(), job: sc.job}
 	if !sc.hasKey {
 		it.id = BodyID(body)
 	}

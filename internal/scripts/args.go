@@ -21,5 +21,8 @@ func WakeCommand(rdb redis.UniversalClient) string {
 // requeue), so a script that go-redis runs twice for that call (after a lost
 // reply) recognises its own work. 53 bits: the envelope keeps it in a double.
 func Nonce() string {
-	return strconv.FormatUint(rand.Uint64()>>11, 10)
+	return strconv.FormatUint(NewNonce(), 10)
 }
+
+// NewNonce is a nonce as a number (Nonce is its text).
+func NewNonce() uint64 { return rand.Uint64() >> 11 }
