@@ -295,8 +295,11 @@ func (r *Recorder) take() []pendingMinute {
 	r.topics.Range(func(k, v any) bool {
 		tc := v.(*topicCounts)
 		tc.mu.Lock()
-		ms := tc.minutes
-		if len(ms) > 0 {
+		// An empty map stays in place and is not read below: the
+		// counting goroutines write it once the lock is released.
+		var ms map[int64]*Minute
+		if len(tc.minutes) > 0 {
+			ms = tc.minutes
 			tc.minutes = make(map[int64]*Minute, 1)
 		}
 		tc.mu.Unlock()

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"runtime"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -97,4 +99,45 @@ func TestRecorderSurvivesRedisDown(t *testing.T) {
 	ws, err = history.Workers(ctx, rdb, prefix)
 	require.NoError(t, err)
 	require.Empty(t, ws)
+}
+
+// Counting goes on from several goroutines while flushes take the counts
+// out of memory (every millisecond here, so many find a topic with
+// nothing counted since the last): every count reaches Redis exactly once,
+// and no flush reads a map a counter writes (run with -race; a flush that
+// found no counts once iterated the map it left in place).
+func TestCountingDuringFlushesLosesNothing(t *testing.T) {
+	srv := redistest.Shared(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), DisableIdentity: true})
+	t.Cleanup(func() { _ = rdb.Close() })
+	prefix := redistest.Prefix(t)
+	r := history.New(rdb, history.Config{Prefix: prefix, Retention: time.Hour, Interval: time.Millisecond})
+	r.StartWorker(history.NewWorker(func() ([]string, int) { return []string{"orders"}, 1 }))
+	const goroutines, each = 4, 500
+	var wg sync.WaitGroup
+	for range goroutines {
+		wg.Go(func() {
+			for i := range each {
+				r.Add("orders", history.Sent, 1)
+				if i%50 == 0 {
+					// A pause for flushes to find nothing new: a spin on
+					// the clock, as waiting on the flush count would order
+					// the counts after the flush for the race detector.
+					for began := time.Now(); time.Since(began) < 3*time.Millisecond; {
+						runtime.Gosched()
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	ctx := context.Background()
+	r.Close(ctx)
+	ps, err := history.Read(ctx, rdb, prefix, "orders", time.Now().Add(-2*time.Minute), time.Now())
+	require.NoError(t, err)
+	var sent int64
+	for _, p := range ps {
+		sent += p.Count(history.Sent)
+	}
+	require.EqualValues(t, goroutines*each, sent)
 }
