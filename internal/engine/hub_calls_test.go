@@ -84,7 +84,6 @@ func TestFetchesOfTopicsMerge(t *testing.T) {
 	slotCounts := []int{1, 2, 4, 16}
 	const topics, perTopic = 24, 6
 	p := newProducer(rdb, prefix)
-	due := time.Now().Add(1500 * time.Millisecond)
 	var mts []*muxTopic
 	var engines []*Engine
 	for i := range topics {
@@ -106,22 +105,27 @@ func TestFetchesOfTopicsMerge(t *testing.T) {
 	}()
 	// Every message of a topic comes due at the wave's instant or just
 	// after, in the order of sent; priority ones are due at once, highest
-	// first.
-	for j := range perTopic {
-		for _, mt := range mts {
+	// first. One batch per topic: the sends end well before the wave even
+	// on a loaded machine (a wave spread over the sends merges less).
+	due := time.Now().Add(2 * time.Second)
+	for _, mt := range mts {
+		var msgs []producer.BatchMessage
+		for j := range perTopic {
 			id := fmt.Sprintf("%s-%d", mt.tp.Name(), j)
 			mt.sent = append(mt.sent, id)
-			var err error
+			m := producer.BatchMessage{Body: []byte(id), Key: id}
 			switch mt.tp.Type() {
 			case topic.FixedTime:
-				_, err = p.SendFixedTime(ctx, mt.tp, []byte(id), due.Add(time.Duration(j)*time.Millisecond), producer.WithKey(id))
+				m.At = due.Add(time.Duration(j) * time.Millisecond)
 			case topic.Priority:
-				_, err = p.SendPriority(ctx, mt.tp, []byte(id), int64(100-j), producer.WithKey(id), producer.WithNotBefore(due))
+				m.Priority, m.Options = int64(100-j), []producer.SendOption{producer.WithNotBefore(due)}
 			case topic.RangeMerge:
-				_, err = p.SendRangeMerge(ctx, mt.tp, []byte(id), time.Until(due)+time.Duration(10*j)*time.Millisecond, producer.WithKey(id))
+				m.TimeRange = time.Until(due) + time.Duration(10*j)*time.Millisecond
 			}
-			require.NoError(t, err)
+			msgs = append(msgs, m)
 		}
+		_, err := p.SendBatch(ctx, mt.tp, msgs)
+		require.NoError(t, err)
 	}
 	roundsBefore, fetchesBefore := h.calls.Rounds.Load(), h.calls.Fetches.Load()
 	for _, mt := range mts {
