@@ -289,13 +289,13 @@ func TestCancelledSenderDoesNotStallTheQueue(t *testing.T) {
 	_, err := p.SendFixedTime(ctx, tp, []byte("warm"), time.Now())
 	require.NoError(t, err)
 
+	flushes := sendBatchCounter(t, rdb)
 	// Redis holds every client's commands for a while: the next flush hangs.
 	admin := redistest.Client(t, redistest.Shared(t))
 	require.NoError(t, admin.Do(ctx, "CLIENT", "PAUSE", "700", "ALL").Err())
 	// Senders that fill every flush slot; each sends at once and hangs,
 	// and those after them queue. Each one's message has left for Redis in
 	// a flush, or queues behind them, before the next starts.
-	flushes := sendBatchCounter(rdb)
 	busy := make(chan error, 4)
 	for i := range cap(busy) {
 		go func() {
