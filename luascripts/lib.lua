@@ -496,8 +496,8 @@ local function send_groups(base)
     G = G + 1
     kb[G], hdr[G] = n - 1, at
     local typ = tonumber(ARGV[at])
-    n = n + base + (typ % 16 >= 8 and 2 or 0) + (typ >= 16 and 1 or 0)
-    at = at + (typ >= 16 and 3 or 2)
+    n = n + base + (typ % 16 >= 8 and 2 or 0) + (has_bit(typ, 16) and 1 or 0)
+    at = at + (has_bit(typ, 16) and 3 or 2)
   end
   return G, kb, hdr, at
 end

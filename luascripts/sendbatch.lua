@@ -18,12 +18,17 @@
 --            plus 16 when its topic keeps an event log: the group has the
 --            events key, and its header one more argument), how many
 --            messages of it follow, and with 16 about how many events the
---            log keeps
+--            log keeps; plus 32 when the group's messages come packed
+--            (not range-merge): each one's last argument is the envelope
+--            a new message stores, its first-send ms the sender's
+--            estimate of Redis's clock, instead of its body; plus 64 (any
+--            group) to have Redis's clock (µs) returned after the results
 -- then, per message, id, score (range in ms for range-merge), send nonce,
 --            [unique window in ms, 0 for none, when the group's type says
---            so], [options block, when the group's type says so], body:
---            group 1's messages, then group 2's, ...
--- Returns: one result per message, in order:
+--            so], [options block, when the group's type says so], body
+--            (or envelope): group 1's messages, then group 2's, ...
+-- Returns: one result per message, in order (then Redis's clock in µs when
+-- a group asked with 64):
 --   1 stored as new
 --   2 merged into the waiting message of its id (range-merge: due time,
 --     first-send time and failures kept, body and options replaced)
@@ -39,8 +44,9 @@
 -- Redis's ms rounded up, so no message comes due before its instant.
 -- The groups, where their keys start and their headers (lib.lua).
 local G, kb, hdr, at = send_groups(5)
-local now, _, now_up = now_ms()
+local now, now_us, now_up = now_ms()
 local res = {}
+local want_clock = false
 
 -- send_group stores group g's count messages, from ARGV[at] on.
 local function send_group(g, typ, count)
@@ -49,6 +55,12 @@ local function send_group(g, typ, count)
   local store = KEYS[b + 1]
   local msg = KEYS[b + 3]
   local u, lk, evmax
+  if typ >= 64 then
+    typ = typ - 64
+    want_clock = true
+  end
+  local packed = typ >= 32
+  if packed then typ = typ - 32 end
   if typ >= 16 then
     typ = typ - 16
     lk, evmax = { events = (typ >= 8 and KEYS[b + 8] or KEYS[b + 6]) }, tonumber(ARGV[hdr[g] + 2])
@@ -65,6 +77,13 @@ local function send_group(g, typ, count)
   local oo = u and 4 or 3
   local stride = oo + (with_opts and 2 or 1)
   local time_based = typ ~= 2
+  -- body_of returns the body of the message whose arguments start at i
+  -- (a packed message's envelope holds it after its header and options).
+  local function body_of(i, opts)
+    local a = ARGV[i + stride - 1]
+    if not packed then return a end
+    return string.sub(a, 25 + (opts ~= '' and 2 + #opts or 0))
+  end
   local head_id, head = head_of(store, time_based)
   head = head and tonumber(head)
   local first = at
@@ -112,7 +131,7 @@ local function send_group(g, typ, count)
       -- the HMGET nothing is known: send_one reads.)
       if seen[id] then write(store, msg) end
       local fresh = known and not known[k] and not seen[id]
-      r, score, due = send_one(keys, typ, id, ARGV[i + 1], tonumber(ARGV[i + 2]), ARGV[i + stride - 1], now, now_up, opts, fresh)
+      r, score, due = send_one(keys, typ, id, ARGV[i + 1], tonumber(ARGV[i + 2]), body_of(i, opts), now, now_up, opts, fresh)
     else
       -- env_encode of a fresh message, inlined: this loop
       -- is most of the script's time in a large batch.
@@ -125,7 +144,9 @@ local function send_group(g, typ, count)
         zscore = score
       end
       local env
-      if opts == '' then
+      if packed then
+        env = ARGV[i + stride - 1]
+      elseif opts == '' then
         env = struct.pack(HDR, 2, typ, 0, now, score, tonumber(ARGV[i + 2])) .. ARGV[i + stride - 1]
       else
         -- flags 4: an options block follows the header.
@@ -139,7 +160,7 @@ local function send_group(g, typ, count)
       elseif redis.call('HSETNX', msg, id, env) == 1 then
         redis.call('ZADD', store, zscore, id)
       else
-        r, score, due = send_one(keys, typ, id, ARGV[i + 1], tonumber(ARGV[i + 2]), ARGV[i + stride - 1], now, now_up, opts, false)
+        r, score, due = send_one(keys, typ, id, ARGV[i + 1], tonumber(ARGV[i + 2]), body_of(i, opts), now, now_up, opts, false)
       end
     end
     if r >= 0 then seen[id] = true end
@@ -175,7 +196,16 @@ local function send_group(g, typ, count)
   end
 end
 
+-- A range-merge window starts from Redis's clock, which a packed
+-- envelope cannot know: refused before anything is written.
+for g = 1, G do
+  local t = tonumber(ARGV[hdr[g]])
+  if has_bit(t, 32) and t % 4 == 1 then
+    return redis.error_reply('ERR sendbatch: a range-merge group cannot come packed')
+  end
+end
 for g = 1, G do
   send_group(g, tonumber(ARGV[hdr[g]]), tonumber(ARGV[hdr[g] + 1]))
 end
+if want_clock then res[#res + 1] = now_us end
 return res

@@ -3,6 +3,8 @@ package producer_test
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -79,4 +81,62 @@ func checkFirstSent(t *testing.T, p *producer.Producer, rdb redis.UniversalClien
 			}
 		}
 	}
+}
+
+// A batch's new messages are stored with envelopes the producer packed
+// (sendbatch.lua then packs none; groups of 8 or more) while its estimate
+// of Redis's clock is fresh: the first batch has none and asks for Redis's clock, the next
+// ones come packed. Every envelope's first-sent ms stays within Redis's
+// clock read around its batch, for every type (range-merge groups are
+// never packed: their windows start from Redis's clock).
+func TestBatchFirstSentIsRedisClock(t *testing.T) {
+	srv := redistest.Start(t, redisserver.Config{})
+	rdb := redistest.Client(t, srv)
+	ctx := context.Background()
+	var packed, asked, calls atomic.Int64
+	rdb.AddHook(redistest.Observer{Before: func(cmd redis.Cmder) {
+		args := cmd.Args()
+		if len(args) < 4 || fmt.Sprint(args[1]) != scripts.SendBatch.Hash() {
+			return
+		}
+		nkeys, _ := strconv.Atoi(fmt.Sprint(args[2]))
+		typ, _ := strconv.Atoi(fmt.Sprint(args[3+nkeys+1]))
+		calls.Add(1)
+		if typ&scripts.SendBatchPacked != 0 {
+			packed.Add(1)
+		}
+		if typ&scripts.SendBatchClock != 0 {
+			asked.Add(1)
+		}
+	}})
+	p := newProducer(rdb, "rmq")
+	for _, typ := range []topic.Type{topic.Priority, topic.FixedTime, topic.RangeMerge} {
+		tp := topic.MustNew("bclock-"+typ.String(), typ, 1)
+		for i := range 10 {
+			msgs := make([]producer.BatchMessage, 10)
+			for j := range msgs {
+				msgs[j] = producer.BatchMessage{Body: []byte(fmt.Sprintf("m%d-%d", i, j)), Priority: 20, At: time.Now().Add(time.Hour), TimeRange: time.Hour}
+			}
+			before, err := rdb.Time(ctx).Result()
+			require.NoError(t, err)
+			ids, err := p.SendBatch(ctx, tp, msgs)
+			require.NoError(t, err)
+			after, err := rdb.Time(ctx).Result()
+			require.NoError(t, err)
+			for k, id := range ids {
+				raw, err := rdb.HGet(ctx, keyspace.KeysFor("rmq", tp, 0).Msg, id).Bytes()
+				require.NoError(t, err)
+				e, err := scripts.DecodeEnvelope(raw)
+				require.NoError(t, err)
+				assert.GreaterOrEqual(t, int64(e.FirstSentMs), before.UnixMilli()-1, "%s batch %d", typ, i)
+				assert.LessOrEqual(t, int64(e.FirstSentMs), after.UnixMilli(), "%s batch %d", typ, i)
+				assert.Equal(t, msgs[k].Body, e.Body, "%s batch %d", typ, i)
+			}
+		}
+	}
+	// 30 calls: the first asks for the clock, the 19 other priority and
+	// fixed-time ones come packed, the range-merge ones never.
+	assert.EqualValues(t, 30, calls.Load())
+	assert.EqualValues(t, 1, asked.Load())
+	assert.EqualValues(t, 19, packed.Load())
 }

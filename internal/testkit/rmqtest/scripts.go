@@ -318,7 +318,8 @@ func flowGroups(name string, keys, argv []any) (groups [][]any, ok bool) {
 // SendGroups splits the KEYS of a sendbatch.lua (base 5) or gsend.lua
 // (base 7) call into its slot groups: base keys a group, two more for a
 // group of unique sends (its type plus 8), one more for a group with an
-// event log (its type plus 16, whose header has a third argument).
+// event log (its type plus 16, whose header has a third argument); the
+// flags above (32 packed, 64 clock) change neither.
 func SendGroups(base int, keys, argv []any) [][]any {
 	var groups [][]any
 	for at, k := 1, 0; k < len(keys); {
@@ -328,7 +329,7 @@ func SendGroups(base int, keys, argv []any) [][]any {
 			if typ%16 >= 8 {
 				size += 2
 			}
-			if typ >= 16 {
+			if typ%32 >= 16 {
 				size, hdr = size+1, 3
 			}
 		}
