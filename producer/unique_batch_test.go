@@ -2,6 +2,7 @@ package producer_test
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -200,4 +201,34 @@ func TestUniqueCommandCounts(t *testing.T) {
 	})
 	t.Logf("a refused send: %v", refused)
 	assert.Equal(t, map[string]int{"evalsha": 1, "time": 1, "zrange": 2, "zscore": 1, "hget": 1}, refused)
+}
+
+// Unique sends in a packed group (8 or more messages to one slot, the
+// producer's estimate of Redis's clock fresh after the first batch): the
+// duplicates are refused and write nothing, the others are stored with
+// their own bodies.
+func TestUniqueInPackedBatch(t *testing.T) {
+	p, rdb, prefix := setup(t, "single")
+	ctx := context.Background()
+	tp := topic.MustNew("uniq-packed", topic.Priority, 1)
+	batch := func(from, to int, tag string) []producer.BatchMessage {
+		var msgs []producer.BatchMessage
+		for i := from; i < to; i++ {
+			msgs = append(msgs, producer.BatchMessage{Key: fmt.Sprint("u", i), Body: []byte(fmt.Sprint(tag, i)), Priority: 20,
+				Options: []producer.SendOption{producer.WithUniqueFor(time.Hour)}})
+		}
+		return msgs
+	}
+	_, err := p.SendBatch(ctx, tp, batch(0, 10, "first"))
+	require.NoError(t, err)
+	ids, err := p.SendBatch(ctx, tp, batch(5, 15, "second"))
+	require.ErrorIs(t, err, producer.ErrDuplicate)
+	assert.Equal(t, []string{"", "", "", "", "", "u10", "u11", "u12", "u13", "u14"}, ids)
+	for i := range 15 {
+		want := fmt.Sprint("first", i)
+		if i >= 10 {
+			want = fmt.Sprint("second", i)
+		}
+		assert.Equal(t, want, string(envelopeOf(t, rdb, prefix, tp, fmt.Sprint("u", i)).Body))
+	}
 }
