@@ -85,10 +85,12 @@ func checkFirstSent(t *testing.T, p *producer.Producer, rdb redis.UniversalClien
 
 // A batch's new messages are stored with envelopes the producer packed
 // (sendbatch.lua then packs none; groups of 8 or more) while its estimate
-// of Redis's clock is fresh: the first batch has none and asks for Redis's clock, the next
-// ones come packed. Every envelope's first-sent ms stays within Redis's
-// clock read around its batch, for every type (range-merge groups are
-// never packed: their windows start from Redis's clock).
+// of Redis's clock is fresh: the first batch has none, the next ones come
+// packed; every call returns Redis's clock. Every envelope's first-sent ms
+// stays within Redis's clock read around its batch, less the first call's
+// time at most (the estimate is a lower bound, off by the round trip of
+// the reply it came from), for every type (range-merge groups are never
+// packed: their windows start from Redis's clock).
 func TestBatchFirstSentIsRedisClock(t *testing.T) {
 	srv := redistest.Start(t, redisserver.Config{})
 	rdb := redistest.Client(t, srv)
@@ -110,6 +112,7 @@ func TestBatchFirstSentIsRedisClock(t *testing.T) {
 		}
 	}})
 	p := newProducer(rdb, "rmq")
+	var slackMs int64 // the first call's time, ms rounded up
 	for _, typ := range []topic.Type{topic.Priority, topic.FixedTime, topic.RangeMerge} {
 		tp := topic.MustNew("bclock-"+typ.String(), typ, 1)
 		for i := range 10 {
@@ -119,8 +122,12 @@ func TestBatchFirstSentIsRedisClock(t *testing.T) {
 			}
 			before, err := rdb.Time(ctx).Result()
 			require.NoError(t, err)
+			began := time.Now()
 			ids, err := p.SendBatch(ctx, tp, msgs)
 			require.NoError(t, err)
+			if slackMs == 0 {
+				slackMs = time.Since(began).Milliseconds() + 1
+			}
 			after, err := rdb.Time(ctx).Result()
 			require.NoError(t, err)
 			for k, id := range ids {
@@ -128,15 +135,15 @@ func TestBatchFirstSentIsRedisClock(t *testing.T) {
 				require.NoError(t, err)
 				e, err := scripts.DecodeEnvelope(raw)
 				require.NoError(t, err)
-				assert.GreaterOrEqual(t, int64(e.FirstSentMs), before.UnixMilli()-1, "%s batch %d", typ, i)
+				assert.GreaterOrEqual(t, int64(e.FirstSentMs), before.UnixMilli()-slackMs, "%s batch %d", typ, i)
 				assert.LessOrEqual(t, int64(e.FirstSentMs), after.UnixMilli(), "%s batch %d", typ, i)
 				assert.Equal(t, msgs[k].Body, e.Body, "%s batch %d", typ, i)
 			}
 		}
 	}
-	// 30 calls: the first asks for the clock, the 19 other priority and
-	// fixed-time ones come packed, the range-merge ones never.
+	// 30 calls, each asking for the clock: the 19 priority and fixed-time
+	// ones after the first come packed, the range-merge ones never.
 	assert.EqualValues(t, 30, calls.Load())
-	assert.EqualValues(t, 1, asked.Load())
+	assert.EqualValues(t, 30, asked.Load())
 	assert.EqualValues(t, 19, packed.Load())
 }

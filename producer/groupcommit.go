@@ -188,9 +188,11 @@ func (p *Producer) sendCall(groups []slotCall) scripts.Call {
 	}
 	// Likewise sendbatch.lua's groups come packed while the estimate is
 	// fresh on a single node (a batch's new messages then cost the script
-	// no packing), and ask for Redis's clock when it is not.
+	// no packing); there every call returns Redis's clock (the script reads
+	// it anyway), which keeps the estimate fresh and tightens it: a first
+	// reply may have taken long (a NOSCRIPT refusal and its resend).
 	ms, fresh := p.clk.ms()
-	pack, ask := p.merged && fresh, p.merged && !fresh
+	pack, ask := p.merged && fresh, p.merged
 	keys, args := sendBatchArgs(p.wakeCmd, p.prefix, groups, ms, pack, ask)
 	return scripts.Call{Script: scripts.SendBatch, Keys: keys, Args: args}
 }
