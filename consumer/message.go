@@ -22,8 +22,10 @@ type Message struct {
 	// Priority is the priority a priority message was sent with.
 	Priority int64
 	// FirstSentAt is the Redis time of the first send of this message.
-	// (A single send without options carries the producer's estimate of
-	// Redis's clock, a lower bound within a round trip of it.)
+	// (A message the producer packed itself on a single node — a single
+	// send without options, or one of a batch's group of 8 or more —
+	// carries its estimate of Redis's clock, a lower bound within a round
+	// trip of it.)
 	FirstSentAt time.Time
 	// FetchedAt is when this consumer received it.
 	FetchedAt time.Time

@@ -7,15 +7,17 @@ import (
 	"github.com/rmq-go/rmq/internal/engine/clock"
 )
 
-// clockFresh is how long an estimate of Redis's clock serves single sends
-// before one of them asks send1.lua for Redis's clock again.
+// clockFresh is how long an estimate of Redis's clock serves sends before
+// one of them asks send1.lua for Redis's clock again (every sendbatch.lua
+// call returns it).
 const clockFresh = 5 * time.Second
 
 // sendClock is the producer's estimate of Redis's clock, the first-send
-// time a single send's envelope carries: send1.lua reads no clock of its
+// time of the envelopes the producer packs: send1.lua reads no clock of its
 // own while the estimate is fresh (a TIME call is a tenth of the script's
-// cost). The estimate is a lower bound taken from replies that carried
-// Redis's clock, off by at most a round trip.
+// cost), and sendbatch.lua packs no envelope of a packed group. The
+// estimate is a lower bound taken from replies that carried Redis's clock,
+// off by at most a round trip.
 type sendClock struct {
 	k  clock.RedisClock
 	mu sync.Mutex

@@ -147,12 +147,9 @@ func (p *Producer) runCalls(ctx context.Context, calls []slotCall) error {
 	cmds := scripts.RunAll(ctx, p.rdb, sc)
 	received := time.Now()
 	for i, cmd := range cmds {
-		res := record(cmd, inv[i])
-		if sc[i].Script == scripts.Send1 && len(res) > 1 {
-			// send1.lua returns Redis's clock when it read it.
-			p.clk.observe(res[1], sent, received)
-		} else if n := messages(inv[i]); sc[i].Script == scripts.SendBatch && len(res) == n+1 {
-			// So does sendbatch.lua when asked, after the results.
+		// send1.lua and sendbatch.lua return Redis's clock after the
+		// results when they read it for the producer.
+		if res, n := record(cmd, inv[i]); len(res) > n {
 			p.clk.observe(res[n], sent, received)
 		}
 		if firstErr == nil {
@@ -183,7 +180,7 @@ func (p *Producer) sendCall(groups []slotCall) scripts.Call {
 		return scripts.Call{
 			Script: scripts.Send1,
 			Keys:   []string{g.keys.Store, g.keys.Prepare, g.keys.Msg, g.keys.Wake, g.keys.Delayed},
-			Args:   []any{p.wakeCmd, arg, b.id, b.score, scripts.Send1Envelope(typ, ms, b.score, b.nonce, b.body)},
+			Args:   []any{p.wakeCmd, arg, b.id, b.score, scripts.SendEnvelope(typ, ms, b.score, b.nonce, nil, b.body)},
 		}
 	}
 	// Likewise sendbatch.lua's groups come packed while the estimate is
@@ -298,17 +295,8 @@ const resRefused = -1
 
 // record sets each message's result, or its error: its call's, or
 // ErrDuplicate for a refused unique send. It returns the call's reply (nil
-// when it failed).
-// messages counts the messages of groups.
-func messages(groups []slotCall) int {
-	n := 0
-	for _, g := range groups {
-		n += len(g.batch)
-	}
-	return n
-}
-
-func record(cmd *redis.Cmd, groups []slotCall) []int64 {
+// when it failed) and how many messages the call carried.
+func record(cmd *redis.Cmd, groups []slotCall) ([]int64, int) {
 	res, err := cmd.Int64Slice()
 	i := 0
 	for _, g := range groups {
@@ -324,5 +312,5 @@ func record(cmd *redis.Cmd, groups []slotCall) []int64 {
 			i++
 		}
 	}
-	return res
+	return res, i
 }

@@ -6,16 +6,6 @@ import "encoding/binary"
 // clock into the envelope and return it (range-merge sends always do).
 const Send1Stamp = 8
 
-// Send1Envelope is the envelope send1.lua stores for a new message: the
-// version 2 header without options (typ, no failures, firstMs, score,
-// nonce), then body. firstMs is the sender's estimate of Redis's clock;
-// the script overwrites it (and the score) when it stamps its own. score
-// and nonce are whole numbers below 2^53 (the header keeps 7 bytes of
-// each).
-func Send1Envelope(typ int, firstMs int64, score float64, nonce uint64, body []byte) []byte {
-	return SendEnvelope(typ, firstMs, score, nonce, nil, body)
-}
-
 // SendBatchPacked added to a sendbatch.lua group's type says its messages
 // come packed: each one's last argument is SendEnvelope's envelope, not
 // its body (never for a range-merge group: its window starts from Redis's
@@ -28,9 +18,12 @@ const (
 
 // SendEnvelope is the envelope a send stores for a new message: the
 // version 2 header (typ, no failures, firstMs, score, nonce), then the
-// options block opts with its length when there is one, then body.
-// firstMs is the sender's estimate of Redis's clock; score and nonce are
-// whole numbers below 2^53 (the header keeps 7 bytes of each).
+// options block opts with its length when there is one, then body: what
+// send1.lua takes (without options) and a packed sendbatch.lua group's
+// messages carry. firstMs is the sender's estimate of Redis's clock
+// (send1.lua overwrites it, and the score, when it stamps its own); score
+// and nonce are whole numbers below 2^53 (the header keeps 7 bytes of
+// each).
 func SendEnvelope(typ int, firstMs int64, score float64, nonce uint64, opts, body []byte) []byte {
 	n := envelopeHeader2 + len(body)
 	if len(opts) > 0 {

@@ -26,7 +26,7 @@ func (s *slot) send1(id string, score float64, body, nonce string, stamp bool) i
 	before := time.Now()
 	res, err := scripts.Send1.Run(s.ctx, s.rdb, []string{s.k.Store, s.k.Prepare, s.k.Msg, s.k.Wake, s.k.Delayed},
 		"PUBLISH", typ, id, strconv.FormatFloat(score, 'f', -1, 64),
-		scripts.Send1Envelope(s.typ, time.Now().UnixMilli(), score, n, []byte(body))).Int64Slice()
+		scripts.SendEnvelope(s.typ, time.Now().UnixMilli(), score, n, nil, []byte(body))).Int64Slice()
 	require.NoError(s.t, err)
 	if stamp || s.typ == 1 {
 		require.Len(s.t, res, 2, "Redis's clock returned")
