@@ -95,22 +95,7 @@ func TestBatchFirstSentIsRedisClock(t *testing.T) {
 	srv := redistest.Start(t, redisserver.Config{})
 	rdb := redistest.Client(t, srv)
 	ctx := context.Background()
-	var packed, asked, calls atomic.Int64
-	rdb.AddHook(redistest.Observer{Before: func(cmd redis.Cmder) {
-		args := cmd.Args()
-		if len(args) < 4 || fmt.Sprint(args[1]) != scripts.SendBatch.Hash() {
-			return
-		}
-		nkeys, _ := strconv.Atoi(fmt.Sprint(args[2]))
-		typ, _ := strconv.Atoi(fmt.Sprint(args[3+nkeys+1]))
-		calls.Add(1)
-		if typ&scripts.SendBatchPacked != 0 {
-			packed.Add(1)
-		}
-		if typ&scripts.SendBatchClock != 0 {
-			asked.Add(1)
-		}
-	}})
+	flags := watchBatchFlags(rdb)
 	p := newProducer(rdb, "rmq")
 	var slackMs int64 // the first call's time, ms rounded up
 	for _, typ := range []topic.Type{topic.Priority, topic.FixedTime, topic.RangeMerge} {
@@ -143,7 +128,31 @@ func TestBatchFirstSentIsRedisClock(t *testing.T) {
 	}
 	// 30 calls, each asking for the clock: the 19 priority and fixed-time
 	// ones after the first come packed, the range-merge ones never.
-	assert.EqualValues(t, 30, calls.Load())
-	assert.EqualValues(t, 30, asked.Load())
-	assert.EqualValues(t, 19, packed.Load())
+	assert.EqualValues(t, 30, flags.calls.Load())
+	assert.EqualValues(t, 30, flags.asked.Load())
+	assert.EqualValues(t, 19, flags.packed.Load())
+}
+
+// batchFlags counts the sendbatch.lua calls a client makes, and those
+// whose first group comes packed or asks for Redis's clock.
+type batchFlags struct{ calls, packed, asked atomic.Int64 }
+
+func watchBatchFlags(rdb redis.UniversalClient) *batchFlags {
+	f := &batchFlags{}
+	rdb.AddHook(redistest.Observer{Before: func(cmd redis.Cmder) {
+		args := cmd.Args()
+		if len(args) < 4 || fmt.Sprint(args[1]) != scripts.SendBatch.Hash() {
+			return
+		}
+		nkeys, _ := strconv.Atoi(fmt.Sprint(args[2]))
+		typ, _ := strconv.Atoi(fmt.Sprint(args[3+nkeys+1]))
+		f.calls.Add(1)
+		if typ&scripts.SendBatchPacked != 0 {
+			f.packed.Add(1)
+		}
+		if typ&scripts.SendBatchClock != 0 {
+			f.asked.Add(1)
+		}
+	}})
+	return f
 }

@@ -209,6 +209,7 @@ func TestUniqueCommandCounts(t *testing.T) {
 // their own bodies.
 func TestUniqueInPackedBatch(t *testing.T) {
 	p, rdb, prefix := setup(t, "single")
+	flags := watchBatchFlags(rdb)
 	ctx := context.Background()
 	tp := topic.MustNew("uniq-packed", topic.Priority, 1)
 	batch := func(from, to int, tag string) []producer.BatchMessage {
@@ -221,8 +222,10 @@ func TestUniqueInPackedBatch(t *testing.T) {
 	}
 	_, err := p.SendBatch(ctx, tp, batch(0, 10, "first"))
 	require.NoError(t, err)
+	packedBefore := flags.packed.Load()
 	ids, err := p.SendBatch(ctx, tp, batch(5, 15, "second"))
 	require.ErrorIs(t, err, producer.ErrDuplicate)
+	require.EqualValues(t, packedBefore+1, flags.packed.Load(), "the second batch came packed")
 	assert.Equal(t, []string{"", "", "", "", "", "u10", "u11", "u12", "u13", "u14"}, ids)
 	for i := range 15 {
 		want := fmt.Sprint("first", i)
